@@ -1,0 +1,64 @@
+#!/usr/bin/env node
+// `npm test`: typecheck, unit tests in Node on Dawn, kernel and browser tests in headless Chromium,
+// then Playwright e2e against the Vite-served demo. Finds Chromium, or installs Debian's with apt
+// when running as root on Debian; otherwise says how to install one.
+import { execSync, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { chromiumPath } from './chromium.mjs';
+
+const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+
+function hasVulkanLoader() {
+  try {
+    return execSync('ldconfig -p', { encoding: 'utf8' }).includes('libvulkan.so.1');
+  } catch {
+    return false;
+  }
+}
+
+function aptInstall(packages) {
+  const isRoot = process.getuid?.() === 0;
+  if (!isRoot || !existsSync('/usr/bin/apt-get')) return false;
+  console.log(`[test] installing ${packages.join(' ')} with apt-get…`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  const run = (cmd) => spawnSync('sh', ['-c', cmd], { stdio: 'inherit', env }).status === 0;
+  return run('apt-get update -qq') && run(`apt-get install -y -qq ${packages.join(' ')}`);
+}
+
+function ensureBrowserAndVulkan() {
+  const missing = [];
+  if (!chromiumPath()) missing.push('chromium');
+  if (!hasVulkanLoader()) missing.push('libvulkan1');
+  if (missing.length && !aptInstall(missing)) {
+    console.error(
+      `[test] missing: ${missing.join(', ')}.\n` +
+        '  Debian/Ubuntu: sudo apt-get install chromium libvulkan1\n' +
+        '  Elsewhere: install Chrome or Chromium and set CHROME_PATH=/path/to/chrome; Node tests need a Vulkan loader.',
+    );
+    process.exit(1);
+  }
+}
+
+const steps = [
+  ['typecheck', 'npx', ['tsc', '--noEmit', '-p', 'tsconfig.json']],
+  ['unit (Node, Dawn)', 'npx', ['vitest', 'run', '--project', 'node']],
+  ['browser (Chromium)', 'npx', ['vitest', 'run', '--project', 'browser']],
+  ['e2e (Playwright)', 'npx', ['playwright', 'test']],
+];
+
+ensureBrowserAndVulkan();
+const env = { ...process.env };
+if (!env.VK_ICD_FILENAMES && existsSync(SWIFTSHADER_ICD) && !env.WEBGPU_LLM_REAL_GPU) env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
+if (!env.CHROME_PATH) env.CHROME_PATH = chromiumPath();
+
+const only = process.argv.slice(2);
+const started = Date.now();
+for (const [name, cmd, args] of steps) {
+  if (only.length && !only.some((o) => name.startsWith(o))) continue;
+  console.log(`\n[test] ── ${name} ──`);
+  const t = Date.now();
+  const { status } = spawnSync(cmd, args, { stdio: 'inherit', env });
+  console.log(`[test] ${name}: ${status === 0 ? 'ok' : 'FAILED'} in ${((Date.now() - t) / 1000).toFixed(1)} s`);
+  if (status !== 0) process.exit(status ?? 1);
+}
+console.log(`\n[test] all steps passed in ${((Date.now() - started) / 1000).toFixed(1)} s`);

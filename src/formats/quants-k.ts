@@ -1,0 +1,162 @@
+/**
+ * ggml's K-quant super-blocks of 256 elements, byte-compatible with llama.cpp.
+ *
+ * Q4_K (144 bytes): f16 d, f16 dmin, 12 bytes of 6-bit scales and mins for 8 sub-blocks of 32,
+ *   128 bytes of nibbles. value = d * sc[j] * q - dmin * m[j] for sub-block j.
+ *   Nibbles: 32-byte chunk c of qs holds sub-block 2c in its low nibbles and 2c+1 in its high ones.
+ * Q6_K (210 bytes): 128 bytes ql (low 4 bits), 64 bytes qh (high 2 bits), 16 int8 scales (one per
+ *   16 elements), f16 d. value = d * scales[j] * (q - 32).
+ *   Each 128-element half n uses ql[64n..64n+64] and qh[32n..32n+32]; its quarter k (32 elements,
+ *   index l) takes ql[64n + 32(k&1) + l] (low nibble for k < 2, high for k >= 2) and bits 2k..2k+1
+ *   of qh[32n + l].
+ *
+ * The quantisers are simple (min/max per sub-block, no iterative search like llama.cpp's
+ * make_qkx2_quants), so they make valid blocks with somewhat more error than llama.cpp's.
+ */
+import { readF16, roundAway, writeF16 } from './quants-legacy';
+
+export const QK_K = 256;
+
+const clamp = (v: number, lo: number, hi: number): number => (v < lo ? lo : v > hi ? hi : v);
+
+/**
+ * Packs 8 six-bit scales and 8 six-bit mins into ggml's 12 bytes: entries 0..3 sit whole in the
+ * low 6 bits of bytes 0..3 (scales) and 4..7 (mins); entries 4..7 keep their low 4 bits in bytes
+ * 8..11 (scale low nibble, min high nibble) and their top 2 bits in the spare top bits of 0..7.
+ */
+export function packScalesMinsK4(sc: ArrayLike<number>, m: ArrayLike<number>, out: Uint8Array, at = 0): void {
+  for (let j = 0; j < 4; j++) {
+    out[at + j] = (sc[j]! & 63) | ((sc[j + 4]! >> 4) << 6);
+    out[at + j + 4] = (m[j]! & 63) | ((m[j + 4]! >> 4) << 6);
+    out[at + j + 8] = (sc[j + 4]! & 0xf) | ((m[j + 4]! & 0xf) << 4);
+  }
+}
+
+/** Inverse of packScalesMinsK4 (ggml's get_scale_min_k4 for all 8 sub-blocks). */
+export function unpackScalesMinsK4(bytes: Uint8Array, at: number, sc: Uint8Array, m: Uint8Array): void {
+  for (let j = 0; j < 4; j++) {
+    sc[j] = bytes[at + j]! & 63;
+    m[j] = bytes[at + j + 4]! & 63;
+    sc[j + 4] = (bytes[at + j + 8]! & 0xf) | ((bytes[at + j]! >> 6) << 4);
+    m[j + 4] = (bytes[at + j + 8]! >> 4) | ((bytes[at + j + 4]! >> 6) << 4);
+  }
+}
+
+export function quantizeQ4_K(x: Float32Array, out: Uint8Array): void {
+  const scale = new Float64Array(8);
+  const minv = new Float64Array(8);
+  const sc = new Uint8Array(8);
+  const m = new Uint8Array(8);
+  for (let src = 0, dst = 0; src < x.length; src += QK_K, dst += 144) {
+    // Per sub-block: an affine map of [min, max] onto 0..15, with min <= 0 (the format stores -min).
+    let maxScale = 0;
+    let maxMin = 0;
+    for (let j = 0; j < 8; j++) {
+      let lo = 0;
+      let hi = -Infinity;
+      for (let i = 0; i < 32; i++) {
+        const v = x[src + 32 * j + i]!;
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+      }
+      scale[j] = Math.max(0, hi - lo) / 15;
+      minv[j] = -lo;
+      maxScale = Math.max(maxScale, scale[j]!);
+      maxMin = Math.max(maxMin, minv[j]!);
+    }
+    // Super-block scales quantise the sub-block scales and mins to 6 bits.
+    const d = writeF16(out, dst, maxScale / 63);
+    const dmin = writeF16(out, dst + 2, maxMin / 63);
+    for (let j = 0; j < 8; j++) {
+      sc[j] = d > 0 ? clamp(roundAway(scale[j]! / d), 0, 63) : 0;
+      m[j] = dmin > 0 ? clamp(roundAway(minv[j]! / dmin), 0, 63) : 0;
+    }
+    packScalesMinsK4(sc, m, out, dst + 4);
+    const qs = dst + 16;
+    for (let j = 0; j < 8; j++) {
+      const step = d * sc[j]!;
+      const offset = dmin * m[j]!;
+      const inv = step > 0 ? 1 / step : 0;
+      const byte0 = qs + 32 * (j >> 1);
+      const shift = (j & 1) * 4;
+      for (let i = 0; i < 32; i++) {
+        const q = clamp(roundAway((x[src + 32 * j + i]! + offset) * inv), 0, 15);
+        out[byte0 + i] = shift === 0 ? q : out[byte0 + i]! | (q << 4);
+      }
+    }
+  }
+}
+
+export function dequantizeQ4_K(bytes: Uint8Array, y: Float32Array): void {
+  const sc = new Uint8Array(8);
+  const m = new Uint8Array(8);
+  for (let src = 0, dst = 0; dst < y.length; src += 144, dst += QK_K) {
+    const d = readF16(bytes, src);
+    const dmin = readF16(bytes, src + 2);
+    unpackScalesMinsK4(bytes, src + 4, sc, m);
+    const qs = src + 16;
+    for (let c = 0; c < 4; c++) {
+      const d1 = d * sc[2 * c]!, m1 = dmin * m[2 * c]!;
+      const d2 = d * sc[2 * c + 1]!, m2 = dmin * m[2 * c + 1]!;
+      for (let l = 0; l < 32; l++) {
+        const q = bytes[qs + 32 * c + l]!;
+        y[dst + 64 * c + l] = d1 * (q & 0xf) - m1;
+        y[dst + 64 * c + 32 + l] = d2 * (q >> 4) - m2;
+      }
+    }
+  }
+}
+
+export function quantizeQ6_K(x: Float32Array, out: Uint8Array): void {
+  const scale = new Float64Array(16);
+  for (let src = 0, dst = 0; src < x.length; src += QK_K, dst += 210) {
+    // Per 16 elements: the value of largest magnitude maps to q = -32 (as ggml does).
+    let maxScale = 0;
+    for (let j = 0; j < 16; j++) {
+      let big = 0;
+      for (let i = 0; i < 16; i++) {
+        const v = x[src + 16 * j + i]!;
+        if (Math.abs(v) > Math.abs(big)) big = v;
+      }
+      scale[j] = big / -32;
+      if (Math.abs(scale[j]!) > Math.abs(maxScale)) maxScale = scale[j]!;
+    }
+    // The largest scale maps to -128, the int8 minimum, like ggml's quantize_row_q6_K_ref.
+    const ql = dst, qh = dst + 128, scales = dst + 192;
+    const d = writeF16(out, dst + 208, maxScale / -128);
+    out.fill(0, qh, qh + 64); // qh is filled by OR-ing 2-bit fields
+    for (let j = 0; j < 16; j++) {
+      const s = d !== 0 ? clamp(roundAway(scale[j]! / d), -128, 127) : 0;
+      out[scales + j] = s & 0xff;
+      const step = d * s;
+      const inv = step !== 0 ? 1 / step : 0;
+      for (let i = 0; i < 16; i++) {
+        const e = 16 * j + i; // element within the super-block
+        const q = clamp(roundAway(x[src + e]! * inv), -32, 31) + 32;
+        const n = e >> 7, k = (e >> 5) & 3, l = e & 31;
+        const lo = ql + 64 * n + 32 * (k & 1) + l;
+        out[lo] = k < 2 ? (out[lo]! & 0xf0) | (q & 0xf) : (out[lo]! & 0x0f) | ((q & 0xf) << 4);
+        out[qh + 32 * n + l] |= (q >> 4) << (2 * k);
+      }
+    }
+  }
+}
+
+export function dequantizeQ6_K(bytes: Uint8Array, y: Float32Array): void {
+  for (let src = 0, dst = 0; dst < y.length; src += 210, dst += QK_K) {
+    const d = readF16(bytes, src + 208);
+    for (let n = 0; n < 2; n++) {
+      const ql = src + 64 * n, qh = src + 128 + 32 * n, sc = src + 192 + 8 * n;
+      const base = dst + 128 * n;
+      for (let l = 0; l < 32; l++) {
+        const h = bytes[qh + l]!;
+        const a = bytes[ql + l]!, b = bytes[ql + 32 + l]!;
+        const s = (l >> 4) + sc; // sub-blocks of 16: quarter k uses scales[8n + 2k + l/16]
+        y[base + l] = d * ((bytes[s]! << 24) >> 24) * (((a & 0xf) | ((h & 3) << 4)) - 32);
+        y[base + 32 + l] = d * ((bytes[s + 2]! << 24) >> 24) * (((b & 0xf) | (((h >> 2) & 3) << 4)) - 32);
+        y[base + 64 + l] = d * ((bytes[s + 4]! << 24) >> 24) * (((a >> 4) | (((h >> 4) & 3) << 4)) - 32);
+        y[base + 96 + l] = d * ((bytes[s + 6]! << 24) >> 24) * (((b >> 4) | (((h >> 6) & 3) << 4)) - 32);
+      }
+    }
+  }
+}

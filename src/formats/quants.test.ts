@@ -1,0 +1,212 @@
+import { describe, expect, it } from 'vitest';
+import { dequantize, packScalesMinsK4, quantize, unpackScalesMinsK4 } from './quants';
+import { DTYPE_INFO, DTYPES, tensorByteLength, type DType } from './types';
+
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+const gaussian = (r: () => number) => () => Math.sqrt(-2 * Math.log(r() + 1e-12)) * Math.cos(2 * Math.PI * r());
+
+/**
+ * Stated error bounds, per block, as a fraction of the block's largest |x| (K-quants: of the
+ * 256-element super-block's), and for the relative RMS error over N(0, 1) data.
+ *   F16: half an ulp (2^-11 relative); BF16: 2^-8 relative.
+ *   Q8_0: half a step (amax / 127 / 2) plus the f16 rounding of d (amax * 2^-11).
+ *   Q4_0: one step (amax / 8: the value opposite the extreme clamps at q = 15) plus f16 slack.
+ *   Q4_K: half of a sub-block step (range / 15 / 2 <= amax / 15) plus 6-bit scale rounding.
+ *   Q6_K: one step (amax / 32, the clamp at q = 31) plus 8-bit scale rounding.
+ * Plus 2^-17 absolute for every type: a tiny block's d is a subnormal f16 (steps of 2^-24),
+ * whose rounding is up to 2^-25 * |q| <= 2^-18 of error.
+ */
+const SUBNORMAL_SLACK = 2 ** -17;
+const BOUNDS: Record<DType, { maxOfAmax: number; relRmse: number }> = {
+  F32: { maxOfAmax: 0, relRmse: 0 },
+  F16: { maxOfAmax: 2 ** -11, relRmse: 3e-4 },
+  BF16: { maxOfAmax: 2 ** -8, relRmse: 2.5e-3 },
+  Q8_0: { maxOfAmax: 0.5 / 127 + 2 ** -11, relRmse: 0.007 },
+  Q4_0: { maxOfAmax: 1 / 8 + 2 ** -10, relRmse: 0.1 },
+  Q4_K: { maxOfAmax: 0.1, relRmse: 0.09 },
+  Q6_K: { maxOfAmax: 0.05, relRmse: 0.025 },
+};
+
+function checkBounds(dtype: DType, x: Float32Array): void {
+  const bytes = quantize(dtype, x);
+  expect(bytes.length).toBe(tensorByteLength(dtype, x.length));
+  const y = dequantize(dtype, bytes, x.length);
+  const block = Math.max(32, DTYPE_INFO[dtype].blockSize);
+  for (let b = 0; b < x.length; b += block) {
+    let amax = 0;
+    for (let i = b; i < b + block; i++) amax = Math.max(amax, Math.abs(x[i]!));
+    for (let i = b; i < b + block; i++) {
+      const err = Math.abs(y[i]! - x[i]!);
+      if (!(err <= BOUNDS[dtype].maxOfAmax * amax + (dtype === 'F32' ? 0 : SUBNORMAL_SLACK))) {
+        expect.fail(`${dtype} element ${i}: x=${x[i]} y=${y[i]} error ${err} > ${BOUNDS[dtype].maxOfAmax} * ${amax}`);
+      }
+    }
+  }
+}
+
+describe('quantize / dequantize round trips', () => {
+  const n = 256 * 16;
+  const g = gaussian(rng(7));
+  const normal = new Float32Array(n).map(() => g());
+  const r = rng(8);
+  const uniform = new Float32Array(n).map(() => r() * 2 - 1);
+  // Awkward blocks: zeros, constants, all positive, all negative, one outlier, mixed magnitudes.
+  const awkward = new Float32Array(n).map((_, i) => {
+    const blk = Math.floor(i / 256);
+    const v = uniform[i]!;
+    return [0, 0.75, Math.abs(v) + 1, -Math.abs(v) - 3, i % 256 === 5 ? 100 : v * 0.01, i % 64 < 32 ? v * 1e-4 : v * 10][blk % 6]!;
+  });
+
+  for (const dtype of DTYPES) {
+    it(`${dtype} stays within its stated error bound on normal, uniform and awkward data`, () => {
+      checkBounds(dtype, normal);
+      checkBounds(dtype, uniform);
+      checkBounds(dtype, awkward);
+    });
+
+    it(`${dtype} keeps the relative RMS error on N(0, 1) data below ${BOUNDS[dtype].relRmse}`, () => {
+      const y = dequantize(dtype, quantize(dtype, normal), n);
+      let se = 0, sx = 0;
+      for (let i = 0; i < n; i++) {
+        se += (y[i]! - normal[i]!) ** 2;
+        sx += normal[i]! ** 2;
+      }
+      expect(Math.sqrt(se / sx)).toBeLessThanOrEqual(BOUNDS[dtype].relRmse);
+    });
+  }
+
+  it('dequantizes all-zero input to exact zeros for every type', () => {
+    for (const dtype of DTYPES) expect(Array.from(dequantize(dtype, quantize(dtype, new Float32Array(256)), 256)).every((v) => v === 0)).toBe(true);
+  });
+
+  it('reads from unaligned byte offsets and writes into a caller buffer', () => {
+    const x = uniform.subarray(0, 256);
+    for (const dtype of DTYPES) {
+      const q = quantize(dtype, x);
+      const shifted = new Uint8Array(q.length + 1);
+      shifted.set(q, 1);
+      const out = new Float32Array(300);
+      dequantize(dtype, shifted.subarray(1), 256, out);
+      expect(out.subarray(0, 256)).toEqual(dequantize(dtype, q, 256));
+    }
+  });
+
+  it('rejects element counts that are not whole blocks and byte arrays that are too short', () => {
+    expect(() => quantize('Q4_K', new Float32Array(100))).toThrow(/multiple of 256/);
+    expect(() => dequantize('Q8_0', new Uint8Array(33), 32)).toThrow(/need 34 bytes/);
+  });
+});
+
+/** Little-endian f16 bytes of a few exact values. */
+const F16 = { 0.125: [0x00, 0x30], 0.25: [0x00, 0x34], 0.5: [0x00, 0x38], 1: [0x00, 0x3c] } as const;
+
+describe('hand-built blocks dequantise exactly', () => {
+  it('Q8_0: value = d * int8', () => {
+    const b = new Uint8Array(34);
+    b.set(F16[0.5], 0);
+    for (let i = 0; i < 32; i++) b[2 + i] = (i * 8 - 128) & 0xff;
+    const y = dequantize('Q8_0', b, 32);
+    for (let i = 0; i < 32; i++) expect(y[i]).toBe((i * 8 - 128) * 0.5);
+  });
+
+  it('Q4_0: low nibbles are elements 0..15, high nibbles 16..31, value = (q - 8) * d', () => {
+    const b = new Uint8Array(18);
+    b.set(F16[0.25], 0);
+    for (let j = 0; j < 16; j++) b[2 + j] = j | ((15 - j) << 4);
+    const y = dequantize('Q4_0', b, 32);
+    for (let j = 0; j < 16; j++) {
+      expect(y[j]).toBe((j - 8) * 0.25);
+      expect(y[j + 16]).toBe((7 - j) * 0.25);
+    }
+  });
+
+  it('Q4_K: packed 6-bit scales and mins, sub-block pairs sharing 32-byte chunks of nibbles', () => {
+    // d = 1, dmin = 0.5; sc = [1, 2, 3, 4, 17, 33, 49, 63], m = [0, 1, 2, 3, 20, 40, 60, 5], packed by hand.
+    const b = new Uint8Array(144);
+    b.set(F16[1], 0);
+    b.set(F16[0.5], 2);
+    b.set([0x41, 0x82, 0xc3, 0xc4, 0x40, 0x81, 0xc2, 0x03, 0x41, 0x81, 0xc1, 0x5f], 4);
+    const qs = 16;
+    b[qs + 0] = 0x93; // element 0 (sub-block 0) = 3, element 32 (sub-block 1) = 9
+    b[qs + 32] = 0x07; // element 64 (sub-block 2) = 7, element 96 (sub-block 3) = 0
+    b[qs + 127] = 0xf0; // element 223 (sub-block 6) = 0, element 255 (sub-block 7) = 15
+    const y = dequantize('Q4_K', b, 256);
+    const expected: Record<number, number> = {
+      0: 1 * 3 - 0, 1: 0, 32: 2 * 9 - 0.5 * 1, 33: -0.5, 64: 3 * 7 - 0.5 * 2, 96: -0.5 * 3,
+      128: -0.5 * 20, 160: -0.5 * 40, 192: -0.5 * 60, 223: -30, 224: -0.5 * 5, 255: 63 * 15 - 0.5 * 5,
+    };
+    for (const [i, v] of Object.entries(expected)) expect(y[Number(i)], `element ${i}`).toBe(v);
+  });
+
+  it('Q6_K: ql low/high nibbles, qh 2-bit fields and 16 int8 scales interleave as in ggml', () => {
+    // d = 1, scales[j] = j + 1 (scales[15] = -128), all quants 0 except the bytes set below.
+    const b = new Uint8Array(210);
+    for (let j = 0; j < 16; j++) b[192 + j] = j + 1;
+    b[192 + 15] = 0x80;
+    b.set(F16[1], 208);
+    b[0] = 0x21; // ql[0]: element 0 low bits 1, element 64 low bits 2
+    b[128] = 0xe4; // qh[0]: high bits of elements 0, 32, 64, 96 = 0, 1, 2, 3
+    b[64] = 0x0f; // ql[64]: element 128 low bits 15
+    b[127] = 0xf0; // ql[127]: element 255 low bits 15 (high nibble of the second half's ql[32 + 31])
+    b[128 + 63] = 0x80; // qh[63]: element 255 high bits 2
+    const y = dequantize('Q6_K', b, 256);
+    const expected: Record<number, number> = {
+      0: 1 * (1 - 32), 16: 2 * -32, 32: 3 * (16 - 32), 64: 5 * (34 - 32), 96: 7 * (48 - 32),
+      128: 9 * (15 - 32), 144: 10 * -32, 255: -128 * (47 - 32),
+    };
+    for (const [i, v] of Object.entries(expected)) expect(y[Number(i)], `element ${i}`).toBe(v);
+  });
+
+  it('Q6_K quantises into the layout it dequantises from (distinct values at every position)', () => {
+    // Integers in -31..31 plus one -32 per 16-element sub-block (at a varying spot): every scale is
+    // then 1, the step is exactly 1, and any mis-placed quant shows up as a wrong value.
+    const x = new Float32Array(256).map((_, i) => ((i * 37) % 63) - 31);
+    for (let j = 0; j < 16; j++) x[16 * j + ((j * 5) % 16)] = -32;
+    expect(dequantize('Q6_K', quantize('Q6_K', x), 256)).toEqual(x);
+  });
+
+  it('Q4_K quantises into the layout it dequantises from (distinct values at every position)', () => {
+    // Integers in 0..15, each 32-element sub-block holding both 0 and 15: the step is ~1.
+    const x = new Float32Array(256).map((_, i) => (i * 7) % 16);
+    for (let j = 0; j < 8; j++) {
+      x[32 * j + j] = 0;
+      x[32 * j + 31 - j] = 15;
+    }
+    const y = dequantize('Q4_K', quantize('Q4_K', x), 256);
+    for (let i = 0; i < 256; i++) expect(Math.abs(y[i]! - x[i]!), `element ${i}`).toBeLessThan(0.01);
+  });
+
+  it('Q4_0 quantises like ggml: the extreme value maps to q = 0 and d = max / -8', () => {
+    const x = new Float32Array(32).map((_, i) => i - 16); // extreme is -16 at element 0
+    const b = quantize('Q4_0', x);
+    expect([b[0], b[1]]).toEqual([0x00, 0x40]); // d = 2.0
+    expect(b[2]! & 0xf).toBe(0);
+    expect(dequantize('Q4_0', b, 32)[0]).toBe(-16);
+  });
+});
+
+describe('K-quant 6-bit scale packing', () => {
+  it('round trips every 6-bit value at every one of the 8 scale and 8 min positions', () => {
+    const bytes = new Uint8Array(12);
+    const sc = new Uint8Array(8), m = new Uint8Array(8), sc2 = new Uint8Array(8), m2 = new Uint8Array(8);
+    for (let v = 0; v < 64; v++) {
+      for (let j = 0; j < 8; j++) {
+        sc[j] = (v + j * 11) % 64;
+        m[j] = (63 - v + j * 5) % 64;
+      }
+      packScalesMinsK4(sc, m, bytes);
+      unpackScalesMinsK4(bytes, 0, sc2, m2);
+      expect(Array.from(sc2)).toEqual(Array.from(sc));
+      expect(Array.from(m2)).toEqual(Array.from(m));
+    }
+  });
+});

@@ -1,0 +1,159 @@
+import { describe, expect, it } from 'vitest';
+import { configFromGGUF, configFromHF } from './config';
+import { ModelError } from './errors';
+
+const llamaJson = {
+  architectures: ['LlamaForCausalLM'],
+  model_type: 'llama',
+  vocab_size: 128256,
+  hidden_size: 2048,
+  intermediate_size: 8192,
+  num_hidden_layers: 16,
+  num_attention_heads: 32,
+  num_key_value_heads: 8,
+  rms_norm_eps: 1e-5,
+  rope_theta: 500000,
+  max_position_embeddings: 131072,
+  tie_word_embeddings: true,
+  bos_token_id: 128000,
+  eos_token_id: 128001,
+  rope_scaling: { rope_type: 'llama3', factor: 32, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 8192 },
+};
+
+function thrown(f: () => unknown): ModelError {
+  try {
+    f();
+  } catch (e) {
+    expect(e).toBeInstanceOf(ModelError);
+    return e as ModelError;
+  }
+  throw new Error('expected a ModelError');
+}
+
+describe('configFromHF', () => {
+  it('normalises a Llama 3.2 config with llama3 rope scaling and generation eos ids', () => {
+    const c = configFromHF(llamaJson, { eos_token_id: [128001, 128008, 128009] });
+    expect(c).toEqual({
+      arch: 'llama',
+      vocabSize: 128256,
+      hiddenSize: 2048,
+      intermediateSize: 8192,
+      numLayers: 16,
+      numHeads: 32,
+      numKvHeads: 8,
+      headDim: 64,
+      rmsNormEps: 1e-5,
+      ropeTheta: 500000,
+      ropeScaling: { type: 'llama3', factor: 32, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192 },
+      ropeStyle: 'neox',
+      maxPositionEmbeddings: 131072,
+      tieWordEmbeddings: true,
+      attentionBias: false,
+      qkNorm: false,
+      bosTokenId: 128000,
+      eosTokenIds: [128001, 128008, 128009],
+    });
+  });
+
+  it('reads the old `type` spelling of rope_scaling and linear scaling', () => {
+    const c = configFromHF({ ...llamaJson, rope_scaling: { type: 'linear', factor: 2 } });
+    expect(c.ropeScaling).toEqual({ type: 'linear', factor: 2 });
+  });
+
+  it('gives qwen2 q/k/v biases and qwen3 q/k norms and an explicit head_dim', () => {
+    const qwen2 = configFromHF({ ...llamaJson, model_type: 'qwen2', rope_scaling: null });
+    expect(qwen2.attentionBias).toBe(true);
+    expect(qwen2.qkNorm).toBe(false);
+    const qwen3 = configFromHF({ ...llamaJson, model_type: 'qwen3', head_dim: 128, rope_scaling: null });
+    expect(qwen3.attentionBias).toBe(false);
+    expect(qwen3.qkNorm).toBe(true);
+    expect(qwen3.headDim).toBe(128);
+  });
+
+  it('falls back to `architectures` when model_type is absent, and to num_attention_heads for kv heads', () => {
+    const { model_type: _, num_key_value_heads: __, ...rest } = llamaJson;
+    const c = configFromHF({ ...rest, architectures: ['MistralForCausalLM'] });
+    expect(c.arch).toBe('mistral');
+    expect(c.numKvHeads).toBe(32);
+  });
+
+  it('rejects an unsupported model type, naming the field', () => {
+    const e = thrown(() => configFromHF({ ...llamaJson, model_type: 'gemma2' }));
+    expect(e.code).toBe('unsupported_arch');
+    expect(e.field).toBe('model_type');
+    expect(e.message).toMatch(/gemma2/);
+  });
+
+  it('rejects a missing required field, naming it', () => {
+    const { hidden_size: _, ...rest } = llamaJson;
+    const e = thrown(() => configFromHF(rest));
+    expect(e.code).toBe('missing_field');
+    expect(e.field).toBe('hidden_size');
+  });
+
+  it('rejects an unsupported rope scaling type', () => {
+    const e = thrown(() => configFromHF({ ...llamaJson, rope_scaling: { rope_type: 'yarn', factor: 4 } }));
+    expect(e.field).toBe('rope_scaling.rope_type');
+    expect(e.message).toMatch(/yarn/);
+  });
+});
+
+describe('configFromGGUF', () => {
+  const meta = (arch: string, extra: [string, unknown][] = []) =>
+    new Map<string, unknown>([
+      ['general.architecture', arch],
+      [`${arch}.embedding_length`, 64],
+      [`${arch}.feed_forward_length`, 128],
+      [`${arch}.block_count`, 2],
+      [`${arch}.attention.head_count`, 4],
+      [`${arch}.attention.head_count_kv`, 2],
+      [`${arch}.attention.layer_norm_rms_epsilon`, 1e-6],
+      [`${arch}.rope.freq_base`, 10000],
+      [`${arch}.context_length`, 1024n],
+      ['tokenizer.ggml.bos_token_id', 1],
+      ['tokenizer.ggml.eos_token_id', 2],
+      ['tokenizer.ggml.eot_token_id', 3],
+      ['tokenizer.ggml.tokens', Array.from({ length: 300 }, (_, i) => `t${i}`)],
+      ...extra,
+    ]);
+
+  it('reads llama metadata with interleaved rope and takes vocab, ties and biases from the tensors', () => {
+    const c = configFromGGUF(meta('llama'), [
+      { name: 'token_embd.weight', shape: [300, 64] },
+      { name: 'blk.0.attn_q.weight', shape: [64, 64] },
+    ]);
+    expect(c).toMatchObject({
+      arch: 'llama',
+      vocabSize: 300,
+      headDim: 16,
+      ropeStyle: 'interleaved',
+      maxPositionEmbeddings: 1024,
+      tieWordEmbeddings: true,
+      attentionBias: false,
+      bosTokenId: 1,
+      eosTokenIds: [2, 3],
+    });
+  });
+
+  it('reads qwen2 and qwen3 with neox rope; qwen3 has q/k norms and its own key_length', () => {
+    const q2 = configFromGGUF(meta('qwen2'), [
+      { name: 'token_embd.weight', shape: [300, 64] },
+      { name: 'output.weight', shape: [300, 64] },
+      { name: 'blk.0.attn_q.bias', shape: [64] },
+    ]);
+    expect(q2).toMatchObject({ arch: 'qwen2', ropeStyle: 'neox', attentionBias: true, tieWordEmbeddings: false });
+    const q3 = configFromGGUF(meta('qwen3', [['qwen3.attention.key_length', 32]]), []);
+    expect(q3).toMatchObject({ arch: 'qwen3', ropeStyle: 'neox', qkNorm: true, headDim: 32 });
+  });
+
+  it('rejects an unsupported architecture and a missing key, naming them', () => {
+    const e = thrown(() => configFromGGUF(meta('gemma2')));
+    expect(e.code).toBe('unsupported_arch');
+    expect(e.field).toBe('general.architecture');
+    const m = meta('llama');
+    m.delete('llama.block_count');
+    const e2 = thrown(() => configFromGGUF(m));
+    expect(e2.code).toBe('missing_field');
+    expect(e2.field).toBe('llama.block_count');
+  });
+});

@@ -1,0 +1,155 @@
+/**
+ * openModel() over real HTTP (and local paths) on the tiny fixtures, and its errors on broken
+ * Hugging Face folders: each a copy of a fixture folder with one thing changed.
+ */
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeChunks } from '../formats/node-write';
+import { encodeSafetensors } from '../formats/safetensors';
+import { fileSource } from '../formats/source';
+import { makeFixture, type Fixture } from '../testing/fixtures/model';
+import { ensureFixture } from '../testing/fixtures/shared';
+import type { FixturePaths } from '../testing/fixtures/write';
+import { serveDirectory, type StaticServer } from '../testing/server';
+import { ModelError } from './errors';
+import { openModel } from './open';
+
+let paths: FixturePaths;
+let fx: Fixture; // the master float32 weights
+let server: StaticServer;
+let scratch: string; // broken and sharded copies of the HF folder
+const url = (p: string) => `${server.url}/${relative(scratch, p).split('\\').join('/')}`;
+
+beforeAll(async () => {
+  scratch = await mkdtemp(join(tmpdir(), 'open-model-'));
+  paths = await ensureFixture({ arch: 'llama', preset: 'tiny' });
+  fx = makeFixture({ arch: 'llama', preset: 'tiny' });
+  server = await serveDirectory(scratch);
+});
+
+afterAll(async () => {
+  await server?.close();
+  await rm(scratch, { recursive: true, force: true });
+});
+
+/** A copy of the llama HF F32 folder under scratch/<name>, with config.json edited. */
+async function hfCopy(name: string, edit: (config: Record<string, unknown>) => void, files = ['model.safetensors']): Promise<string> {
+  const dir = join(scratch, name);
+  await mkdir(dir);
+  const src = paths.hf.F32!;
+  for (const f of ['tokenizer.json', 'tokenizer_config.json', 'generation_config.json', ...files]) await copyFile(join(src, f), join(dir, f));
+  const config = JSON.parse(await readFile(join(src, 'config.json'), 'utf8')) as Record<string, unknown>;
+  edit(config);
+  await writeFile(join(dir, 'config.json'), JSON.stringify(config));
+  return dir;
+}
+
+async function openError(location: string): Promise<ModelError> {
+  const e = await openModel(location).then(
+    () => null,
+    (err: unknown) => err,
+  );
+  expect(e).toBeInstanceOf(ModelError);
+  return e as ModelError;
+}
+
+describe('openModel on a Hugging Face folder over HTTP', () => {
+  it('reads config, tokenizer files and chat template, and maps tensors to canonical names', async () => {
+    const m = await openModel(url(await hfCopy('plain', () => {})));
+    expect(m.format).toBe('safetensors');
+    expect(m.config).toMatchObject({ arch: 'llama', hiddenSize: 256, numLayers: 2, ropeStyle: 'neox' });
+    expect(m.config.ropeScaling?.type).toBe('llama3');
+    expect(m.tokenizer.json).toHaveProperty('model');
+    expect(m.tokenizer.config).toHaveProperty('chat_template');
+    expect(m.chatTemplate).toContain('{%');
+    expect(m.ropeFreqFactors).toBeUndefined();
+    expect(m.tensors.get('blk.1.ffn_down.weight')!.info.name).toBe('model.layers.1.mlp.down_proj.weight');
+    expect(m.tensors.has('model.embed_tokens.weight')).toBe(false);
+
+    expect(await m.readTensorF32('blk.0.attn_k.weight')).toEqual(fx.weight('model.layers.0.self_attn.k_proj.weight'));
+    expect((await m.readTensor('output_norm.weight')).byteLength).toBe(256 * 4);
+  });
+
+  it('follows model.safetensors.index.json to the shards', async () => {
+    const dir = await hfCopy('sharded', () => {}, []);
+    const [first, second] = [fx.tensors.slice(0, 5), fx.tensors.slice(5)];
+    const shard = (i: number) => `model-0000${i}-of-00002.safetensors`;
+    await writeChunks(join(dir, shard(1)), encodeSafetensors(first.map((t) => ({ ...t, dtype: 'F32' as const }))));
+    await writeChunks(join(dir, shard(2)), encodeSafetensors(second.map((t) => ({ ...t, dtype: 'F32' as const }))));
+    const weightMap = Object.fromEntries([...first.map((t) => [t.name, shard(1)]), ...second.map((t) => [t.name, shard(2)])]);
+    await writeFile(join(dir, 'model.safetensors.index.json'), JSON.stringify({ metadata: {}, weight_map: weightMap }));
+
+    const m = await openModel(url(dir));
+    expect(m.tensors.get('token_embd.weight')!.source.name).toContain('model-00001-of-00002');
+    expect(m.tensors.get('output.weight')!.source.name).toContain('model-00002-of-00002');
+    expect(await m.readTensorF32('output.weight')).toEqual(fx.weight('lm_head.weight'));
+  });
+});
+
+describe('openModel on a GGUF file', () => {
+  it('opens it from a URL, a path, a file:// URL and a ByteSource alike', async () => {
+    const file = paths.gguf.F32!;
+    const fixtureServer = await serveDirectory(paths.root);
+    try {
+      const fromUrl = await openModel(`${fixtureServer.url}/gguf/model-F32.gguf`);
+      for (const m of [fromUrl, await openModel(file), await openModel(pathToFileURL(file).href), await openModel(fileSource(file))]) {
+        expect(m.format).toBe('gguf');
+        expect(m.config).toMatchObject({ arch: 'llama', ropeStyle: 'interleaved', tieWordEmbeddings: false, numKvHeads: 2 });
+        expect(m.tokenizer.gguf?.get('tokenizer.ggml.model')).toBe('gpt2');
+        expect(m.chatTemplate).toBe(fromUrl.chatTemplate);
+        // Llama 3 scaling travels as rope_freqs.weight: 1 for high frequencies, 32 for the lowest.
+        expect(m.ropeFreqFactors).toHaveLength(32);
+        expect(m.ropeFreqFactors![0]).toBe(1);
+        expect(m.ropeFreqFactors![31]).toBe(32);
+      }
+    } finally {
+      await fixtureServer.close();
+    }
+  });
+
+  it('dequantises a Q4_K tensor to float32 close to the master weights', async () => {
+    const m = await openModel(paths.gguf.Q4_K!);
+    const got = await m.readTensorF32('blk.0.ffn_up.weight');
+    const want = fx.weight('model.layers.0.mlp.up_proj.weight');
+    let err = 0;
+    let norm = 0;
+    for (let i = 0; i < want.length; i++) {
+      err += (got[i] - want[i]) ** 2;
+      norm += want[i] ** 2;
+    }
+    expect(m.tensors.get('blk.0.ffn_up.weight')!.info.dtype).toBe('Q4_K');
+    expect(Math.sqrt(err / norm)).toBeLessThan(0.15);
+  });
+});
+
+describe('openModel errors', () => {
+  it('names the tensor, expected and found shape when config and weights disagree', async () => {
+    const e = await openError(url(await hfCopy('wrong-shape', (c) => (c.intermediate_size = 768))));
+    expect(e.code).toBe('tensor_shape');
+    expect(e.field).toBe('blk.0.ffn_gate.weight');
+    expect(e.message).toBe('tensor blk.0.ffn_gate.weight has shape [512, 256], expected [768, 256]');
+  });
+
+  it('names a missing tensor', async () => {
+    const e = await openError(url(await hfCopy('missing-tensor', (c) => (c.num_hidden_layers = 3))));
+    expect(e.code).toBe('missing_tensor');
+    expect(e.field).toBe('blk.2.attn_norm.weight');
+  });
+
+  it('refuses an unsupported architecture', async () => {
+    const e = await openError(url(await hfCopy('gemma', (c) => (c.model_type = 'gemma2'))));
+    expect(e.code).toBe('unsupported_arch');
+    expect(e.message).toContain('gemma2');
+  });
+
+  it('says which file is missing when a folder has no config.json', async () => {
+    const dir = join(scratch, 'empty');
+    await mkdir(dir);
+    const e = await openError(url(dir));
+    expect(e.code).toBe('missing_file');
+    expect(e.field).toBe('config.json');
+  });
+});

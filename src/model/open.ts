@@ -1,0 +1,159 @@
+/**
+ * openModel(): one entry point for every place a model can be: a GGUF file (URL, path or byte
+ * source) or a Hugging Face folder of safetensors. It reads headers only; tensors are read on
+ * demand through each tensor's own byte source.
+ */
+import { readGGUF } from '../formats/gguf';
+import { dequantize } from '../formats/quants';
+import { readSafetensors, readSafetensorsIndex } from '../formats/safetensors';
+import { fileSource, httpSource, type ByteSource } from '../formats/source';
+import { elementCount, type TensorInfo } from '../formats/types';
+import { configFromGGUF, configFromHF, type ModelConfig } from './config';
+import { ModelError } from './errors';
+import { isLocalPath, openFolder, readJson, toLocalPath, type Folder } from './folder';
+import { canonicalName, validateTensors } from './tensors';
+
+export interface OpenedTensor {
+  /** `info.name` is the name in the file; the map key is the canonical name. */
+  info: TensorInfo;
+  source: ByteSource;
+}
+
+export interface OpenedModel {
+  config: ModelConfig;
+  format: 'gguf' | 'safetensors';
+  /** Keyed by canonical (llama.cpp) name. */
+  tensors: Map<string, OpenedTensor>;
+  tokenizer: {
+    /** tokenizer.json of a Hugging Face folder. */
+    json?: object;
+    /** tokenizer_config.json of a Hugging Face folder. */
+    config?: object;
+    /** A GGUF file's metadata (its `tokenizer.ggml.*` keys describe the vocabulary). */
+    gguf?: Map<string, unknown>;
+  };
+  chatTemplate: string | null;
+  /** Llama 3 rope scaling as GGUF stores it (`rope_freqs.weight`): per-frequency divisors. */
+  ropeFreqFactors?: Float32Array;
+  /** The tensor's bytes as stored. */
+  readTensor(name: string): Promise<Uint8Array>;
+  /** The tensor's values as float32, dequantised. */
+  readTensorF32(name: string): Promise<Float32Array>;
+}
+
+/** A URL or path to a `.gguf` file or a Hugging Face folder, or a byte source over a GGUF file. */
+export type ModelLocation = string | URL | ByteSource;
+
+export async function openModel(location: ModelLocation): Promise<OpenedModel> {
+  if (typeof location === 'object' && !(location instanceof URL)) {
+    if (typeof location.read !== 'function' || typeof location.size !== 'function')
+      throw new ModelError('bad_location', 'openModel() takes a URL, a path or a ByteSource');
+    return openGGUF(location);
+  }
+  const loc = location.toString();
+  if (/\.gguf$/i.test(loc.replace(/[?#].*$/, ''))) {
+    return openGGUF(isLocalPath(loc) ? fileSource(await toLocalPath(loc)) : httpSource(loc));
+  }
+  return openHFFolder(await openFolder(loc));
+}
+
+async function openGGUF(src: ByteSource): Promise<OpenedModel> {
+  const gguf = await readGGUF(src);
+  const config = configFromGGUF(gguf.metadata, gguf.tensors);
+  const tensors = new Map<string, OpenedTensor>();
+  for (const info of gguf.tensors) tensors.set(info.name, { info, source: src });
+  const template = gguf.metadata.get('tokenizer.chat_template');
+  return finish({
+    config,
+    format: 'gguf',
+    tensors,
+    tokenizer: { gguf: gguf.metadata },
+    chatTemplate: typeof template === 'string' ? template : null,
+  });
+}
+
+async function openHFFolder(folder: Folder): Promise<OpenedModel> {
+  const [configJson, generationJson, tokenizerJson, tokenizerConfig, templateFile, indexJson] = await Promise.all([
+    readJson(folder, 'config.json', true),
+    readJson(folder, 'generation_config.json', false),
+    readJson(folder, 'tokenizer.json', false),
+    readJson(folder, 'tokenizer_config.json', false),
+    folder.text('chat_template.jinja'),
+    readJson(folder, 'model.safetensors.index.json', false),
+  ]);
+  const config = configFromHF(configJson, generationJson ?? undefined);
+
+  // A sharded checkpoint lists its shards in the index; otherwise there is one model.safetensors.
+  const shardFiles = indexJson ? shardsOf(indexJson) : ['model.safetensors'];
+  const tensors = new Map<string, OpenedTensor>();
+  await Promise.all(
+    shardFiles.map(async (file) => {
+      const source = folder.source(file);
+      const { tensors: infos } = await readSafetensors(source);
+      for (const info of infos) {
+        const name = canonicalName(info.name);
+        if (name) tensors.set(name, { info, source });
+      }
+    }),
+  );
+
+  return finish({
+    config,
+    format: 'safetensors',
+    tensors,
+    tokenizer: { json: tokenizerJson ?? undefined, config: tokenizerConfig ?? undefined },
+    chatTemplate: templateFile ?? hfChatTemplate(tokenizerConfig),
+  });
+}
+
+/** The distinct shard files named by a model.safetensors.index.json, in first-use order. */
+function shardsOf(index: Record<string, unknown>): string[] {
+  const { files } = readSafetensorsIndex(index);
+  for (const f of files) {
+    // Shard names are bare file names; refuse anything that could climb out of the folder.
+    if (f.includes('..') || f.startsWith('/'))
+      throw new ModelError('invalid_field', `model.safetensors.index.json names a bad shard file ${JSON.stringify(f)}`, 'weight_map');
+  }
+  return files;
+}
+
+/** tokenizer_config.json's chat_template: a string, or a list of named templates (take "default"). */
+function hfChatTemplate(tokenizerConfig: Record<string, unknown> | null): string | null {
+  const t = tokenizerConfig?.chat_template;
+  if (typeof t === 'string') return t;
+  if (Array.isArray(t)) {
+    const named = t as { name?: unknown; template?: unknown }[];
+    const pick = named.find((x) => x.name === 'default') ?? named[0];
+    return typeof pick?.template === 'string' ? pick.template : null;
+  }
+  return null;
+}
+
+type Parts = Pick<OpenedModel, 'config' | 'format' | 'tensors' | 'tokenizer' | 'chatTemplate'>;
+
+/** Validates the tensors against the config and adds the readers. */
+async function finish(parts: Parts): Promise<OpenedModel> {
+  const { config, tensors } = parts;
+  validateTensors(
+    config,
+    new Map([...tensors].map(([name, t]) => [name, t.info])),
+  );
+
+  const get = (name: string): OpenedTensor => {
+    const t = tensors.get(name);
+    if (!t) throw new ModelError('missing_tensor', `tensor ${name} is not in this model`, name);
+    return t;
+  };
+  const readTensor = (name: string): Promise<Uint8Array> => {
+    const { info, source } = get(name);
+    return source.read(info.offset, info.byteLength);
+  };
+  const readTensorF32 = async (name: string): Promise<Float32Array> => {
+    const { info } = get(name);
+    return dequantize(info.dtype, await readTensor(name), elementCount(info.shape));
+  };
+
+  const model: OpenedModel = { ...parts, readTensor, readTensorF32 };
+  if (tensors.has('rope_freqs.weight')) model.ropeFreqFactors = await readTensorF32('rope_freqs.weight');
+  return model;
+}

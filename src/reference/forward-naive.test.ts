@@ -1,0 +1,226 @@
+/**
+ * The reference against arithmetic we can check without it: a 1-layer, hidden-4 model worked by
+ * hand, and an independent whole-sequence implementation (matrices, causal mask, rotate_half)
+ * for random small models with GQA, biases, q/k norms and both RoPE styles.
+ */
+import { describe, expect, it } from 'vitest';
+import type { ModelConfig } from '../model/config';
+import { expectedTensors } from '../model/tensors';
+import { greedy, logitsFor, ReferenceModel } from './forward';
+
+const base: ModelConfig = {
+  arch: 'llama',
+  vocabSize: 4,
+  hiddenSize: 4,
+  intermediateSize: 4,
+  numLayers: 1,
+  numHeads: 1,
+  numKvHeads: 1,
+  headDim: 4,
+  rmsNormEps: 0,
+  ropeTheta: 10000,
+  ropeScaling: null,
+  ropeStyle: 'neox',
+  maxPositionEmbeddings: 32,
+  tieWordEmbeddings: false,
+  attentionBias: false,
+  qkNorm: false,
+  bosTokenId: null,
+  eosTokenIds: [],
+};
+
+const identity4 = new Float32Array([1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1]);
+
+describe('reference forward, by hand', () => {
+  it('computes the logits of a 1-layer hidden-4 model at positions 0 and 1', () => {
+    // Embeddings: token 0 = [2,2,2,2] (rms 2), token 1 = [0,4,0,0] (rms 2); norm weights are ones, eps 0.
+    // Wv = Wo = I, gate = 0 (silu(0) = 0, so the FFN adds nothing), output rows pick coordinates.
+    const w = new Map<string, Float32Array>([
+      ['token_embd.weight', new Float32Array([2, 2, 2, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])],
+      ['blk.0.attn_norm.weight', new Float32Array([1, 1, 1, 1])],
+      ['blk.0.attn_q.weight', new Float32Array(16)],
+      ['blk.0.attn_k.weight', new Float32Array(16)],
+      ['blk.0.attn_v.weight', identity4],
+      ['blk.0.attn_output.weight', identity4],
+      ['blk.0.ffn_norm.weight', new Float32Array([1, 1, 1, 1])],
+      ['blk.0.ffn_gate.weight', new Float32Array(16)],
+      ['blk.0.ffn_up.weight', new Float32Array(16).fill(1)],
+      ['blk.0.ffn_down.weight', new Float32Array(16).fill(1)],
+      ['output_norm.weight', new Float32Array([1, 2, 3, 4])],
+      ['output.weight', new Float32Array([1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 1, 1, 1, 1])],
+    ]);
+    const m = ReferenceModel.fromWeights(base, w);
+
+    // pos 0, token 0: xb = [1,1,1,1]; attention over one position returns v = xb;
+    // x = [2,2,2,2] + [1,1,1,1] = [3,3,3,3]; final norm [1,1,1,1] * [1,2,3,4] = [1,2,3,4].
+    // logits = [1, 2, 3, 1+2+3+4].
+    expect([...m.forward(0, 0)]).toEqual([1, 2, 3, 10]);
+
+    // pos 1, token 1: x = [0,4,0,0], xb = [0,2,0,0]. q = k = 0, so both positions score 0 and
+    // attention averages v: ([1,1,1,1] + [0,2,0,0]) / 2 = [0.5,1.5,0.5,0.5]; x = [0.5,5.5,0.5,0.5].
+    // rms = sqrt((0.25*3 + 30.25)/4) = sqrt(7.75); normed = x / sqrt(7.75) * [1,2,3,4].
+    const r = Math.sqrt(7.75);
+    const n = [0.5 / r, (5.5 / r) * 2, (0.5 / r) * 3, (0.5 / r) * 4];
+    const got = m.forward(1, 1);
+    const want = [n[0], n[1], n[2], n[0] + n[1] + n[2] + n[3]];
+    for (let i = 0; i < 4; i++) expect(got[i]).toBeCloseTo(want[i], 6);
+  });
+});
+
+// ---- an independent whole-sequence implementation ----
+
+type Mat = number[][]; // rows
+
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s / 2 ** 32 - 0.5;
+  };
+}
+
+function randomWeights(c: ModelConfig, seed: number): Map<string, Float32Array> {
+  const r = rng(seed);
+  const w = new Map<string, Float32Array>();
+  for (const t of expectedTensors(c)) {
+    if (t.optional) continue;
+    const n = t.shape.reduce((a, b) => a * b, 1);
+    const isNorm = t.shape.length === 1 && !t.name.endsWith('.bias');
+    w.set(t.name, Float32Array.from({ length: n }, () => (isNorm ? 1 + r() : r())));
+  }
+  return w;
+}
+
+const rows = (a: Float32Array, cols: number): Mat =>
+  Array.from({ length: a.length / cols }, (_, i) => Array.from(a.subarray(i * cols, (i + 1) * cols)));
+const linear = (x: number[], wt: Mat, b?: Float32Array) => wt.map((row, i) => row.reduce((s, v, j) => s + v * x[j], b ? b[i] : 0));
+const norm = (x: number[], g: ArrayLike<number>, eps: number) => {
+  const rms = Math.sqrt(x.reduce((s, v) => s + v * v, 0) / x.length + eps);
+  return x.map((v, i) => (v / rms) * g[i]);
+};
+
+/** Rotates one head; neox uses rotate_half, interleaved rotates adjacent pairs. */
+function rope(x: number[], pos: number, theta: number, style: 'neox' | 'interleaved'): number[] {
+  const d = x.length;
+  const half = d / 2;
+  const freq = (i: number) => pos * theta ** (-(2 * i) / d);
+  if (style === 'neox') {
+    const rot = [...x.slice(half).map((v) => -v), ...x.slice(0, half)];
+    return x.map((v, j) => v * Math.cos(freq(j % half)) + rot[j] * Math.sin(freq(j % half)));
+  }
+  const out = [...x];
+  for (let i = 0; i < half; i++) {
+    const [a, b] = [x[2 * i], x[2 * i + 1]];
+    out[2 * i] = a * Math.cos(freq(i)) - b * Math.sin(freq(i));
+    out[2 * i + 1] = a * Math.sin(freq(i)) + b * Math.cos(freq(i));
+  }
+  return out;
+}
+
+function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]): number[][] {
+  const d = c.hiddenSize;
+  const hd = c.headDim;
+  const W = (name: string, cols: number) => rows(w.get(name)!, cols);
+  let X: Mat = ids.map((id) => Array.from(w.get('token_embd.weight')!.subarray(id * d, (id + 1) * d)));
+  for (let l = 0; l < c.numLayers; l++) {
+    const p = `blk.${l}.`;
+    const H = X.map((x) => norm(x, w.get(p + 'attn_norm.weight')!, c.rmsNormEps));
+    const heads = (M: Mat, n: number) => M.map((row) => Array.from({ length: n }, (_, h) => row.slice(h * hd, (h + 1) * hd)));
+    const qn = (v: number[], g: string) => (c.qkNorm ? norm(v, w.get(p + g)!, c.rmsNormEps) : v);
+    const Q = heads(H.map((x) => linear(x, W(p + 'attn_q.weight', d), w.get(p + 'attn_q.bias'))), c.numHeads)
+      .map((hs, t) => hs.map((v) => rope(qn(v, 'attn_q_norm.weight'), t, c.ropeTheta, c.ropeStyle)));
+    const K = heads(H.map((x) => linear(x, W(p + 'attn_k.weight', d), w.get(p + 'attn_k.bias'))), c.numKvHeads)
+      .map((hs, t) => hs.map((v) => rope(qn(v, 'attn_k_norm.weight'), t, c.ropeTheta, c.ropeStyle)));
+    const V = heads(H.map((x) => linear(x, W(p + 'attn_v.weight', d), w.get(p + 'attn_v.bias'))), c.numKvHeads);
+    const A = Q.map((qs, t) =>
+      qs.flatMap((q, h) => {
+        const kv = Math.floor(h / (c.numHeads / c.numKvHeads));
+        // causal mask: only positions s <= t
+        const scores = K.slice(0, t + 1).map((ks) => ks[kv].reduce((s, v, i) => s + v * q[i], 0) / Math.sqrt(hd));
+        const m = Math.max(...scores);
+        const e = scores.map((s) => Math.exp(s - m));
+        const z = e.reduce((a, b) => a + b, 0);
+        return Array.from({ length: hd }, (_, i) => e.reduce((s, p2, u) => s + (p2 / z) * V[u][kv][i], 0));
+      }),
+    );
+    X = X.map((x, t) => linear(A[t], W(p + 'attn_output.weight', c.numHeads * hd)).map((v, i) => v + x[i]));
+    X = X.map((x) => {
+      const h = norm(x, w.get(p + 'ffn_norm.weight')!, c.rmsNormEps);
+      const g = linear(h, W(p + 'ffn_gate.weight', d));
+      const u = linear(h, W(p + 'ffn_up.weight', d));
+      const act = g.map((v, i) => (v / (1 + Math.exp(-v))) * u[i]);
+      return linear(act, W(p + 'ffn_down.weight', c.intermediateSize)).map((v, i) => v + x[i]);
+    });
+  }
+  const out = W(c.tieWordEmbeddings ? 'token_embd.weight' : 'output.weight', d);
+  return X.map((x) => linear(norm(x, w.get('output_norm.weight')!, c.rmsNormEps), out));
+}
+
+/** llama.cpp's converter permutation of q/k rows: within a head, rows (i, i + d/2) become (2i, 2i+1). */
+function permuteRows(a: Float32Array, numHeads: number, headDim: number, cols: number): Float32Array {
+  const out = new Float32Array(a.length);
+  const half = headDim / 2;
+  for (let h = 0; h < numHeads; h++)
+    for (let i = 0; i < half; i++)
+      for (const j of [0, 1]) {
+        const src = (h * headDim + j * half + i) * cols;
+        out.set(a.subarray(src, src + cols), (h * headDim + 2 * i + j) * cols);
+      }
+  return out;
+}
+
+const cases: [string, Partial<ModelConfig>][] = [
+  ['llama with GQA', { numHeads: 4, numKvHeads: 2, headDim: 4, hiddenSize: 8 }],
+  ['qwen2 with q/k/v biases and tied embeddings', { arch: 'qwen2', attentionBias: true, tieWordEmbeddings: true, numHeads: 2, numKvHeads: 1 }],
+  ['qwen3 with q/k norms and a head_dim above hidden/heads', { arch: 'qwen3', qkNorm: true, numHeads: 2, numKvHeads: 2, headDim: 6 }],
+  ['interleaved RoPE', { ropeStyle: 'interleaved', numHeads: 2, numKvHeads: 1, headDim: 4, hiddenSize: 8 }],
+];
+
+describe('reference forward against an independent whole-sequence computation', () => {
+  for (const [name, over] of cases) {
+    it(`agrees for ${name} over 6 positions`, () => {
+      const c: ModelConfig = { ...base, numLayers: 2, vocabSize: 11, intermediateSize: 6, rmsNormEps: 1e-5, ropeTheta: 100, ...over };
+      const w = randomWeights(c, 7);
+      const ids = [3, 1, 4, 1, 5, 9];
+      const want = naiveLogits(c, w, ids);
+      const got = logitsFor(ReferenceModel.fromWeights(c, w), ids);
+      for (let t = 0; t < ids.length; t++) for (let v = 0; v < c.vocabSize; v++) expect(got[t][v]).toBeCloseTo(want[t][v], 5);
+    });
+  }
+
+  it('gives the same logits for neox on HF rows and interleaved on llama.cpp-permuted q/k rows', () => {
+    const c: ModelConfig = { ...base, numLayers: 2, vocabSize: 11, hiddenSize: 8, numHeads: 2, numKvHeads: 1, intermediateSize: 6, ropeTheta: 100 };
+    const w = randomWeights(c, 11);
+    const permuted = new Map(w);
+    for (let l = 0; l < c.numLayers; l++) {
+      permuted.set(`blk.${l}.attn_q.weight`, permuteRows(w.get(`blk.${l}.attn_q.weight`)!, c.numHeads, c.headDim, c.hiddenSize));
+      permuted.set(`blk.${l}.attn_k.weight`, permuteRows(w.get(`blk.${l}.attn_k.weight`)!, c.numKvHeads, c.headDim, c.hiddenSize));
+    }
+    const ids = [1, 2, 3, 4, 5, 6, 7, 8];
+    const neox = logitsFor(ReferenceModel.fromWeights(c, w), ids);
+    const inter = logitsFor(ReferenceModel.fromWeights({ ...c, ropeStyle: 'interleaved' }, permuted), ids);
+    for (let t = 0; t < ids.length; t++) for (let v = 0; v < c.vocabSize; v++) expect(inter[t][v]).toBeCloseTo(neox[t][v], 5);
+    // and the un-permuted weights under interleaved RoPE are a different model
+    const wrong = logitsFor(ReferenceModel.fromWeights({ ...c, ropeStyle: 'interleaved' }, w), ids);
+    expect(Math.max(...wrong[7].map((v, i) => Math.abs(v - neox[7][i])))).toBeGreaterThan(1e-3);
+  });
+
+  it('greedy() continues a prompt with the argmax of each step and matches teacher forcing', () => {
+    const c: ModelConfig = { ...base, numLayers: 2, vocabSize: 11, intermediateSize: 6, ropeTheta: 100 };
+    const m = ReferenceModel.fromWeights(c, randomWeights(c, 3));
+    const out = greedy(m, [1, 2], 5);
+    expect(out).toHaveLength(5);
+    const seq = [1, 2, ...out];
+    const logits = logitsFor(m, seq);
+    for (let i = 0; i < 5; i++) {
+      const l = logits[1 + i];
+      expect(out[i]).toBe(l.indexOf(Math.max(...l)));
+    }
+  });
+
+  it('rejects a position past the cache and a token outside the vocabulary', () => {
+    const m = ReferenceModel.fromWeights(base, randomWeights(base, 1));
+    expect(() => m.forward(0, 1)).toThrow(RangeError);
+    expect(() => m.forward(4, 0)).toThrow(/outside the vocabulary/);
+  });
+});

@@ -1,0 +1,112 @@
+/**
+ * The reference forward pass over the real loader and real HTTP, for every fixture format:
+ * the F32 GGUF (q/k rows permuted, interleaved RoPE, Llama 3 scaling as rope_freqs) must give
+ * the HF F32 folder's logits (unpermuted rows, neox RoPE, scaling from config.json), and every
+ * lower-precision file must stay within its stated tolerance of them.
+ */
+import { relative } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Arch } from '../model/config';
+import { openModel } from '../model/open';
+import { ensureFixture } from '../testing/fixtures/shared';
+import { serveDirectory, type StaticServer } from '../testing/server';
+import { greedy, logitsFor, ReferenceModel } from './forward';
+
+const STEPS = 16;
+
+/**
+ * Largest |logit - F32 logit| over the whole vocabulary and 16 teacher-forced steps, relative to
+ * the std of the F32 logits at that step (fixture logits have std ≈ 5). Measured on the tiny
+ * fixtures (seed 0) of all four architectures, range in the comment; bounds about 2x the worst.
+ * Broken dequantisation or a wrong layout gives errors of several std, far above every bound.
+ */
+const TOLERANCE = {
+  'hf-F16': 0.005, // measured 0.0019 .. 0.0024
+  'hf-BF16': 0.04, // measured 0.013 .. 0.017
+  F16: 0.005, // measured 0.0014 .. 0.0019
+  BF16: 0.04, // measured 0.011 .. 0.019
+  Q8_0: 0.1, // measured 0.041 .. 0.046
+  Q6_K: 0.35, // measured 0.16 .. 0.18
+  Q4_K_M: 1.0, // measured 0.33 .. 0.59 (qwen's tied embeddings/output are Q6_K)
+  Q4_K: 1.0, // measured 0.55 .. 0.59
+  Q4_0: 1.2, // measured 0.60 .. 0.76
+} as const;
+type Variant = keyof typeof TOLERANCE;
+
+/** max over steps of max |a - b| / std(b). */
+function relativeError(got: Float32Array[], want: Float32Array[]): number {
+  let worst = 0;
+  want.forEach((w, t) => {
+    const mean = w.reduce((s, v) => s + v, 0) / w.length;
+    const std = Math.sqrt(w.reduce((s, v) => s + (v - mean) ** 2, 0) / w.length);
+    let maxDiff = 0;
+    for (let i = 0; i < w.length; i++) maxDiff = Math.max(maxDiff, Math.abs(got[t][i] - w[i]));
+    worst = Math.max(worst, maxDiff / std);
+  });
+  return worst;
+}
+
+function maxAbsDiff(got: Float32Array[], want: Float32Array[]): number {
+  let worst = 0;
+  want.forEach((w, t) => w.forEach((v, i) => (worst = Math.max(worst, Math.abs(got[t][i] - v)))));
+  return worst;
+}
+
+const ARCHES: Arch[] = ['llama', 'qwen2', 'qwen3', 'mistral'];
+
+describe.each(ARCHES)('reference forward on the tiny %s fixture', (arch) => {
+  let server: StaticServer;
+  let urls: Record<'hf-F32' | 'F32' | Variant, string>;
+  let ids: number[];
+  let hfF32: ReferenceModel;
+  let ggufF32: ReferenceModel;
+  let want: Float32Array[]; // HF F32 logits, STEPS x vocab
+
+  const load = async (url: string) => ReferenceModel.load(await openModel(url));
+
+  beforeAll(async () => {
+    const paths = await ensureFixture({ arch, preset: 'tiny' });
+    server = await serveDirectory(paths.root);
+    const at = (p: string | undefined) => `${server.url}/${relative(paths.root, p!).split('\\').join('/')}`;
+    urls = {
+      'hf-F32': at(paths.hf.F32),
+      'hf-F16': at(paths.hf.F16),
+      'hf-BF16': at(paths.hf.BF16),
+      F32: at(paths.gguf.F32),
+      F16: at(paths.gguf.F16),
+      BF16: at(paths.gguf.BF16),
+      Q8_0: at(paths.gguf.Q8_0),
+      Q4_0: at(paths.gguf.Q4_0),
+      Q4_K: at(paths.gguf.Q4_K),
+      Q6_K: at(paths.gguf.Q6_K),
+      Q4_K_M: at(paths.gguf.Q4_K_M),
+    };
+    hfF32 = await load(urls['hf-F32']);
+    // A fixed pseudo-random sequence over the whole vocabulary.
+    const vocab = hfF32.config.vocabSize;
+    ids = Array.from({ length: STEPS }, (_, i) => (i * 7919 + 13) % vocab);
+    want = logitsFor(hfF32, ids);
+    ggufF32 = await load(urls.F32);
+  });
+
+  afterAll(() => server?.close());
+
+  it('gives the HF F32 logits from the F32 GGUF within 1e-4 at every teacher-forced step', () => {
+    expect(hfF32.config.ropeStyle).toBe('neox');
+    expect(ggufF32.config.ropeStyle).toBe(arch === 'qwen2' || arch === 'qwen3' ? 'neox' : 'interleaved');
+    expect(maxAbsDiff(logitsFor(ggufF32, ids), want)).toBeLessThan(1e-4);
+  });
+
+  it('generates the same 16 greedy tokens from the HF F32 folder and the F32 GGUF', () => {
+    const prompt = ids.slice(0, 4);
+    const fromHF = greedy(hfF32, prompt, STEPS);
+    expect(greedy(ggufF32, prompt, STEPS)).toEqual(fromHF);
+  });
+
+  it.each(Object.keys(TOLERANCE) as Variant[])('keeps %s logits within its tolerance of F32', async (variant) => {
+    const err = relativeError(logitsFor(await load(urls[variant]), ids), want);
+    expect(err).toBeLessThan(TOLERANCE[variant]);
+    // and it is a different file: some quantisation error is there
+    expect(err).toBeGreaterThan(0);
+  });
+});

@@ -1,0 +1,308 @@
+/**
+ * The CPU reference forward pass: the oracle every GPU test compares against. Plain and slow on
+ * purpose. Buffers are float32 like the GPU's; dot products accumulate in float64 so that the
+ * reference's own rounding stays far below any tolerance a test states.
+ */
+import type { ModelConfig } from '../model/config';
+import type { OpenedModel } from '../model/open';
+import { expectedTensors } from '../model/tensors';
+import { applyRope, ropeInvFreqs } from './rope';
+
+interface LayerWeights {
+  attnNorm: Float32Array; // (dim)
+  wq: Float32Array; // (numHeads * headDim, dim)
+  wk: Float32Array; // (numKvHeads * headDim, dim)
+  wv: Float32Array; // (numKvHeads * headDim, dim)
+  bq?: Float32Array; // (numHeads * headDim)
+  bk?: Float32Array; // (numKvHeads * headDim)
+  bv?: Float32Array; // (numKvHeads * headDim)
+  qNorm?: Float32Array; // (headDim)
+  kNorm?: Float32Array; // (headDim)
+  wo: Float32Array; // (dim, numHeads * headDim)
+  bo?: Float32Array; // (dim)
+  ffnNorm: Float32Array; // (dim)
+  wGate: Float32Array; // (hidden, dim)
+  wUp: Float32Array; // (hidden, dim)
+  wDown: Float32Array; // (dim, hidden)
+}
+
+interface Weights {
+  tokenEmbd: Float32Array; // (vocab, dim)
+  layers: LayerWeights[];
+  outputNorm: Float32Array; // (dim)
+  output: Float32Array; // (vocab, dim), token_embd when tied
+}
+
+/** Canonical tensor name -> float32 values, e.g. from `readTensorF32`. */
+export type WeightMap = ReadonlyMap<string, Float32Array>;
+
+export class ReferenceModel {
+  readonly config: ModelConfig;
+  private readonly w: Weights;
+  private readonly invFreq: Float64Array; // (headDim / 2)
+
+  // Run state, allocated once.
+  private readonly x: Float32Array; // (dim) the residual stream
+  private readonly xb: Float32Array; // (dim) normed input of a block
+  private readonly xb2: Float32Array; // (dim) output of a block before the residual add
+  private readonly q: Float32Array; // (numHeads * headDim)
+  private readonly k: Float32Array; // (numKvHeads * headDim)
+  private readonly v: Float32Array; // (numKvHeads * headDim)
+  private readonly attOut: Float32Array; // (numHeads * headDim)
+  private readonly hb: Float32Array; // (hidden) silu(gate) * up
+  private readonly hb2: Float32Array; // (hidden) up
+  private readonly logits: Float32Array; // (vocab)
+  private att: Float32Array; // (capacity) scores of one head
+  // KV cache, grown by doubling: per layer (capacity, numKvHeads * headDim).
+  private keyCache: Float32Array[];
+  private valueCache: Float32Array[];
+  private capacity = 0;
+  /** Positions held in the KV cache. */
+  length = 0;
+
+  private constructor(config: ModelConfig, weights: Weights, ropeFreqFactors?: Float32Array) {
+    this.config = config;
+    this.w = weights;
+    this.invFreq = ropeInvFreqs(config, ropeFreqFactors);
+    const { hiddenSize: dim, intermediateSize: hidden, numHeads, numKvHeads, headDim, vocabSize } = config;
+    this.x = new Float32Array(dim);
+    this.xb = new Float32Array(dim);
+    this.xb2 = new Float32Array(dim);
+    this.q = new Float32Array(numHeads * headDim);
+    this.k = new Float32Array(numKvHeads * headDim);
+    this.v = new Float32Array(numKvHeads * headDim);
+    this.attOut = new Float32Array(numHeads * headDim);
+    this.hb = new Float32Array(hidden);
+    this.hb2 = new Float32Array(hidden);
+    this.logits = new Float32Array(vocabSize);
+    this.att = new Float32Array(0);
+    this.keyCache = [];
+    this.valueCache = [];
+    this.grow(64);
+  }
+
+  /** Reads (and dequantises) every weight of an opened model. */
+  static async load(opened: OpenedModel): Promise<ReferenceModel> {
+    const weights = new Map<string, Float32Array>();
+    for (const t of expectedTensors(opened.config)) {
+      if (t.name === 'rope_freqs.weight' || !opened.tensors.has(t.name)) continue;
+      weights.set(t.name, await opened.readTensorF32(t.name));
+    }
+    return ReferenceModel.fromWeights(opened.config, weights, opened.ropeFreqFactors);
+  }
+
+  /** Builds a model from float32 weights under canonical names (shapes as `expectedTensors`). */
+  static fromWeights(config: ModelConfig, weights: WeightMap, ropeFreqFactors?: Float32Array): ReferenceModel {
+    const need = (name: string): Float32Array => {
+      const t = weights.get(name);
+      if (!t) throw new Error(`reference model: missing weight ${name}`);
+      return t;
+    };
+    const layers: LayerWeights[] = [];
+    for (let l = 0; l < config.numLayers; l++) {
+      const p = `blk.${l}.`;
+      layers.push({
+        attnNorm: need(p + 'attn_norm.weight'),
+        wq: need(p + 'attn_q.weight'),
+        wk: need(p + 'attn_k.weight'),
+        wv: need(p + 'attn_v.weight'),
+        bq: config.attentionBias ? need(p + 'attn_q.bias') : undefined,
+        bk: config.attentionBias ? need(p + 'attn_k.bias') : undefined,
+        bv: config.attentionBias ? need(p + 'attn_v.bias') : undefined,
+        qNorm: config.qkNorm ? need(p + 'attn_q_norm.weight') : undefined,
+        kNorm: config.qkNorm ? need(p + 'attn_k_norm.weight') : undefined,
+        wo: need(p + 'attn_output.weight'),
+        bo: weights.get(p + 'attn_output.bias'),
+        ffnNorm: need(p + 'ffn_norm.weight'),
+        wGate: need(p + 'ffn_gate.weight'),
+        wUp: need(p + 'ffn_up.weight'),
+        wDown: need(p + 'ffn_down.weight'),
+      });
+    }
+    const tokenEmbd = need('token_embd.weight');
+    const output = config.tieWordEmbeddings ? tokenEmbd : need('output.weight');
+    return new ReferenceModel(config, { tokenEmbd, layers, outputNorm: need('output_norm.weight'), output }, ropeFreqFactors);
+  }
+
+  /** Forgets the KV cache; the next forward must be at position 0. */
+  reset(): void {
+    this.length = 0;
+  }
+
+  /**
+   * Runs one token at position `pos` (0 <= pos <= length; a smaller pos rewinds the cache) and
+   * returns a fresh copy of its logits (vocab).
+   */
+  forward(token: number, pos: number): Float32Array {
+    const c = this.config;
+    const { hiddenSize: dim, intermediateSize: hidden, numHeads, numKvHeads, headDim } = c;
+    const kvDim = numKvHeads * headDim;
+    const group = numHeads / numKvHeads; // query heads per kv head (GQA)
+    if (!Number.isInteger(token) || token < 0 || token >= c.vocabSize) throw new RangeError(`token ${token} is outside the vocabulary (0..${c.vocabSize - 1})`);
+    if (!Number.isInteger(pos) || pos < 0 || pos > this.length) throw new RangeError(`position ${pos} must be in 0..${this.length} (the KV cache holds ${this.length})`);
+    if (pos >= this.capacity) this.grow(Math.max(2 * this.capacity, pos + 1));
+    const { x, xb, xb2, q, k, v, attOut, hb, hb2 } = this;
+
+    // token embedding
+    x.set(this.w.tokenEmbd.subarray(token * dim, (token + 1) * dim));
+
+    for (let l = 0; l < c.numLayers; l++) {
+      const lw = this.w.layers[l];
+
+      // attention rmsnorm
+      rmsnorm(xb, x, lw.attnNorm, c.rmsNormEps);
+
+      // qkv matmuls (+ biases)
+      matmul(q, xb, lw.wq, lw.bq);
+      matmul(k, xb, lw.wk, lw.bk);
+      matmul(v, xb, lw.wv, lw.bv);
+
+      // per-head q/k rmsnorm (Qwen3), before RoPE
+      if (lw.qNorm && lw.kNorm) {
+        for (let h = 0; h < numHeads; h++) rmsnorm(q.subarray(h * headDim, (h + 1) * headDim), null, lw.qNorm, c.rmsNormEps);
+        for (let h = 0; h < numKvHeads; h++) rmsnorm(k.subarray(h * headDim, (h + 1) * headDim), null, lw.kNorm, c.rmsNormEps);
+      }
+
+      // RoPE on q and k
+      applyRope(q, numHeads, headDim, pos, this.invFreq, c.ropeStyle);
+      applyRope(k, numKvHeads, headDim, pos, this.invFreq, c.ropeStyle);
+
+      // store k, v in the cache
+      this.keyCache[l].set(k, pos * kvDim);
+      this.valueCache[l].set(v, pos * kvDim);
+
+      // attention: each query head reads its kv head over positions 0..pos
+      const keys = this.keyCache[l];
+      const values = this.valueCache[l];
+      const scale = 1 / Math.sqrt(headDim);
+      const att = this.att;
+      for (let h = 0; h < numHeads; h++) {
+        const qOff = h * headDim;
+        const kvOff = Math.floor(h / group) * headDim;
+        // scores
+        for (let t = 0; t <= pos; t++) {
+          let s = 0;
+          const kOff = t * kvDim + kvOff;
+          for (let i = 0; i < headDim; i++) s += q[qOff + i] * keys[kOff + i];
+          att[t] = s * scale;
+        }
+        // softmax
+        softmax(att, pos + 1);
+        // weighted sum of values
+        for (let i = 0; i < headDim; i++) {
+          let s = 0;
+          for (let t = 0; t <= pos; t++) s += att[t] * values[t * kvDim + kvOff + i];
+          attOut[qOff + i] = s;
+        }
+      }
+
+      // output projection and residual
+      matmul(xb2, attOut, lw.wo, lw.bo);
+      for (let i = 0; i < dim; i++) x[i] += xb2[i];
+
+      // ffn rmsnorm
+      rmsnorm(xb, x, lw.ffnNorm, c.rmsNormEps);
+
+      // gate and up matmuls, SwiGLU: silu(gate) * up
+      matmul(hb, xb, lw.wGate);
+      matmul(hb2, xb, lw.wUp);
+      for (let i = 0; i < hidden; i++) {
+        const g = hb[i];
+        hb[i] = (g / (1 + Math.exp(-g))) * hb2[i];
+      }
+
+      // down matmul and residual
+      matmul(xb2, hb, lw.wDown);
+      for (let i = 0; i < dim; i++) x[i] += xb2[i];
+    }
+
+    // final rmsnorm
+    rmsnorm(x, x, this.w.outputNorm, c.rmsNormEps);
+
+    // classifier into logits
+    matmul(this.logits, x, this.w.output);
+    this.length = pos + 1;
+    return this.logits.slice();
+  }
+
+  private grow(capacity: number): void {
+    const kvDim = this.config.numKvHeads * this.config.headDim;
+    const copy = (old: Float32Array | undefined) => {
+      const next = new Float32Array(capacity * kvDim);
+      if (old) next.set(old.subarray(0, this.length * kvDim));
+      return next;
+    };
+    this.keyCache = Array.from({ length: this.config.numLayers }, (_, l) => copy(this.keyCache[l]));
+    this.valueCache = Array.from({ length: this.config.numLayers }, (_, l) => copy(this.valueCache[l]));
+    this.att = new Float32Array(capacity);
+    this.capacity = capacity;
+  }
+}
+
+/** out = rmsnorm(x) * weight; x defaults to out (in place). */
+export function rmsnorm(out: Float32Array, x: Float32Array | null, weight: Float32Array, eps: number): void {
+  const src = x ?? out;
+  let ss = 0;
+  for (let i = 0; i < src.length; i++) ss += src[i] * src[i];
+  const inv = 1 / Math.sqrt(ss / src.length + eps);
+  for (let i = 0; i < src.length; i++) out[i] = src[i] * inv * weight[i];
+}
+
+/** out (n) = W (n, d) @ x (d) + bias. */
+export function matmul(out: Float32Array, x: Float32Array, w: Float32Array, bias?: Float32Array): void {
+  const d = x.length;
+  for (let r = 0; r < out.length; r++) {
+    // Four float64 partial sums: the same exactness, fewer loop-carried dependencies.
+    let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    const off = r * d;
+    let i = 0;
+    for (; i + 4 <= d; i += 4) {
+      s0 += w[off + i] * x[i];
+      s1 += w[off + i + 1] * x[i + 1];
+      s2 += w[off + i + 2] * x[i + 2];
+      s3 += w[off + i + 3] * x[i + 3];
+    }
+    for (; i < d; i++) s0 += w[off + i] * x[i];
+    out[r] = (bias ? bias[r] : 0) + (s0 + s1) + (s2 + s3);
+  }
+}
+
+/** In-place softmax of the first n entries, max-subtracted. */
+export function softmax(x: Float32Array, n: number): void {
+  let max = -Infinity;
+  for (let i = 0; i < n; i++) if (x[i] > max) max = x[i];
+  let sum = 0;
+  for (let i = 0; i < n; i++) {
+    const e = Math.exp(x[i] - max);
+    x[i] = e;
+    sum += e;
+  }
+  for (let i = 0; i < n; i++) x[i] /= sum;
+}
+
+/** Feeds `promptIds` then picks the argmax `n` times; returns the n generated ids. */
+export function greedy(model: ReferenceModel, promptIds: readonly number[], n: number): number[] {
+  if (promptIds.length === 0) throw new RangeError('greedy() needs at least one prompt token');
+  model.reset();
+  let logits: Float32Array = new Float32Array(0);
+  promptIds.forEach((id, pos) => (logits = model.forward(id, pos)));
+  const out: number[] = [];
+  for (let pos = promptIds.length; out.length < n; pos++) {
+    const next = argmax(logits);
+    out.push(next);
+    if (out.length < n) logits = model.forward(next, pos);
+  }
+  return out;
+}
+
+/** Teacher forcing: the logits after each of `ids`, from an empty cache. */
+export function logitsFor(model: ReferenceModel, ids: readonly number[]): Float32Array[] {
+  model.reset();
+  return ids.map((id, pos) => model.forward(id, pos));
+}
+
+export function argmax(x: Float32Array): number {
+  let best = 0;
+  for (let i = 1; i < x.length; i++) if (x[i] > x[best]) best = i;
+  return best;
+}
