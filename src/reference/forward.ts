@@ -57,8 +57,7 @@ export class ReferenceModel {
   private keyCache: Float32Array[];
   private valueCache: Float32Array[];
   private capacity = 0;
-  /** Positions held in the KV cache. */
-  length = 0;
+  private filled = 0; // positions held in the KV cache
 
   private constructor(config: ModelConfig, weights: Weights, ropeFreqFactors?: Float32Array) {
     this.config = config;
@@ -124,9 +123,14 @@ export class ReferenceModel {
     return new ReferenceModel(config, { tokenEmbd, layers, outputNorm: need('output_norm.weight'), output }, ropeFreqFactors);
   }
 
+  /** Positions held in the KV cache. */
+  get length(): number {
+    return this.filled;
+  }
+
   /** Forgets the KV cache; the next forward must be at position 0. */
   reset(): void {
-    this.length = 0;
+    this.filled = 0;
   }
 
   /**
@@ -221,7 +225,7 @@ export class ReferenceModel {
 
     // classifier into logits
     matmul(this.logits, x, this.w.output);
-    this.length = pos + 1;
+    this.filled = pos + 1;
     return this.logits.slice();
   }
 
@@ -229,7 +233,7 @@ export class ReferenceModel {
     const kvDim = this.config.numKvHeads * this.config.headDim;
     const copy = (old: Float32Array | undefined) => {
       const next = new Float32Array(capacity * kvDim);
-      if (old) next.set(old.subarray(0, this.length * kvDim));
+      if (old) next.set(old.subarray(0, this.filled * kvDim));
       return next;
     };
     this.keyCache = Array.from({ length: this.config.numLayers }, (_, l) => copy(this.keyCache[l]));

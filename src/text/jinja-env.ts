@@ -11,7 +11,8 @@ import { strftime } from './strftime';
 
 /** The runtime value classes are not exported by the package; take them from conversions. */
 type RV = { type: string; value: any; __bool__(): { value: boolean } };
-type Ctor = new (value?: any) => RV;
+// Constructed as `any` so `instanceof` checks do not narrow RV (every class has the same shape here).
+type Ctor = new (value?: any) => any;
 const probe = new Environment();
 const sample = (name: string, v: unknown) => (probe.set(name, v) as unknown as RV).constructor as Ctor;
 const StringValue = sample('s', '');
@@ -172,7 +173,12 @@ const EXTRA_TESTS: Record<string, (a: RV, b?: RV) => boolean> = {
   lt: (a, b) => num(a) < num(b!),
   '<=': (a, b) => num(a) <= num(b!),
   le: (a, b) => num(a) <= num(b!),
-  in: (a, b) => (b instanceof StringValue ? b.value.includes(a.value) : (b?.value as RV[] | Map<string, RV>) instanceof Map ? b!.value.has(a.value) : (b?.value as RV[]).some((x) => equal(x, a))),
+  in: (a, b) => {
+    if (!b) return false;
+    if (b instanceof StringValue) return (b.value as string).includes(String(a.value));
+    if (b.value instanceof Map) return b.value.has(a.value);
+    return Array.isArray(b.value) && (b.value as RV[]).some((x) => equal(x, a));
+  },
   divisibleby: (a, b) => num(a) % num(b!) === 0,
   sameas: (a, b) => a.value === b!.value,
   float: (a) => a instanceof FloatValue,
