@@ -53,6 +53,8 @@ describe.each(ARCHES)('streaming detokenizer on the %s tokenizer', (arch) => {
     expect(ids.map((id) => a.push(id)).join('') + a.flush()).toBe('hi there');
     const b = new StreamingDetokenizer(base, { skipSpecialTokens: false });
     expect(ids.map((id) => b.push(id)).join('') + b.flush()).toBe(`hi there${fx.eosToken}`);
+    const c = new StreamingDetokenizer(base, { keepSpecialIds: [fx.eosId] });
+    expect(ids.map((id) => c.push(id)).join('') + c.flush()).toBe(`hi there${fx.eosToken}`);
   });
 
   it('flushes a broken trailing character as U+FFFD', () => {

@@ -19,6 +19,11 @@ export interface DetokenizerOptions {
    * decoded as a text of its own, as HF's `decode(output_ids)` does.
    */
   context?: readonly number[];
+  /**
+   * Special tokens to keep even when skipping the others: tool-call markers that are control
+   * tokens (`[TOOL_CALLS]`, `<|python_tag|>`) must reach the tool-call parser.
+   */
+  keepSpecialIds?: Iterable<number>;
 }
 
 const REPLACEMENT = '\uFFFD';
@@ -29,6 +34,7 @@ export class StreamingDetokenizer {
   /** window[0, readAt) is the prefix: already emitted, kept for context. */
   private readAt = 0;
   private readonly skipSpecial: boolean;
+  private readonly keep: ReadonlySet<number>;
   /** All text emitted so far. */
   text = '';
 
@@ -37,6 +43,7 @@ export class StreamingDetokenizer {
     opts: DetokenizerOptions = {},
   ) {
     this.skipSpecial = opts.skipSpecialTokens ?? true;
+    this.keep = new Set(opts.keepSpecialIds ?? []);
     if (opts.context?.length) {
       this.window = opts.context.filter((id) => !this.skip(id)).slice(-4);
       this.readAt = this.window.length;
@@ -44,7 +51,7 @@ export class StreamingDetokenizer {
   }
 
   private skip(id: number): boolean {
-    return this.skipSpecial && this.tokenizer.specialIds.has(id);
+    return this.skipSpecial && this.tokenizer.specialIds.has(id) && !this.keep.has(id);
   }
 
   /** Adds one token; returns the text that became final (often '', never half a character). */
@@ -73,6 +80,7 @@ export class StreamingDetokenizer {
   }
 
   private decode(ids: number[]): string {
-    return ids.length ? this.tokenizer.decode(ids, { skipSpecialTokens: this.skipSpecial }) : '';
+    // Skipped ids never enter the window, so decode everything in it (kept specials included).
+    return ids.length ? this.tokenizer.decode(ids) : '';
   }
 }
