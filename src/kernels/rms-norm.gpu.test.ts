@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { packParams } from '../gpu/buffers';
+import { createBuffer, packParams, readBuffer, STORAGE, uploadBuffer } from '../gpu/buffers';
+import { pipelineCache } from '../gpu/run-kernel';
 import { runKernel } from '../gpu/run-kernel';
 import { maxAbsDiff, testGPU } from '../testing/gpu';
-import { RMS_NORM_WG, rmsNormKernel, rmsNormRef } from './rms-norm';
+import { createRmsNormOp, RMS_NORM_WG, rmsNormKernel, rmsNormRef } from './rms-norm';
 
 function random(n: number, seed: number): Float32Array {
   const out = new Float32Array(n);
@@ -37,4 +38,31 @@ describe('rms_norm kernel', () => {
       });
     }
   }
+
+  it('runs as an op over per-head rows for a varying token count', async () => {
+    const gpu = await testGPU();
+    const { device } = gpu;
+    const [heads, n, maxTokens] = [4, 64, 3];
+    const x = random(maxTokens * heads * n, 99);
+    const w = random(n, 5);
+    const xBuf = uploadBuffer(device, x, STORAGE);
+    const yBuf = createBuffer(device, x.byteLength, STORAGE);
+    const op = await createRmsNormOp(
+      { device, cache: pipelineCache(device), precision: 'f32' },
+      { x: xBuf, weight: uploadBuffer(device, w, STORAGE), y: yBuf, n, rowsPerToken: heads, maxTokens, eps: 1e-6 },
+    );
+    for (const tokens of [2, 3]) {
+      device.queue.writeBuffer(yBuf, 0, new Float32Array(x.length));
+      const encoder = device.createCommandEncoder();
+      const pass = encoder.beginComputePass();
+      op.encode(pass, tokens);
+      pass.end();
+      device.queue.submit([encoder.finish()]);
+      const y = new Float32Array(await readBuffer(device, yBuf));
+      const rows = tokens * heads;
+      expect(maxAbsDiff(y.subarray(0, rows * n), rmsNormRef(x, w, rows, n, 1e-6)).diff).toBeLessThan(TOLERANCE);
+      // Rows past this step's tokens are untouched.
+      expect(y.subarray(rows * n).every((v) => v === 0)).toBe(true);
+    }
+  });
 });

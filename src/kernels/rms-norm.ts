@@ -1,5 +1,7 @@
 import source from '../../shaders/rms_norm.wgsl';
+import { packParams, UNIFORM, uploadBuffer } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
+import type { Op, OpContext } from './op';
 
 export const rmsNormKernel: Kernel = { name: 'rms_norm', source };
 
@@ -16,4 +18,34 @@ export function rmsNormRef(x: Float32Array, w: Float32Array, rows: number, n: nu
     for (let i = 0; i < n; i++) y[r * n + i] = x[r * n + i]! * scale * w[i]!;
   }
   return y;
+}
+
+/**
+ * RMSNorm of `rowsPerToken` rows of `n` elements per token (1 for the residual stream; the head
+ * count for qwen3's per-head q/k norm). The row count rides on the dispatch size, so the uniform
+ * is static and `encode` only dispatches.
+ */
+export async function createRmsNormOp(
+  ctx: OpContext,
+  args: { x: GPUBuffer; weight: GPUBuffer; y: GPUBuffer; n: number; rowsPerToken?: number; maxTokens: number; eps: number; wg?: number },
+): Promise<Op> {
+  const rowsPerToken = args.rowsPerToken ?? 1;
+  const pipeline = await ctx.cache.get(rmsNormKernel, { precision: ctx.precision, constants: { WG: args.wg ?? 64 } });
+  const params = uploadBuffer(
+    ctx.device,
+    new Uint8Array(packParams([['u32', args.maxTokens * rowsPerToken], ['u32', args.n], ['f32', args.eps]])),
+    UNIFORM,
+    'rms_norm params',
+  );
+  const bindGroup = ctx.device.createBindGroup({
+    layout: pipeline.getBindGroupLayout(0),
+    entries: [args.x, args.weight, args.y, params].map((buffer, binding) => ({ binding, resource: { buffer } })),
+  });
+  return {
+    encode(pass, tokens) {
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, bindGroup);
+      pass.dispatchWorkgroups(tokens * rowsPerToken);
+    },
+  };
 }

@@ -1,0 +1,210 @@
+// Weight dequantisation in registers, for every weight type, from the GPU layouts of
+// src/kernels/weights.ts. Concatenated in front of a kernel that declares
+//   @group(0) @binding(?) var<storage, read> w: array<u32>;
+// Every function takes `rw`, the word offset of a weight row (row * words per row), so callers
+// hoist the row multiply out of their loops. Branches on WTYPE fold away at pipeline creation.
+//
+// Two access shapes:
+//   dq_quad(rw, p)   4 consecutive elements at column p (p % 4 == 0): for tile loaders.
+//   dq_chunk(rw, c)  chunk c of a row, 8 elements = two quads sharing their loads: for mat-vec
+//                    loops. A row has K / 8 chunks; chunk c covers the columns reported in
+//                    `pa` and `pb` (each the first of 4). Chunks are numbered so that consecutive
+//                    chunks read consecutive words (coalesced loads across a workgroup), which
+//                    for the quantised types makes the columns non-contiguous:
+//                      F32/F16/BF16: pa = 8c, pb = pa + 4
+//                      Q8_0: block b = c/4, j = c%4:      pa = 32b + 8j,  pb = pa + 4
+//                      Q4_0: block b = c/4, word j = c%4: pa = 32b + 4j,  pb = pa + 16
+//                      Q4_K: super-block s = c/32, qs word v = c%32:
+//                            pa = 256s + 64(v/8) + 4(v%8), pb = pa + 32 (low / high nibbles)
+//                      Q6_K: super-block s = c/32, ql word v = c%32, half h = v/16:
+//                            pa = 256s + 128h + 32((v/8)%2) + 4(v%8), pb = pa + 64
+
+// Weight types are ggml type ids (WTYPE in src/kernels/weights.ts).
+const WT_F32: u32 = 0u;
+const WT_F16: u32 = 1u;
+const WT_Q4_0: u32 = 2u;
+const WT_Q8_0: u32 = 8u;
+const WT_Q4_K: u32 = 12u;
+const WT_Q6_K: u32 = 14u;
+const WT_BF16: u32 = 30u;
+
+override WTYPE: u32 = WT_F32;
+
+// Block sizes in u32 words on the GPU.
+const Q8_0_WORDS: u32 = 9u;  // [d:f16, pad], qs[32]
+const Q4_0_WORDS: u32 = 5u;  // [d:f16, pad], qs[16]
+const Q4_K_WORDS: u32 = 36u; // [d:f16, dmin:f16], scales[12], qs[128]
+const Q6_K_WORDS: u32 = 53u; // ql[128], qh[64], scales[16], [d:f16, pad]
+
+struct Chunk {
+  a: vec4f,
+  b: vec4f,
+  pa: u32, // column of a.x within the row
+  pb: u32, // column of b.x within the row
+}
+
+fn dq_f32x4(i: u32) -> vec4f {
+  return bitcast<vec4f>(vec4u(w[i], w[i + 1u], w[i + 2u], w[i + 3u]));
+}
+
+// Two halves of a word (low half first) as f32: F16 or BF16 by WTYPE.
+fn dq_half2(v: u32) -> vec2f {
+  if (WTYPE == WT_BF16) {
+    return bitcast<vec2f>(vec2u(v << 16u, v & 0xffff0000u));
+  }
+  return unpack2x16float(v);
+}
+
+fn dq_half4(i: u32) -> vec4f {
+  return vec4f(dq_half2(w[i]), dq_half2(w[i + 1u]));
+}
+
+// The 4 bytes of a word as signed int8, low byte first.
+fn dq_i8x4(q: u32) -> vec4f {
+  return vec4f(vec4i(bitcast<i32>(q << 24u), bitcast<i32>(q << 16u), bitcast<i32>(q << 8u), bitcast<i32>(q)) >> vec4u(24u));
+}
+
+// The low nibbles of the 4 bytes of a word (shift 0) or the high ones (shift 4).
+fn dq_nib4(q: u32, shift: u32) -> vec4u {
+  return (vec4u(q, q >> 8u, q >> 16u, q >> 24u) >> vec4u(shift)) & vec4u(15u);
+}
+
+// Bits shift..shift+1 of each byte of a word.
+fn dq_2bit4(q: u32, shift: u32) -> vec4u {
+  return (vec4u(q, q >> 8u, q >> 16u, q >> 24u) >> vec4u(shift)) & vec4u(3u);
+}
+
+// Q4_K: 6-bit scale and min of sub-block j (0..7) from the 12 scale bytes in words s0, s1, s2
+// (ggml's get_scale_min_k4). Returns (scale, min).
+fn q4k_scale_min(s0: u32, s1: u32, s2: u32, j: u32) -> vec2f {
+  let sh = 8u * (j & 3u);
+  if (j < 4u) {
+    return vec2f(f32((s0 >> sh) & 63u), f32((s1 >> sh) & 63u));
+  }
+  let lo = s2 >> sh;
+  let sc = (lo & 15u) | ((((s0 >> sh) >> 6u) & 3u) << 4u);
+  let mn = ((lo >> 4u) & 15u) | ((((s1 >> sh) >> 6u) & 3u) << 4u);
+  return vec2f(f32(sc), f32(mn));
+}
+
+// Q6_K: int8 scale idx (0..15) of the super-block at word `base`.
+fn q6k_scale(base: u32, idx: u32) -> f32 {
+  let v = w[base + 48u + (idx >> 2u)];
+  return f32(bitcast<i32>(v << (24u - 8u * (idx & 3u))) >> 24u);
+}
+
+// 4 consecutive elements of the row at word `rw`, starting at column p (p % 4 == 0).
+fn dq_quad(rw: u32, p: u32) -> vec4f {
+  switch (WTYPE) {
+    case WT_F16, WT_BF16: {
+      return dq_half4(rw + (p >> 1u));
+    }
+    case WT_Q8_0: {
+      let base = rw + (p >> 5u) * Q8_0_WORDS;
+      let d = unpack2x16float(w[base]).x;
+      return d * dq_i8x4(w[base + 1u + ((p & 31u) >> 2u)]);
+    }
+    case WT_Q4_0: {
+      // Byte j holds element j (low nibble) and j + 16 (high nibble).
+      let base = rw + (p >> 5u) * Q4_0_WORDS;
+      let d = unpack2x16float(w[base]).x;
+      let q = dq_nib4(w[base + 1u + ((p & 15u) >> 2u)], (p & 16u) >> 2u);
+      return d * (vec4f(q) - 8.0);
+    }
+    case WT_Q4_K: {
+      // 32-byte run i of qs holds sub-block 2i in its low nibbles and 2i + 1 in its high ones.
+      let base = rw + (p >> 8u) * Q4_K_WORDS;
+      let e = p & 255u;
+      let sub = e >> 5u;
+      let dm = unpack2x16float(w[base]);
+      let sm = q4k_scale_min(w[base + 1u], w[base + 2u], w[base + 3u], sub);
+      let q = dq_nib4(w[base + 4u + 8u * (sub >> 1u) + ((e & 31u) >> 2u)], (sub & 1u) * 4u);
+      return (dm.x * sm.x) * vec4f(q) - dm.y * sm.y;
+    }
+    case WT_Q6_K: {
+      // Half h (128 elements), quarter k (32), index l: low 4 bits in ql[64h + 32(k&1) + l]
+      // (low nibble for k < 2), high 2 bits at 2k of qh[32h + l]; scale (e / 16).
+      let base = rw + (p >> 8u) * Q6_K_WORDS;
+      let e = p & 255u;
+      let h = e >> 7u;
+      let k = (e >> 5u) & 3u;
+      let l4 = (e & 31u) >> 2u;
+      let lo = dq_nib4(w[base + 16u * h + 8u * (k & 1u) + l4], (k >> 1u) * 4u);
+      let hi = dq_2bit4(w[base + 32u + 8u * h + l4], 2u * k);
+      let d = unpack2x16float(w[base + 52u]).x;
+      return (d * q6k_scale(base, e >> 4u)) * (vec4f(lo | (hi << vec4u(4u))) - 32.0);
+    }
+    default: { // WT_F32
+      return dq_f32x4(rw + p);
+    }
+  }
+}
+
+// Chunk c (8 elements) of the row at word `rw`; see the column map at the top of this file.
+fn dq_chunk(rw: u32, c: u32) -> Chunk {
+  switch (WTYPE) {
+    case WT_F16, WT_BF16: {
+      let i = rw + 4u * c;
+      return Chunk(dq_half4(i), dq_half4(i + 2u), 8u * c, 8u * c + 4u);
+    }
+    case WT_Q8_0: {
+      let base = rw + (c >> 2u) * Q8_0_WORDS;
+      let j = c & 3u;
+      let d = unpack2x16float(w[base]).x;
+      let pa = 32u * (c >> 2u) + 8u * j;
+      return Chunk(d * dq_i8x4(w[base + 1u + 2u * j]), d * dq_i8x4(w[base + 2u + 2u * j]), pa, pa + 4u);
+    }
+    case WT_Q4_0: {
+      let base = rw + (c >> 2u) * Q4_0_WORDS;
+      let j = c & 3u;
+      let d = unpack2x16float(w[base]).x;
+      let q = w[base + 1u + j];
+      let pa = 32u * (c >> 2u) + 4u * j;
+      return Chunk(d * (vec4f(dq_nib4(q, 0u)) - 8.0), d * (vec4f(dq_nib4(q, 4u)) - 8.0), pa, pa + 16u);
+    }
+    case WT_Q4_K: {
+      let base = rw + (c >> 5u) * Q4_K_WORDS;
+      let v = c & 31u;
+      let i = v >> 3u;
+      let dm = unpack2x16float(w[base]);
+      let s0 = w[base + 1u];
+      let s1 = w[base + 2u];
+      let s2 = w[base + 3u];
+      let sm_lo = q4k_scale_min(s0, s1, s2, 2u * i);
+      let sm_hi = q4k_scale_min(s0, s1, s2, 2u * i + 1u);
+      let q = w[base + 4u + v];
+      let pa = 256u * (c >> 5u) + 64u * i + 4u * (v & 7u);
+      return Chunk(
+        (dm.x * sm_lo.x) * vec4f(dq_nib4(q, 0u)) - dm.y * sm_lo.y,
+        (dm.x * sm_hi.x) * vec4f(dq_nib4(q, 4u)) - dm.y * sm_hi.y,
+        pa,
+        pa + 32u,
+      );
+    }
+    case WT_Q6_K: {
+      // ql word v: half h = v / 16, quarters k = (v / 8) % 2 (low nibbles) and k + 2 (high).
+      let base = rw + (c >> 5u) * Q6_K_WORDS;
+      let v = c & 31u;
+      let h = v >> 4u;
+      let k = (v >> 3u) & 1u;
+      let m = v & 7u;
+      let ql = w[base + v];
+      let qh = w[base + 32u + 8u * h + m];
+      let d = unpack2x16float(w[base + 52u]).x;
+      let sa = 8u * h + 2u * k + (m >> 2u);
+      let qa = dq_nib4(ql, 0u) | (dq_2bit4(qh, 2u * k) << vec4u(4u));
+      let qb = dq_nib4(ql, 4u) | (dq_2bit4(qh, 2u * k + 4u) << vec4u(4u));
+      let pa = 256u * (c >> 5u) + 128u * h + 32u * k + 4u * m;
+      return Chunk(
+        (d * q6k_scale(base, sa)) * (vec4f(qa) - 32.0),
+        (d * q6k_scale(base, sa + 4u)) * (vec4f(qb) - 32.0),
+        pa,
+        pa + 64u,
+      );
+    }
+    default: { // WT_F32
+      let i = rw + 8u * c;
+      return Chunk(dq_f32x4(i), dq_f32x4(i + 4u), 8u * c, 8u * c + 4u);
+    }
+  }
+}

@@ -1,0 +1,90 @@
+// Decode-oriented linear layer: y[t, n] = sum_k x[t, k] * W[n, k] (+ bias[n]) for a few tokens.
+// Each workgroup owns ROWS_PER_WG weight rows; the WG / ROWS_PER_WG threads of a row split its
+// K / 8 chunks (shaders/lib/dequant.wgsl), so neighbouring threads read neighbouring words. Each
+// chunk is dequantised once and dotted with up to MAX_T tokens held in registers; more tokens
+// take further passes over the weights. Partial sums meet in workgroup memory. Accumulation is
+// f32 whatever `act` is. Needs the dequant library in front (it declares WTYPE and dq_chunk).
+alias act = f32;
+
+override WG: u32 = 64;
+override ROWS_PER_WG: u32 = 2;  // WG / ROWS_PER_WG must be a power of two, at least MAX_T
+override MAX_T: u32 = 1;        // tokens per pass over the weights, 1..T_CAP
+override HAS_BIAS: bool = false;
+override TPR: u32 = WG / ROWS_PER_WG; // threads per row (derived; do not set)
+override PARTIALS: u32 = WG * MAX_T;  // workgroup floats (derived; do not set)
+
+const T_CAP: u32 = 8u; // register accumulators per thread
+
+struct Params {
+  k: u32,         // elements per weight row = per token of x
+  n: u32,         // weight rows = elements per token of y
+  row_words: u32, // u32 words per weight row in the GPU layout
+  _pad: u32,
+}
+
+// The per-step counts the engine writes once per step (src/engine/step.ts `counts`).
+struct Step {
+  tokens: u32, // T: tokens in this step = rows of x and y in use
+  seqs: u32,
+  _pad0: u32,
+  _pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> w: array<u32>;         // [n][row_words]
+@group(0) @binding(1) var<storage, read> x: array<vec4<act>>;   // [T][k / 4]
+@group(0) @binding(2) var<storage, read_write> y: array<act>;   // [T][n]
+@group(0) @binding(3) var<storage, read> bias: array<f32>;      // [n], read when HAS_BIAS
+@group(0) @binding(4) var<uniform> p: Params;
+@group(0) @binding(5) var<uniform> step: Step;
+
+var<workgroup> partial: array<f32, PARTIALS>; // [MAX_T][WG]
+
+@compute @workgroup_size(WG)
+fn main(
+  @builtin(workgroup_id) wid: vec3u,
+  @builtin(num_workgroups) nwg: vec3u,
+  @builtin(local_invocation_index) lid: u32,
+) {
+  // Large N spills the row groups into y of the grid (65535 workgroups per dimension).
+  let first = (wid.x + wid.y * nwg.x) * ROWS_PER_WG;
+  let T = step.tokens;
+  if (first >= p.n) { return; }
+
+  let lane = lid % TPR;
+  let row = first + lid / TPR;
+  // Rows past n (in the last group) still run the loop, on a valid row, to keep the barriers
+  // uniform; they write nothing.
+  let rw = min(row, p.n - 1u) * p.row_words;
+  let chunks = p.k >> 3u;
+  let k4 = p.k >> 2u;
+
+  for (var t0 = 0u; t0 < T; t0 += MAX_T) {
+    var acc: array<f32, T_CAP>;
+    for (var c = lane; c < chunks; c += TPR) {
+      let q = dq_chunk(rw, c);
+      let ia = q.pa >> 2u;
+      let ib = q.pb >> 2u;
+      for (var t = 0u; t < MAX_T; t++) {
+        if (t0 + t < T) {
+          let xo = (t0 + t) * k4;
+          acc[t] += dot(q.a, vec4f(x[xo + ia])) + dot(q.b, vec4f(x[xo + ib]));
+        }
+      }
+    }
+    for (var t = 0u; t < MAX_T; t++) { partial[t * WG + lid] = acc[t]; }
+    workgroupBarrier();
+    for (var s = TPR >> 1u; s > 0u; s >>= 1u) {
+      if (lane < s) {
+        for (var t = 0u; t < MAX_T; t++) { partial[t * WG + lid] += partial[t * WG + lid + s]; }
+      }
+      workgroupBarrier();
+    }
+    // Lane t of each row writes token t0 + t.
+    if (row < p.n && lane < MAX_T && t0 + lane < T) {
+      var v = partial[lane * WG + lid - lane];
+      if (HAS_BIAS) { v += bias[row]; }
+      y[(t0 + lane) * p.n + row] = act(v);
+    }
+    workgroupBarrier();
+  }
+}

@@ -1,0 +1,86 @@
+/**
+ * The contract between the OpenAI API layer (src/api/) and whatever generates tokens: the WebGPU
+ * engine (src/engine/) or the CPU reference backend used as an oracle in tests.
+ */
+import type { ModelConfig } from '../model/config';
+import type { TextTokenizer } from '../text/tokenizer';
+import type { ChatTemplateConfig } from '../text/chat-template';
+
+/** Everything that decides the next token, after the API layer resolved defaults. */
+export interface SamplingParams {
+  /** 0 = greedy. */
+  temperature: number;
+  topP: number; // 1 = off
+  topK: number; // 0 = off
+  minP: number; // 0 = off
+  /** Same seed ⇒ same output. Absent: a random seed is drawn per request. */
+  seed?: number;
+  frequencyPenalty: number; // 0 = off
+  presencePenalty: number; // 0 = off
+  repetitionPenalty: number; // 1 = off
+  /** token id → bias added to its logit (−100 bans, +100 forces). */
+  logitBias: Record<number, number>;
+  /** DRY (don't repeat yourself) penalty; multiplier 0 = off. */
+  dry: { multiplier: number; base: number; allowedLength: number; sequenceBreakers: string[] };
+  /** Mirostat (0 = off, 1 or 2). */
+  mirostat: { mode: 0 | 1 | 2; tau: number; eta: number };
+  /** Number of top alternatives to return per token (0 = none); the chosen token's logprob comes with any value ≥ 0 when `logprobs` is true. */
+  topLogprobs: number;
+  logprobs: boolean;
+}
+
+export interface GenerateRequest {
+  promptIds: number[];
+  /** Tokens to generate at most (the API layer resolved -1/absent to the context's remaining room). */
+  maxTokens: number;
+  sampling: SamplingParams;
+  /** Generation ends after one of these ids (the id itself is produced, then the stream ends). */
+  stopTokenIds: number[];
+  /** EOS ids end generation unless `ignoreEos`. */
+  ignoreEos: boolean;
+  /** EOS/stop ids are suppressed until this many tokens were generated. */
+  minTokens: number;
+  signal?: AbortSignal;
+}
+
+export interface TokenLogprob {
+  id: number;
+  logprob: number;
+}
+
+export interface GeneratedToken {
+  id: number;
+  /** The chosen token's logprob (log-softmax of the raw logits), when asked. */
+  logprob?: number;
+  top?: TokenLogprob[];
+}
+
+export type FinishReason = 'stop' | 'length' | 'abort';
+
+export interface GenerationResult {
+  finishReason: FinishReason;
+  /** The stop token that ended generation, if any. */
+  stopTokenId?: number;
+  promptTokens: number;
+  completionTokens: number;
+  /** Prompt tokens whose KV was reused from a previous request. */
+  cachedTokens: number;
+}
+
+/** A loaded model ready to generate. */
+export interface Backend {
+  readonly id: string;
+  readonly config: ModelConfig;
+  readonly tokenizer: TextTokenizer;
+  readonly chatTemplate: ChatTemplateConfig;
+  /** Max tokens per sequence (prompt + completion). */
+  readonly contextLength: number;
+  /**
+   * Streams generated tokens. The iterator's return value is the result; breaking out of the loop
+   * or aborting `signal` stops generation at the next step and frees the sequence's KV pages.
+   */
+  generate(request: GenerateRequest): AsyncGenerator<GeneratedToken, GenerationResult, void>;
+  /** Teacher-forced logprobs of given tokens (for `echo` with `logprobs`). */
+  scorePrompt?(ids: number[], topLogprobs: number): Promise<Array<{ logprob: number | null; top: TokenLogprob[] }>>;
+  dispose(): Promise<void>;
+}

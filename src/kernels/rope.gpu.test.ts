@@ -1,0 +1,84 @@
+import { describe, expect, it } from 'vitest';
+import type { Precision } from '../gpu/pipelines';
+import { createBuffer, STORAGE, uploadBuffer } from '../gpu/buffers';
+import { testGPU } from '../testing/gpu';
+import { applyRope } from '../reference/rope';
+import { createRopeOp, ROPE_WG, ropeInvFreq, ropeRef, type RopeStyle } from './rope';
+import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } from './test-helpers';
+
+const llama3 = { type: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192 } as const;
+
+async function runRope(
+  precision: Precision,
+  style: RopeStyle,
+  wg: number,
+  { nHeads, nKv, headDim, positions }: { nHeads: number; nKv: number; headDim: number; positions: number[] },
+) {
+  const { device } = await testGPU();
+  const T = positions.length;
+  const invFreq = ropeInvFreq({ headDim, ropeTheta: 500000, ropeScaling: llama3 });
+  const q = actRound(random(T * nHeads * headDim, 1 + headDim), precision);
+  const k = actRound(random(T * nKv * headDim, 2 + headDim), precision);
+  const qBuf = uploadAct(device, q, precision);
+  const kBuf = uploadAct(device, k, precision);
+  // Room for one more token than the step holds: the op must leave it alone.
+  const spare = createBuffer(device, 4 * (T + 1), STORAGE);
+  device.queue.writeBuffer(spare, 0, new Uint32Array([...positions, 5]));
+  const op = await createRopeOp(opContext(device, precision), {
+    q: qBuf,
+    k: kBuf,
+    positions: spare,
+    invFreq: uploadBuffer(device, invFreq),
+    nHeads,
+    nKv,
+    headDim,
+    style,
+    wg,
+  });
+  await runPass(device, (pass) => op.encode(pass, T));
+  return {
+    gotQ: await readAct(device, qBuf, q.length, precision),
+    gotK: await readAct(device, kBuf, k.length, precision),
+    wantQ: ropeRef(q.slice(), positions, nHeads, headDim, invFreq, style),
+    wantK: ropeRef(k.slice(), positions, nKv, headDim, invFreq, style),
+  };
+}
+
+describe('rope kernel', () => {
+  // f32 angle reduced by 2π exactly, then f32 sin/cos: ~1e-6 absolute on O(1) values.
+  const TOLERANCE = { f32: 1e-5, f16: 2e-3 };
+  const positions = [0, 1, 7, 300, 4097, 131071];
+
+  for (const precision of ['f32', 'f16'] as const) {
+    for (const style of ['neox', 'interleaved'] as const) {
+      for (const headDim of [64, 128]) {
+        for (const wg of ROPE_WG) {
+          it(`matches the reference for ${style} pairs, headDim ${headDim}, WG=${wg} in ${precision}`, async (ctx) => {
+            if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
+            const r = await runRope(precision, style, wg, { nHeads: 4, nKv: 2, headDim, positions });
+            expect(maxRelDiff(r.gotQ, r.wantQ)).toBeLessThan(TOLERANCE[precision]);
+            expect(maxRelDiff(r.gotK, r.wantK)).toBeLessThan(TOLERANCE[precision]);
+          });
+        }
+      }
+    }
+  }
+
+  it('agrees with the reference forward pass rotation at small positions', async () => {
+    const r = await runRope('f32', 'interleaved', 64, { nHeads: 2, nKv: 1, headDim: 64, positions: [3, 40] });
+    const invFreq = ropeInvFreq({ headDim: 64, ropeTheta: 500000, ropeScaling: llama3 });
+    const want = random(2 * 1 * 64, 2 + 64);
+    applyRope(want.subarray(0, 64), 1, 64, 3, Float64Array.from(invFreq), 'interleaved');
+    applyRope(want.subarray(64), 1, 64, 40, Float64Array.from(invFreq), 'interleaved');
+    expect(maxRelDiff(r.gotK, want)).toBeLessThan(1e-5);
+  });
+
+  it('computes HF llama3-scaled inverse frequencies in f32', () => {
+    const plain = ropeInvFreq({ headDim: 128, ropeTheta: 500000, ropeScaling: null });
+    const scaled = ropeInvFreq({ headDim: 128, ropeTheta: 500000, ropeScaling: llama3 });
+    expect(plain[0]).toBe(1);
+    expect(plain[1]).toBe(Math.fround(500000 ** (-2 / 128)));
+    expect(scaled[0]).toBe(1); // short wavelengths kept
+    expect(scaled[63]).toBe(Math.fround(plain[63]! / 8)); // long ones divided by factor
+  });
+});
