@@ -41,13 +41,17 @@ export interface OpenedModel {
   readTensorF32(name: string): Promise<Float32Array>;
 }
 
-/** A URL or path to a `.gguf` file or a Hugging Face folder, or a byte source over a GGUF file. */
-export type ModelLocation = string | URL | ByteSource;
+/**
+ * A URL or path to a `.gguf` file or a Hugging Face folder, a byte source over a GGUF file, or a
+ * Folder whose files come from elsewhere (the loader's cache, files the user picked).
+ */
+export type ModelLocation = string | URL | ByteSource | Folder;
 
 export async function openModel(location: ModelLocation): Promise<OpenedModel> {
   if (typeof location === 'object' && !(location instanceof URL)) {
+    if (isFolder(location)) return openHFFolder(location);
     if (typeof location.read !== 'function' || typeof location.size !== 'function')
-      throw new ModelError('bad_location', 'openModel() takes a URL, a path or a ByteSource');
+      throw new ModelError('bad_location', 'openModel() takes a URL, a path, a ByteSource or a Folder');
     return openGGUF(location);
   }
   const loc = location.toString();
@@ -55,6 +59,10 @@ export async function openModel(location: ModelLocation): Promise<OpenedModel> {
     return openGGUF(isLocalPath(loc) ? fileSource(await toLocalPath(loc)) : httpSource(loc));
   }
   return openHFFolder(await openFolder(loc));
+}
+
+function isFolder(x: ByteSource | Folder): x is Folder {
+  return typeof (x as Folder).source === 'function' && typeof (x as Folder).text === 'function';
 }
 
 async function openGGUF(src: ByteSource): Promise<OpenedModel> {

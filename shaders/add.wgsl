@@ -1,0 +1,21 @@
+// Residual add: x[t, i] += y[t, i], summed in f32. A 2D grid: x covers the n columns of a token,
+// y is the token, so the token count rides on the dispatch and the uniform is static.
+alias act = f32;
+
+override WG: u32 = 64;
+
+struct Params {
+  n: u32, // elements per token
+}
+
+@group(0) @binding(0) var<storage, read_write> x: array<act>;
+@group(0) @binding(1) var<storage, read> y: array<act>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3u) {
+  let i = gid.x;
+  if (i >= p.n) { return; }
+  let j = gid.y * p.n + i;
+  x[j] = act(f32(x[j]) + f32(y[j]));
+}

@@ -1,0 +1,32 @@
+// Token embedding gather: x[t, :] = row tokens[t] of the embedding table, dequantised from any
+// weight type (WTYPE) by shaders/lib/dequant.wgsl, which is concatenated in front of this text
+// and reads the table as `w`. A 2D grid: x covers the row in quads of 4 columns (dq_quad's
+// unit), y is the token, so the token count rides on the dispatch and the uniform is static.
+alias act = f32;
+
+override WG: u32 = 64;
+
+struct Params {
+  n: u32,           // elements per row (hidden size), a multiple of 4
+  rowWords: u32,    // u32 words per table row in the GPU layout
+  vocab: u32,       // rows in the table: larger ids are clamped to the last row, never read out of bounds
+}
+
+@group(0) @binding(0) var<storage, read> tokens: array<u32>;
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(2) var<storage, read_write> x: array<act>;
+@group(0) @binding(3) var<uniform> p: Params;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3u) {
+  let col = 4u * gid.x;
+  if (col >= p.n) { return; }
+  let t = gid.y;
+  let row = min(tokens[t], p.vocab - 1u);
+  let v = dq_quad(row * p.rowWords, col);
+  let o = t * p.n + col;
+  x[o] = act(v.x);
+  x[o + 1u] = act(v.y);
+  x[o + 2u] = act(v.z);
+  x[o + 3u] = act(v.w);
+}

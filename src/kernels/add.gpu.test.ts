@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest';
+import { testGPU } from '../testing/gpu';
+import { ADD_WG, addRef, createAddOp } from './add';
+import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } from './test-helpers';
+
+describe('add kernel', () => {
+  // One f32 addition: exact up to rounding; f16 rounds the sum once (2^-11 relative).
+  const TOLERANCE = { f32: 1e-7, f16: 1e-3 };
+
+  for (const precision of ['f32', 'f16'] as const) {
+    for (const wg of ADD_WG) {
+      it(`adds the residual in place at WG=${wg} in ${precision}, only for this step's tokens`, async (ctx) => {
+        const gpu = await testGPU();
+        if (precision === 'f16' && !gpu.info.f16) ctx.skip();
+        const { device } = gpu;
+        const [n, tokens, maxTokens] = [300, 3, 5];
+        const x = actRound(random(maxTokens * n, 11 + wg, 4), precision);
+        const y = actRound(random(maxTokens * n, 12 + wg, 4), precision);
+        const xBuf = uploadAct(device, x, precision);
+        const op = await createAddOp(opContext(device, precision), { x: xBuf, y: uploadAct(device, y, precision), n, wg });
+        await runPass(device, (pass) => op.encode(pass, tokens));
+        const got = await readAct(device, xBuf, maxTokens * n, precision);
+        const used = tokens * n;
+        expect(maxRelDiff(got.subarray(0, used), addRef(x.subarray(0, used), y.subarray(0, used)))).toBeLessThan(TOLERANCE[precision]);
+        expect(Array.from(got.subarray(used))).toEqual(Array.from(x.subarray(used)));
+      });
+    }
+  }
+});

@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import { quantize } from '../formats/quants';
+import { DTYPES, type DType } from '../formats/types';
+import { createBuffer, STORAGE, uploadBuffer } from '../gpu/buffers';
+import { testGPU } from '../testing/gpu';
+import { createEmbedOp, EMBED_WG, embedRef } from './embed';
+import { actRound, maxRelDiff, opContext, random, readAct, runPass } from './test-helpers';
+import { uploadWeight } from './weights';
+
+describe('embed kernel', () => {
+  // The GPU dequantises with the same f32 formulas as the reference: only rounding differs.
+  // f16 activations add one rounding of the output (2^-11 relative).
+  const TOLERANCE = { f32: 1e-6, f16: 1e-3 };
+  const [vocab, n] = [7, 512]; // two Q4_K/Q6_K super-blocks per row
+
+  async function run(dtype: DType, precision: 'f32' | 'f16', wg: number, ids: number[]) {
+    const { device } = await testGPU();
+    const table = quantize(dtype, random(vocab * n, 40 + vocab, 2));
+    const maxTokens = ids.length + 1;
+    const tokens = uploadBuffer(device, new Uint32Array([...ids, 0]), STORAGE);
+    const x = createBuffer(device, maxTokens * n * 4, STORAGE);
+    const op = await createEmbedOp(opContext(device, precision), { tokens, table: uploadWeight(device, dtype, table), x, dtype, n, vocab, wg });
+    await runPass(device, (pass) => op.encode(pass, ids.length));
+    const got = await readAct(device, x, maxTokens * n, precision);
+    return { got, want: actRound(embedRef(dtype, table, vocab, n, ids), precision) };
+  }
+
+  for (const precision of ['f32', 'f16'] as const) {
+    for (const dtype of DTYPES) {
+      for (const wg of EMBED_WG) {
+        it(`gathers ${dtype} rows at WG=${wg} in ${precision}`, async (ctx) => {
+          if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
+          const ids = [3, 0, 6, 3];
+          const { got, want } = await run(dtype, precision, wg, ids);
+          const used = ids.length * n;
+          expect(maxRelDiff(got.subarray(0, used), want)).toBeLessThan(TOLERANCE[precision]);
+          // Rows of the table differ, so a wrong row shows; the slot past the step stays zero.
+          expect(maxRelDiff(want.subarray(0, n), want.subarray(n, 2 * n))).toBeGreaterThan(0.1);
+          expect(got.subarray(used).every((v) => v === 0)).toBe(true);
+        });
+      }
+    }
+  }
+
+  it('clamps ids past the vocabulary to the last row instead of reading out of bounds', async () => {
+    const { got, want } = await run('Q8_0', 'f32', 64, [vocab + 5]);
+    expect(maxRelDiff(got.subarray(0, n), want)).toBeLessThan(1e-6);
+    expect(maxRelDiff(want, embedRef('Q8_0', quantize('Q8_0', random(vocab * n, 40 + vocab, 2)), vocab, n, [vocab - 1]))).toBe(0);
+  });
+});

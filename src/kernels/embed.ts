@@ -1,0 +1,58 @@
+import dequantLib from '../../shaders/lib/dequant.wgsl';
+import body from '../../shaders/embed.wgsl';
+import { dequantize } from '../formats/quants';
+import { tensorByteLength, type DType } from '../formats/types';
+import { packParams, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import type { Kernel } from '../gpu/pipelines';
+import type { Op, OpContext } from './op';
+import { gpuBytesPerRow, WTYPE } from './weights';
+
+export const embedKernel: Kernel = { name: 'embed', source: dequantLib + body };
+
+/** Workgroup sizes the kernel is specialised and tested at (each thread writes 4 columns). */
+export const EMBED_WG = [32, 64, 128] as const;
+
+/** The `Params` uniform of embed.wgsl for a [vocab, n] table of `dtype`. */
+export function embedParams(dtype: DType, n: number, vocab: number): ArrayBuffer {
+  if (n % 4 !== 0) throw new RangeError(`embed needs a row length that is a multiple of 4, got ${n}`);
+  return packParams([['u32', n], ['u32', gpuBytesPerRow(dtype, n) / 4], ['u32', vocab]]);
+}
+
+/**
+ * TypeScript reference: the rows `tokens` of a [vocab, n] table given as ggml bytes of `dtype`,
+ * dequantised. Ids past the table are clamped to its last row, as the kernel does.
+ */
+export function embedRef(dtype: DType, table: Uint8Array, vocab: number, n: number, tokens: ArrayLike<number>): Float32Array {
+  const rowBytes = tensorByteLength(dtype, n);
+  const x = new Float32Array(tokens.length * n);
+  for (let t = 0; t < tokens.length; t++) {
+    const row = Math.min(tokens[t]!, vocab - 1);
+    dequantize(dtype, table.subarray(row * rowBytes, (row + 1) * rowBytes), n, x.subarray(t * n, (t + 1) * n));
+  }
+  return x;
+}
+
+/**
+ * Embedding lookup for a step: x[t, :] = table[tokens[t], :] for the first `tokens` ids of the
+ * step's `tokens` buffer. `table` is uploaded in the GPU layout (`uploadWeight`), shape [vocab, n].
+ */
+export async function createEmbedOp(
+  ctx: OpContext,
+  args: { tokens: GPUBuffer; table: GPUBuffer; x: GPUBuffer; dtype: DType; n: number; vocab: number; wg?: number },
+): Promise<Op> {
+  const wg = args.wg ?? 64;
+  const pipeline = await ctx.cache.get(embedKernel, { precision: ctx.precision, constants: { WG: wg, WTYPE: WTYPE[args.dtype] } });
+  const params = uploadBuffer(ctx.device, new Uint8Array(embedParams(args.dtype, args.n, args.vocab)), UNIFORM, 'embed params');
+  const bindGroup = ctx.device.createBindGroup({
+    layout: pipeline.getBindGroupLayout(0),
+    entries: [args.tokens, args.table, args.x, params].map((buffer, binding) => ({ binding, resource: { buffer } })),
+  });
+  const groupsX = Math.ceil(args.n / 4 / wg);
+  return {
+    encode(pass, tokens) {
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, bindGroup);
+      pass.dispatchWorkgroups(groupsX, tokens);
+    },
+  };
+}

@@ -1,0 +1,190 @@
+import { describe, expect, it } from 'vitest';
+import { createBuffer, packParams, readBuffer, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import type { Precision } from '../gpu/pipelines';
+import { pipelineCache, runKernel } from '../gpu/run-kernel';
+import { f16ArrayToF32, f32ArrayToF16 } from '../formats/halfs';
+import { dequantize, quantize } from '../formats/quants';
+import { DTYPES, type DType } from '../formats/types';
+import { testGPU } from '../testing/gpu';
+import {
+  createLinearOp,
+  linearConstants,
+  linearParams,
+  MATMUL_SPECS,
+  matmulGrid,
+  matmulKernel,
+  matmulRef,
+  MATVEC_SPECS,
+  matvecGrid,
+  matvecKernel,
+  type MatmulSpec,
+  type MatvecSpec,
+} from './matmul';
+import { repackForGPU, uploadWeight } from './weights';
+
+// K covers two K-quant super-blocks; N = 37 leaves partial row groups and tiles.
+const K = 512;
+const N = 37;
+const MAX_T = 17;
+
+function random(n: number, seed: number): Float32Array {
+  const out = new Float32Array(n);
+  let s = seed >>> 0;
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    out[i] = (s / 2 ** 32) * 2 - 1;
+  }
+  return out;
+}
+
+const x = random(MAX_T * K, 1);
+const bias = random(N, 2);
+
+interface Layer {
+  gpu: Uint8Array; // repacked bytes
+  ref: Float32Array; // dequantize() of the same ggml bytes, [N, K]
+}
+const layers = new Map<DType, Layer>();
+function layer(dtype: DType): Layer {
+  let l = layers.get(dtype);
+  if (!l) {
+    const bytes = quantize(dtype, random(N * K, 3 + dtype.length));
+    layers.set(dtype, (l = { gpu: repackForGPU(dtype, bytes), ref: dequantize(dtype, bytes, N * K) }));
+  }
+  return l;
+}
+
+const maxAbs = (a: Float32Array) => a.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+
+/**
+ * Tolerance. The GPU sums K f32 products (|x|, |w| ≤ 1) in a different order from the f64
+ * reference, and rounds dequantised values in f32 (a few ulp per weight): worst case about
+ * K · 2⁻²³ · max|x| · max|w| ≈ 6e-5 here, typically √K · 2⁻²⁴. We allow 1e-5 · √K · max|x| ·
+ * max|w| (2.3e-4), still three orders below one misplaced or mis-scaled weight (~|x||w| ≈ 0.25).
+ * For f16 activations the reference uses the same f16-rounded x, and y is rounded to f16: plus
+ * 2⁻¹⁰ relative.
+ */
+function tolerance(w: Float32Array, precision: Precision, ref: number): number {
+  const base = 1e-5 * Math.sqrt(K) * maxAbs(x) * maxAbs(w);
+  return precision === 'f16' ? base + Math.abs(ref) * 2 ** -10 : base;
+}
+
+async function run(
+  kernel: 'matvec' | 'matmul',
+  spec: MatvecSpec | MatmulSpec,
+  dtype: DType,
+  T: number,
+  withBias: boolean,
+  precision: Precision = 'f32',
+): Promise<{ y: Float32Array; ref: Float32Array; w: Float32Array }> {
+  const gpu = await testGPU();
+  const { gpu: bytes, ref: w } = layer(dtype);
+  const xt = x.subarray(0, T * K);
+  const xIn = precision === 'f16' ? f32ArrayToF16(xt) : xt;
+  const grid = kernel === 'matvec' ? matvecGrid(N, spec as MatvecSpec) : matmulGrid(N, T, spec as MatmulSpec);
+  const [out] = await runKernel(
+    gpu,
+    kernel === 'matvec' ? matvecKernel : matmulKernel,
+    { precision, constants: linearConstants(spec, dtype, withBias) },
+    [
+      { input: bytes },
+      { input: xIn },
+      { output: T * N * (precision === 'f16' ? 2 : 4) },
+      { input: withBias ? bias : new Float32Array(1) },
+      { uniform: linearParams(dtype, N, K) },
+      { uniform: packParams([['u32', T], ['u32', 1]]) },
+    ],
+    grid,
+  );
+  const y = precision === 'f16' ? f16ArrayToF32(new Uint16Array(out!)) : new Float32Array(out!);
+  const xRef = precision === 'f16' ? f16ArrayToF32(xIn as Uint16Array) : xt;
+  return { y, ref: matmulRef(xRef, T, K, w, N, withBias ? bias : undefined), w };
+}
+
+function expectClose(y: Float32Array, ref: Float32Array, w: Float32Array, precision: Precision = 'f32'): void {
+  expect(y.length).toBe(ref.length);
+  for (let i = 0; i < y.length; i++) {
+    const d = Math.abs(y[i]! - ref[i]!);
+    if (!(d <= tolerance(w, precision, ref[i]!))) {
+      throw new Error(`y[token ${Math.floor(i / N)}, row ${i % N}] = ${y[i]}, reference ${ref[i]} (off by ${d})`);
+    }
+  }
+}
+
+const describeSpec = (s: object) => Object.entries(s).map(([k, v]) => `${k}=${v}`).join(' ');
+
+describe('matvec kernel', () => {
+  // T = 9 runs several passes over the weights at every MAX_T tested.
+  MATVEC_SPECS.forEach((spec, i) => {
+    const withBias = i === 1;
+    for (const dtype of DTYPES) {
+      it(`matches the reference for ${dtype} at ${describeSpec(spec)}${withBias ? ' with bias' : ''}`, async () => {
+        for (const T of [1, 3, 9]) {
+          const { y, ref, w } = await run('matvec', spec, dtype, T, withBias);
+          expectClose(y, ref, w);
+        }
+      });
+    }
+  });
+});
+
+describe('matmul kernel', () => {
+  MATMUL_SPECS.forEach((spec, i) => {
+    const withBias = i === 1;
+    for (const dtype of DTYPES) {
+      it(`matches the reference for ${dtype} at ${describeSpec(spec)}${withBias ? ' with bias' : ''}`, async () => {
+        for (const T of [1, 3, 17]) {
+          const { y, ref, w } = await run('matmul', spec, dtype, T, withBias);
+          expectClose(y, ref, w);
+        }
+      });
+    }
+  });
+});
+
+describe('f16 activations', () => {
+  for (const dtype of ['F16', 'Q4_K', 'Q6_K'] as const) {
+    it(`match the reference for ${dtype} in both kernels`, async ({ skip }) => {
+      const gpu = await testGPU();
+      skip(!gpu.info.f16, 'the device has no shader-f16');
+      for (const T of [1, 3]) {
+        const r = await run('matvec', MATVEC_SPECS[1]!, dtype, T, true, 'f16');
+        expectClose(r.y, r.ref, r.w, 'f16');
+      }
+      const r = await run('matmul', MATMUL_SPECS[0]!, dtype, 17, false, 'f16');
+      expectClose(r.y, r.ref, r.w, 'f16');
+    });
+  }
+});
+
+describe('createLinearOp', () => {
+  it('computes a layer correctly as the step token count changes between encodes', async () => {
+    const gpu = await testGPU();
+    const { device } = gpu;
+    const dtype: DType = 'Q4_K';
+    const bytes = quantize(dtype, random(N * K, 11));
+    const w = dequantize(dtype, bytes, N * K);
+    const xBuf = uploadBuffer(device, x, STORAGE);
+    const yBuf = createBuffer(device, MAX_T * N * 4, STORAGE);
+    const step = createBuffer(device, 16, UNIFORM);
+    const op = await createLinearOp(
+      { device, cache: pipelineCache(device), precision: 'f32' },
+      { weight: uploadWeight(device, dtype, bytes), dtype, n: N, k: K, bias: uploadBuffer(device, bias), x: xBuf, y: yBuf, step, maxTokens: MAX_T },
+    );
+    // 1 token (decode matvec), 5 (multi-token matvec), 17 (tiled matmul), then back to 1.
+    for (const T of [1, 5, MAX_T, 1]) {
+      device.queue.writeBuffer(yBuf, 0, new Float32Array(MAX_T * N));
+      device.queue.writeBuffer(step, 0, new Uint32Array([T, 1, 0, 0]));
+      const encoder = device.createCommandEncoder();
+      const pass = encoder.beginComputePass();
+      op.encode(pass, T);
+      pass.end();
+      device.queue.submit([encoder.finish()]);
+      const y = new Float32Array(await readBuffer(device, yBuf));
+      expectClose(y.subarray(0, T * N), matmulRef(x, T, K, w, N, bias), w);
+      // Tokens past this step's T are untouched.
+      expect(y.subarray(T * N).every((v) => v === 0)).toBe(true);
+    }
+    expect(() => op.encode({} as GPUComputePassEncoder, MAX_T + 1)).toThrow(RangeError);
+  });
+});

@@ -1,0 +1,195 @@
+/**
+ * Linear layers y = x · Wᵀ (+ bias) over quantised or float weights: `matvec` for decode (a few
+ * tokens, memory bound) and `matmul` for prefill (tiled, compute bound). Both dequantise W in
+ * registers with `shaders/lib/dequant.wgsl` and read the step's token count from a uniform.
+ *
+ * Binding layout (both kernels, group 0):
+ *   0  w     storage read   array<u32>        weight rows in the GPU layout (see ./weights)
+ *   1  x     storage read   array<vec4<act>>  [maxTokens][k]
+ *   2  y     storage rw     array<act>        [maxTokens][n]
+ *   3  bias  storage read   array<f32>        [n] (a 4-byte dummy when the layer has none)
+ *   4  p     uniform        Params { k, n, rowWords (u32 words per weight row), pad }
+ *   5  step  uniform        { tokens: T, seqs, pad, pad } (StepBuffers.counts)
+ */
+import dequantLib from '../../shaders/lib/dequant.wgsl';
+import matmulBody from '../../shaders/matmul.wgsl';
+import matvecBody from '../../shaders/matvec.wgsl';
+import { packParams, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import type { Kernel } from '../gpu/pipelines';
+import { DTYPE_INFO, type DType } from '../formats/types';
+import { actBytes, type Op, type OpContext } from './op';
+import { gpuBytesPerRow, WTYPE } from './weights';
+
+export { gpuBytesPerRow, repackForGPU, uploadWeight, WTYPE } from './weights';
+
+export const matvecKernel: Kernel = { name: 'matvec', source: dequantLib + matvecBody };
+export const matmulKernel: Kernel = { name: 'matmul', source: dequantLib + matmulBody };
+
+/** matvec overrides (WTYPE and HAS_BIAS are added per layer). WG / ROWS_PER_WG: a power of two ≥ MAX_T. */
+export interface MatvecSpec {
+  WG: number;
+  ROWS_PER_WG: number;
+  /** Tokens per pass over the weights (1..8); more tokens take more passes. */
+  MAX_T: number;
+}
+
+/** matmul overrides. TILE_M / TM and TILE_N / TN threads; TM × TN ≤ 16; TILE_K a multiple of 4. */
+export interface MatmulSpec {
+  TILE_M: number;
+  TILE_N: number;
+  TILE_K: number;
+  TM: number;
+  TN: number;
+}
+
+/** Specialisations the tests run (the engine's defaults are among them). */
+export const MATVEC_SPECS: readonly MatvecSpec[] = [
+  { WG: 64, ROWS_PER_WG: 2, MAX_T: 1 },
+  { WG: 128, ROWS_PER_WG: 8, MAX_T: 4 },
+];
+export const MATMUL_SPECS: readonly MatmulSpec[] = [
+  { TILE_M: 64, TILE_N: 64, TILE_K: 16, TM: 4, TN: 4 },
+  { TILE_M: 16, TILE_N: 32, TILE_K: 32, TM: 2, TN: 4 },
+];
+
+/** The engine's choices: one token, a few tokens (≤ MATVEC_MAX_TOKENS), and prefill. */
+export const DECODE_SPEC: MatvecSpec = { WG: 256, ROWS_PER_WG: 4, MAX_T: 1 };
+export const FEW_TOKENS_SPEC: MatvecSpec = { WG: 256, ROWS_PER_WG: 4, MAX_T: 8 };
+export const PREFILL_SPEC: MatmulSpec = MATMUL_SPECS[0]!;
+export const MATVEC_MAX_TOKENS = 8;
+
+/** Workgroups for matvec over `n` rows: row groups spill into y past 65535. */
+export function matvecGrid(n: number, spec: MatvecSpec): [number, number] {
+  const groups = Math.ceil(n / spec.ROWS_PER_WG);
+  const x = Math.min(groups, 65535);
+  return [x, Math.ceil(groups / x)];
+}
+
+/** Workgroups for matmul: x over weight-row tiles, y over token tiles. */
+export function matmulGrid(n: number, tokens: number, spec: MatmulSpec): [number, number] {
+  return [Math.ceil(n / spec.TILE_N), Math.ceil(tokens / spec.TILE_M)];
+}
+
+/** The static `Params` uniform of a layer with `n` rows of `k` elements of `dtype`. */
+export function linearParams(dtype: DType, n: number, k: number): ArrayBuffer {
+  return packParams([['u32', k], ['u32', n], ['u32', gpuBytesPerRow(dtype, k) / 4], ['u32', 0]]);
+}
+
+/** Override constants for a layer: the spec plus its weight type and bias flag. */
+export function linearConstants(spec: MatvecSpec | MatmulSpec, dtype: DType, hasBias: boolean): Record<string, number> {
+  return { ...spec, WTYPE: WTYPE[dtype], HAS_BIAS: hasBias ? 1 : 0 };
+}
+
+/**
+ * TypeScript reference: y[t, n] = Σ_k x[t, k] · W[n, k] (+ bias[n]), with `x` [T, K] and `w`
+ * [N, K] (e.g. from `dequantize()`), accumulated in f64.
+ */
+export function matmulRef(x: Float32Array, T: number, K: number, w: Float32Array, N: number, bias?: Float32Array): Float32Array {
+  const y = new Float32Array(T * N);
+  for (let t = 0; t < T; t++) {
+    for (let n = 0; n < N; n++) {
+      let s = bias ? bias[n]! : 0;
+      for (let k = 0; k < K; k++) s += x[t * K + k]! * w[n * K + k]!;
+      y[t * N + n] = s;
+    }
+  }
+  return y;
+}
+
+/** Thrown when a linear layer's buffers or dims do not fit together. */
+export class LinearOpError extends Error {
+  override readonly name = 'LinearOpError';
+}
+
+export interface LinearArgs {
+  weight: GPUBuffer; // from uploadWeight
+  dtype: DType;
+  n: number; // output features (weight rows)
+  k: number; // input features (a multiple of 8 and of the dtype's block)
+  bias?: GPUBuffer; // f32 [n]
+  x: GPUBuffer; // act [maxTokens][k]
+  y: GPUBuffer; // act [maxTokens][n]
+  step: GPUBuffer; // uniform, u32 T at offset 0
+  maxTokens: number;
+}
+
+const dummies = new WeakMap<GPUDevice, GPUBuffer>();
+
+/** A 4-byte storage buffer standing in for a missing bias (the binding exists either way). */
+function dummyBias(device: GPUDevice): GPUBuffer {
+  let b = dummies.get(device);
+  if (!b) dummies.set(device, (b = uploadBuffer(device, new Float32Array(1), STORAGE, 'no bias')));
+  return b;
+}
+
+function check(ctx: OpContext, a: LinearArgs): void {
+  const fail = (what: string) => {
+    throw new LinearOpError(`linear ${a.dtype} [${a.n}, ${a.k}]: ${what}`);
+  };
+  if (a.k % 8 !== 0 || a.k % DTYPE_INFO[a.dtype].blockSize !== 0) fail(`k must be a multiple of 8 and of the ${a.dtype} block`);
+  if (!(a.n > 0 && a.maxTokens > 0)) fail('n and maxTokens must be positive');
+  const act = actBytes(ctx.precision);
+  const need = (buf: GPUBuffer, bytes: number, name: string) => {
+    if (buf.size < bytes) fail(`${name} holds ${buf.size} bytes, needs ${bytes}`);
+  };
+  need(a.weight, a.n * gpuBytesPerRow(a.dtype, a.k), 'weight');
+  need(a.x, a.maxTokens * a.k * act, 'x');
+  need(a.y, a.maxTokens * a.n * act, 'y');
+  if (a.bias) need(a.bias, a.n * 4, 'bias');
+}
+
+/**
+ * A linear layer for every step size: matvec for T ≤ MATVEC_MAX_TOKENS (one pass over W for T = 1
+ * and for up to 8 tokens), tiled matmul above. Pipelines, the params uniform and bind groups are
+ * made here, once; `encode` picks one and dispatches.
+ */
+export async function createLinearOp(
+  ctx: OpContext,
+  args: LinearArgs,
+  specs: { decode?: MatvecSpec; few?: MatvecSpec; prefill?: MatmulSpec } = {},
+): Promise<Op> {
+  check(ctx, args);
+  const { device } = ctx;
+  const { dtype, n, k, maxTokens } = args;
+  const decode = specs.decode ?? DECODE_SPEC;
+  const few = specs.few ?? FEW_TOKENS_SPEC;
+  const prefill = specs.prefill ?? PREFILL_SPEC;
+  const hasBias = args.bias !== undefined;
+  const params = uploadBuffer(device, new Uint8Array(linearParams(dtype, n, k)), UNIFORM, `linear params ${n}x${k}`);
+  const buffers = [args.weight, args.x, args.y, args.bias ?? dummyBias(device), params, args.step];
+
+  const prepare = async (kernel: Kernel, spec: MatvecSpec | MatmulSpec) => {
+    const pipeline = await ctx.cache.get(kernel, { precision: ctx.precision, constants: linearConstants(spec, dtype, hasBias) });
+    const bindGroup = device.createBindGroup({
+      layout: pipeline.getBindGroupLayout(0),
+      entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
+    });
+    return { pipeline, bindGroup };
+  };
+  const [one, several, tiled] = await Promise.all([
+    prepare(matvecKernel, decode),
+    maxTokens > 1 ? prepare(matvecKernel, few) : undefined,
+    maxTokens > MATVEC_MAX_TOKENS ? prepare(matmulKernel, prefill) : undefined,
+  ]);
+  const rowGrid = matvecGrid(n, decode);
+  const fewGrid = matvecGrid(n, few);
+
+  return {
+    encode(pass, tokens) {
+      if (!(tokens >= 1 && tokens <= maxTokens)) throw new RangeError(`a step of ${tokens} tokens; this layer takes 1..${maxTokens}`);
+      if (tokens === 1) {
+        pass.setPipeline(one.pipeline);
+        pass.setBindGroup(0, one.bindGroup);
+        pass.dispatchWorkgroups(...rowGrid);
+      } else if (tokens <= MATVEC_MAX_TOKENS) {
+        pass.setPipeline(several!.pipeline);
+        pass.setBindGroup(0, several!.bindGroup);
+        pass.dispatchWorkgroups(...fewGrid);
+      } else {
+        pass.setPipeline(tiled!.pipeline);
+        pass.setBindGroup(0, tiled!.bindGroup);
+        pass.dispatchWorkgroups(...matmulGrid(n, tokens, prefill));
+      }
+    },
+  };
+}

@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { createBuffer, STORAGE } from '../gpu/buffers';
+import { testGPU } from '../testing/gpu';
+import { createSwigluOp, SWIGLU_WG, swigluRef, type SwigluLayout } from './swiglu';
+import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } from './test-helpers';
+
+describe('swiglu kernel', () => {
+  // f32: exp and one division, a few ulps. f16: the output's own rounding (2^-11) dominates.
+  const TOLERANCE = { f32: 1e-6, f16: 2e-3 };
+
+  async function run(precision: 'f32' | 'f16', wg: number, tokens: number, maxTokens: number, fused: boolean) {
+    const { device } = await testGPU();
+    const n = 100; // not a multiple of any WG: the bounds check matters
+    // Fused: one [maxTokens, 2n] buffer holding gate then up per token; else two [maxTokens, n].
+    const layout: SwigluLayout = fused ? { n, gateStride: 2 * n, upStride: 2 * n, gateOffset: 0, upOffset: n } : { n };
+    const width = fused ? 2 * n : n;
+    const gate = actRound(random(maxTokens * width, 3 + wg, 8), precision);
+    const up = fused ? gate : actRound(random(maxTokens * n, 4 + wg, 2), precision);
+    const gateBuf = uploadAct(device, gate, precision);
+    const upBuf = fused ? gateBuf : uploadAct(device, up, precision);
+    const out = createBuffer(device, maxTokens * n * 4, STORAGE);
+    const op = await createSwigluOp(opContext(device, precision), { ...layout, gate: gateBuf, up: upBuf, out, wg });
+    await runPass(device, (pass) => op.encode(pass, tokens));
+    const got = await readAct(device, out, maxTokens * n, precision);
+    return { got, want: actRound(swigluRef(gate, up, tokens, layout), precision), n };
+  }
+
+  for (const precision of ['f32', 'f16'] as const) {
+    for (const wg of SWIGLU_WG) {
+      for (const fused of [false, true]) {
+        it(`matches the reference at WG=${wg} in ${precision} with ${fused ? 'a fused gate-up buffer' : 'separate gate and up'}`, async (ctx) => {
+          if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
+          const { got, want, n } = await run(precision, wg, 3, 4, fused);
+          expect(maxRelDiff(got.subarray(0, 3 * n), want)).toBeLessThan(TOLERANCE[precision]);
+          // The fourth token is beyond this step: untouched.
+          expect(got.subarray(3 * n).every((v) => v === 0)).toBe(true);
+        });
+      }
+    }
+  }
+
+  it('gives silu its limits for large |gate|', async () => {
+    const { device } = await testGPU();
+    const gate = new Float32Array([-200, -90, 0, 90, 200, 1]);
+    const up = new Float32Array([1, 1, 1, 1, 1, 2]);
+    const out = createBuffer(device, 6 * 4, STORAGE);
+    const op = await createSwigluOp(opContext(device, 'f32'), { n: 6, gate: uploadAct(device, gate, 'f32'), up: uploadAct(device, up, 'f32'), out });
+    await runPass(device, (pass) => op.encode(pass, 1));
+    const got = Array.from(await readAct(device, out, 6, 'f32'));
+    expect(got.slice(0, 5).map((v) => Math.abs(v) < 1e-30 ? 0 : v)).toEqual([0, 0, 0, 90, 200]);
+    expect(got[5]).toBeCloseTo(2 / (1 + Math.exp(-1)), 6);
+  });
+});

@@ -1,0 +1,68 @@
+import source from '../../shaders/swiglu.wgsl';
+import { packParams, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import type { Kernel } from '../gpu/pipelines';
+import type { Op, OpContext } from './op';
+
+export const swigluKernel: Kernel = { name: 'swiglu', source };
+
+/** Workgroup sizes the kernel is specialised and tested at. */
+export const SWIGLU_WG = [64, 128, 256] as const;
+
+/** Where gate and up live: each a [T, stride] matrix starting at an element offset. */
+export interface SwigluLayout {
+  n: number;
+  gateStride?: number; // default n
+  upStride?: number; // default n
+  gateOffset?: number; // default 0
+  upOffset?: number; // default 0
+}
+
+/** The `Params` uniform of swiglu.wgsl. */
+export function swigluParams(layout: SwigluLayout): ArrayBuffer {
+  const { n } = layout;
+  return packParams([
+    ['u32', n],
+    ['u32', layout.gateStride ?? n],
+    ['u32', layout.upStride ?? n],
+    ['u32', layout.gateOffset ?? 0],
+    ['u32', layout.upOffset ?? 0],
+  ]);
+}
+
+export const silu = (g: number): number => g / (1 + Math.exp(-g));
+
+/** TypeScript reference: out[t, i] = silu(gate[t, i]) * up[t, i] for `tokens` tokens. */
+export function swigluRef(gate: Float32Array, up: Float32Array, tokens: number, layout: SwigluLayout): Float32Array {
+  const { n } = layout;
+  const [gs, us, go, uo] = [layout.gateStride ?? n, layout.upStride ?? n, layout.gateOffset ?? 0, layout.upOffset ?? 0];
+  const out = new Float32Array(tokens * n);
+  for (let t = 0; t < tokens; t++) {
+    for (let i = 0; i < n; i++) out[t * n + i] = silu(gate[go + t * gs + i]!) * up[uo + t * us + i]!;
+  }
+  return out;
+}
+
+/**
+ * SwiGLU over `tokens` rows into `out` ([maxTokens, n] of act). Pass the same buffer as `gate`
+ * and `up` with offsets/strides for a fused gate-up projection.
+ */
+export async function createSwigluOp(
+  ctx: OpContext,
+  args: SwigluLayout & { gate: GPUBuffer; up: GPUBuffer; out: GPUBuffer; wg?: number },
+): Promise<Op> {
+  const wg = args.wg ?? 64;
+  const pipeline = await ctx.cache.get(swigluKernel, { precision: ctx.precision, constants: { WG: wg } });
+  const params = uploadBuffer(ctx.device, new Uint8Array(swigluParams(args)), UNIFORM, 'swiglu params');
+  const bindGroup = ctx.device.createBindGroup({
+    layout: pipeline.getBindGroupLayout(0),
+    entries: [args.gate, args.up, args.out, params].map((buffer, binding) => ({ binding, resource: { buffer } })),
+  });
+  const groupsX = Math.ceil(args.n / wg);
+  return {
+    encode(pass, tokens) {
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, bindGroup);
+      pass.dispatchWorkgroups(groupsX, tokens);
+    },
+  };
+}

@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import { quantize } from '../formats/quants';
+import { DTYPE_INFO, DTYPES } from '../formats/types';
+import { gpuBytesPerRow, GPU_BYTES_PER_BLOCK, repackForGPU, WTYPE } from './weights';
+
+function values(n: number): Float32Array {
+  return Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.37) * 2);
+}
+
+describe('repackForGPU', () => {
+  it('moves Q8_0 and Q4_0 quants after a two-byte pad, keeping d first', () => {
+    for (const [dtype, qs] of [['Q8_0', 32], ['Q4_0', 16]] as const) {
+      const ggml = quantize(dtype, values(64));
+      const gpu = repackForGPU(dtype, ggml);
+      const [src, dst] = [DTYPE_INFO[dtype].bytesPerBlock, GPU_BYTES_PER_BLOCK[dtype]];
+      expect(gpu.length).toBe(2 * dst);
+      for (let b = 0; b < 2; b++) {
+        expect([...gpu.subarray(b * dst, b * dst + 2)]).toEqual([...ggml.subarray(b * src, b * src + 2)]);
+        expect([...gpu.subarray(b * dst + 2, b * dst + 4)]).toEqual([0, 0]);
+        expect([...gpu.subarray(b * dst + 4, b * dst + 4 + qs)]).toEqual([...ggml.subarray(b * src + 2, b * src + 2 + qs)]);
+      }
+    }
+  });
+
+  it('pads each Q6_K super-block to 212 bytes and leaves Q4_K as it is', () => {
+    const q6 = quantize('Q6_K', values(512));
+    const gpu6 = repackForGPU('Q6_K', q6);
+    expect(gpu6.length).toBe(424);
+    expect([...gpu6.subarray(212, 422)]).toEqual([...q6.subarray(210, 420)]);
+    expect([...gpu6.subarray(210, 212)]).toEqual([0, 0]);
+    const q4 = quantize('Q4_K', values(512));
+    expect(repackForGPU('Q4_K', q4)).toEqual(q4);
+  });
+
+  it('pads plain floats to a whole word', () => {
+    const f16 = quantize('F16', values(3));
+    const gpu = repackForGPU('F16', f16);
+    expect(gpu.length).toBe(8);
+    expect([...gpu.subarray(0, 6)]).toEqual([...f16]);
+    expect(repackForGPU('F32', quantize('F32', values(3))).length).toBe(12);
+  });
+
+  it('refuses a partial block', () => {
+    expect(() => repackForGPU('Q8_0', new Uint8Array(35))).toThrow(/whole 34-byte blocks/);
+  });
+});
+
+describe('gpuBytesPerRow', () => {
+  it('gives whole words per row for every dtype', () => {
+    for (const dtype of DTYPES) {
+      const bytes = gpuBytesPerRow(dtype, 512);
+      expect(bytes % 4).toBe(0);
+      expect(bytes).toBe((512 / DTYPE_INFO[dtype].blockSize) * GPU_BYTES_PER_BLOCK[dtype]);
+    }
+    expect(gpuBytesPerRow('Q6_K', 256)).toBe(212);
+  });
+
+  it('rejects rows that are not whole blocks or whole words', () => {
+    expect(() => gpuBytesPerRow('Q4_K', 128)).toThrow(RangeError);
+    expect(() => gpuBytesPerRow('F16', 3)).toThrow(/not whole u32 words/);
+  });
+});
+
+describe('WTYPE', () => {
+  it('uses the ggml type ids that shaders/lib/dequant.wgsl names', () => {
+    expect(WTYPE).toEqual({ F32: 0, F16: 1, BF16: 30, Q8_0: 8, Q4_0: 2, Q4_K: 12, Q6_K: 14 });
+  });
+});
