@@ -41,14 +41,14 @@ struct Step {
 @group(0) @binding(2) var<storage, read_write> y: array<act>;   // [T][n]
 @group(0) @binding(3) var<storage, read> bias: array<f32>;      // [n], read when HAS_BIAS
 @group(0) @binding(4) var<uniform> p: Params;
-@group(0) @binding(5) var<uniform> step: Step;
+@group(0) @binding(5) var<uniform> counts: Step;
 
 var<workgroup> xs: array<f32, XS_LEN>; // [TILE_K][TILE_M]
 var<workgroup> ws: array<f32, WS_LEN>; // [TILE_K][TILE_N]
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid: u32) {
-  let T = step.tokens;
+  let T = counts.tokens;
   let n0 = wid.x * TILE_N;
   let m0 = wid.y * TILE_M;
   if (n0 >= p.n || m0 >= T) { return; }
@@ -86,6 +86,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
     }
     workgroupBarrier();
 
+    // A constant trip count (unrollable); past k the staged tiles hold zeros.
     for (var kk = 0u; kk < TILE_K; kk++) {
       var xv: array<f32, MICRO_CAP>;
       var wv: array<f32, MICRO_CAP>;

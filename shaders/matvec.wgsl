@@ -35,7 +35,7 @@ struct Step {
 @group(0) @binding(2) var<storage, read_write> y: array<act>;   // [T][n]
 @group(0) @binding(3) var<storage, read> bias: array<f32>;      // [n], read when HAS_BIAS
 @group(0) @binding(4) var<uniform> p: Params;
-@group(0) @binding(5) var<uniform> step: Step;
+@group(0) @binding(5) var<uniform> counts: Step;
 
 var<workgroup> partial: array<f32, PARTIALS>; // [MAX_T][WG]
 
@@ -47,7 +47,7 @@ fn main(
 ) {
   // Large N spills the row groups into y of the grid (65535 workgroups per dimension).
   let first = (wid.x + wid.y * nwg.x) * ROWS_PER_WG;
-  let T = step.tokens;
+  let T = counts.tokens;
   if (first >= p.n) { return; }
 
   let lane = lid % TPR;
@@ -59,7 +59,7 @@ fn main(
   let k4 = p.k >> 2u;
 
   for (var t0 = 0u; t0 < T; t0 += MAX_T) {
-    var acc: array<f32, T_CAP>;
+    var acc = array<f32, T_CAP>(); // explicitly zeroed per pass (SwiftShader kept the last pass's values)
     for (var c = lane; c < chunks; c += TPR) {
       let q = dq_chunk(rw, c);
       let ia = q.pa >> 2u;

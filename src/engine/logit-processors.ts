@@ -3,9 +3,10 @@
  * backend samples with these; the GPU sampler is tested against the final filtering step.
  *
  * Order (as llama.cpp's and vLLM's chains): logit_bias → repetition penalty → frequency and
- * presence penalties → DRY → temperature → top-k → top-p → min-p → draw; mirostat replaces
- * top-k/top-p/min-p and the plain draw when enabled.
+ * presence penalties → DRY → temperature → top-k / top-p / min-p → draw (the GPU sampler's
+ * semantics, via its reference `sampleRef`); mirostat replaces the filtering and draw when enabled.
  */
+import { sampleRef, uniform01 } from '../kernels/sample';
 import type { SamplingParams } from './types';
 
 /** logits[id] += bias for each entry; out-of-vocabulary ids are ignored. */
@@ -67,7 +68,8 @@ export function applyDry(logits: Float32Array, history: readonly number[], p: Dr
 }
 
 // ---------------------------------------------------------------------------------------------
-// Random numbers: counter-based, so a (seed, step) pair always gives the same draw.
+// Seeds. The draw itself uses the GPU sampler's counter-based RNG (`uniform01(seed, step)` in
+// src/kernels/sample.ts), so a (seed, step) pair gives the same draw on the CPU and the GPU.
 
 /** A 32-bit avalanche mix (murmur3's finaliser). */
 function mix32(x: number): number {
@@ -77,14 +79,6 @@ function mix32(x: number): number {
   x = Math.imul(x, 0xc2b2ae35);
   x ^= x >>> 16;
   return x >>> 0;
-}
-
-/** Uniform in [0, 1) for draw number `counter` of stream `seed`; equal inputs, equal outputs. */
-export function counterUniform(seed: number, counter: number): number {
-  const lo = seed >>> 0;
-  const hi = Math.floor(seed / 2 ** 32) >>> 0;
-  const h = mix32(mix32(mix32(lo ^ 0x9e3779b9) ^ hi) ^ mix32(counter + 0x7f4a7c15));
-  return h / 4294967296;
 }
 
 /** A seed derived from (seed, index): the choices of an `n > 1` request each get their own stream. */
@@ -121,24 +115,6 @@ function truncate(c: Candidates, keep: number): Candidates {
   return keep >= c.ids.length ? c : normalise({ ids: c.ids.slice(0, keep), probs: c.probs.slice(0, keep) });
 }
 
-/** top-k (0 = off), then top-p (1 = off), then min-p (0 = off); each renormalises. */
-function filter(c: Candidates, topK: number, topP: number, minP: number): Candidates {
-  if (topK > 0) c = truncate(c, topK);
-  if (topP < 1) {
-    let cum = 0;
-    let keep = 0;
-    while (keep < c.probs.length && cum < topP) cum += c.probs[keep++];
-    c = truncate(c, Math.max(1, keep));
-  }
-  if (minP > 0) {
-    const cut = minP * c.probs[0];
-    let keep = 1;
-    while (keep < c.probs.length && c.probs[keep] >= cut) keep++;
-    c = truncate(c, keep);
-  }
-  return c;
-}
-
 /** Inverse-CDF draw: the first candidate whose cumulative probability exceeds u. */
 function draw(c: Candidates, u: number): number {
   let cum = 0;
@@ -155,11 +131,14 @@ export function argmax(x: ArrayLike<number>): number {
   return best;
 }
 
-/** The final step without mirostat: temperature, top-k, top-p, min-p, then one draw with uniform `u`. */
-export function filterAndDraw(logits: Float32Array, p: Pick<SamplingParams, 'temperature' | 'topK' | 'topP' | 'minP'>, u: number): number {
+/**
+ * The final step without mirostat: temperature, top-k, top-p, min-p and one draw, exactly as the
+ * GPU sampler does it (its TypeScript reference), so CPU and GPU backends agree token for token.
+ */
+export function filterAndDraw(logits: Float32Array, p: Pick<SamplingParams, 'temperature' | 'topK' | 'topP' | 'minP'>, seed: number, step: number): number {
   if (p.temperature === 0) return argmax(logits);
-  const c = filter(sortedSoftmax(logits, p.temperature), p.topK, p.topP, p.minP);
-  return c.ids[draw(c, u)];
+  const s = { temperature: p.temperature, topK: p.topK, topP: p.topP, minP: p.minP, seed, step, logprobs: false, topLogprobs: 0 };
+  return sampleRef(logits, s, uniform01(seed, step)).token;
 }
 
 /**
@@ -235,7 +214,9 @@ export class TokenSampler {
     private readonly ctx: SamplerContext,
   ) {
     this.mirostat = p.mirostat.mode ? new Mirostat(p.mirostat.mode, p.mirostat.tau, p.mirostat.eta) : null;
-    this.seed = p.seed ?? Math.floor(Math.random() * 2 ** 32);
+    // The GPU sampler takes seeds in 0..2^53; negative request seeds map into that range.
+    const seed = p.seed ?? Math.floor(Math.random() * 2 ** 32);
+    this.seed = ((seed % 2 ** 53) + 2 ** 53) % 2 ** 53;
   }
 
   /** Picks the next id; `banned` ids (EOS before min_tokens) can never be drawn. */
@@ -247,8 +228,11 @@ export class TokenSampler {
     if (p.repetitionPenalty !== 1) applyRepetitionPenalty(logits, [...this.ctx.promptIds, ...this.generated], p.repetitionPenalty);
     applyFrequencyPresence(logits, this.generated, p.frequencyPenalty, p.presencePenalty);
     if (p.dry.multiplier !== 0) applyDry(logits, [...this.ctx.promptIds, ...this.generated], p.dry, this.ctx.isBreaker ?? (() => false));
-    const u = counterUniform(this.seed, this.generated.length);
-    const id = this.mirostat && p.temperature > 0 ? this.mirostat.sample(logits, p.temperature, u) : filterAndDraw(logits, p, u);
+    const step = this.generated.length;
+    const id =
+      this.mirostat && p.temperature > 0
+        ? this.mirostat.sample(logits, p.temperature, uniform01(this.seed, step))
+        : filterAndDraw(logits, p, this.seed, step);
     this.generated.push(id);
     return id;
   }

@@ -11,7 +11,7 @@ describe('embed kernel', () => {
   // The GPU dequantises with the same f32 formulas as the reference: only rounding differs.
   // f16 activations add one rounding of the output (2^-11 relative).
   const TOLERANCE = { f32: 1e-6, f16: 1e-3 };
-  const [vocab, n] = [7, 512]; // two Q4_K/Q6_K super-blocks per row
+  const [vocab, n] = [7, 768]; // three Q4_K/Q6_K super-blocks: 192 quads, not a multiple of WG=128
 
   async function run(dtype: DType, precision: 'f32' | 'f16', wg: number, ids: number[]) {
     const { device } = await testGPU();

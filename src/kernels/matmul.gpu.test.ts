@@ -114,7 +114,7 @@ function expectClose(y: Float32Array, ref: Float32Array, w: Float32Array, precis
 const describeSpec = (s: object) => Object.entries(s).map(([k, v]) => `${k}=${v}`).join(' ');
 
 describe('matvec kernel', () => {
-  // T = 9 runs several passes over the weights at every MAX_T tested.
+  // T = 9 takes several passes over the weights at both MAX_T tested (1 and 8).
   MATVEC_SPECS.forEach((spec, i) => {
     const withBias = i === 1;
     for (const dtype of DTYPES) {
@@ -158,6 +158,7 @@ describe('f16 activations', () => {
 });
 
 describe('createLinearOp', () => {
+  // The engine's default specs, without bias: the kernel tests above already compiled most of them.
   it('computes a layer correctly as the step token count changes between encodes', async () => {
     const gpu = await testGPU();
     const { device } = gpu;
@@ -169,7 +170,7 @@ describe('createLinearOp', () => {
     const step = createBuffer(device, 16, UNIFORM);
     const op = await createLinearOp(
       { device, cache: pipelineCache(device), precision: 'f32' },
-      { weight: uploadWeight(device, dtype, bytes), dtype, n: N, k: K, bias: uploadBuffer(device, bias), x: xBuf, y: yBuf, step, maxTokens: MAX_T },
+      { weight: uploadWeight(device, dtype, bytes), dtype, n: N, k: K, x: xBuf, y: yBuf, step, maxTokens: MAX_T },
     );
     // 1 token (decode matvec), 5 (multi-token matvec), 17 (tiled matmul), then back to 1.
     for (const T of [1, 5, MAX_T, 1]) {
@@ -181,7 +182,7 @@ describe('createLinearOp', () => {
       pass.end();
       device.queue.submit([encoder.finish()]);
       const y = new Float32Array(await readBuffer(device, yBuf));
-      expectClose(y.subarray(0, T * N), matmulRef(x, T, K, w, N, bias), w);
+      expectClose(y.subarray(0, T * N), matmulRef(x, T, K, w, N), w);
       // Tokens past this step's T are untouched.
       expect(y.subarray(T * N).every((v) => v === 0)).toBe(true);
     }

@@ -9,7 +9,7 @@
  *   2  y     storage rw     array<act>        [maxTokens][n]
  *   3  bias  storage read   array<f32>        [n] (a 4-byte dummy when the layer has none)
  *   4  p     uniform        Params { k, n, rowWords (u32 words per weight row), pad }
- *   5  step  uniform        { tokens: T, seqs, pad, pad } (StepBuffers.counts)
+ *   5  counts uniform       Step { tokens: T, seqs, pad, pad } (StepBuffers.counts, written per step)
  */
 import dequantLib from '../../shaders/lib/dequant.wgsl';
 import matmulBody from '../../shaders/matmul.wgsl';
@@ -42,21 +42,40 @@ export interface MatmulSpec {
   TN: number;
 }
 
-/** Specialisations the tests run (the engine's defaults are among them). */
-export const MATVEC_SPECS: readonly MatvecSpec[] = [
-  { WG: 64, ROWS_PER_WG: 2, MAX_T: 1 },
-  { WG: 128, ROWS_PER_WG: 8, MAX_T: 4 },
-];
+/** The engine's matvec choices: one token, and a few tokens (≤ MATVEC_MAX_TOKENS) per pass. */
+export const DECODE_SPEC: MatvecSpec = { WG: 256, ROWS_PER_WG: 4, MAX_T: 1 };
+export const FEW_TOKENS_SPEC: MatvecSpec = { WG: 128, ROWS_PER_WG: 4, MAX_T: 8 };
+export const MATVEC_MAX_TOKENS = 8;
+
+/** Specialisations the tests run: the engine's, which differ in workgroup size and tokens per pass. */
+export const MATVEC_SPECS: readonly MatvecSpec[] = [DECODE_SPEC, FEW_TOKENS_SPEC];
+
+// Small tiles: SwiftShader's compile time grows with the tile sizes (seconds per variant at 8 KB
+// of workgroup memory), and the tests compile every spec × dtype.
+// Larger tiles (64 × 64 × 16) likely suit big GPUs better; tune with the bench on real hardware.
 export const MATMUL_SPECS: readonly MatmulSpec[] = [
-  { TILE_M: 64, TILE_N: 64, TILE_K: 16, TM: 4, TN: 4 },
-  { TILE_M: 16, TILE_N: 32, TILE_K: 32, TM: 2, TN: 4 },
+  { TILE_M: 32, TILE_N: 64, TILE_K: 8, TM: 4, TN: 4 },
+  { TILE_M: 16, TILE_N: 16, TILE_K: 16, TM: 2, TN: 2 },
 ];
 
-/** The engine's choices: one token, a few tokens (≤ MATVEC_MAX_TOKENS), and prefill. */
-export const DECODE_SPEC: MatvecSpec = { WG: 256, ROWS_PER_WG: 4, MAX_T: 1 };
-export const FEW_TOKENS_SPEC: MatvecSpec = { WG: 256, ROWS_PER_WG: 4, MAX_T: 8 };
+/** The engine's prefill tiles. */
 export const PREFILL_SPEC: MatmulSpec = MATMUL_SPECS[0]!;
-export const MATVEC_MAX_TOKENS = 8;
+
+const isPow2 = (v: number) => Number.isInteger(v) && v > 0 && (v & (v - 1)) === 0;
+
+/** Why a spec cannot work (the shaders assume these), or null when it can. */
+export function specProblem(spec: MatvecSpec | MatmulSpec): string | null {
+  if ('WG' in spec) {
+    const tpr = spec.WG / spec.ROWS_PER_WG;
+    if (!isPow2(tpr)) return `WG / ROWS_PER_WG = ${tpr} threads per row must be a power of two`;
+    if (!(spec.MAX_T >= 1 && spec.MAX_T <= 8 && spec.MAX_T <= tpr)) return `MAX_T must be 1..min(8, threads per row), got ${spec.MAX_T}`;
+    return null;
+  }
+  if (spec.TILE_M % spec.TM !== 0 || spec.TILE_N % spec.TN !== 0) return 'TILE_M and TILE_N must be multiples of TM and TN';
+  if (spec.TM * spec.TN > 16) return `TM × TN must be at most 16, got ${spec.TM * spec.TN}`;
+  if (spec.TILE_K % 4 !== 0 || spec.TILE_K <= 0) return `TILE_K must be a positive multiple of 4, got ${spec.TILE_K}`;
+  return null;
+}
 
 /** Workgroups for matvec over `n` rows: row groups spill into y past 65535. */
 export function matvecGrid(n: number, spec: MatvecSpec): [number, number] {
@@ -154,6 +173,10 @@ export async function createLinearOp(
   const decode = specs.decode ?? DECODE_SPEC;
   const few = specs.few ?? FEW_TOKENS_SPEC;
   const prefill = specs.prefill ?? PREFILL_SPEC;
+  for (const spec of [decode, few, prefill]) {
+    const problem = specProblem(spec);
+    if (problem) throw new LinearOpError(`linear spec ${JSON.stringify(spec)}: ${problem}`);
+  }
   const hasBias = args.bias !== undefined;
   const params = uploadBuffer(device, new Uint8Array(linearParams(dtype, n, k)), UNIFORM, `linear params ${n}x${k}`);
   const buffers = [args.weight, args.x, args.y, args.bias ?? dummyBias(device), params, args.step];

@@ -21,13 +21,14 @@ export class LoadError extends Error {
     readonly code: LoadErrorCode,
     /** The URL, path or file name at fault (the model's location when no single file is). */
     readonly file: string,
-    /** What is wrong, without the file name (`message` is `file: detail`). */
+    /** What is wrong (`message` is `file: detail`, or `detail` when it already names the file). */
     readonly detail: string,
     /** The HTTP status when a server refused. */
     readonly status?: number,
     options?: { cause?: unknown },
   ) {
-    super(file ? `${file}: ${detail}` : detail, options);
+    // A detail that already starts with the file (some model-layer messages do) is kept whole.
+    super(file && !detail.startsWith(file) ? `${file}: ${detail}` : detail, options);
   }
 
   toJSON(): { name: string; code: LoadErrorCode; file: string; message: string; status?: number } {

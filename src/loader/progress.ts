@@ -2,7 +2,8 @@
  * Typed load progress and a throttled emitter. A load runs in phases (download, cache, upload,
  * compile); each phase reports per-file bytes and the phase's running totals. A UI wants a steady
  * trickle, not one event per network chunk, so events are throttled to about 20 per second, but
- * the event that completes a file is always delivered so a bar never stalls short of 100%.
+ * a file's first event and the event that completes it are always delivered, so a bar names the
+ * file at work and never stalls short of 100%.
  */
 
 export type LoadPhase = 'download' | 'cache' | 'upload' | 'compile';
@@ -126,12 +127,13 @@ export class ProgressEmitter {
         return {
           add(n) {
             if (finished || n <= 0) return;
+            const first = done === 0;
             done += n;
             totalDone += n;
             // Bytes past the announced total (a wrong Content-Length) raise the total, so
             // bytesDone never exceeds bytesTotal.
             if (total > 0 && done > total) this.setTotal(done);
-            send(false);
+            send(first); // a file's first bytes always show, so a UI can name the file at work
           },
           setTotal(t) {
             if (t <= total) return;

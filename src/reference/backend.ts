@@ -8,19 +8,12 @@
  */
 import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, TokenLogprob } from '../engine/types';
 import { logprobsOf, TokenSampler } from '../engine/logit-processors';
+import type { GenerationDefaults } from '../api/sampling';
 import type { ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
 import { loadGGUFTokenizer, loadTokenizer, type ChatTemplateConfig, type TextTokenizer } from '../text/index';
 import { ReferenceModel } from './forward';
 
-/** generation_config.json's sampling defaults (the API's precedence: request → these → OpenAI's). */
-export interface GenerationDefaults {
-  temperature?: number;
-  top_p?: number;
-  top_k?: number;
-  min_p?: number;
-  repetition_penalty?: number;
-}
 
 export interface ReferenceBackendOptions {
   /** The model id the API answers to (default: the config's arch, e.g. `qwen3`). */
@@ -88,7 +81,7 @@ export class ReferenceBackend implements Backend {
     let common = 0;
     if (reuse) while (common < this.cached.length && common < ids.length - 1 && this.cached[common] === ids[common]) common++;
     this.cached.length = common;
-    let logits = new Float32Array(0);
+    let logits: Float32Array = new Float32Array(0);
     for (let pos = common; pos < ids.length; pos++) {
       logits = this.model.forward(ids[pos], pos);
       this.cached.push(ids[pos]);

@@ -1,0 +1,233 @@
+/**
+ * The API as one function, `handle(Request) => Promise<Response>`: the same in a page's fetch
+ * shim, a service worker and Node. Routes match on the path's end, so any prefix works
+ * (`/v1/chat/completions`, `/api/v1/chat/completions`). Nothing is ever thrown out of `handle`.
+ */
+import type { Backend } from '../engine/types';
+import { prepareChat } from './chat';
+import { prepareCompletion } from './completions';
+import { ApiError, invalid, toApiError } from './errors';
+import { parseChatRequest, readMessages } from './protocol/chat';
+import { asBody, bool, str, type Json } from './protocol/common';
+import { parseCompletionRequest } from './protocol/completions';
+import { sseStream } from './sse';
+import { renderChat } from './template';
+import { nowSeconds } from './choices';
+
+export interface AppOptions {
+  /** The loaded models (a function when they change over time). */
+  backends: Backend[] | (() => Backend[]);
+  /** True while a model loads: `/health` and generation answer 503. */
+  loading?: () => boolean;
+  /** When set, every request but `/health` and CORS preflights needs `Authorization: Bearer <apiKey>`. */
+  apiKey?: string;
+}
+
+export interface App {
+  handle(request: Request): Promise<Response>;
+}
+
+const CORS: Record<string, string> = {
+  'Access-Control-Allow-Origin': '*',
+  'Access-Control-Allow-Methods': 'GET, POST, OPTIONS',
+  'Access-Control-Allow-Headers': 'Authorization, Content-Type, OpenAI-Organization, OpenAI-Project, X-Stainless-*',
+  'Access-Control-Max-Age': '86400',
+};
+
+function json(body: unknown, status = 200): Response {
+  return new Response(JSON.stringify(body), { status, headers: { ...CORS, 'Content-Type': 'application/json' } });
+}
+
+function errorResponse(e: unknown): Response {
+  const err = toApiError(e);
+  return json(err.toJSON(), err.status);
+}
+
+const notFound = (what: string) => new ApiError(404, what, 'invalid_request_error', null, 'not_found');
+
+type Route = 'chat' | 'completions' | 'models' | 'model' | 'tokenize' | 'detokenize' | 'apply-template' | 'health';
+
+/** The route a path ends with, and the model id for `/models/{id}`. */
+function route(path: string): { route: Route; arg?: string } | null {
+  const p = path.replace(/\/+$/, '');
+  if (p.endsWith('/chat/completions')) return { route: 'chat' };
+  if (p.endsWith('/completions')) return { route: 'completions' };
+  if (p.endsWith('/models')) return { route: 'models' };
+  const m = /\/models\/([^/]+)$/.exec(p);
+  if (m) return { route: 'model', arg: decodeURIComponent(m[1]) };
+  for (const r of ['tokenize', 'detokenize', 'apply-template', 'health'] as const) if (p.endsWith('/' + r) || p === r) return { route: r };
+  if (p.endsWith('/apply_template')) return { route: 'apply-template' };
+  return null;
+}
+
+const METHOD: Record<Route, string> = {
+  chat: 'POST',
+  completions: 'POST',
+  models: 'GET',
+  model: 'GET',
+  tokenize: 'POST',
+  detokenize: 'POST',
+  'apply-template': 'POST',
+  health: 'GET',
+};
+
+export function createApp(options: AppOptions): App {
+  const backends = () => (typeof options.backends === 'function' ? options.backends() : options.backends);
+  const loading = () => options.loading?.() ?? false;
+
+  /** `model` to a backend: its id, `"default"` for the only one; `base:adapter` names a LoRA adapter (none exist yet). */
+  function resolve(model: string | undefined, required: boolean): Backend {
+    const all = backends();
+    if (all.length === 0) throw new ApiError(503, 'no model is loaded yet; retry when GET /health answers 200', 'service_unavailable', null, 'model_not_loaded');
+    if (model === undefined) {
+      if (required) throw invalid('model', 'model is required', 'missing_required_parameter');
+      return all[0];
+    }
+    const exact = all.find((b) => b.id === model);
+    if (exact) return exact;
+    if (model === 'default' && all.length === 1) return all[0];
+    const colon = model.lastIndexOf(':');
+    if (colon > 0 && all.some((b) => b.id === model.slice(0, colon) || (model.slice(0, colon) === 'default' && all.length === 1)))
+      throw new ApiError(404, `model ${model.slice(0, colon)} has no LoRA adapter "${model.slice(colon + 1)}" (LoRA adapters are not supported yet)`, 'invalid_request_error', 'model', 'model_not_found');
+    throw new ApiError(404, `The model \`${model}\` does not exist. Loaded: ${all.map((b) => b.id).join(', ')}`, 'invalid_request_error', 'model', 'model_not_found');
+  }
+
+  async function body(request: Request): Promise<Json> {
+    let text: string;
+    try {
+      text = await request.text();
+    } catch (e) {
+      throw invalid(null, `could not read the request body: ${(e as Error).message}`);
+    }
+    try {
+      return asBody(JSON.parse(text));
+    } catch (e) {
+      if (e instanceof ApiError) throw e;
+      throw invalid(null, `the request body is not valid JSON: ${(e as Error).message}`, 'invalid_json');
+    }
+  }
+
+  function ensureReady(): void {
+    if (loading()) throw new ApiError(503, 'the model is still loading; retry when GET /health answers 200', 'service_unavailable', null, 'model_loading');
+  }
+
+  async function dispatch(request: Request): Promise<Response> {
+    const r = route(new URL(request.url, 'http://localhost').pathname);
+    if (!r) throw notFound(`no route for ${request.method} ${new URL(request.url, 'http://localhost').pathname}`);
+    if (request.method !== METHOD[r.route])
+      throw new ApiError(405, `${request.method} is not allowed here; use ${METHOD[r.route]}`, 'invalid_request_error', null, 'method_not_allowed');
+    if (r.route === 'health') {
+      if (loading() || backends().length === 0) return json({ status: 'loading' }, 503);
+      return json({ status: 'ok' });
+    }
+    if (options.apiKey !== undefined) {
+      const auth = request.headers.get('authorization') ?? '';
+      if (auth !== `Bearer ${options.apiKey}`)
+        throw new ApiError(401, 'Incorrect or missing API key: send "Authorization: Bearer <key>"', 'authentication_error', null, 'invalid_api_key');
+    }
+    switch (r.route) {
+      case 'models':
+        return json({ object: 'list', data: backends().map(modelCard) });
+      case 'model': {
+        const b = backends().find((x) => x.id === r.arg);
+        if (!b) throw new ApiError(404, `The model \`${r.arg}\` does not exist`, 'invalid_request_error', 'model', 'model_not_found');
+        return json(modelCard(b));
+      }
+      case 'completions': {
+        const req = parseCompletionRequest(await body(request));
+        ensureReady();
+        return reply(await prepareCompletion(req, resolve(req.model, true), request.signal));
+      }
+      case 'chat': {
+        const req = parseChatRequest(await body(request));
+        ensureReady();
+        return reply(await prepareChat(req, resolve(req.model, true), request.signal));
+      }
+      case 'tokenize':
+        return tokenize(await body(request));
+      case 'detokenize':
+        return detokenize(await body(request));
+      case 'apply-template':
+        return applyTemplate(await body(request));
+    }
+  }
+
+  /** SSE for a stream; otherwise the stream folded into one JSON reply. */
+  async function reply(run: { stream: boolean; chunks: AsyncGenerator<unknown, void, void>; fold(): Promise<unknown> }): Promise<Response> {
+    if (run.stream)
+      return new Response(sseStream(run.chunks), {
+        headers: { ...CORS, 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache', Connection: 'keep-alive' },
+      });
+    return json(await run.fold());
+  }
+
+  /** SGLang's `{prompt}` or llama.cpp's `{content}`; `with_pieces` gives `{id, piece}` pairs. */
+  function tokenize(b: Json): Response {
+    ensureReady();
+    const backend = resolve(str(b, 'model'), false);
+    const tok = backend.tokenizer;
+    const text = b.prompt !== undefined ? b.prompt : b.content;
+    const add = bool(b, 'add_special_tokens') ?? bool(b, 'add_special') ?? true;
+    const one = (s: unknown, param: string) => {
+      if (typeof s !== 'string') throw invalid(param, `${param} must be a string or a list of strings`);
+      return tok.encode(s, { addSpecialTokens: add, parseSpecial: bool(b, 'parse_special') ?? true });
+    };
+    const param = b.prompt !== undefined ? 'prompt' : 'content';
+    if (text === undefined || text === null) throw invalid('prompt', 'prompt (or content) is required', 'missing_required_parameter');
+    if (Array.isArray(text)) {
+      const tokens = text.map((s, i) => one(s, `${param}[${i}]`));
+      return json({ tokens, count: tokens.map((t) => t.length), max_model_len: backend.contextLength });
+    }
+    const ids = one(text, param);
+    const tokens = bool(b, 'with_pieces') ? ids.map((id) => ({ id, piece: tok.decode([id]) })) : ids;
+    return json({ tokens, count: ids.length, max_model_len: backend.contextLength });
+  }
+
+  /** `{tokens}` in; the text as SGLang's `text` and llama.cpp's `content`. */
+  function detokenize(b: Json): Response {
+    ensureReady();
+    const backend = resolve(str(b, 'model'), false);
+    const tok = backend.tokenizer;
+    const ids = b.tokens;
+    if (!Array.isArray(ids) || !ids.every((x) => typeof x === 'number' && Number.isInteger(x) && x >= 0 && x < tok.vocabSize))
+      throw invalid('tokens', `tokens must be a list of token ids from 0 to ${tok.vocabSize - 1}`);
+    const text = tok.decode(ids as number[], { skipSpecialTokens: bool(b, 'skip_special_tokens') ?? false });
+    return json({ text, content: text });
+  }
+
+  /** llama.cpp's `/apply-template`: the rendered chat, not tokenized. */
+  function applyTemplate(b: Json): Response {
+    ensureReady();
+    const backend = resolve(str(b, 'model'), false);
+    const messages = readMessages(b);
+    const kwargs = b.chat_template_kwargs;
+    if (kwargs !== undefined && kwargs !== null && (typeof kwargs !== 'object' || Array.isArray(kwargs))) throw invalid('chat_template_kwargs', 'chat_template_kwargs must be an object');
+    const tools = Array.isArray(b.tools) ? (b.tools as never) : undefined;
+    const { prompt } = renderChat(backend, {
+      messages,
+      tools,
+      add_generation_prompt: bool(b, 'add_generation_prompt'),
+      continue_final_message: bool(b, 'continue_final_message'),
+      chat_template_kwargs: (kwargs ?? undefined) as Record<string, unknown> | undefined,
+      reasoning_effort: str(b, 'reasoning_effort'),
+    });
+    return json({ prompt });
+  }
+
+  async function handle(request: Request): Promise<Response> {
+    try {
+      if (request.method === 'OPTIONS') return new Response(null, { status: 204, headers: CORS });
+      return await dispatch(request);
+    } catch (e) {
+      return errorResponse(e);
+    }
+  }
+
+  return { handle };
+}
+
+const startedAt = nowSeconds();
+
+function modelCard(b: Backend) {
+  return { id: b.id, object: 'model' as const, created: startedAt, owned_by: 'webgpu-llm', max_model_len: b.contextLength };
+}

@@ -1,0 +1,70 @@
+/** Pieces both endpoints use to run their choices: request fields to a `ChoiceRequest`, ids, usage. */
+import type { Backend, SamplingParams } from '../engine/types';
+import { deriveSeed } from '../engine/logit-processors';
+import type { ChoiceRequest, ChoiceUsage } from './generate';
+import type { SamplingFields, Usage } from './protocol/common';
+
+export function newId(prefix: string): string {
+  const bytes = new Uint8Array(12);
+  crypto.getRandomValues(bytes);
+  return `${prefix}-${Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('')}`;
+}
+
+/** OpenAI's `created`: seconds, not milliseconds. */
+export const nowSeconds = (): number => Math.floor(Date.now() / 1000);
+
+/** The per-request part of a `ChoiceRequest` (prompt, length and seed are per choice). */
+export function choiceOptions(r: SamplingFields, backend: Backend, signal: AbortSignal | undefined) {
+  return {
+    backend,
+    stopTokenIds: r.stop_token_ids ?? [],
+    ignoreEos: r.ignore_eos ?? false,
+    minTokens: r.min_tokens ?? 0,
+    cachePrompt: r.cache_prompt ?? true,
+    stop: r.stop ?? [],
+    stopRegex: r.stop_regex ?? [],
+    noStopTrim: r.no_stop_trim ?? false,
+    skipSpecialTokens: r.skip_special_tokens ?? true,
+    signal,
+  } satisfies Partial<ChoiceRequest>;
+}
+
+/** Choice j of a prompt gets its own stream of the request's seed (choice 0 the seed itself). */
+export function withChoiceSeed(s: SamplingParams, j: number): SamplingParams {
+  return s.seed === undefined ? s : { ...s, seed: deriveSeed(s.seed, j) };
+}
+
+/**
+ * Usage over all choices: each prompt counts once (as OpenAI counts it), completions add up, and
+ * cached tokens are the least any choice of a prompt reused (later choices reuse the earlier ones').
+ */
+export class UsageTracker {
+  private readonly prompt = new Map<number, { tokens: number; cached: number }>();
+  private completion = 0;
+
+  constructor(promptLengths: number[]) {
+    promptLengths.forEach((n, p) => this.prompt.set(p, { tokens: n, cached: Infinity }));
+  }
+
+  /** One more generated token (for continuous usage stats). */
+  addToken(): void {
+    this.completion++;
+  }
+
+  /** A choice of prompt `p` ended; its own count replaces the tokens counted one by one. */
+  end(p: number, u: ChoiceUsage, countedTokens: number): void {
+    this.completion += u.completionTokens - countedTokens;
+    const e = this.prompt.get(p)!;
+    e.cached = Math.min(e.cached, u.cachedTokens);
+  }
+
+  get usage(): Usage {
+    let prompt = 0;
+    let cached = 0;
+    for (const e of this.prompt.values()) {
+      prompt += e.tokens;
+      cached += Number.isFinite(e.cached) ? e.cached : 0;
+    }
+    return { prompt_tokens: prompt, completion_tokens: this.completion, total_tokens: prompt + this.completion, prompt_tokens_details: { cached_tokens: cached } };
+  }
+}

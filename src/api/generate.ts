@@ -1,0 +1,125 @@
+/**
+ * The one generation path both endpoints share: prompt ids in, text deltas out. It drives the
+ * backend, detokenizes without splitting characters, applies stop strings / regexes (holding back
+ * text that may become one), decides the finish reason and `matched_stop`, and carries each
+ * token's logprobs. Streamed and non-streamed replies are both built from these events.
+ */
+import type { Backend, GenerateRequest, SamplingParams, TokenLogprob } from '../engine/types';
+import { StreamingDetokenizer } from '../text/index';
+import { StopMatcher } from './stop';
+
+export interface ChoiceRequest {
+  backend: Backend;
+  promptIds: number[];
+  maxTokens: number;
+  sampling: SamplingParams;
+  stopTokenIds: number[];
+  ignoreEos: boolean;
+  minTokens: number;
+  cachePrompt: boolean;
+  stop: string[];
+  stopRegex: string[];
+  noStopTrim: boolean;
+  skipSpecialTokens: boolean;
+  /** Special tokens kept in the text even when skipping (tool-call markers). */
+  keepSpecialIds?: number[];
+  signal?: AbortSignal;
+}
+
+export interface TokenOut {
+  id: number;
+  logprob?: number;
+  top?: TokenLogprob[];
+  /** Where the token's text starts in this choice's output text (UTF-16 units). */
+  offset: number;
+}
+
+export type FinishReason = 'stop' | 'length' | 'abort';
+
+export interface ChoiceUsage {
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+}
+
+export type ChoiceEvent =
+  | { type: 'delta'; text: string; tokens: TokenOut[] }
+  | { type: 'end'; finishReason: FinishReason; matchedStop: string | number | null; usage: ChoiceUsage };
+
+export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent, void, void> {
+  const { backend } = req;
+  const tok = backend.tokenizer;
+  const detok = new StreamingDetokenizer(tok, {
+    skipSpecialTokens: req.skipSpecialTokens,
+    context: req.promptIds.slice(-4),
+    keepSpecialIds: req.keepSpecialIds,
+  });
+  const stopper = new StopMatcher(req.stop, req.stopRegex, req.noStopTrim);
+  const enders = new Set([...(req.ignoreEos ? [] : tok.eosIds), ...req.stopTokenIds]);
+
+  // Our own signal: the caller's abort, or ours when a stop string ends the choice.
+  const ctl = new AbortController();
+  const onAbort = () => ctl.abort();
+  if (req.signal?.aborted) ctl.abort();
+  req.signal?.addEventListener('abort', onAbort, { once: true });
+
+  const request: GenerateRequest & { cachePrompt: boolean } = {
+    promptIds: req.promptIds,
+    maxTokens: req.maxTokens,
+    sampling: req.sampling,
+    stopTokenIds: req.stopTokenIds,
+    ignoreEos: req.ignoreEos,
+    minTokens: req.minTokens,
+    signal: ctl.signal,
+    cachePrompt: req.cachePrompt,
+  };
+  const gen = backend.generate(request);
+  let finished = false;
+  let count = 0;
+  try {
+    for (;;) {
+      const r = await gen.next();
+      if (r.done) {
+        finished = true;
+        const rest = stopper.push(detok.flush(), true);
+        if (rest.text) yield { type: 'delta', text: rest.text, tokens: [] };
+        const result = r.value;
+        const usage = { promptTokens: result.promptTokens, completionTokens: result.completionTokens, cachedTokens: result.cachedTokens };
+        if (rest.hit) yield { type: 'end', finishReason: 'stop', matchedStop: rest.hit.matched, usage };
+        else yield { type: 'end', finishReason: result.finishReason, matchedStop: result.finishReason === 'stop' ? (result.stopTokenId ?? null) : null, usage };
+        return;
+      }
+      const t = r.value;
+      count++;
+      const out: TokenOut = { id: t.id, offset: detok.text.length };
+      if (t.logprob !== undefined) out.logprob = t.logprob;
+      if (t.top) out.top = t.top;
+      // The token that ends generation (EOS, a stop id) is not text unless no_stop_trim.
+      const delta = enders.has(t.id) && !req.noStopTrim ? '' : detok.push(t.id);
+      const { text, hit } = stopper.push(delta);
+      yield { type: 'delta', text, tokens: [out] };
+      if (hit) {
+        // Stop the backend at its next step and collect its result for the usage.
+        ctl.abort();
+        let end = await gen.next();
+        while (!end.done) end = await gen.next();
+        finished = true;
+        const v = end.value;
+        yield {
+          type: 'end',
+          finishReason: 'stop',
+          matchedStop: hit.matched,
+          usage: { promptTokens: v.promptTokens, completionTokens: count, cachedTokens: v.cachedTokens },
+        };
+        return;
+      }
+    }
+  } finally {
+    req.signal?.removeEventListener('abort', onAbort);
+    if (!finished) {
+      // The consumer went away (stream cancelled): stop the backend and free its sequence.
+      ctl.abort();
+      await gen.return(undefined as never).catch(() => undefined);
+    }
+  }
+}

@@ -1,0 +1,137 @@
+/**
+ * The WebGPU engine against the CPU reference forward pass, on every fixture architecture and file
+ * format, through the real loader over real HTTP. Random weights make near-ties, so: logits are
+ * compared teacher-forced at every step within LOGIT_TOLERANCE, and greedy tokens must be
+ * identical up to the first step where the reference's top-2 margin is below that tolerance.
+ */
+import { relative } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { GPUContext } from '../gpu/device';
+import type { Arch } from '../model/config';
+import { openModel } from '../model/open';
+import { greedy, logitsFor, ReferenceModel } from '../reference/forward';
+import { ensureFixture } from '../testing/fixtures/shared';
+import { testGPU } from '../testing/gpu';
+import { serveDirectory } from '../testing/server';
+import { GpuEngine } from './engine';
+import type { SamplingParams } from './types';
+
+/** f32 path: GPU and reference read the same dequantised weights; only summation order differs. */
+const LOGIT_TOLERANCE = 1e-3;
+const STEPS = 32;
+
+export const GREEDY: SamplingParams = {
+  temperature: 0,
+  topP: 1,
+  topK: 0,
+  minP: 0,
+  frequencyPenalty: 0,
+  presencePenalty: 0,
+  repetitionPenalty: 1,
+  logitBias: {},
+  dry: { multiplier: 0, base: 1.75, allowedLength: 2, sequenceBreakers: [] },
+  mirostat: { mode: 0, tau: 5, eta: 0.1 },
+  topLogprobs: 0,
+  logprobs: false,
+};
+
+function top2Margin(logits: Float32Array): number {
+  let a = -Infinity;
+  let b = -Infinity;
+  for (const v of logits) {
+    if (v > a) [a, b] = [v, a];
+    else if (v > b) b = v;
+  }
+  return a - b;
+}
+
+function maxAbsDiff(a: Float32Array, b: Float32Array): number {
+  let d = 0;
+  for (let i = 0; i < a.length; i++) d = Math.max(d, Math.abs(a[i]! - b[i]!));
+  return d;
+}
+
+async function generateIds(engine: GpuEngine, promptIds: number[], maxTokens: number): Promise<number[]> {
+  const out: number[] = [];
+  for await (const t of engine.generate({ promptIds, maxTokens, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0 })) out.push(t.id);
+  return out;
+}
+
+const CASES: Array<[Arch, string[]]> = [
+  ['llama', ['hf-F32', 'F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q6_K', 'Q4_K_M', 'hf-F16', 'hf-BF16']],
+  ['qwen2', ['hf-F32', 'F32', 'Q8_0', 'Q4_K_M', 'hf-BF16']],
+  ['qwen3', ['hf-F32', 'F32', 'Q4_0', 'Q6_K', 'hf-F16']],
+  ['mistral', ['hf-F32', 'F32', 'Q4_K', 'BF16']],
+];
+
+describe.each(CASES)('the GPU engine on the tiny %s fixture', (arch, variants) => {
+  let server: Awaited<ReturnType<typeof serveDirectory>>;
+  let urls: Record<string, string>;
+  let gpu: GPUContext;
+
+  beforeAll(async () => {
+    gpu = await testGPU();
+    const paths = await ensureFixture({ arch, preset: 'tiny' });
+    server = await serveDirectory(paths.root);
+    const at = (p: string) => `${server.url}/${relative(paths.root, p).split('\\').join('/')}`;
+    urls = {};
+    for (const [k, p] of Object.entries(paths.hf)) urls[`hf-${k}`] = at(p as string);
+    for (const [k, p] of Object.entries(paths.gguf)) urls[k] = at(p as string);
+  });
+  afterAll(() => server?.close());
+
+  it.each(variants)('%s: greedy tokens and teacher-forced logits match the reference', async (variant) => {
+    const opened = await openModel(urls[variant]!);
+    const ref = await ReferenceModel.load(opened);
+    const engine = await GpuEngine.load(opened, { gpu, precision: 'f32' });
+    try {
+      // A 20-token prompt: the prefill runs the tiled matmul and prefill attention (T > 8).
+      const vocab = opened.config.vocabSize;
+      const prompt = Array.from({ length: 20 }, (_, i) => (i * 7919 + 13 * (arch.length + 1)) % vocab);
+      const want = greedy(ref, prompt, STEPS);
+      const got = await generateIds(engine, prompt, STEPS);
+
+      const ids = [...prompt, ...want];
+      const refLogits = logitsFor(ref, ids);
+      const gpuLogits = await engine.teacherForcedLogits(ids);
+      let worst = 0;
+      for (let i = 0; i < ids.length; i++) worst = Math.max(worst, maxAbsDiff(gpuLogits[i]!, refLogits[i]!));
+      expect(worst).toBeLessThan(LOGIT_TOLERANCE);
+
+      // Greedy tokens identical up to the first near-tie of the reference.
+      for (let s = 0; s < STEPS; s++) {
+        if (top2Margin(refLogits[prompt.length - 1 + s]!) < LOGIT_TOLERANCE) break;
+        expect(got[s], `step ${s}`).toBe(want[s]);
+      }
+    } finally {
+      await engine.dispose();
+    }
+  });
+});
+
+describe('the GPU engine across prefill chunks and a cached prefix', () => {
+  it('gives the same tokens with 8-token prefill chunks, and when the prompt prefix is reused', async () => {
+    const gpu = await testGPU();
+    const paths = await ensureFixture({ arch: 'llama', preset: 'tiny' });
+    const opened = await openModel(paths.gguf.Q8_0!);
+    const ref = await ReferenceModel.load(opened);
+    const engine = await GpuEngine.load(opened, { gpu, precision: 'f32', prefillChunk: 8 });
+    try {
+      const prompt = Array.from({ length: 29 }, (_, i) => (i * 31 + 5) % opened.config.vocabSize);
+      const want = greedy(ref, prompt, 12);
+      expect(await generateIds(engine, prompt, 12)).toEqual(want);
+      // Same prompt again: all but its last token come from the KV cache.
+      const again = engine.generate({ promptIds: prompt, maxTokens: 12, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0 });
+      const ids: number[] = [];
+      let r = await again.next();
+      while (!r.done) {
+        ids.push(r.value.id);
+        r = await again.next();
+      }
+      expect(ids).toEqual(want);
+      expect(r.value.cachedTokens).toBe(prompt.length - 1);
+    } finally {
+      await engine.dispose();
+    }
+  });
+});

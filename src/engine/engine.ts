@@ -1,0 +1,293 @@
+/**
+ * The WebGPU engine: a loaded model that generates tokens. One command buffer per step; the only
+ * readback is the sampled token ids (and logprobs when asked). Requests run one at a time; the KV
+ * of the previous request's tokens stays cached so a prompt sharing its prefix skips that prefill.
+ */
+import { acquireGPU, type GPUContext } from '../gpu/device';
+import { createBuffer, READBACK, STORAGE } from '../gpu/buffers';
+import { pipelineCache } from '../gpu/run-kernel';
+import type { Precision } from '../gpu/pipelines';
+import { createSampleOp, LOGPROB_WORDS, packSamplingParams, SAMPLE_PARAM_WORDS, unpackSampled, type SeqSampling } from '../kernels/sample';
+import type { Op } from '../kernels/op';
+import type { ModelConfig } from '../model/config';
+import { openModel, type ModelLocation, type OpenedModel } from '../model/open';
+import { loadTextModel } from '../text/from-model';
+import type { ChatTemplateConfig, TextTokenizer } from '../text/index';
+import { logprobsOf, TokenSampler } from './logit-processors';
+import { GpuForward } from './forward';
+import { uploadWeights, type GpuWeights, type UploadProgress } from './gpu-weights';
+import { KvPages } from './kv-pages';
+import { StepBuffers, type SeqWork } from './step';
+import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, SamplingParams, TokenLogprob } from './types';
+
+export interface EngineOptions {
+  /** A GPU to use; by default `navigator.gpu` (pages, workers) is acquired. Node passes `nodeGPU()`'s. */
+  gpu?: GPUContext | GPU;
+  /** `auto` (default): f16 activations where `shader-f16` is granted, else f32. */
+  precision?: Precision | 'auto';
+  /** Tokens per sequence (prompt + completion); default min(model's max positions, 4096). */
+  contextLength?: number;
+  /** Prompt tokens per prefill step (default 128). */
+  prefillChunk?: number;
+  /** KV page size in tokens (default 16). */
+  pageSize?: number;
+  /** Model id in the API (default: the arch). */
+  id?: string;
+  onUpload?: UploadProgress;
+}
+
+/** The sampler's fast path covers these; anything else reads the logits back and samples on the CPU. */
+function needsCpuSampling(p: SamplingParams, minTokensLeft: boolean): boolean {
+  return (
+    minTokensLeft ||
+    p.frequencyPenalty !== 0 ||
+    p.presencePenalty !== 0 ||
+    p.repetitionPenalty !== 1 ||
+    Object.keys(p.logitBias).length > 0 ||
+    p.dry.multiplier !== 0 ||
+    p.mirostat.mode !== 0
+  );
+}
+
+export class GpuEngine implements Backend {
+  readonly id: string;
+  readonly config: ModelConfig;
+  readonly tokenizer: TextTokenizer;
+  readonly chatTemplate: ChatTemplateConfig;
+  readonly contextLength: number;
+  readonly precision: Precision;
+
+  private readonly kv: KvPages;
+  private readonly step: StepBuffers;
+  private readonly samplingParams: ArrayBuffer;
+  private readonly readback: GPUBuffer; // MAP_READ: token id, then logprob words
+  private readonly logitsReadback: GPUBuffer; // MAP_READ f32 [vocab] for the CPU sampling path
+  /** Token ids whose K/V sequence 0 holds, in order. */
+  private cached: number[] = [];
+  private queue: Promise<void> = Promise.resolve();
+  private disposed = false;
+
+  private constructor(
+    readonly gpu: GPUContext,
+    private readonly weights: GpuWeights,
+    private readonly forward: GpuForward,
+    private readonly sampler: { op: Op; params: GPUBuffer; tokens: GPUBuffer; logprobs: GPUBuffer },
+    text: { tokenizer: TextTokenizer; chatTemplate: ChatTemplateConfig },
+    opened: OpenedModel,
+    opts: { id?: string; contextLength: number; precision: Precision; pageSize: number; step: StepBuffers },
+  ) {
+    const { device } = gpu;
+    this.id = opts.id ?? opened.config.arch;
+    this.config = opened.config;
+    this.tokenizer = text.tokenizer;
+    this.chatTemplate = text.chatTemplate;
+    this.contextLength = opts.contextLength;
+    this.precision = opts.precision;
+    this.step = opts.step;
+    this.kv = new KvPages(forward.limits.numPages, opts.pageSize);
+    this.samplingParams = new ArrayBuffer(SAMPLE_PARAM_WORDS * 4);
+    this.readback = createBuffer(device, (1 + LOGPROB_WORDS) * 4, READBACK, 'readback');
+    this.logitsReadback = createBuffer(device, this.config.vocabSize * 4, READBACK, 'logits readback');
+  }
+
+  /** Opens (if needed), uploads and prepares a model: every buffer and pipeline is made here. */
+  static async load(model: ModelLocation | OpenedModel, opts: EngineOptions = {}): Promise<GpuEngine> {
+    const opened = isOpened(model) ? model : await openModel(model);
+    const gpu = await toContext(opts.gpu);
+    const precision: Precision = opts.precision === 'f32' || opts.precision === 'f16' ? opts.precision : gpu.info.f16 ? 'f16' : 'f32';
+    if (precision === 'f16' && !gpu.info.f16) throw new Error('precision f16 needs the shader-f16 feature, which this GPU does not offer');
+    const config = opened.config;
+    const contextLength = Math.min(opts.contextLength ?? 4096, config.maxPositionEmbeddings);
+    const pageSize = opts.pageSize ?? 16;
+    const maxPagesPerSeq = Math.ceil(contextLength / pageSize);
+    const limits = { maxTokens: opts.prefillChunk ?? 128, maxSeqs: 1, numPages: maxPagesPerSeq, pageSize, maxPagesPerSeq };
+    const text = loadTextModel(opened);
+    const ctx = { device: gpu.device, cache: pipelineCache(gpu.device), precision };
+    const weights = await uploadWeights(gpu.device, opened, opts.onUpload);
+    const step = new StepBuffers(gpu.device, limits);
+    const forward = await GpuForward.create(ctx, config, weights, step, limits, opened.ropeFreqFactors);
+    const params = createBuffer(gpu.device, SAMPLE_PARAM_WORDS * 4, STORAGE, 'sampling params');
+    const tokens = createBuffer(gpu.device, 4, STORAGE, 'sampled tokens'); // u32 [1]
+    const logprobs = createBuffer(gpu.device, LOGPROB_WORDS * 4, STORAGE, 'sampled logprobs'); // u32 [LOGPROB_WORDS]
+    const op = await createSampleOp(ctx, { logits: forward.state.logits, params, tokens, logprobs, vocab: config.vocabSize });
+    return new GpuEngine(gpu, weights, forward, { op, params, tokens, logprobs }, text, opened, { id: opts.id, contextLength, precision, pageSize, step });
+  }
+
+  /** Runs one request at a time: the engine has one sequence's KV in flight. */
+  private async exclusive(): Promise<() => void> {
+    let release!: () => void;
+    const prev = this.queue;
+    this.queue = new Promise<void>((ok) => (release = ok));
+    await prev;
+    return release;
+  }
+
+  async *generate(request: GenerateRequest & { cachePrompt?: boolean }): AsyncGenerator<GeneratedToken, GenerationResult, void> {
+    if (this.disposed) throw new Error('GpuEngine: generate() after dispose()');
+    const { promptIds, sampling, signal } = request;
+    checkIds(promptIds, this.config.vocabSize);
+    if (promptIds.length >= this.contextLength) {
+      throw new RangeError(`the prompt has ${promptIds.length} tokens; this engine's context holds ${this.contextLength}`);
+    }
+    const release = await this.exclusive();
+    const promptTokens = promptIds.length;
+    const result = (finishReason: GenerationResult['finishReason'], completionTokens: number, cachedTokens: number, stopTokenId?: number): GenerationResult => ({
+      finishReason,
+      ...(stopTokenId !== undefined ? { stopTokenId } : {}),
+      promptTokens,
+      completionTokens,
+      cachedTokens,
+    });
+    try {
+      if (signal?.aborted) return result('abort', 0, 0);
+      // Reuse the cached prefix (always recomputing at least the last prompt token for its logits).
+      let common = 0;
+      if (request.cachePrompt ?? true) {
+        while (common < this.cached.length && common < promptIds.length - 1 && this.cached[common] === promptIds[common]) common++;
+      }
+      this.kv.truncate(0, common);
+      this.cached.length = common;
+
+      const seed = sampling.seed ?? Math.floor(Math.random() * 2 ** 32);
+      const eos = request.ignoreEos ? [] : this.tokenizer.eosIds;
+      const enders = new Set([...eos, ...request.stopTokenIds]);
+      const cpu = new TokenSampler({ ...sampling, seed }, { promptIds });
+      const maxTokens = Math.max(0, Math.min(request.maxTokens, this.contextLength - promptTokens));
+
+      // prefill: all but the last chunk only fill the KV cache
+      const chunk = this.forward.limits.maxTokens;
+      let pending = promptIds.slice(common);
+      while (pending.length > chunk) {
+        await this.runStep({ seq: 0, tokens: pending.slice(0, chunk) }, null);
+        this.cached.push(...pending.slice(0, chunk));
+        pending = pending.slice(chunk);
+        if (signal?.aborted) return result('abort', 0, common);
+      }
+      let feed: number[] = pending;
+      for (let n = 0; n < maxTokens; n++) {
+        const banned = n < request.minTokens ? [...enders] : [];
+        const slow = needsCpuSampling(sampling, banned.length > 0);
+        const seq: SeqSampling = {
+          temperature: sampling.temperature,
+          topK: sampling.topK,
+          topP: sampling.topP,
+          minP: sampling.minP,
+          seed,
+          step: n,
+          logprobs: sampling.logprobs,
+          topLogprobs: sampling.logprobs ? sampling.topLogprobs : 0,
+        };
+        const sampled = await this.runStep({ seq: 0, tokens: feed }, slow ? 'logits' : seq);
+        this.cached.push(...feed);
+        let token: GeneratedToken;
+        if (sampled instanceof Float32Array) {
+          const id = cpu.sample(sampled, banned);
+          token = { id, ...(sampling.logprobs ? logprobsOf(sampled, id, sampling.topLogprobs) : {}) };
+        } else {
+          const s = sampled!;
+          token = { id: s.token, ...(s.logprob !== undefined ? { logprob: s.logprob, top: s.top ?? [] } : {}) };
+        }
+        yield token;
+        if (enders.has(token.id)) return result('stop', n + 1, common, token.id);
+        if (signal?.aborted && n + 1 < maxTokens) return result('abort', n + 1, common);
+        feed = [token.id];
+      }
+      return result('length', maxTokens, common);
+    } finally {
+      release();
+    }
+  }
+
+  /**
+   * One forward step in one command buffer. `sample`: null = no sampling (a prefill chunk);
+   * 'logits' = read back the logits (CPU sampling path); otherwise sample on the GPU and read back
+   * the token (and logprobs).
+   */
+  private async runStep(work: SeqWork, sample: SeqSampling | 'logits' | null): Promise<ReturnType<typeof unpackSampled>[number] | Float32Array | null> {
+    const { device } = this.gpu;
+    const { tokens, seqs } = this.step.write([work], this.kv);
+    this.forward.prepare(device, seqs);
+    if (sample && sample !== 'logits') {
+      packSamplingParams([sample], this.samplingParams);
+      device.queue.writeBuffer(this.sampler.params, 0, this.samplingParams);
+    }
+    const encoder = device.createCommandEncoder();
+    const pass = encoder.beginComputePass();
+    this.forward.encode(pass, tokens, seqs);
+    if (sample && sample !== 'logits') this.sampler.op.encode(pass, seqs);
+    pass.end();
+    if (sample === 'logits') {
+      encoder.copyBufferToBuffer(this.forward.state.logits, 0, this.logitsReadback, 0, this.config.vocabSize * 4);
+    } else if (sample) {
+      encoder.copyBufferToBuffer(this.sampler.tokens, 0, this.readback, 0, 4);
+      if (sample.logprobs) encoder.copyBufferToBuffer(this.sampler.logprobs, 0, this.readback, 4, LOGPROB_WORDS * 4);
+    }
+    device.queue.submit([encoder.finish()]);
+    if (!sample) return null;
+    if (sample === 'logits') {
+      await this.logitsReadback.mapAsync(GPUMapMode.READ);
+      const logits = new Float32Array(this.logitsReadback.getMappedRange().slice(0));
+      this.logitsReadback.unmap();
+      return logits;
+    }
+    await this.readback.mapAsync(GPUMapMode.READ);
+    const words = new Uint32Array(this.readback.getMappedRange());
+    const [result] = unpackSampled(words.subarray(0, 1), sample.logprobs ? words.subarray(1) : undefined, [sample]);
+    this.readback.unmap();
+    return result!;
+  }
+
+  /** Logits after each of `ids`, fed one token per step from an empty cache (tests, echo + logprobs). */
+  async teacherForcedLogits(ids: readonly number[]): Promise<Float32Array[]> {
+    checkIds(ids, this.config.vocabSize);
+    const release = await this.exclusive();
+    try {
+      this.kv.truncate(0, 0);
+      this.cached = [];
+      const out: Float32Array[] = [];
+      for (const id of ids) {
+        out.push((await this.runStep({ seq: 0, tokens: [id] }, 'logits')) as Float32Array);
+        this.cached.push(id);
+      }
+      return out;
+    } finally {
+      release();
+    }
+  }
+
+  async scorePrompt(ids: number[], topLogprobs: number): Promise<Array<{ logprob: number | null; top: TokenLogprob[] }>> {
+    const logits = await this.teacherForcedLogits(ids);
+    return [{ logprob: null, top: [] }, ...ids.slice(1).map((id, i) => logprobsOf(logits[i]!, id, topLogprobs))];
+  }
+
+  async dispose(): Promise<void> {
+    if (this.disposed) return;
+    this.disposed = true;
+    const release = await this.exclusive();
+    try {
+      this.forward.destroy();
+      this.weights.destroy();
+      this.step.destroy();
+      const { params, tokens, logprobs } = this.sampler;
+      for (const b of [params, tokens, logprobs, this.readback, this.logitsReadback]) b.destroy();
+    } finally {
+      release();
+    }
+  }
+}
+
+function isOpened(m: ModelLocation | OpenedModel): m is OpenedModel {
+  return typeof m === 'object' && m !== null && 'tensors' in m && 'config' in m;
+}
+
+async function toContext(gpu: GPUContext | GPU | undefined): Promise<GPUContext> {
+  if (gpu && 'device' in gpu) return gpu;
+  return acquireGPU({ gpu: gpu as GPU | undefined });
+}
+
+function checkIds(ids: readonly number[], vocab: number): void {
+  if (ids.length === 0) throw new RangeError('the prompt has no tokens');
+  for (const id of ids) {
+    if (!Number.isInteger(id) || id < 0 || id >= vocab) throw new RangeError(`token id ${id} is outside the vocabulary (0..${vocab - 1})`);
+  }
+}

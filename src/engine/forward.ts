@@ -1,0 +1,284 @@
+/**
+ * The GPU forward pass of the Llama family (llama, mistral, qwen2, qwen3) over a ragged batch.
+ * Everything is built once at load: run-state buffers, the paged KV cache, pipelines and bind
+ * groups. `encode` only records dispatches into the step's single compute pass.
+ */
+import { createBuffer, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import { createAddOp } from '../kernels/add';
+import { createAttentionOp } from '../kernels/attention';
+import { createEmbedOp } from '../kernels/embed';
+import { createKvWriteOp } from '../kernels/kv-write';
+import { createLinearOp } from '../kernels/matmul';
+import { actBytes, type Op, type OpContext } from '../kernels/op';
+import { createRmsNormOp } from '../kernels/rms-norm';
+import { createRopeOp, ropeInvFreq } from '../kernels/rope';
+import { createSwigluOp } from '../kernels/swiglu';
+import type { ModelConfig } from '../model/config';
+import type { GpuMatrix, GpuWeights } from './gpu-weights';
+import type { StepBuffers } from './step';
+
+export interface ForwardLimits {
+  maxTokens: number; // tokens per step (prefill chunk)
+  maxSeqs: number; // sequences per step
+  numPages: number; // KV pages in the cache
+  pageSize: number; // tokens per page
+  maxPagesPerSeq: number;
+}
+
+/** Activations of one step, allocated once for `maxTokens` (shapes in elements of `act`). */
+interface RunState {
+  x: GPUBuffer; // [maxTokens, hidden] the residual stream
+  xb: GPUBuffer; // [maxTokens, hidden] normed block input
+  xb2: GPUBuffer; // [maxTokens, hidden] block output before the residual add
+  q: GPUBuffer; // [maxTokens, nHeads·headDim]
+  k: GPUBuffer; // [maxTokens, nKv·headDim]
+  v: GPUBuffer; // [maxTokens, nKv·headDim]
+  qn?: GPUBuffer; // [maxTokens, nHeads·headDim] q after qwen3's per-head norm
+  kn?: GPUBuffer; // [maxTokens, nKv·headDim]
+  att: GPUBuffer; // [maxTokens, nHeads·headDim] attention output
+  gate: GPUBuffer; // [maxTokens, intermediate]
+  up: GPUBuffer; // [maxTokens, intermediate]
+  hb: GPUBuffer; // [maxTokens, intermediate] silu(gate)·up
+  last: GPUBuffer; // f32 [maxSeqs, hidden] residual rows of each sequence's last token
+  lastNormed: GPUBuffer; // f32 [maxSeqs, hidden]
+  logits: GPUBuffer; // f32 [maxSeqs, vocab]
+  invFreq: GPUBuffer; // f32 [headDim/2]
+  kCache: GPUBuffer[]; // per layer [numPages, pageSize, nKv, headDim]
+  vCache: GPUBuffer[];
+}
+
+interface LayerOps {
+  attnNorm: Op;
+  q: Op;
+  k: Op;
+  v: Op;
+  qNorm?: Op;
+  kNorm?: Op;
+  rope: Op;
+  kvWrite: Op;
+  attention: Awaited<ReturnType<typeof createAttentionOp>>;
+  o: Op;
+  attnResidual: Op;
+  ffnNorm: Op;
+  gate: Op;
+  up: Op;
+  swiglu: Op;
+  down: Op;
+  ffnResidual: Op;
+}
+
+export class GpuForward {
+  private constructor(
+    readonly config: ModelConfig,
+    readonly limits: ForwardLimits,
+    readonly state: RunState,
+    private readonly embed: Op,
+    private readonly layers: LayerOps[],
+    private readonly gatherLast: Op,
+    private readonly finalNorm: Op,
+    private readonly lmHead: Op,
+    private readonly seqCount: GPUBuffer,
+    private readonly buffers: GPUBuffer[],
+  ) {}
+
+  /** Bytes of the KV cache (both K and V, all layers). */
+  get kvCacheBytes(): number {
+    return this.state.kCache.reduce((n, b) => n + 2 * b.size, 0);
+  }
+
+  static async create(
+    ctx: OpContext,
+    config: ModelConfig,
+    weights: GpuWeights,
+    step: StepBuffers,
+    limits: ForwardLimits,
+    ropeFreqFactors?: Float32Array,
+  ): Promise<GpuForward> {
+    const { device, precision } = ctx;
+    const { hiddenSize: H, intermediateSize: I, numHeads: nH, numKvHeads: nKv, headDim: D, vocabSize: V } = config;
+    const { maxTokens: T, maxSeqs: S } = limits;
+    const act = actBytes(precision);
+    const owned: GPUBuffer[] = [];
+    const buf = (elements: number, label: string, bytesPer = act) => {
+      const b = createBuffer(device, elements * bytesPer, STORAGE, label);
+      owned.push(b);
+      return b;
+    };
+    const kvElements = limits.numPages * limits.pageSize * nKv * D;
+    const invFreq = uploadBuffer(device, ropeInvFreq({ ...config, freqFactors: ropeFreqFactors }), STORAGE, 'rope invFreq');
+    owned.push(invFreq);
+    const state: RunState = {
+      x: buf(T * H, 'x'),
+      xb: buf(T * H, 'xb'),
+      xb2: buf(T * H, 'xb2'),
+      q: buf(T * nH * D, 'q'),
+      k: buf(T * nKv * D, 'k'),
+      v: buf(T * nKv * D, 'v'),
+      qn: config.qkNorm ? buf(T * nH * D, 'qn') : undefined,
+      kn: config.qkNorm ? buf(T * nKv * D, 'kn') : undefined,
+      att: buf(T * nH * D, 'att'),
+      gate: buf(T * I, 'gate'),
+      up: buf(T * I, 'up'),
+      hb: buf(T * I, 'hb'),
+      last: buf(S * H, 'last', 4),
+      lastNormed: buf(S * H, 'lastNormed', 4),
+      logits: buf(S * V, 'logits', 4),
+      invFreq,
+      kCache: config.numLayers ? Array.from({ length: config.numLayers }, (_, l) => buf(kvElements, `kCache.${l}`)) : [],
+      vCache: Array.from({ length: config.numLayers }, (_, l) => buf(kvElements, `vCache.${l}`)),
+    };
+
+    // The logits path runs in f32 whatever the activations are: the sampler reads f32 logits.
+    const f32 = { ...ctx, precision: 'f32' as const };
+    // A uniform holding S at offset 0: the token count of the last-token (per sequence) matmul.
+    const seqCount = createBuffer(device, 16, UNIFORM, 'seqCount');
+    owned.push(seqCount);
+
+    const linear = (m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer) =>
+      createLinearOp(ctx, { weight: m.buffer, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, step: step.counts, maxTokens: T });
+    const norm = (x: GPUBuffer, weight: GPUBuffer, y: GPUBuffer, n = H, rowsPerToken = 1) =>
+      createRmsNormOp(ctx, { x, weight, y, n, rowsPerToken, maxTokens: T, eps: config.rmsNormEps });
+
+    const embed = await createEmbedOp(ctx, {
+      tokens: step.tokens,
+      table: weights.tokenEmbd.buffer,
+      x: state.x,
+      dtype: weights.tokenEmbd.dtype,
+      n: H,
+      vocab: V,
+    });
+
+    const layers: LayerOps[] = [];
+    for (let l = 0; l < config.numLayers; l++) {
+      const w = weights.layers[l]!;
+      const qRoped = state.qn ?? state.q;
+      const kRoped = state.kn ?? state.k;
+      layers.push({
+        attnNorm: await norm(state.x, w.attnNorm, state.xb),
+        q: await linear(w.wq, state.xb, state.q, w.bq),
+        k: await linear(w.wk, state.xb, state.k, w.bk),
+        v: await linear(w.wv, state.xb, state.v, w.bv),
+        qNorm: w.qNorm ? await norm(state.q, w.qNorm, state.qn!, D, nH) : undefined,
+        kNorm: w.kNorm ? await norm(state.k, w.kNorm, state.kn!, D, nKv) : undefined,
+        rope: await createRopeOp(ctx, {
+          q: qRoped,
+          k: kRoped,
+          positions: step.positions,
+          invFreq,
+          nHeads: nH,
+          nKv,
+          headDim: D,
+          style: config.ropeStyle,
+        }),
+        kvWrite: await createKvWriteOp(ctx, {
+          k: kRoped,
+          v: state.v,
+          slotMapping: step.slotMapping,
+          kCache: state.kCache[l]!,
+          vCache: state.vCache[l]!,
+          nKv,
+          headDim: D,
+        }),
+        attention: await createAttentionOp(ctx, {
+          q: qRoped,
+          kCache: state.kCache[l]!,
+          vCache: state.vCache[l]!,
+          out: state.att,
+          positions: step.positions,
+          tokenSeq: step.tokenSeq,
+          blockTable: step.blockTable,
+          lastToken: step.lastToken,
+          counts: step.counts,
+          nHeads: nH,
+          nKv,
+          headDim: D,
+          pageSize: limits.pageSize,
+          maxTokens: T,
+          maxSeqs: S,
+          maxPagesPerSeq: limits.maxPagesPerSeq,
+        }),
+        o: await linear(w.wo, state.att, state.xb2, w.bo),
+        attnResidual: await createAddOp(ctx, { x: state.x, y: state.xb2, n: H }),
+        ffnNorm: await norm(state.x, w.ffnNorm, state.xb),
+        gate: await linear(w.wGate, state.xb, state.gate),
+        up: await linear(w.wUp, state.xb, state.up),
+        swiglu: await createSwigluOp(ctx, { gate: state.gate, up: state.up, out: state.hb, n: I }),
+        down: await linear(w.wDown, state.hb, state.xb2),
+        ffnResidual: await createAddOp(ctx, { x: state.x, y: state.xb2, n: H }),
+      });
+    }
+
+    // Last token of each sequence: gather its residual row (converting to f32), norm, logits.
+    const gatherLast = await createEmbedOp(f32, {
+      tokens: step.lastToken,
+      table: state.x,
+      x: state.last,
+      dtype: precision === 'f16' ? 'F16' : 'F32',
+      n: H,
+      vocab: T,
+    });
+    const finalNorm = await createRmsNormOp(f32, {
+      x: state.last,
+      weight: weights.outputNorm,
+      y: state.lastNormed,
+      n: H,
+      maxTokens: S,
+      eps: config.rmsNormEps,
+    });
+    const out = weights.output;
+    const lmHead = await createLinearOp(f32, {
+      weight: out.buffer,
+      dtype: out.dtype,
+      n: out.rows,
+      k: out.cols,
+      x: state.lastNormed,
+      y: state.logits,
+      step: seqCount,
+      maxTokens: S,
+    });
+    return new GpuForward(config, limits, state, embed, layers, gatherLast, finalNorm, lmHead, seqCount, owned);
+  }
+
+  private readonly seqCountData = new Uint32Array(4);
+
+  /** Per-step values this pass reads beyond the step buffers. Call before `encode`, outside the pass. */
+  prepare(device: GPUDevice, seqs: number): void {
+    this.seqCountData[0] = seqs;
+    device.queue.writeBuffer(this.seqCount, 0, this.seqCountData);
+  }
+
+  /** Records one forward step of `tokens` tokens from `seqs` sequences; logits land in `state.logits`. */
+  encode(pass: GPUComputePassEncoder, tokens: number, seqs: number): void {
+    const mode = tokens > seqs ? 'prefill' : 'decode';
+    this.embed.encode(pass, tokens);
+    for (const layer of this.layers) {
+      // attention block
+      layer.attnNorm.encode(pass, tokens);
+      layer.q.encode(pass, tokens);
+      layer.k.encode(pass, tokens);
+      layer.v.encode(pass, tokens);
+      layer.qNorm?.encode(pass, tokens);
+      layer.kNorm?.encode(pass, tokens);
+      layer.rope.encode(pass, tokens);
+      layer.kvWrite.encode(pass, tokens);
+      layer.attention.encode(pass, tokens, mode);
+      layer.o.encode(pass, tokens);
+      layer.attnResidual.encode(pass, tokens);
+      // feed-forward block
+      layer.ffnNorm.encode(pass, tokens);
+      layer.gate.encode(pass, tokens);
+      layer.up.encode(pass, tokens);
+      layer.swiglu.encode(pass, tokens);
+      layer.down.encode(pass, tokens);
+      layer.ffnResidual.encode(pass, tokens);
+    }
+    // logits of each sequence's last token
+    this.gatherLast.encode(pass, seqs);
+    this.finalNorm.encode(pass, seqs);
+    this.lmHead.encode(pass, seqs);
+  }
+
+  destroy(): void {
+    for (const b of this.buffers) b.destroy();
+  }
+}

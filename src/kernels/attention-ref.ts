@@ -1,0 +1,49 @@
+/**
+ * Plain-loop reference for causal GQA attention over a ragged batch, independent of paging: each
+ * sequence's K/V history is dense, `[len, nKv, headDim]`, in float64 arithmetic.
+ */
+export interface AttentionRefArgs {
+  q: Float32Array; // [T, nHeads, headDim]
+  keys: readonly Float32Array[]; // per sequence slot: [len, nKv, headDim]
+  values: readonly Float32Array[];
+  tokenSeq: ArrayLike<number>; // [T] sequence slot of each token
+  positions: ArrayLike<number>; // [T] position of each token; it sees keys 0..position
+  nHeads: number;
+  nKv: number;
+  headDim: number;
+}
+
+/** softmax(q·kᵀ / sqrt(headDim)) · v for each token and head: `[T, nHeads, headDim]`. */
+export function attentionRef(a: AttentionRefArgs): Float32Array {
+  const { nHeads, nKv, headDim: D } = a;
+  const T = a.positions.length;
+  const group = nHeads / nKv;
+  const scale = 1 / Math.sqrt(D);
+  const out = new Float32Array(T * nHeads * D);
+  for (let t = 0; t < T; t++) {
+    const K = a.keys[a.tokenSeq[t]!]!;
+    const V = a.values[a.tokenSeq[t]!]!;
+    const len = a.positions[t]! + 1;
+    if (K.length < len * nKv * D) throw new RangeError(`token ${t} at position ${len - 1} is past its sequence's history`);
+    for (let h = 0; h < nHeads; h++) {
+      const kh = Math.floor(h / group);
+      const qOff = (t * nHeads + h) * D;
+      const scores = new Float64Array(len);
+      let max = -Infinity;
+      for (let j = 0; j < len; j++) {
+        let s = 0;
+        for (let d = 0; d < D; d++) s += a.q[qOff + d]! * K[(j * nKv + kh) * D + d]!;
+        scores[j] = s * scale;
+        max = Math.max(max, scores[j]!);
+      }
+      let sum = 0;
+      for (let j = 0; j < len; j++) sum += scores[j] = Math.exp(scores[j]! - max);
+      for (let d = 0; d < D; d++) {
+        let o = 0;
+        for (let j = 0; j < len; j++) o += scores[j]! * V[(j * nKv + kh) * D + d]!;
+        out[qOff + d] = o / sum;
+      }
+    }
+  }
+  return out;
+}

@@ -1,0 +1,129 @@
+import { describe, expect, it } from 'vitest';
+import { createBuffer, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import type { Precision } from '../gpu/pipelines';
+import { testGPU } from '../testing/gpu';
+import { attentionRef, createAttentionOp, DECODE_KEY_TILES, PREFILL_TILES, type AttentionArgs, type AttentionMode } from './attention';
+import { makePagedBatch, type SeqSpec } from './attention-fixture';
+import { actRound, maxRelDiff, opContext, readAct, runPass, uploadAct } from './test-helpers';
+
+interface Case {
+  nHeads: number;
+  nKv: number;
+  headDim: number;
+  pageSize: number;
+  seqs: SeqSpec[];
+  precision?: Precision;
+  decode?: AttentionArgs['decode'];
+  prefill?: AttentionArgs['prefill'];
+}
+
+// A mixed ragged batch: one sequence decodes a token, one starts with a 5-token prompt, one
+// continues with an 11-token prefill run across a page boundary.
+const MIXED: SeqSpec[] = [
+  { len: 37, fresh: 1 },
+  { len: 5, fresh: 5 },
+  { len: 70, fresh: 11 },
+];
+const MAX_PAGES = 6;
+
+/** Runs the op on a paged batch in one mode; returns GPU and reference outputs. */
+async function run(c: Case, mode: AttentionMode, seed = 1) {
+  const gpu = await testGPU();
+  const { device } = gpu;
+  const precision = c.precision ?? 'f32';
+  const b = makePagedBatch({ ...c, maxPagesPerSeq: MAX_PAGES, seed });
+  const q = actRound(b.q, precision);
+  const kCache = actRound(b.kCache, precision);
+  const vCache = actRound(b.vCache, precision);
+  const u32 = (x: Uint32Array) => uploadBuffer(device, x);
+  const n = b.T * c.nHeads * c.headDim;
+  const out = createBuffer(device, n * 4, STORAGE);
+  const op = await createAttentionOp(opContext(device, precision), {
+    q: uploadAct(device, q, precision),
+    kCache: uploadAct(device, kCache, precision),
+    vCache: uploadAct(device, vCache, precision),
+    out,
+    positions: u32(b.positions),
+    tokenSeq: u32(b.tokenSeq),
+    blockTable: u32(b.blockTable),
+    lastToken: u32(b.lastToken),
+    counts: uploadBuffer(device, b.counts, UNIFORM),
+    nHeads: c.nHeads,
+    nKv: c.nKv,
+    headDim: c.headDim,
+    pageSize: c.pageSize,
+    maxTokens: b.T,
+    maxSeqs: c.seqs.length,
+    maxPagesPerSeq: MAX_PAGES,
+    decode: { maxTokens: b.T, ...c.decode },
+    prefill: c.prefill,
+  });
+  await runPass(device, (pass) => op.encode(pass, b.T, mode));
+  const got = await readAct(device, out, n, precision);
+  const want = attentionRef({
+    q,
+    keys: b.keys.map((k) => actRound(k, precision)),
+    values: b.values.map((v) => actRound(v, precision)),
+    tokenSeq: b.tokenSeq,
+    positions: b.positions,
+    nHeads: c.nHeads,
+    nKv: c.nKv,
+    headDim: c.headDim,
+  });
+  return { got, want, op };
+}
+
+describe('paged attention kernels', () => {
+  // f32 dots over ≤ 128 elements and softmax sums over ≤ 70 keys: ~1e-6; outputs are O(1).
+  // f16: inputs are rounded alike on both sides, the output itself is rounded to f16 (2^-11).
+  const TOLERANCE = { f32: 1e-5, f16: 2e-3 };
+
+  for (const precision of ['f32', 'f16'] as const) {
+    for (const headDim of [64, 128]) {
+      for (const [nHeads, nKv] of [[2, 2], [4, 1]] as const) {
+        for (const pageSize of [16, 32]) {
+          const c: Case = { nHeads, nKv, headDim, pageSize, seqs: MIXED, precision };
+          const where = `headDim ${headDim}, ${nHeads}/${nKv} heads, page ${pageSize}, ${precision}`;
+          const skipUnlessF16 = async (ctx: { skip(): void }) => {
+            if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
+          };
+
+          for (const splitPages of [1, MAX_PAGES]) {
+            // One key tile per head dim: each extra variant costs seconds of SwiftShader compile.
+            const keyTile = DECODE_KEY_TILES[headDim === 64 ? 0 : 1];
+            it(`decodes a mixed batch with ${splitPages === 1 ? `${MAX_PAGES} splits` : 'one split'} (key tile ${keyTile}, ${where})`, async (ctx) => {
+              await skipUnlessF16(ctx);
+              const { got, want, op } = await run({ ...c, decode: { splitPages, keyTile } }, 'decode');
+              expect(op.nSplits).toBe(splitPages === 1 ? MAX_PAGES : 1);
+              expect(maxRelDiff(got, want)).toBeLessThan(TOLERANCE[precision]);
+            });
+          }
+
+          for (const tile of PREFILL_TILES) {
+            it(`prefills a mixed batch in ${tile.tq}×${tile.tk} tiles (${where})`, async (ctx) => {
+              await skipUnlessF16(ctx);
+              const { got, want } = await run({ ...c, prefill: tile }, 'prefill');
+              expect(maxRelDiff(got, want)).toBeLessThan(TOLERANCE[precision]);
+            });
+          }
+        }
+      }
+    }
+  }
+
+  it('gives the same answer on both paths when every sequence decodes one token', async () => {
+    const c: Case = { nHeads: 4, nKv: 1, headDim: 64, pageSize: 16, seqs: [{ len: 90, fresh: 1 }, { len: 1, fresh: 1 }, { len: 17, fresh: 1 }] };
+    const decode = await run({ ...c, decode: { splitPages: 2 } }, 'decode', 7);
+    const prefill = await run(c, 'prefill', 7);
+    expect(maxRelDiff(decode.got, decode.want)).toBeLessThan(1e-5);
+    expect(maxRelDiff(prefill.got, decode.got)).toBeLessThan(1e-5);
+  });
+
+  it('picks default splits and tiles that fit the device', async () => {
+    const { device } = await testGPU();
+    const { op } = await run({ nHeads: 2, nKv: 1, headDim: 128, pageSize: 16, seqs: [{ len: 20, fresh: 20 }] }, 'prefill');
+    expect(op.nSplits).toBe(1); // 6 pages of 16 keys: within one 256-key split
+    expect(op.scratchBytes).toBeGreaterThan(0);
+    expect(device.limits.maxComputeWorkgroupStorageSize).toBeGreaterThanOrEqual(16384);
+  });
+});

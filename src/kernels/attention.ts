@@ -1,0 +1,181 @@
+import combineSource from '../../shaders/attn_combine.wgsl';
+import decodeSource from '../../shaders/attn_decode.wgsl';
+import prefillSource from '../../shaders/attn_prefill.wgsl';
+import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import type { Kernel } from '../gpu/pipelines';
+import type { OpContext } from './op';
+
+export { attentionRef, type AttentionRefArgs } from './attention-ref';
+
+export const attnDecodeKernel: Kernel = { name: 'attn_decode', source: decodeSource };
+export const attnCombineKernel: Kernel = { name: 'attn_combine', source: combineSource };
+export const attnPrefillKernel: Kernel = { name: 'attn_prefill', source: prefillSource };
+
+/** Query tiles × key tiles the prefill kernel is tested at (the op's default is 16 × 16). */
+export const PREFILL_TILES = [
+  { tq: 4, tk: 8 },
+  { tq: 16, tk: 16 },
+] as const;
+/** Keys per workgroup-memory tile of the decode kernel tested (the default is 16). */
+export const DECODE_KEY_TILES = [8, 16] as const;
+
+/**
+ * `decode`: split-K over the context (attn_decode + attn_combine), best for few query tokens.
+ * `prefill`: query-tiled (attn_prefill), best for long runs of tokens.
+ * Both are exact for any batch.
+ */
+export type AttentionMode = 'decode' | 'prefill';
+
+export interface AttentionOp {
+  /** Scratch for the decode path's splits, in bytes (0 when there is none). */
+  readonly scratchBytes: number;
+  readonly nSplits: number;
+  encode(pass: GPUComputePassEncoder, tokens: number, mode: AttentionMode): void;
+}
+
+export interface AttentionArgs {
+  q: GPUBuffer; // [maxTokens, nHeads, headDim] act, after RoPE
+  kCache: GPUBuffer; // one layer: [numPages, pageSize, nKv, headDim] act, this step's keys already written
+  vCache: GPUBuffer;
+  out: GPUBuffer; // [maxTokens, nHeads, headDim] act
+  // Step buffers (src/engine/step.ts).
+  positions: GPUBuffer;
+  tokenSeq: GPUBuffer;
+  blockTable: GPUBuffer;
+  lastToken: GPUBuffer;
+  /** Uniform `{ T, S, pad, pad }`. */
+  counts: GPUBuffer;
+  nHeads: number;
+  nKv: number;
+  headDim: number;
+  pageSize: number;
+  maxTokens: number;
+  maxSeqs: number;
+  maxPagesPerSeq: number;
+  decode?: {
+    /** KV pages per split. Default: 256 keys' worth, more if that would make over 32 splits. */
+    splitPages?: number;
+    /** Most tokens a decode-mode step may have; sizes the split scratch. Default: maxSeqs. */
+    maxTokens?: number;
+    /** Keys per workgroup-memory tile. Default 16. */
+    keyTile?: number;
+    wg?: number;
+  };
+  prefill?: { tq?: number; tk?: number; wg?: number };
+}
+
+/** Workgroup memory of the prefill kernel at a tile shape, in bytes (see attn_prefill.wgsl). */
+export function prefillWorkgroupBytes(headDim: number, tq: number, tk: number): number {
+  const d4 = headDim / 4;
+  return 16 * (tq * d4 + tk * (d4 + 1)) + 4 * tq * tk + 16 * tq;
+}
+
+/** Split count and keys per split of the decode path. */
+export function decodeSplits(maxPagesPerSeq: number, pageSize: number, splitPages?: number): { nSplits: number; splitKeys: number } {
+  const pages = splitPages ?? Math.max(Math.ceil(256 / pageSize), Math.ceil(maxPagesPerSeq / 32));
+  return { nSplits: Math.ceil(maxPagesPerSeq / pages), splitKeys: pages * pageSize };
+}
+
+/** Prefill workgroups along x that cover any batch of `tokens` (see attn_prefill.wgsl). */
+export function prefillTiles(tokens: number, maxSeqs: number, tq: number): number {
+  return Math.ceil(tokens / tq) + Math.min(tokens, maxSeqs) - 1;
+}
+
+/**
+ * Causal paged attention of this step's queries. Creates both paths' pipelines, bind groups and
+ * the split scratch once; `encode` only dispatches.
+ */
+export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promise<AttentionOp> {
+  const { device } = ctx;
+  const { nHeads, nKv, headDim, pageSize, maxPagesPerSeq } = a;
+  if (headDim % 4 !== 0) throw new RangeError(`attention reads vec4s: headDim must be a multiple of 4, got ${headDim}`);
+  if (nHeads % nKv !== 0) throw new RangeError(`nHeads (${nHeads}) must be a multiple of nKv (${nKv})`);
+  const d4 = headDim / 4;
+  const scale = 1 / Math.sqrt(headDim);
+  const limit = device.limits.maxComputeWorkgroupStorageSize;
+  const bind = (pipeline: GPUComputePipeline, buffers: GPUBuffer[]) =>
+    device.createBindGroup({
+      layout: pipeline.getBindGroupLayout(0),
+      entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
+    });
+
+  // Decode: split-K, then combine.
+  const decodeWg = a.decode?.wg ?? Math.max(64, d4);
+  if (decodeWg < d4) throw new RangeError(`attn_decode needs a workgroup of at least headDim/4 = ${d4} threads, got ${decodeWg}`);
+  const keyTile = a.decode?.keyTile ?? 16;
+  const { nSplits, splitKeys } = decodeSplits(maxPagesPerSeq, pageSize, a.decode?.splitPages);
+  const decodeTokens = Math.min(a.decode?.maxTokens ?? a.maxSeqs, a.maxTokens);
+  const partialO = createBuffer(device, decodeTokens * nHeads * nSplits * headDim * 4, STORAGE, 'attn partial out');
+  const partialML = createBuffer(device, decodeTokens * nHeads * nSplits * 8, STORAGE, 'attn partial max/sum');
+  const combineWg = Math.min(64, Math.ceil(d4 / 32) * 32);
+  const [decodePipeline, combinePipeline] = await Promise.all([
+    ctx.cache.get(attnDecodeKernel, { precision: ctx.precision, constants: { WG: decodeWg, HEAD_DIM: headDim, KB: keyTile } }),
+    ctx.cache.get(attnCombineKernel, { precision: ctx.precision, constants: { WG: combineWg, NSPLITS: nSplits } }),
+  ]);
+  const decodeParams = uploadBuffer(
+    device,
+    new Uint8Array(
+      packParams([
+        ['u32', nHeads],
+        ['u32', nKv],
+        ['u32', pageSize],
+        ['u32', maxPagesPerSeq],
+        ['u32', nSplits],
+        ['u32', splitKeys],
+        ['f32', scale],
+      ]),
+    ),
+    UNIFORM,
+    'attn_decode params',
+  );
+  const combineParams = uploadBuffer(device, new Uint8Array(packParams([['u32', nHeads], ['u32', d4]])), UNIFORM, 'attn_combine params');
+  const decodeGroup = bind(decodePipeline, [a.q, a.kCache, a.vCache, a.positions, a.tokenSeq, a.blockTable, partialO, partialML, decodeParams]);
+  const combineGroup = bind(combinePipeline, [partialO, partialML, a.out, combineParams]);
+
+  // Prefill: query tiles; the tile shrinks until its workgroup memory fits the device.
+  let tq = a.prefill?.tq ?? 16;
+  const tk = a.prefill?.tk ?? 16;
+  while (!a.prefill?.tq && tq > 1 && prefillWorkgroupBytes(headDim, tq, tk) > limit) tq /= 2;
+  if (prefillWorkgroupBytes(headDim, tq, tk) > limit) {
+    throw new RangeError(`attn_prefill tile ${tq}×${tk} at headDim ${headDim} needs ${prefillWorkgroupBytes(headDim, tq, tk)} B of workgroup memory; the device has ${limit}`);
+  }
+  const prefillWg = a.prefill?.wg ?? Math.min(64, tq * d4);
+  const outs = (tq * d4) / prefillWg;
+  if (!Number.isInteger(outs) || outs < 1 || outs > 8) {
+    throw new RangeError(`attn_prefill: tq·headDim/4 = ${tq * d4} must be 1 to 8 times the workgroup size ${prefillWg}`);
+  }
+  const prefillPipeline = await ctx.cache.get(attnPrefillKernel, {
+    precision: ctx.precision,
+    constants: { WG: prefillWg, HEAD_DIM: headDim, TQ: tq, TK: tk },
+  });
+  const prefillParams = uploadBuffer(
+    device,
+    new Uint8Array(packParams([['u32', nHeads], ['u32', nKv], ['u32', pageSize], ['u32', maxPagesPerSeq], ['f32', scale]])),
+    UNIFORM,
+    'attn_prefill params',
+  );
+  const prefillGroup = bind(prefillPipeline, [a.q, a.kCache, a.vCache, a.positions, a.blockTable, a.lastToken, a.counts, a.out, prefillParams]);
+
+  return {
+    scratchBytes: partialO.size + partialML.size,
+    nSplits,
+    encode(pass, tokens, mode) {
+      if (tokens > a.maxTokens) throw new RangeError(`attention: ${tokens} tokens exceed maxTokens ${a.maxTokens}`);
+      if (mode === 'prefill') {
+        pass.setPipeline(prefillPipeline);
+        pass.setBindGroup(0, prefillGroup);
+        pass.dispatchWorkgroups(prefillTiles(tokens, a.maxSeqs, tq), nHeads);
+        return;
+      }
+      if (tokens > decodeTokens) {
+        throw new RangeError(`attention: a decode-mode step takes at most ${decodeTokens} tokens (decode.maxTokens), got ${tokens}; use 'prefill'`);
+      }
+      pass.setPipeline(decodePipeline);
+      pass.setBindGroup(0, decodeGroup);
+      pass.dispatchWorkgroups(nSplits, nHeads, tokens);
+      pass.setPipeline(combinePipeline);
+      pass.setBindGroup(0, combineGroup);
+      pass.dispatchWorkgroups(nHeads, tokens);
+    },
+  };
+}

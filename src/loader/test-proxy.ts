@@ -1,0 +1,87 @@
+/**
+ * Test-only (Node): an HTTP proxy in front of a static server that logs every request, so a test
+ * can prove a load touched (or did not touch) the network, and that can misbehave like real
+ * servers: ignore Range, cut a body short, answer with a page of its own.
+ */
+import { createServer, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+export interface ProxyRequest {
+  method: string;
+  path: string;
+  range?: string;
+}
+
+export interface ProxyOptions {
+  /** Strip `Range` before forwarding, so the upstream answers 200 with the whole file. */
+  ignoreRange?: boolean;
+  /** Send only this many body bytes of `path`, then drop the connection. */
+  cutAfter?: (path: string) => number | undefined;
+  /** Answer `path` here instead of forwarding. */
+  respond?: (path: string) => { status: number; headers?: Record<string, string>; body?: string } | undefined;
+}
+
+export interface CountingProxy {
+  url: string;
+  requests: ProxyRequest[];
+  options: ProxyOptions;
+  close(): Promise<void>;
+}
+
+export async function startCountingProxy(upstream: string, options: ProxyOptions = {}): Promise<CountingProxy> {
+  const requests: ProxyRequest[] = [];
+  const sockets = new Set<Socket>();
+  const proxy: CountingProxy = { url: '', requests, options, close: async () => {} };
+
+  const server = createServer((req, res) => {
+    const path = decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname);
+    requests.push({ method: req.method ?? 'GET', path, range: req.headers.range });
+    const own = proxy.options.respond?.(path);
+    if (own) {
+      res.writeHead(own.status, { 'Content-Length': Buffer.byteLength(own.body ?? ''), ...own.headers });
+      res.end(own.body ?? '');
+      return;
+    }
+    const headers: IncomingHttpHeaders = { ...req.headers };
+    delete headers.host;
+    if (proxy.options.ignoreRange) delete headers.range;
+    const up = httpRequest(upstream + (req.url ?? '/'), { method: req.method, headers }, (upRes) => {
+      res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+      const cut = proxy.options.cutAfter?.(path);
+      if (cut === undefined) {
+        upRes.pipe(res);
+        return;
+      }
+      let sent = 0;
+      upRes.on('data', (chunk: Buffer) => {
+        if (sent >= cut) return;
+        const part = chunk.subarray(0, cut - sent);
+        sent += part.length;
+        res.write(part);
+        if (sent >= cut) {
+          upRes.destroy();
+          // Flush what was written, then drop the connection mid-body.
+          res.socket?.end(() => res.socket?.destroy());
+        }
+      });
+      upRes.on('end', () => res.end());
+    });
+    up.on('error', () => res.destroy());
+    req.pipe(up);
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((ok, fail) => {
+    server.once('error', fail);
+    server.listen(0, '127.0.0.1', () => ok());
+  });
+  proxy.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  proxy.close = () =>
+    new Promise<void>((ok, fail) => {
+      for (const s of sockets) s.destroy();
+      server.close((err) => (err ? fail(err) : ok()));
+    });
+  return proxy;
+}
