@@ -9,7 +9,7 @@ import { runChoice, type TokenOut } from './generate';
 import { merge } from './merge';
 import { fitPrompt } from './prompt';
 import type { ChatChunkChoice, ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse, ChatDelta, ChatLogprobs, ChatToolCall } from './protocol/chat';
-import { toSamplingParams, type GenerationDefaults } from './sampling';
+import { toSamplingParams } from './sampling';
 import { chatPromptIds, renderChat } from './template';
 import { tokenBytes, tokenText } from './tokens';
 
@@ -40,7 +40,7 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
   const keepSpecialIds = toolFormat ? TOOL_MARKERS.map((m) => tok.tokenToId(m)).filter((x): x is number => x !== undefined) : [];
 
   const n = req.n ?? 1;
-  const sampling = toSamplingParams(req, (backend as { generationConfig?: GenerationDefaults }).generationConfig);
+  const sampling = toSamplingParams(req, backend.generationConfig);
   const id = newId('chatcmpl');
   const created = nowSeconds();
   const usage = new UsageTracker([promptIds.length]);

@@ -10,7 +10,7 @@ import { runChoice, type TokenOut } from './generate';
 import { merge } from './merge';
 import { fitPrompt } from './prompt';
 import type { CompletionChunk, CompletionLogprobs, CompletionRequest, CompletionResponse, PromptInput } from './protocol/completions';
-import { toSamplingParams, type GenerationDefaults } from './sampling';
+import { toSamplingParams } from './sampling';
 import { tokenText } from './tokens';
 
 const FIM = { prefix: '<|fim_prefix|>', suffix: '<|fim_suffix|>', middle: '<|fim_middle|>' };
@@ -42,7 +42,7 @@ export async function prepareCompletion(req: CompletionRequest, backend: Backend
 
   const n = req.n ?? 1;
   const bestOf = req.best_of ?? n;
-  const sampling = toSamplingParams(req, (backend as { generationConfig?: GenerationDefaults }).generationConfig);
+  const sampling = toSamplingParams(req, backend.generationConfig);
   // best_of ranks choices by cumulative logprob, so it needs them even when the reply does not.
   const internal = bestOf > n ? { ...sampling, logprobs: true } : sampling;
   const echoScores = req.echo && req.logprobs !== undefined ? await Promise.all(prompts.map((p) => scoreEcho(backend, p.ids, req.logprobs!))) : [];

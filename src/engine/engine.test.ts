@@ -14,26 +14,12 @@ import { ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
 import { serveDirectory } from '../testing/server';
 import { GpuEngine } from './engine';
-import type { SamplingParams } from './types';
+import { GREEDY } from '../testing/sampling';
 
 /** f32 path: GPU and reference read the same dequantised weights; only summation order differs. */
 const LOGIT_TOLERANCE = 1e-3;
 const STEPS = 32;
 
-export const GREEDY: SamplingParams = {
-  temperature: 0,
-  topP: 1,
-  topK: 0,
-  minP: 0,
-  frequencyPenalty: 0,
-  presencePenalty: 0,
-  repetitionPenalty: 1,
-  logitBias: {},
-  dry: { multiplier: 0, base: 1.75, allowedLength: 2, sequenceBreakers: [] },
-  mirostat: { mode: 0, tau: 5, eta: 0.1 },
-  topLogprobs: 0,
-  logprobs: false,
-};
 
 function top2Margin(logits: Float32Array): number {
   let a = -Infinity;

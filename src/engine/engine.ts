@@ -9,6 +9,7 @@ import { pipelineCache } from '../gpu/run-kernel';
 import type { Precision } from '../gpu/pipelines';
 import { createSampleOp, LOGPROB_WORDS, packSamplingParams, SAMPLE_PARAM_WORDS, unpackSampled, type SeqSampling } from '../kernels/sample';
 import type { Op } from '../kernels/op';
+import type { GenerationDefaults } from '../api/sampling';
 import type { ModelConfig } from '../model/config';
 import { openModel, type ModelLocation, type OpenedModel } from '../model/open';
 import { loadTextModel } from '../text/from-model';
@@ -56,6 +57,7 @@ export class GpuEngine implements Backend {
   readonly chatTemplate: ChatTemplateConfig;
   readonly contextLength: number;
   readonly precision: Precision;
+  readonly generationConfig?: GenerationDefaults;
 
   private readonly kv: KvPages;
   private readonly step: StepBuffers;
@@ -82,6 +84,7 @@ export class GpuEngine implements Backend {
     this.tokenizer = text.tokenizer;
     this.chatTemplate = text.chatTemplate;
     this.contextLength = opts.contextLength;
+    this.generationConfig = opened.generationConfig as GenerationDefaults | undefined;
     this.precision = opts.precision;
     this.step = opts.step;
     this.kv = new KvPages(forward.limits.numPages, opts.pageSize);
@@ -102,7 +105,8 @@ export class GpuEngine implements Backend {
     const maxPagesPerSeq = Math.ceil(contextLength / pageSize);
     const limits = { maxTokens: opts.prefillChunk ?? 128, maxSeqs: 1, numPages: maxPagesPerSeq, pageSize, maxPagesPerSeq };
     const text = loadTextModel(opened);
-    const ctx = { device: gpu.device, cache: pipelineCache(gpu.device), precision };
+    const emulated = gpu.info.isFallbackAdapter || gpu.info.architecture === 'swiftshader';
+    const ctx = { device: gpu.device, cache: pipelineCache(gpu.device), precision, emulated };
     const weights = await uploadWeights(gpu.device, opened, opts.onUpload);
     const step = new StepBuffers(gpu.device, limits);
     const forward = await GpuForward.create(ctx, config, weights, step, limits, opened.ropeFreqFactors);
@@ -122,7 +126,7 @@ export class GpuEngine implements Backend {
     return release;
   }
 
-  async *generate(request: GenerateRequest & { cachePrompt?: boolean }): AsyncGenerator<GeneratedToken, GenerationResult, void> {
+  async *generate(request: GenerateRequest): AsyncGenerator<GeneratedToken, GenerationResult, void> {
     if (this.disposed) throw new Error('GpuEngine: generate() after dispose()');
     const { promptIds, sampling, signal } = request;
     checkIds(promptIds, this.config.vocabSize);

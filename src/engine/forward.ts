@@ -8,7 +8,7 @@ import { createAddOp } from '../kernels/add';
 import { createAttentionOp } from '../kernels/attention';
 import { createEmbedOp } from '../kernels/embed';
 import { createKvWriteOp } from '../kernels/kv-write';
-import { createLinearOp } from '../kernels/matmul';
+import { createLinearOp, EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC } from '../kernels/matmul';
 import { actBytes, type Op, type OpContext } from '../kernels/op';
 import { createRmsNormOp } from '../kernels/rms-norm';
 import { createRopeOp, ropeInvFreq } from '../kernels/rope';
@@ -134,8 +134,9 @@ export class GpuForward {
     const seqCount = createBuffer(device, 16, UNIFORM, 'seqCount');
     owned.push(seqCount);
 
+    const specs = ctx.emulated ? { decode: EMULATED_DECODE_SPEC, few: EMULATED_FEW_TOKENS_SPEC } : {};
     const linear = (m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer) =>
-      createLinearOp(ctx, { weight: m.buffer, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, step: step.counts, maxTokens: T });
+      createLinearOp(ctx, { weight: m.buffer, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, step: step.counts, maxTokens: T }, specs);
     const norm = (x: GPUBuffer, weight: GPUBuffer, y: GPUBuffer, n = H, rowsPerToken = 1) =>
       createRmsNormOp(ctx, { x, weight, y, n, rowsPerToken, maxTokens: T, eps: config.rmsNormEps });
 
@@ -235,7 +236,7 @@ export class GpuForward {
       y: state.logits,
       step: seqCount,
       maxTokens: S,
-    });
+    }, specs);
     return new GpuForward(config, limits, state, embed, layers, gatherLast, finalNorm, lmHead, seqCount, owned);
   }
 

@@ -5,6 +5,7 @@
 import type { ModelConfig } from '../model/config';
 import type { TextTokenizer } from '../text/tokenizer';
 import type { ChatTemplateConfig } from '../text/chat-template';
+import type { GenerationDefaults } from '../api/sampling';
 
 /** Everything that decides the next token, after the API layer resolved defaults. */
 export interface SamplingParams {
@@ -41,6 +42,8 @@ export interface GenerateRequest {
   /** EOS/stop ids are suppressed until this many tokens were generated. */
   minTokens: number;
   signal?: AbortSignal;
+  /** Reuse the KV of a prompt prefix shared with the previous request (the API's `cache_prompt`, default true). */
+  cachePrompt?: boolean;
 }
 
 export interface TokenLogprob {
@@ -73,6 +76,8 @@ export interface Backend {
   readonly config: ModelConfig;
   readonly tokenizer: TextTokenizer;
   readonly chatTemplate: ChatTemplateConfig;
+  /** The model's generation_config.json sampling defaults (HF names), if it has any. */
+  readonly generationConfig?: GenerationDefaults;
   /** Max tokens per sequence (prompt + completion). */
   readonly contextLength: number;
   /**

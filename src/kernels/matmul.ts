@@ -47,8 +47,16 @@ export const DECODE_SPEC: MatvecSpec = { WG: 256, ROWS_PER_WG: 4, MAX_T: 1 };
 export const FEW_TOKENS_SPEC: MatvecSpec = { WG: 128, ROWS_PER_WG: 4, MAX_T: 8 };
 export const MATVEC_MAX_TOKENS = 8;
 
-/** Specialisations the tests run: the engine's, which differ in workgroup size and tokens per pass. */
-export const MATVEC_SPECS: readonly MatvecSpec[] = [DECODE_SPEC, FEW_TOKENS_SPEC];
+/**
+ * On CPU-emulated adapters (SwiftShader) a workgroup's barriers and shared-memory reduction cost
+ * far more than they save: one row per thread in small workgroups ran a 512×256 F32 mat-vec in
+ * 1.5 ms against 82 ms for DECODE_SPEC.
+ */
+export const EMULATED_DECODE_SPEC: MatvecSpec = { WG: 16, ROWS_PER_WG: 16, MAX_T: 1 };
+export const EMULATED_FEW_TOKENS_SPEC: MatvecSpec = { WG: 64, ROWS_PER_WG: 8, MAX_T: 8 };
+
+/** Specialisations the tests run: every one the engine may choose. */
+export const MATVEC_SPECS: readonly MatvecSpec[] = [DECODE_SPEC, FEW_TOKENS_SPEC, EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC];
 
 // Small tiles: SwiftShader's compile time grows with the tile sizes (seconds per variant at 8 KB
 // of workgroup memory), and the tests compile every spec × dtype.

@@ -5,6 +5,8 @@ export interface OpContext {
   device: GPUDevice;
   cache: PipelineCache;
   precision: Precision;
+  /** The adapter runs on the CPU (SwiftShader): ops pick specialisations that suit it. */
+  emulated?: boolean;
 }
 
 /** A prepared dispatch sequence: pipelines and bind groups were made at load; `encode` only records. */

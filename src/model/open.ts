@@ -33,6 +33,8 @@ export interface OpenedModel {
     gguf?: Map<string, unknown>;
   };
   chatTemplate: string | null;
+  /** generation_config.json of a Hugging Face folder (sampling defaults such as temperature, top_p). */
+  generationConfig?: Record<string, unknown>;
   /** Llama 3 rope scaling as GGUF stores it (`rope_freqs.weight`): per-frequency divisors. */
   ropeFreqFactors?: Float32Array;
   /** The tensor's bytes as stored. */
@@ -111,6 +113,7 @@ async function openHFFolder(folder: Folder): Promise<OpenedModel> {
     tensors,
     tokenizer: { json: tokenizerJson ?? undefined, config: tokenizerConfig ?? undefined },
     chatTemplate: templateFile ?? hfChatTemplate(tokenizerConfig),
+    generationConfig: generationJson ?? undefined,
   });
 }
 
@@ -137,7 +140,7 @@ function hfChatTemplate(tokenizerConfig: Record<string, unknown> | null): string
   return null;
 }
 
-type Parts = Pick<OpenedModel, 'config' | 'format' | 'tensors' | 'tokenizer' | 'chatTemplate'>;
+type Parts = Pick<OpenedModel, 'config' | 'format' | 'tensors' | 'tokenizer' | 'chatTemplate' | 'generationConfig'>;
 
 /** Validates the tensors against the config and adds the readers. */
 async function finish(parts: Parts): Promise<OpenedModel> {

@@ -11,7 +11,8 @@ import { logprobsOf, TokenSampler } from '../engine/logit-processors';
 import type { GenerationDefaults } from '../api/sampling';
 import type { ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
-import { loadGGUFTokenizer, loadTokenizer, type ChatTemplateConfig, type TextTokenizer } from '../text/index';
+import { chatTemplateOf, loadTextModel } from '../text/from-model';
+import type { ChatTemplateConfig, TextTokenizer } from '../text/index';
 import { ReferenceModel } from './forward';
 
 
@@ -52,18 +53,13 @@ export class ReferenceBackend implements Backend {
     this.config = opened.config;
     this.id = opts.id ?? opened.config.arch;
     this.tokenizer = tokenizer;
-    // A named list in tokenizer_config.json beats the single default openModel picked.
-    this.chatTemplate = Array.isArray(tokenizer.chatTemplate) ? tokenizer.chatTemplate : (opened.chatTemplate ?? tokenizer.chatTemplate);
+    this.chatTemplate = chatTemplateOf(opened, tokenizer);
     this.contextLength = Math.min(opts.contextLength ?? opened.config.maxPositionEmbeddings, opened.config.maxPositionEmbeddings);
-    this.generationConfig = opts.generationConfig ?? {};
+    this.generationConfig = opts.generationConfig ?? (opened.generationConfig as GenerationDefaults | undefined) ?? {};
   }
 
   static async create(opened: OpenedModel, opts: ReferenceBackendOptions = {}): Promise<ReferenceBackend> {
-    const eosTokenIds = opened.config.eosTokenIds;
-    let tokenizer: TextTokenizer;
-    if (opened.tokenizer.json) tokenizer = loadTokenizer(opened.tokenizer.json, opened.tokenizer.config ?? {}, { eosTokenIds });
-    else if (opened.tokenizer.gguf) tokenizer = loadGGUFTokenizer(opened.tokenizer.gguf, { eosTokenIds });
-    else throw new Error('ReferenceBackend: the model has no tokenizer (tokenizer.json or GGUF tokenizer metadata)');
+    const { tokenizer } = loadTextModel(opened);
     return new ReferenceBackend(await ReferenceModel.load(opened), opened, tokenizer, opts);
   }
 

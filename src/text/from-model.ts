@@ -10,7 +10,10 @@ export function loadTextModel(opened: OpenedModel): { tokenizer: TextTokenizer; 
   if (opened.tokenizer.json) tokenizer = loadTokenizer(opened.tokenizer.json, opened.tokenizer.config ?? {}, { eosTokenIds });
   else if (opened.tokenizer.gguf) tokenizer = loadGGUFTokenizer(opened.tokenizer.gguf, { eosTokenIds });
   else throw new Error('the model has no tokenizer (tokenizer.json or GGUF tokenizer metadata)');
-  // A named list in tokenizer_config.json beats the single default openModel picked.
-  const chatTemplate = Array.isArray(tokenizer.chatTemplate) ? tokenizer.chatTemplate : (opened.chatTemplate ?? tokenizer.chatTemplate);
-  return { tokenizer, chatTemplate };
+  return { tokenizer, chatTemplate: chatTemplateOf(opened, tokenizer) };
+}
+
+/** A named list in tokenizer_config.json beats the single default openModel picked. */
+export function chatTemplateOf(opened: OpenedModel, tokenizer: TextTokenizer): ChatTemplateConfig {
+  return Array.isArray(tokenizer.chatTemplate) ? tokenizer.chatTemplate : (opened.chatTemplate ?? tokenizer.chatTemplate);
 }
