@@ -43,12 +43,9 @@ async function generateIds(engine: GpuEngine, promptIds: number[], maxTokens: nu
   return out;
 }
 
-const CASES: Array<[Arch, string[]]> = [
-  ['llama', ['hf-F32', 'F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q6_K', 'Q4_K_M', 'hf-F16', 'hf-BF16']],
-  ['qwen2', ['hf-F32', 'F32', 'Q8_0', 'Q4_K_M', 'hf-BF16']],
-  ['qwen3', ['hf-F32', 'F32', 'Q4_0', 'Q6_K', 'hf-F16']],
-  ['mistral', ['hf-F32', 'F32', 'Q4_K', 'BF16']],
-];
+/** Every fixture architecture × every format the generator writes. */
+const FORMATS = ['hf-F32', 'hf-F16', 'hf-BF16', 'F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q6_K', 'Q4_K_M'];
+const CASES: Array<[Arch, string[]]> = (['llama', 'qwen2', 'qwen3', 'mistral'] as Arch[]).map((a) => [a, FORMATS]);
 
 describe.each(CASES)('the GPU engine on the tiny %s fixture', (arch, variants) => {
   let server: Awaited<ReturnType<typeof serveDirectory>>;

@@ -14,6 +14,7 @@ import type { ModelConfig } from '../model/config';
 import { openModel, type ModelLocation, type OpenedModel } from '../model/open';
 import { loadTextModel } from '../text/from-model';
 import type { ChatTemplateConfig, TextTokenizer } from '../text/index';
+import { ProgressEmitter, type ProgressCallback } from '../loader/progress';
 import { logprobsOf, TokenSampler } from './logit-processors';
 import { GpuForward } from './forward';
 import { uploadWeights, type GpuWeights, type UploadProgress } from './gpu-weights';
@@ -35,6 +36,8 @@ export interface EngineOptions {
   /** Model id in the API (default: the arch). */
   id?: string;
   onUpload?: UploadProgress;
+  /** Typed progress of the `upload` and `compile` phases (the loader reports `download`/`cache`). */
+  onProgress?: ProgressCallback | ProgressEmitter;
 }
 
 /** The sampler's fast path covers these; anything else reads the logits back and samples on the CPU. */
@@ -107,13 +110,24 @@ export class GpuEngine implements Backend {
     const text = loadTextModel(opened);
     const emulated = gpu.info.isFallbackAdapter || gpu.info.architecture === 'swiftshader';
     const ctx = { device: gpu.device, cache: pipelineCache(gpu.device), precision, emulated };
-    const weights = await uploadWeights(gpu.device, opened, opts.onUpload);
+    const progress = opts.onProgress instanceof ProgressEmitter ? opts.onProgress : new ProgressEmitter(opts.onProgress);
+    const upload = progress.phase('upload').file('weights', [...opened.tensors.values()].reduce((n, t) => n + t.info.byteLength, 0));
+    let uploaded = 0;
+    const weights = await uploadWeights(gpu.device, opened, (name, done, total) => {
+      upload.add(done - uploaded);
+      uploaded = done;
+      opts.onUpload?.(name, done, total);
+    });
+    upload.done();
     const step = new StepBuffers(gpu.device, limits);
-    const forward = await GpuForward.create(ctx, config, weights, step, limits, opened.ropeFreqFactors);
+    // Compile progress counts layers whose pipelines and bind groups are ready (+ embedding and head).
+    const compile = progress.phase('compile').file('kernels', config.numLayers + 2);
+    const forward = await GpuForward.create(ctx, config, weights, step, limits, opened.ropeFreqFactors, () => compile.add(1));
     const params = createBuffer(gpu.device, SAMPLE_PARAM_WORDS * 4, STORAGE, 'sampling params');
     const tokens = createBuffer(gpu.device, 4, STORAGE, 'sampled tokens'); // u32 [1]
     const logprobs = createBuffer(gpu.device, LOGPROB_WORDS * 4, STORAGE, 'sampled logprobs'); // u32 [LOGPROB_WORDS]
     const op = await createSampleOp(ctx, { logits: forward.state.logits, params, tokens, logprobs, vocab: config.vocabSize });
+    compile.done();
     return new GpuEngine(gpu, weights, forward, { op, params, tokens, logprobs }, text, opened, { id: opts.id, contextLength, precision, pageSize, step });
   }
 

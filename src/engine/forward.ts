@@ -93,6 +93,8 @@ export class GpuForward {
     step: StepBuffers,
     limits: ForwardLimits,
     ropeFreqFactors?: Float32Array,
+    /** Called as each part (embedding, every layer, the head) has its pipelines ready. */
+    onPart?: () => void,
   ): Promise<GpuForward> {
     const { device, precision } = ctx;
     const { hiddenSize: H, intermediateSize: I, numHeads: nH, numKvHeads: nKv, headDim: D, vocabSize: V } = config;
@@ -148,6 +150,7 @@ export class GpuForward {
       n: H,
       vocab: V,
     });
+    onPart?.();
 
     const layers: LayerOps[] = [];
     for (let l = 0; l < config.numLayers; l++) {
@@ -207,6 +210,7 @@ export class GpuForward {
         down: await linear(w.wDown, state.hb, state.xb2),
         ffnResidual: await createAddOp(ctx, { x: state.x, y: state.xb2, n: H }),
       });
+      onPart?.();
     }
 
     // Last token of each sequence: gather its residual row (converting to f32), norm, logits.

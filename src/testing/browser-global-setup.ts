@@ -1,19 +1,35 @@
 import type { TestProject } from 'vitest/node';
 
+/** Relative paths (under `fixturesURL`) of each tiny fixture's formats: `hf-F32`, `Q4_K`, .... */
+export type FixtureIndex = Record<string, Record<string, string>>;
+
 /**
- * Runs in Node before the Chromium tests. Fixture models are served from Node over real HTTP
- * (the browser cannot write files); tests read the base URL with `inject('fixturesURL')`.
+ * Runs in Node before the Chromium tests. Fixture models are written here (the browser cannot
+ * write files) and served over real HTTP; tests read `inject('fixturesURL')` and
+ * `inject('fixtures')` (per arch, the relative path of every format).
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const { relative } = await import('node:path');
   const { serveDirectory } = await import('./server');
-  const { fixtureDir } = await import('./fixtures/shared');
-  const server = await serveDirectory(fixtureDir());
+  const { ensureFixture, fixtureDir } = await import('./fixtures/shared');
+  const root = fixtureDir();
+  const index: FixtureIndex = {};
+  for (const arch of ['llama', 'qwen2', 'qwen3', 'mistral'] as const) {
+    const paths = await ensureFixture({ arch, preset: 'tiny' });
+    const rel = (p: string) => relative(root, p).split('\\').join('/');
+    index[arch] = {};
+    for (const [k, p] of Object.entries(paths.hf)) index[arch][`hf-${k}`] = rel(p as string);
+    for (const [k, p] of Object.entries(paths.gguf)) index[arch][k] = rel(p as string);
+  }
+  const server = await serveDirectory(root);
   project.provide('fixturesURL', server.url);
+  project.provide('fixtures', index);
   return () => server.close();
 }
 
 declare module 'vitest' {
   export interface ProvidedContext {
     fixturesURL: string;
+    fixtures: FixtureIndex;
   }
 }

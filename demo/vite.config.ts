@@ -1,0 +1,37 @@
+/**
+ * The demo's Vite config (`vite demo` reads it because `demo/` is the root). It imports the
+ * library from `../src`, so it needs the same `*.wgsl`-as-string transform as the root config,
+ * and it writes the bundled tiny model into `public/models/` before the server starts, so
+ * `npm start` works offline right after `npm install` with no binary in git.
+ */
+import { defineConfig, type Plugin } from 'vite';
+import { bundleDemoModel } from '../tools/bundle-demo-model';
+
+/** Imports `*.wgsl` files as strings, as the root vite.config.ts does for the library. */
+function wgsl(): Plugin {
+  return {
+    name: 'wgsl',
+    transform(code, id) {
+      if (!id.endsWith('.wgsl')) return null;
+      return { code: `export default ${JSON.stringify(code)};`, map: null };
+    },
+  };
+}
+
+/** Generates the tiny random-weight model (deterministic, ~1 s, reused when current). */
+function demoModel(): Plugin {
+  return {
+    name: 'webgpu-llm-demo-model',
+    async buildStart() {
+      const file = await bundleDemoModel(new URL('./public/models/tiny-qwen3/', import.meta.url));
+      this.info?.(`tiny model: ${file}`);
+    },
+  };
+}
+
+export default defineConfig({
+  plugins: [wgsl(), demoModel()],
+  build: { target: 'es2022' },
+  worker: { format: 'es', plugins: () => [wgsl()] },
+  server: { fs: { allow: ['..'] } },
+});
