@@ -4,8 +4,8 @@
  * and it writes the bundled tiny model into `public/models/` before the server starts, so
  * `npm start` works offline right after `npm install` with no binary in git.
  */
-import { defineConfig, type Plugin } from 'vite';
-import { bundleDemoModel } from '../tools/bundle-demo-model';
+import { fileURLToPath } from 'node:url';
+import { defineConfig, runnerImport, type Plugin } from 'vite';
 
 /** Imports `*.wgsl` files as strings, as the root vite.config.ts does for the library. */
 function wgsl(): Plugin {
@@ -18,13 +18,17 @@ function wgsl(): Plugin {
   };
 }
 
-/** Generates the tiny random-weight model (deterministic, ~1 s, reused when current). */
+/**
+ * Generates the tiny random-weight model (deterministic, ~1 s, reused when current). The fixture
+ * generator imports its corpus and templates with `?raw`, which only Vite's module runner
+ * understands, so the tool (which writes on import) is loaded through `runnerImport`.
+ */
 function demoModel(): Plugin {
+  const tool = fileURLToPath(new URL('../tools/bundle-demo-model.ts', import.meta.url));
   return {
     name: 'webgpu-llm-demo-model',
     async buildStart() {
-      const file = await bundleDemoModel(new URL('./public/models/tiny-qwen3/', import.meta.url));
-      this.info?.(`tiny model: ${file}`);
+      await runnerImport(tool, { configFile: false, logLevel: 'silent' });
     },
   };
 }
