@@ -2,6 +2,7 @@ import { defineConfig } from '@playwright/test';
 import { chromiumArgs, chromiumPath } from './scripts/chromium.mjs';
 
 const PORT = 5179;
+const PAGES_PORT = 5180;
 
 export default defineConfig({
   testDir: 'e2e',
@@ -15,10 +16,20 @@ export default defineConfig({
     browserName: 'chromium',
     launchOptions: { executablePath: chromiumPath() ?? undefined, args: chromiumArgs },
   },
-  webServer: {
-    command: `npx vite demo --port ${PORT} --strictPort`,
-    url: `http://localhost:${PORT}`,
-    reuseExistingServer: !process.env.CI,
-    timeout: 60_000,
-  },
+  webServer: [
+    {
+      command: `npx vite demo --port ${PORT} --strictPort`,
+      url: `http://localhost:${PORT}`,
+      reuseExistingServer: !process.env.CI,
+      timeout: 60_000,
+    },
+    // Test pages of e2e/service-worker.spec.ts, on their own origin so that their service worker
+    // (scope `/`) never touches the demo. The root config brings the .wgsl plugin the engine needs.
+    {
+      command: `npx vite e2e/pages --config vite.config.ts --port ${PAGES_PORT} --strictPort`,
+      url: `http://localhost:${PAGES_PORT}/host.html`,
+      reuseExistingServer: !process.env.CI,
+      timeout: 60_000,
+    },
+  ],
 });

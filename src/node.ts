@@ -1,3 +1,7 @@
 // webgpu-llm/node: the Node entry. WebGPU comes from the `webgpu` package (Dawn).
 export * from './index';
 export { nodeGPU } from './gpu/node-gpu';
+// In Node the engine runs in this process: this createEngine replaces the browser one.
+export { createEngine, type NodeEngineOptions } from './transport/node-engine';
+export { serve, type ServeOptions, type Server } from './transport/node-server';
+export { serveCommand, parseServeArgs, UsageError, SERVE_USAGE, type ServeArgs } from './cli/serve';

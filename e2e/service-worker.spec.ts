@@ -1,0 +1,65 @@
+/**
+ * The service worker relay: page A hosts the engine and registers the service worker; page B
+ * (another tab, no engine) calls /v1 with plain fetch and the OpenAI client. The service worker is
+ * then stopped (CDP) and must serve again from scratch; with no host left it answers 503.
+ */
+import { expect, test, type Page } from '@playwright/test';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { serveDirectory, type StaticServer } from '../src/testing/server';
+
+const PAGES = 'http://localhost:5180';
+let fixtures: StaticServer;
+let modelURL: string;
+
+test.beforeAll(async () => {
+  // The fixture generator needs Vite's `?raw` imports, so it runs under vite-node (a no-op when
+  // the shared fixture cache already holds the model).
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  execFileSync('npx', ['vite-node', 'tools/make-fixtures.ts', '--arch', 'llama'], { cwd: root, stdio: 'ignore' });
+  fixtures = await serveDirectory(process.env.WEBGPU_LLM_FIXTURES ?? `${root}.fixtures`);
+  modelURL = `${fixtures.url}/llama-tiny-0/gguf/model-Q8_0.gguf`;
+});
+test.afterAll(() => fixtures?.close());
+
+type Client = { plainFetch(): Promise<{ status: number; body: any }>; openaiStream(): Promise<{ text: string; finish: string | null }> };
+const plainFetch = (page: Page) => page.evaluate(() => (window as unknown as Client).plainFetch());
+const openaiStream = (page: Page) => page.evaluate(() => (window as unknown as Client).openaiStream());
+
+test('a page without an engine gets answers through the service worker, also after it restarts', async ({ context }) => {
+  const a = await context.newPage();
+  await a.goto(`${PAGES}/host.html?model=${encodeURIComponent(modelURL)}`);
+  await expect(a.locator('#status')).toHaveAttribute('data-state', 'ready', { timeout: 90_000 });
+
+  const b = await context.newPage();
+  await b.goto(`${PAGES}/client.html`);
+  await expect(b.locator('#status')).toHaveAttribute('data-state', 'ready');
+  expect(await b.evaluate(() => navigator.serviceWorker.controller !== null)).toBe(true);
+
+  const plain = await plainFetch(b);
+  expect(plain.status).toBe(200);
+  expect(plain.body.object).toBe('chat.completion');
+  const streamed = await openaiStream(b);
+  expect(streamed.text).toBe(plain.body.choices[0].message.content);
+  expect(streamed.finish).toBe(plain.body.choices[0].finish_reason);
+
+  // Stop the service worker; the next request starts a fresh one, which must find the host again.
+  const cdp = await context.newCDPSession(b);
+  const stopped = new Promise<void>((ok) =>
+    cdp.on('ServiceWorker.workerVersionUpdated', ({ versions }) => {
+      if (versions.some((v: { runningStatus: string }) => v.runningStatus === 'stopped')) ok();
+    }),
+  );
+  await cdp.send('ServiceWorker.enable');
+  await cdp.send('ServiceWorker.stopAllWorkers');
+  await stopped;
+  const again = await plainFetch(b);
+  expect(again.status).toBe(200);
+  expect(again.body.choices[0].message.content).toBe(plain.body.choices[0].message.content);
+
+  // No page hosts an engine any more: a clear 503.
+  await a.evaluate(() => (window as unknown as { stopHosting(): void }).stopHosting());
+  const none = await plainFetch(b);
+  expect(none.status).toBe(503);
+  expect(none.body.error.code).toBe('no_engine_host');
+});

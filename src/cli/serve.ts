@@ -1,0 +1,144 @@
+/**
+ * `webgpu-llm serve --model PATH_OR_URL [--port 8080] [--host 127.0.0.1] [--api-key KEY]`:
+ * loads the model on this machine's GPU (Dawn) and serves the OpenAI API over HTTP.
+ */
+import type { LoadProgress } from '../loader/progress';
+import { serve, type Server } from '../transport/node-server';
+
+export const SERVE_USAGE = `Usage: webgpu-llm serve --model PATH_OR_URL [options]
+
+Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, ...) for one model.
+
+  --model, -m PATH_OR_URL  a .gguf file, a Hugging Face folder, a URL or a repo id (org/name[:Q4_K_M])
+  --port, -p N             port to listen on (default 8080; 0 picks a free one)
+  --host ADDR              address to bind (default 127.0.0.1: this machine only)
+  --api-key KEY            require "Authorization: Bearer KEY" (also read from WEBGPU_LLM_API_KEY)
+  --id NAME                the model's id in the API (default: its architecture)
+  --precision P            auto (default), f32 or f16
+  --context-length N       tokens per sequence, prompt and completion
+  --no-cache               read remote models without keeping a copy
+  --help, -h               this text`;
+
+/** A command-line mistake: the message says which flag and what it wants. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+export interface ServeArgs {
+  model: string;
+  port: number;
+  host: string;
+  apiKey?: string;
+  id?: string;
+  precision: 'auto' | 'f32' | 'f16';
+  contextLength?: number;
+  cache: boolean;
+}
+
+/** Parses the flags after `serve` (`--flag value` or `--flag=value`); null for --help. */
+export function parseServeArgs(args: string[], env: Record<string, string | undefined> = {}): ServeArgs | null {
+  const out: Partial<ServeArgs> & { cache: boolean; precision: ServeArgs['precision'] } = { cache: true, precision: 'auto' };
+  const alias: Record<string, string> = { '-m': '--model', '-p': '--port', '-h': '--help' };
+  for (let i = 0; i < args.length; i++) {
+    let [flag, value] = args[i].includes('=') && args[i].startsWith('--') ? [args[i].slice(0, args[i].indexOf('=')), args[i].slice(args[i].indexOf('=') + 1)] : [args[i], undefined];
+    flag = alias[flag] ?? flag;
+    if (flag === '--help') return null;
+    if (flag === '--no-cache') {
+      out.cache = false;
+      continue;
+    }
+    const need = (): string => {
+      const v = value ?? args[++i];
+      if (v === undefined || (value === undefined && v.startsWith('--'))) throw new UsageError(`${flag} needs a value`);
+      return v;
+    };
+    const int = (min: number, max: number): number => {
+      const v = need();
+      const n = Number(v);
+      if (!/^\d+$/.test(v) || n < min || n > max) throw new UsageError(`${flag} must be an integer from ${min} to ${max}, got "${v}"`);
+      return n;
+    };
+    switch (flag) {
+      case '--model':
+        out.model = need();
+        break;
+      case '--port':
+        out.port = int(0, 65535);
+        break;
+      case '--host':
+        out.host = need();
+        break;
+      case '--api-key':
+        out.apiKey = need();
+        break;
+      case '--id':
+        out.id = need();
+        break;
+      case '--context-length':
+        out.contextLength = int(1, 1 << 24);
+        break;
+      case '--precision': {
+        const p = need();
+        if (p !== 'auto' && p !== 'f32' && p !== 'f16') throw new UsageError(`--precision must be auto, f32 or f16, got "${p}"`);
+        out.precision = p;
+        break;
+      }
+      default:
+        throw new UsageError(`unknown option ${args[i]} (see --help)`);
+    }
+  }
+  if (!out.model) throw new UsageError('--model is required: a .gguf file, a model folder, a URL or a Hugging Face repo id');
+  return { port: 8080, host: '127.0.0.1', apiKey: env.WEBGPU_LLM_API_KEY || undefined, ...out, model: out.model } as ServeArgs;
+}
+
+function progressLine(p: LoadProgress): string {
+  const mb = (n: number) => (n / 1e6).toFixed(1);
+  const pct = p.totalBytes > 0 ? ` ${Math.floor((100 * p.totalBytesDone) / p.totalBytes)}%` : '';
+  return p.phase === 'compile' ? `compile${pct}` : `${p.phase}${pct} (${mb(p.totalBytesDone)} / ${mb(p.totalBytes)} MB)`;
+}
+
+/**
+ * Runs `serve` with command-line arguments: prints progress and the address to stderr, stops on
+ * SIGINT/SIGTERM. Resolves once listening (null after --help); rejects with a UsageError, a
+ * LoadError or a WebGPUError, each saying what to fix.
+ */
+export async function serveCommand(args: string[], log: (line: string) => void = (l) => process.stderr.write(l + '\n')): Promise<Server | null> {
+  const a = parseServeArgs(args, process.env);
+  if (!a) {
+    log(SERVE_USAGE);
+    return null;
+  }
+  let last = '';
+  const server = await serve({
+    model: a.model,
+    port: a.port,
+    host: a.host,
+    apiKey: a.apiKey,
+    id: a.id,
+    precision: a.precision,
+    contextLength: a.contextLength,
+    cache: a.cache,
+    onProgress: (p) => {
+      const line = progressLine(p);
+      if (line !== last) log((last = line));
+    },
+  });
+  const { info } = server.engine;
+  for (const w of info.warnings) log(`warning: ${w}`);
+  log(`model "${info.model}" on ${info.gpu.description || info.gpu.vendor || 'GPU'} (${info.precision}, context ${info.contextLength})`);
+  log(`listening on ${server.url}/v1${a.apiKey ? ' (API key required)' : ''}`);
+  const stop = () => {
+    log('stopping');
+    void server.close().then(() => process.exit(0));
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  return {
+    ...server,
+    close() {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      return server.close();
+    },
+  };
+}

@@ -1,0 +1,124 @@
+/**
+ * createEngine in Chromium: the engine in its dedicated Worker over comlink, reached with the real
+ * OpenAI client through `engine.fetch` and through the fetch shim; aborts, API errors, load errors
+ * and GPU device loss crossing the worker boundary as structured objects.
+ */
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createEngine, installFetchShim, type EngineHandle, type StructuredError } from '../index';
+import { simulateDeviceLoss } from './internals';
+
+const fixture = (variant: string) => `${inject('fixturesURL')}/${inject('fixtures').llama![variant]}`;
+const GREEDY = { model: 'default', temperature: 0, max_tokens: 4 } as const;
+const messages = [{ role: 'user' as const, content: 'Say hi' }];
+
+let engine: EngineHandle;
+const phases = new Set<string>();
+
+beforeAll(async () => {
+  engine = await createEngine({ model: fixture('Q8_0'), cache: false, onProgress: (p) => phases.add(p.phase) });
+});
+afterAll(() => engine?.unload());
+
+const clientFor = (fetch?: typeof globalThis.fetch, baseURL = 'http://localhost/v1') =>
+  new OpenAI({ baseURL, apiKey: 'unused', dangerouslyAllowBrowser: true, maxRetries: 0, ...(fetch ? { fetch } : {}) });
+
+describe('createEngine in a worker', () => {
+  it('reports the model, the GPU and the load phases', () => {
+    expect(engine.info).toMatchObject({ model: 'llama', precision: 'f32', contextLength: 2048 });
+    expect(engine.info.gpu.maxStorageBufferBindingSize).toBeGreaterThan(0);
+    expect([...phases]).toEqual(expect.arrayContaining(['upload', 'compile']));
+  });
+
+  it('answers the OpenAI client through engine.fetch, streamed and not, with the same greedy text', async () => {
+    const client = clientFor(engine.fetch);
+    const whole = await client.chat.completions.create({ ...GREEDY, messages });
+    expect(whole.object).toBe('chat.completion');
+    const stream = await client.chat.completions.create({ ...GREEDY, messages, stream: true });
+    let text = '';
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta?.content ?? '';
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect(text).toBe(whole.choices[0].message.content);
+    expect(finish).toBe(whole.choices[0].finish_reason);
+  });
+
+  it('turns a bad request into an APIError with status 400 naming the field', async () => {
+    const err = await clientFor(engine.fetch)
+      .chat.completions.create({ ...GREEDY, messages, temperature: 7 })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(400);
+    expect((err as InstanceType<typeof OpenAI.APIError>).param).toBe('temperature');
+  });
+
+  it('stops generation when the request is aborted mid-stream', async () => {
+    const controller = new AbortController();
+    const stream = await clientFor(engine.fetch).completions.create(
+      { ...GREEDY, prompt: 'Once upon a time', max_tokens: 400, ignore_eos: true, stream: true } as OpenAI.CompletionCreateParamsStreaming,
+      { signal: controller.signal },
+    );
+    let chunks = 0;
+    for await (const _ of stream) if (++chunks === 2) controller.abort();
+    expect(chunks).toBe(2);
+    // The worker's engine runs one request at a time: a lost abort would hold it for ~400 steps.
+    const t = performance.now();
+    await clientFor(engine.fetch).completions.create({ ...GREEDY, prompt: 'Hi', max_tokens: 1 });
+    expect(performance.now() - t).toBeLessThan(15_000);
+  });
+
+  it('serves /v1 through the fetch shim to clients created after it, passing other URLs through, until uninstalled', async () => {
+    const original = globalThis.fetch;
+    const uninstall = installFetchShim(engine);
+    try {
+      expect(globalThis.fetch).not.toBe(original);
+      const models = await clientFor(undefined, `${location.origin}/v1`).models.list();
+      expect(models.data.map((m) => m.id)).toEqual(['llama']);
+      const reply = await clientFor(undefined, `${location.origin}/v1`).completions.create({ ...GREEDY, prompt: 'Hello', max_tokens: 1 });
+      expect(reply.choices[0].text.length).toBeGreaterThan(0);
+      // Another origin, and a same-origin path that only looks like the prefix, go to the network.
+      const config = await fetch(`${inject('fixturesURL')}/${inject('fixtures').llama!['hf-F32']}/config.json`);
+      expect((await config.json()).architectures).toEqual(['LlamaForCausalLM']);
+      const lookalike = await fetch(`${location.origin}/v1x/models`);
+      expect(lookalike.headers.get('content-type') ?? '').not.toContain('application/json');
+    } finally {
+      uninstall();
+    }
+    expect(globalThis.fetch).toBe(original);
+  });
+
+  it('rejects a failed load with the loader error, structured across the worker', async () => {
+    const err = (await createEngine({ model: `${inject('fixturesURL')}/no-such-model.gguf`, cache: false }).catch((e: unknown) => e)) as Error & { code?: string };
+    expect(err).toBeInstanceOf(Error);
+    expect(err.name).toBe('LoadError');
+    expect(err.code).toBe('http');
+    expect(err.message).toContain('no-such-model.gguf');
+  });
+
+  // Last: it loses the shared engine's device.
+  it('reports a lost GPU device, answers 500 with the cause, and a new engine works', async () => {
+    const errors: StructuredError[] = [];
+    engine.onError((e) => errors.push(e));
+    await simulateDeviceLoss(engine);
+    await expect.poll(() => errors.length).toBeGreaterThan(0);
+    expect(errors[0]).toMatchObject({ name: 'WebGPUError', code: 'device_lost' });
+    const err = await clientFor(engine.fetch)
+      .completions.create({ ...GREEDY, prompt: 'Hi' })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.InternalServerError);
+    expect((err as InstanceType<typeof OpenAI.APIError>).code).toBe('device_lost');
+    await engine.unload();
+    const unloaded = await engine.fetch('http://localhost/v1/models');
+    expect(unloaded.status).toBe(503);
+    expect((await unloaded.json()).error.code).toBe('engine_unloaded');
+    const again = await createEngine({ model: fixture('Q4_0'), cache: false });
+    try {
+      const reply = await clientFor(again.fetch).completions.create({ ...GREEDY, prompt: 'Hi', max_tokens: 1 });
+      expect(reply.choices).toHaveLength(1);
+    } finally {
+      await again.unload();
+    }
+  });
+});

@@ -1,0 +1,165 @@
+/**
+ * The engine where it runs (a Worker, the page, or Node): loads the model, owns the GPU device,
+ * answers `handle(Request)` through the API app, and reports GPU faults. Every transport wraps
+ * one of these.
+ */
+import { createApp } from '../api/app';
+import { acquireGPU, type GPUContext } from '../gpu/device';
+import type { WebGPUError } from '../gpu/errors';
+import { GpuEngine } from '../engine/engine';
+import type { Backend, GenerateRequest } from '../engine/types';
+import { abortedError } from '../loader/errors';
+import { openModelWithCache } from '../loader/open';
+import { ProgressEmitter, type LoadProgress } from '../loader/progress';
+import type { ModelInput } from '../loader/resolve';
+import type { OpenedModel } from '../model/open';
+import { toStructured, type StructuredError } from './errors';
+import type { EngineInfo } from './types';
+
+export interface HostOptions {
+  model: ModelInput;
+  onProgress?: (p: LoadProgress) => void;
+  precision?: 'auto' | 'f32' | 'f16';
+  contextLength?: number;
+  cache?: boolean;
+  id?: string;
+  signal?: AbortSignal;
+  /** The `GPU` object (Node: nodeGPU()); default navigator.gpu. */
+  gpu?: GPU;
+}
+
+export interface EngineHost {
+  readonly info: EngineInfo;
+  /** The API app over this engine (no API key). */
+  handle(request: Request): Promise<Response>;
+  /** Another app over the same engine, e.g. with an API key (Node's server). */
+  handler(apiKey?: string): (request: Request) => Promise<Response>;
+  onError(listener: (e: StructuredError) => void): () => void;
+  /** Destroys the GPU device as a driver reset would (for tests of loss handling). */
+  loseDevice(): void;
+  unload(): Promise<void>;
+}
+
+export async function loadHost(options: HostOptions): Promise<EngineHost> {
+  const progress = new ProgressEmitter(options.onProgress);
+  const opened = await openModelWithCache(options.model, {
+    cache: options.cache === false ? false : undefined,
+    progress,
+    signal: options.signal,
+  });
+  const gpu = await acquireGPU({ gpu: options.gpu, requiredBindingSize: largestTensor(opened) });
+  let engine: GpuEngine;
+  try {
+    engine = await GpuEngine.load(opened, {
+      gpu,
+      precision: options.precision ?? 'auto',
+      contextLength: options.contextLength,
+      id: options.id,
+      onProgress: progress,
+    });
+    if (options.signal?.aborted) {
+      await engine.dispose();
+      throw abortedError(String(options.model));
+    }
+  } catch (e) {
+    gpu.destroy();
+    throw e;
+  }
+  return hostOf(engine, gpu, warningsFor(engine, gpu, options));
+}
+
+function hostOf(engine: GpuEngine, gpu: GPUContext, warnings: string[]): EngineHost {
+  const listeners = new Set<(e: StructuredError) => void>();
+  const emit = (e: StructuredError) => {
+    for (const l of listeners) l(e);
+  };
+  let lost: WebGPUError | null = null;
+  let unloaded = false;
+  void gpu.lost.then((e) => {
+    lost = e;
+    emit(toStructured(e));
+  });
+  gpu.onError((e) => emit(toStructured(e)));
+
+  const backend = guardedBackend(engine, () => lost, gpu.lost);
+  const backends = () => (unloaded ? [] : [backend]);
+  const handler = (apiKey?: string) => createApp({ backends, apiKey }).handle;
+  const handle = handler();
+
+  return {
+    info: { model: engine.id, gpu: gpu.info, precision: engine.precision, contextLength: engine.contextLength, warnings },
+    handle,
+    handler,
+    onError(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    loseDevice() {
+      gpu.device.destroy();
+    },
+    async unload() {
+      if (unloaded) return;
+      unloaded = true;
+      listeners.clear();
+      try {
+        if (!lost) await engine.dispose();
+      } finally {
+        gpu.destroy();
+      }
+    },
+  };
+}
+
+/**
+ * The engine as the API sees it, except that once the device is lost every request fails with
+ * the loss (a 500 naming `device_lost`) instead of whatever a dead device's calls reject with.
+ */
+function guardedBackend(engine: GpuEngine, lost: () => WebGPUError | null, lostPromise: Promise<WebGPUError>): Backend {
+  // A loss shows first as a failed mapAsync; device.lost resolves a moment later.
+  const lossSoon = () => Promise.race([lostPromise, new Promise<null>((ok) => setTimeout(() => ok(null), 200))]);
+  async function* generate(request: GenerateRequest) {
+    const dead = lost();
+    if (dead) throw dead;
+    try {
+      return yield* engine.generate(request);
+    } catch (e) {
+      throw (await lossSoon()) ?? e;
+    }
+  }
+  return {
+    id: engine.id,
+    config: engine.config,
+    tokenizer: engine.tokenizer,
+    chatTemplate: engine.chatTemplate,
+    generationConfig: engine.generationConfig,
+    contextLength: engine.contextLength,
+    generate,
+    async scorePrompt(ids, top) {
+      const dead = lost();
+      if (dead) throw dead;
+      try {
+        return await engine.scorePrompt(ids, top);
+      } catch (e) {
+        throw (await lossSoon()) ?? e;
+      }
+    },
+    dispose: () => engine.dispose(),
+  };
+}
+
+function largestTensor(opened: OpenedModel): number {
+  let max = 0;
+  for (const t of opened.tensors.values()) max = Math.max(max, t.info.byteLength);
+  return max;
+}
+
+function warningsFor(engine: GpuEngine, gpu: GPUContext, options: HostOptions): string[] {
+  const w: string[] = [];
+  if (gpu.info.isFallbackAdapter || gpu.info.architecture === 'swiftshader')
+    w.push('The GPU adapter is a software fallback (e.g. SwiftShader): generation will be very slow.');
+  if ((options.precision ?? 'auto') === 'auto' && engine.precision === 'f32' && !gpu.info.f16)
+    w.push('This GPU offers no shader-f16: activations run in f32 (more memory traffic, slower).');
+  if (options.contextLength !== undefined && engine.contextLength < options.contextLength)
+    w.push(`contextLength ${options.contextLength} exceeds the model's maximum; using ${engine.contextLength}.`);
+  return w;
+}

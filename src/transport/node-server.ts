@@ -1,0 +1,133 @@
+/**
+ * serve(): a real `node:http` server around the API's `handle(Request)`. Loopback by default.
+ * Streamed replies are written chunk by chunk as the engine produces them (no Nagle delay, headers
+ * sent at once); a client that disconnects aborts its generation.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { internalsOf } from './internals';
+import { createEngine, type NodeEngineOptions } from './node-engine';
+import type { EngineHandle } from './types';
+
+export type ServeOptions = ({ engine: EngineHandle; model?: undefined } | ({ engine?: undefined } & NodeEngineOptions)) & {
+  /** Default 8080; 0 picks a free port. */
+  port?: number;
+  /** Default 127.0.0.1 (loopback only); `0.0.0.0` to listen on every interface. */
+  host?: string;
+  /** When set, every request but `/health` and CORS preflights needs `Authorization: Bearer <apiKey>`. */
+  apiKey?: string;
+};
+
+export interface Server {
+  /** `http://host:port`, e.g. for `baseURL: url + '/v1'`. */
+  url: string;
+  engine: EngineHandle;
+  /** Stops listening, ends open connections, and unloads the engine if serve() loaded it. */
+  close(): Promise<void>;
+}
+
+type Handle = (request: Request) => Promise<Response>;
+
+/** The API handler with the key check: the engine's own app when it runs in this process. */
+function handlerFor(engine: EngineHandle, apiKey?: string): Handle {
+  const host = internalsOf(engine)?.host;
+  if (host) return host.handler(apiKey);
+  // Any other EngineHandle: the same rule as the API app's, in front of its fetch.
+  return async (request) => {
+    const path = new URL(request.url).pathname;
+    if (apiKey !== undefined && request.method !== 'OPTIONS' && !path.endsWith('/health') && request.headers.get('authorization') !== `Bearer ${apiKey}`)
+      return Response.json(
+        { error: { message: 'Incorrect or missing API key: send "Authorization: Bearer <key>"', type: 'authentication_error', param: null, code: 'invalid_api_key' } },
+        { status: 401 },
+      );
+    return engine.fetch(request);
+  };
+}
+
+function toRequest(req: IncomingMessage, body: Buffer | null, origin: string, signal: AbortSignal): Request {
+  const headers = new Headers();
+  for (const [k, v] of Object.entries(req.headers)) {
+    if (v === undefined) continue;
+    for (const one of Array.isArray(v) ? v : [v]) headers.append(k, one);
+  }
+  return new Request(new URL(req.url ?? '/', origin), { method: req.method, headers, body: body as BodyInit | null, signal });
+}
+
+async function readBody(req: IncomingMessage): Promise<Buffer | null> {
+  if (req.method === 'GET' || req.method === 'HEAD') return null;
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
+}
+
+async function respond(handle: Handle, req: IncomingMessage, res: ServerResponse, origin: string): Promise<void> {
+  const controller = new AbortController();
+  // 'close' before the reply finished means the client went away: stop its generation.
+  res.on('close', () => {
+    if (!res.writableFinished) controller.abort();
+  });
+  const response = await handle(toRequest(req, await readBody(req), origin, controller.signal));
+  const headers = [...response.headers].flat();
+  if (response.statusText) res.writeHead(response.status, response.statusText, headers);
+  else res.writeHead(response.status, headers);
+  if (!response.body) return void res.end();
+  res.flushHeaders();
+  const reader = response.body.getReader();
+  controller.signal.addEventListener('abort', () => void reader.cancel().catch(() => {}), { once: true });
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done || res.destroyed) break;
+      // Respect the socket's backpressure, but never wait on a client that left.
+      if (!res.write(value)) await new Promise<void>((ok) => (res.once('drain', ok), res.once('close', ok)));
+    }
+  } catch {
+    // cancelled because the client left; nothing to answer
+  } finally {
+    if (!res.destroyed) res.end();
+  }
+}
+
+export async function serve(options: ServeOptions): Promise<Server> {
+  const owned = !options.engine;
+  const engine = options.engine ?? (await createEngine(options as NodeEngineOptions));
+  const handle = handlerFor(engine, options.apiKey);
+  const host = options.host ?? '127.0.0.1';
+  const sockets = new Set<Socket>();
+  let origin = '';
+
+  const server = createServer((req, res) => {
+    respond(handle, req, res, origin).catch((e: unknown) => {
+      // handle() never throws; this is a broken request stream or socket.
+      if (!res.headersSent) {
+        res.writeHead(500, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: `server error: ${String(e)}`, type: 'server_error', param: null, code: 'internal_error' } }));
+      } else res.destroy();
+    });
+  });
+  server.on('connection', (s) => {
+    s.setNoDelay(true);
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((ok, fail) => {
+    server.once('error', fail);
+    server.listen(options.port ?? 8080, host, () => {
+      server.off('error', fail);
+      ok();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+  origin = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+
+  return {
+    url: origin,
+    engine,
+    async close() {
+      const closed = new Promise<void>((ok) => server.close(() => ok()));
+      for (const s of sockets) s.destroy();
+      await closed;
+      if (owned) await engine.unload();
+    },
+  };
+}

@@ -1,0 +1,111 @@
+/**
+ * The Node server end to end: `serveCommand` loads the tiny fixture on Dawn (SwiftShader here),
+ * and the real OpenAI client talks to it over HTTP. Greedy replies must equal what the engine's
+ * own fetch gives in process: the transport adds and loses nothing.
+ */
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureFixture } from '../testing/fixtures/shared';
+import { parseServeArgs, serveCommand, UsageError } from '../cli/serve';
+import type { Server } from './node-server';
+
+const KEY = 'test-key-123';
+let server: Server;
+let client: OpenAI;
+
+beforeAll(async () => {
+  const paths = await ensureFixture({ arch: 'llama', preset: 'tiny' });
+  const lines: string[] = [];
+  server = (await serveCommand(['--model', paths.gguf.Q8_0!, '--port', '0', '--api-key', KEY, '--no-cache'], (l) => lines.push(l)))!;
+  expect(lines.at(-1)).toBe(`listening on ${server.url}/v1 (API key required)`);
+  client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: KEY, maxRetries: 0, dangerouslyAllowBrowser: true });
+});
+
+afterAll(() => server?.close());
+
+/** The same request straight through the engine's fetch, no HTTP. */
+async function inProcess(path: string, body: object): Promise<any> {
+  const r = await server.engine.fetch(`http://localhost/v1/${path}`, { method: 'POST', body: JSON.stringify(body) });
+  return r.json();
+}
+
+describe('webgpu-llm serve', () => {
+  it('binds loopback by default and answers a non-streamed completion as the engine does in process', async () => {
+    expect(server.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    const req = { model: 'default', prompt: 'Hello world', max_tokens: 3, temperature: 0 };
+    const reply = await client.completions.create(req);
+    expect(reply.object).toBe('text_completion');
+    expect(reply.choices[0].text.length).toBeGreaterThan(0);
+    expect(reply.usage?.completion_tokens).toBeGreaterThan(0);
+    const direct = await inProcess('completions', req);
+    expect(reply.choices[0].text).toBe(direct.choices[0].text);
+  });
+
+  it('streams a chat completion as server-sent events, ending with a finish reason', async () => {
+    const req = { model: 'default', messages: [{ role: 'user' as const, content: 'Say hi' }], max_tokens: 3, temperature: 0 };
+    const stream = await client.chat.completions.create({ ...req, stream: true });
+    let text = '';
+    const finishes: Array<string | null> = [];
+    for await (const chunk of stream) {
+      expect(chunk.object).toBe('chat.completion.chunk');
+      text += chunk.choices[0]?.delta?.content ?? '';
+      if (chunk.choices[0]?.finish_reason) finishes.push(chunk.choices[0].finish_reason);
+    }
+    expect(finishes).toHaveLength(1);
+    expect(['stop', 'length']).toContain(finishes[0]);
+    const direct = await inProcess('chat/completions', req);
+    expect(text).toBe(direct.choices[0].message.content);
+  });
+
+  it('answers 401 to a request without the API key, but /health needs none', async () => {
+    const anon = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: 'wrong', maxRetries: 0 });
+    const err = await anon.models.list().then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(OpenAI.AuthenticationError);
+    expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(401);
+    expect((err as InstanceType<typeof OpenAI.APIError>).code).toBe('invalid_api_key');
+    const health = await fetch(`${server.url}/health`);
+    expect(health.status).toBe(200);
+  });
+
+  it('stops generating when the client aborts mid-stream, so the next request is answered at once', async () => {
+    const controller = new AbortController();
+    // ~100 ms per token on SwiftShader: 400 tokens would hold the engine for ~40 s if the abort were lost.
+    const stream = await client.completions.create(
+      { model: 'default', prompt: 'Once upon a time', max_tokens: 400, temperature: 0, stream: true, ignore_eos: true } as OpenAI.CompletionCreateParamsStreaming,
+      { signal: controller.signal },
+    );
+    let chunks = 0;
+    for await (const _ of stream) {
+      if (++chunks === 2) controller.abort();
+    }
+    expect(chunks).toBe(2);
+    const t = performance.now();
+    const next = await client.completions.create({ model: 'default', prompt: 'Hi', max_tokens: 2, temperature: 0 });
+    expect(next.choices[0].finish_reason).toBeDefined();
+    expect(performance.now() - t).toBeLessThan(15_000);
+  });
+});
+
+describe('the serve command line', () => {
+  it('takes --flag value and --flag=value, with loopback and port 8080 by default', () => {
+    expect(parseServeArgs(['--model', 'm.gguf'])).toMatchObject({ model: 'm.gguf', port: 8080, host: '127.0.0.1', cache: true, precision: 'auto' });
+    expect(parseServeArgs(['--model=x', '--port=9000', '--host', '0.0.0.0', '--api-key', 'k', '--no-cache'])).toMatchObject({
+      model: 'x',
+      port: 9000,
+      host: '0.0.0.0',
+      apiKey: 'k',
+      cache: false,
+    });
+    expect(parseServeArgs(['--help'])).toBeNull();
+  });
+
+  it('names the flag at fault', () => {
+    expect(() => parseServeArgs([])).toThrow(UsageError);
+    expect(() => parseServeArgs(['--model', 'm', '--port', '70000'])).toThrow(/--port must be an integer from 0 to 65535/);
+    expect(() => parseServeArgs(['--model'])).toThrow(/--model needs a value/);
+    expect(() => parseServeArgs(['--model', 'm', '--bogus'])).toThrow(/unknown option --bogus/);
+  });
+});

@@ -1,0 +1,48 @@
+/** The public shapes every transport shares: what createEngine takes and what it gives back. */
+import type { GPUDescription } from '../gpu/device';
+import type { LoadProgress } from '../loader/progress';
+import type { StructuredError } from './errors';
+
+/** A model as the loader takes it: a URL, a Hugging Face repo id, a GGUF Blob, picked folder files (or, in Node, a path). */
+export type ModelSpec = string | URL | Blob | File[] | FileList;
+
+export interface CreateEngineOptions {
+  model: ModelSpec;
+  /** Download, cache, upload and compile progress (throttled to about 20 events per second). */
+  onProgress?: (p: LoadProgress) => void;
+  /**
+   * Browser only. `true` (default): the engine runs in a dedicated Worker (`webgpu-llm/worker`)
+   * reached over comlink; a Worker: use that one (created from `webgpu-llm/worker`); `false`: in
+   * this thread.
+   */
+  worker?: boolean | Worker;
+  /** `auto` (default): f16 activations when the GPU offers `shader-f16`, else f32. */
+  precision?: 'auto' | 'f32' | 'f16';
+  /** Tokens per sequence, prompt and completion (default min(model's maximum, 4096)). */
+  contextLength?: number;
+  /** Keep downloads in the model cache (default true: OPFS / Cache API in browsers, a directory in Node). */
+  cache?: boolean;
+  /** The model's id in the API (`model` field, `/v1/models`); default: the architecture. */
+  id?: string;
+  /** Stops the load; createEngine then rejects with a LoadError whose code is `aborted`. */
+  signal?: AbortSignal;
+}
+
+export interface EngineInfo {
+  model: string;
+  gpu: GPUDescription;
+  precision: 'f32' | 'f16';
+  contextLength: number;
+  /** Things that work but not as well as they could (a software adapter, no shader-f16, a clamped context). */
+  warnings: string[];
+}
+
+export interface EngineHandle {
+  /** A `fetch` for the OpenAI API: `new OpenAI({ fetch: engine.fetch, baseURL: 'http://localhost/v1' })`. */
+  fetch(input: RequestInfo | URL, init?: RequestInit): Promise<Response>;
+  readonly info: EngineInfo;
+  /** GPU faults (device lost, uncaptured errors) and worker failures, as structured errors. Returns the unsubscribe. */
+  onError(listener: (e: StructuredError) => void): () => void;
+  /** Frees the GPU memory (and the worker); later requests answer 503 `engine_unloaded`. */
+  unload(): Promise<void>;
+}

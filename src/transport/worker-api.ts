@@ -1,0 +1,111 @@
+/**
+ * The engine's side of the dedicated Worker, exposed over comlink. Everything that crosses is
+ * structured-cloneable: options without callbacks (progress and error listeners come as comlink
+ * proxies), request bodies as ArrayBuffers, the response body as a transferred ReadableStream,
+ * aborts as a MessagePort message, and failures as thrown `{name, code, message}` objects.
+ */
+import * as Comlink from 'comlink';
+import type { LoadProgress } from '../loader/progress';
+import type { ModelInput } from '../loader/resolve';
+import { toStructured, type StructuredError } from './errors';
+import { loadHost, type EngineHost } from './host';
+import { fromWireRequest, toWireResponse, transferables, type WireRequest, type WireResponse } from './wire';
+import type { EngineInfo } from './types';
+
+/** A model as it crosses to the worker: URLs as strings, picked files with their folder paths. */
+export type WireModel = string | Blob | { files: Array<{ path: string; file: File }> };
+
+export interface WorkerLoadOptions {
+  model: WireModel;
+  precision?: 'auto' | 'f32' | 'f16';
+  contextLength?: number;
+  cache?: boolean;
+  id?: string;
+}
+
+export interface EngineWorkerApi {
+  /** Loads the model; `abort` gets a message when the caller's signal fires. */
+  load(options: WorkerLoadOptions, onProgress?: (p: LoadProgress) => void, abort?: MessagePort): Promise<EngineInfo>;
+  /** One request; `request.abort` gets a message when the caller's signal fires. */
+  fetch(request: WireRequest & { abort: MessagePort }): Promise<WireResponse>;
+  onError(listener: (e: StructuredError) => void): void;
+  loseDevice(): void;
+  unload(): Promise<void>;
+}
+
+/** Aborts when a message arrives on `port`. */
+function signalFrom(port: MessagePort | undefined): AbortSignal | undefined {
+  if (!port) return undefined;
+  const controller = new AbortController();
+  port.onmessage = () => controller.abort();
+  return controller.signal;
+}
+
+/** Picked files get back the folder path a structured clone drops. */
+function toModelInput(m: WireModel): ModelInput {
+  if (typeof m === 'string' || m instanceof Blob) return m;
+  return m.files.map(({ path, file }) => Object.defineProperty(file, 'webkitRelativePath', { value: path }));
+}
+
+/** Runs `f`, throwing failures as plain structured objects (comlink clones them as they are). */
+async function structured<T>(f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (e) {
+    throw toStructured(e);
+  }
+}
+
+export function createWorkerApi(): EngineWorkerApi {
+  let host: EngineHost | null = null;
+  const listeners: Array<(e: StructuredError) => void> = [];
+
+  return {
+    load(options, onProgress, abort) {
+      return structured(async () => {
+        if (host) throw { name: 'EngineError', code: 'already_loaded', message: 'this worker already holds an engine: use one worker per engine' };
+        const signal = signalFrom(abort);
+        host = await loadHost({
+          model: toModelInput(options.model),
+          precision: options.precision,
+          contextLength: options.contextLength,
+          cache: options.cache,
+          id: options.id,
+          signal,
+          onProgress: onProgress ? (p) => void onProgress(p) : undefined,
+        });
+        abort?.close();
+        host.onError((e) => listeners.forEach((l) => void l(e)));
+        return host.info;
+      });
+    },
+
+    fetch(wire) {
+      return structured(async () => {
+        const port = wire.abort;
+        const signal = signalFrom(port)!;
+        if (!host) throw { name: 'EngineError', code: 'engine_unloaded', message: 'the worker holds no engine' };
+        const response = toWireResponse(await host.handle(fromWireRequest(wire, signal)));
+        if (!response.body) port.close();
+        return Comlink.transfer(response, transferables(response));
+      });
+    },
+
+    onError(listener) {
+      listeners.push(listener);
+    },
+
+    loseDevice() {
+      host?.loseDevice();
+    },
+
+    unload() {
+      return structured(async () => {
+        const h = host;
+        host = null;
+        listeners.length = 0;
+        await h?.unload();
+      });
+    },
+  };
+}
