@@ -60,9 +60,9 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
 
   if ((sp.flags & HAS_BIAS) != 0u) { l += bias[row]; }
 
-  let inPrompt = ((promptSeen[s * p.seenWords + i / 32u] >> (i % 32u)) & 1u) != 0u;
-  if (sp.repetition != 1.0 && (inPrompt || count > 0u)) {
-    l = select(l * sp.repetition, l / sp.repetition, l > 0.0);
+  if (sp.repetition != 1.0) {
+    let inPrompt = ((promptSeen[s * p.seenWords + i / 32u] >> (i % 32u)) & 1u) != 0u;
+    if (inPrompt || count > 0u) { l = select(l * sp.repetition, l / sp.repetition, l > 0.0); }
   }
 
   if (count > 0u) { l -= f32(count) * sp.frequency + sp.presence; }

@@ -9,6 +9,7 @@ import { pipelineCache } from '../gpu/run-kernel';
 import type { Precision } from '../gpu/pipelines';
 import { createSampleOp, LOGPROB_WORDS, packSamplingParams, SAMPLE_PARAM_WORDS, unpackSampled, type SeqSampling } from '../kernels/sample';
 import type { Op } from '../kernels/op';
+import { createPenaltiesOp, needsPenalties, type PenaltiesOp } from '../kernels/penalties';
 import type { GenerationDefaults } from '../api/sampling';
 import type { ModelConfig } from '../model/config';
 import { openModel, type ModelLocation, type OpenedModel } from '../model/open';
@@ -40,17 +41,28 @@ export interface EngineOptions {
   onProgress?: ProgressCallback | ProgressEmitter;
 }
 
-/** The sampler's fast path covers these; anything else reads the logits back and samples on the CPU. */
-function needsCpuSampling(p: SamplingParams, minTokensLeft: boolean): boolean {
-  return (
-    minTokensLeft ||
-    p.frequencyPenalty !== 0 ||
-    p.presencePenalty !== 0 ||
-    p.repetitionPenalty !== 1 ||
-    Object.keys(p.logitBias).length > 0 ||
-    p.dry.multiplier !== 0 ||
-    p.mirostat.mode !== 0
-  );
+/**
+ * Bench hook (src/bench/profiler.ts): stands in for a step's single compute pass, e.g. to give
+ * each dispatch its own timed pass. Set `GpuEngine.profiler` only while profiling.
+ */
+export interface StepProfiler {
+  /** The pass the step records into (called instead of `encoder.beginComputePass()`). */
+  begin(encoder: GPUCommandEncoder): GPUComputePassEncoder;
+  /** After the pass ended, before `encoder.finish()`: e.g. resolve the step's queries. */
+  end(encoder: GPUCommandEncoder): void;
+}
+
+/**
+ * Whether a step reads the logits back and samples on the CPU. logit_bias, the min_tokens ban and
+ * the repetition/frequency/presence penalties run on the GPU (`penalized`: the penalties op,
+ * src/kernels/penalties.ts), so only these stay here: DRY, which matches the history's suffix
+ * against every earlier position (a scan over the whole history, not an elementwise op);
+ * mirostat, whose cut depends on a running mu updated by each draw (v2 could become a GPU
+ * threshold later); and penalties with logprobs, since OpenAI's logprobs are the log-softmax of
+ * the raw logits, which the penalties op overwrites in place.
+ */
+function needsCpuSampling(p: SamplingParams, penalized: boolean): boolean {
+  return p.dry.multiplier !== 0 || p.mirostat.mode !== 0 || (penalized && p.logprobs);
 }
 
 export class GpuEngine implements Backend {
@@ -71,12 +83,15 @@ export class GpuEngine implements Backend {
   private cached: number[] = [];
   private queue: Promise<void> = Promise.resolve();
   private disposed = false;
+  private cpuSteps = 0;
+  /** Bench hook: while set, steps record through it (more passes; same results). */
+  profiler: StepProfiler | null = null;
 
   private constructor(
     readonly gpu: GPUContext,
     private readonly weights: GpuWeights,
     private readonly forward: GpuForward,
-    private readonly sampler: { op: Op; params: GPUBuffer; tokens: GPUBuffer; logprobs: GPUBuffer },
+    private readonly sampler: { op: Op; params: GPUBuffer; tokens: GPUBuffer; logprobs: GPUBuffer; penalties: PenaltiesOp },
     text: { tokenizer: TextTokenizer; chatTemplate: ChatTemplateConfig },
     opened: OpenedModel,
     opts: { id?: string; contextLength: number; precision: Precision; pageSize: number; step: StepBuffers },
@@ -127,8 +142,20 @@ export class GpuEngine implements Backend {
     const tokens = createBuffer(gpu.device, 4, STORAGE, 'sampled tokens'); // u32 [1]
     const logprobs = createBuffer(gpu.device, LOGPROB_WORDS * 4, STORAGE, 'sampled logprobs'); // u32 [LOGPROB_WORDS]
     const op = await createSampleOp(ctx, { logits: forward.state.logits, params, tokens, logprobs, vocab: config.vocabSize });
+    // Bias row, counts and prompt bits for the one sequence slot; it counts the sampler's `tokens`.
+    const penalties = await createPenaltiesOp(ctx, { logits: forward.state.logits, lastToken: tokens, vocab: config.vocabSize, maxSeqs: 1 });
     compile.done();
-    return new GpuEngine(gpu, weights, forward, { op, params, tokens, logprobs }, text, opened, { id: opts.id, contextLength, precision, pageSize, step });
+    return new GpuEngine(gpu, weights, forward, { op, params, tokens, logprobs, penalties }, text, opened, { id: opts.id, contextLength, precision, pageSize, step });
+  }
+
+  /** Bench hook: GPU bytes of the weight matrices (what a decode step reads at least) and of the KV cache. */
+  get footprint(): { matrixBytes: number; kvCacheBytes: number } {
+    return { matrixBytes: this.weights.matrixBytes, kvCacheBytes: this.forward.kvCacheBytes };
+  }
+
+  /** Sampled steps of `generate()` that read the logits back and sampled on the CPU (see needsCpuSampling). */
+  get cpuSampledSteps(): number {
+    return this.cpuSteps;
   }
 
   /** Runs one request at a time: the engine has one sequence's KV in flight. */
@@ -171,6 +198,11 @@ export class GpuEngine implements Backend {
       const enders = new Set([...eos, ...request.stopTokenIds]);
       const cpu = new TokenSampler({ ...sampling, seed }, { promptIds });
       const maxTokens = Math.max(0, Math.min(request.maxTokens, this.contextLength - promptTokens));
+      // The penalties op's state is written once here; its counts then follow the sampled tokens
+      // on the GPU. The ban can only end during a request, so if any step uses the op, step 0 does.
+      const banned0 = request.minTokens > 0 ? [...enders] : [];
+      const penalized0 = needsPenalties(sampling, banned0.length > 0);
+      if (penalized0 && !needsCpuSampling(sampling, penalized0)) this.sampler.penalties.reset(0, sampling, promptIds, banned0);
 
       // prefill: all but the last chunk only fill the KV cache
       const chunk = this.forward.limits.maxTokens;
@@ -184,7 +216,11 @@ export class GpuEngine implements Backend {
       let feed: number[] = pending;
       for (let n = 0; n < maxTokens; n++) {
         const banned = n < request.minTokens ? [...enders] : [];
-        const slow = needsCpuSampling(sampling, banned.length > 0);
+        const penalized = needsPenalties(sampling, banned.length > 0);
+        const slow = needsCpuSampling(sampling, penalized);
+        const gpuPenalties = penalized && !slow;
+        // min_tokens reached: the bias row goes back to logit_bias alone (one write per request).
+        if (gpuPenalties && n > 0 && n === request.minTokens) this.sampler.penalties.setBias(0, sampling, []);
         const seq: SeqSampling = {
           temperature: sampling.temperature,
           topK: sampling.topK,
@@ -195,10 +231,11 @@ export class GpuEngine implements Backend {
           logprobs: sampling.logprobs,
           topLogprobs: sampling.logprobs ? sampling.topLogprobs : 0,
         };
-        const sampled = await this.runStep({ seq: 0, tokens: feed }, slow ? 'logits' : seq);
+        const sampled = await this.runStep({ seq: 0, tokens: feed }, slow ? 'logits' : seq, gpuPenalties);
         this.cached.push(...feed);
         let token: GeneratedToken;
         if (sampled instanceof Float32Array) {
+          this.cpuSteps++;
           const id = cpu.sample(sampled, banned);
           token = { id, ...(sampling.logprobs ? logprobsOf(sampled, id, sampling.topLogprobs) : {}) };
         } else {
@@ -219,9 +256,9 @@ export class GpuEngine implements Backend {
   /**
    * One forward step in one command buffer. `sample`: null = no sampling (a prefill chunk);
    * 'logits' = read back the logits (CPU sampling path); otherwise sample on the GPU and read back
-   * the token (and logprobs).
+   * the token (and logprobs), after the penalties op when `penalize`.
    */
-  private async runStep(work: SeqWork, sample: SeqSampling | 'logits' | null): Promise<ReturnType<typeof unpackSampled>[number] | Float32Array | null> {
+  private async runStep(work: SeqWork, sample: SeqSampling | 'logits' | null, penalize = false): Promise<ReturnType<typeof unpackSampled>[number] | Float32Array | null> {
     const { device } = this.gpu;
     const { tokens, seqs } = this.step.write([work], this.kv);
     this.forward.prepare(device, seqs);
@@ -230,10 +267,14 @@ export class GpuEngine implements Backend {
       device.queue.writeBuffer(this.sampler.params, 0, this.samplingParams);
     }
     const encoder = device.createCommandEncoder();
-    const pass = encoder.beginComputePass();
+    const pass = this.profiler ? this.profiler.begin(encoder) : encoder.beginComputePass();
     this.forward.encode(pass, tokens, seqs);
-    if (sample && sample !== 'logits') this.sampler.op.encode(pass, seqs);
+    if (sample && sample !== 'logits') {
+      if (penalize) this.sampler.penalties.encode(pass, seqs);
+      this.sampler.op.encode(pass, seqs);
+    }
     pass.end();
+    this.profiler?.end(encoder);
     if (sample === 'logits') {
       encoder.copyBufferToBuffer(this.forward.state.logits, 0, this.logitsReadback, 0, this.config.vocabSize * 4);
     } else if (sample) {
@@ -286,7 +327,8 @@ export class GpuEngine implements Backend {
       this.forward.destroy();
       this.weights.destroy();
       this.step.destroy();
-      const { params, tokens, logprobs } = this.sampler;
+      const { params, tokens, logprobs, penalties } = this.sampler;
+      penalties.destroy();
       for (const b of [params, tokens, logprobs, this.readback, this.logitsReadback]) b.destroy();
     } finally {
       release();
