@@ -37,5 +37,8 @@ export default defineConfig({
   plugins: [wgsl(), demoModel()],
   build: { target: 'es2022' },
   worker: { format: 'es', plugins: () => [wgsl()] },
+  // Pre-bundled at start-up: a dependency first met inside the engine's Worker would otherwise
+  // make Vite re-optimise and reload the page in the middle of a load.
+  optimizeDeps: { include: ['openai', 'comlink', '@huggingface/tokenizers', '@huggingface/jinja'] },
   server: { fs: { allow: ['..'] } },
 });
