@@ -9,7 +9,8 @@ function wgsl(): Plugin {
     name: 'wgsl',
     transform(code, id) {
       if (!id.endsWith('.wgsl')) return null;
-      return { code: `export default ${JSON.stringify(code)};`, map: null };
+      // moduleType: the library build (rolldown) would otherwise parse the result as WGSL.
+      return { code: `export default ${JSON.stringify(code)};`, map: null, moduleType: 'js' };
     },
   };
 }
@@ -20,6 +21,8 @@ const browserInstance = {
 
 export default defineConfig({
   plugins: [wgsl()],
+  // Worker bundles (new Worker(new URL(...))) are built separately and need the plugin too.
+  worker: { format: 'es', plugins: () => [wgsl()] },
   build: {
     target: 'es2022',
     sourcemap: true,
@@ -27,6 +30,9 @@ export default defineConfig({
       entry: {
         index: 'src/index.ts',
         node: 'src/node.ts',
+        worker: 'src/worker.ts',
+        'service-worker': 'src/service-worker.ts',
+        cli: 'src/cli/main.ts',
       },
       formats: ['es'],
     },

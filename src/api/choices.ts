@@ -1,6 +1,8 @@
 /** Pieces both endpoints use to run their choices: request fields to a `ChoiceRequest`, ids, usage. */
 import type { Backend, SamplingParams } from '../engine/types';
 import { deriveSeed } from '../engine/logit-processors';
+import type { CompiledConstraint } from '../structured/grammar';
+import { compileForRequest } from '../structured/request';
 import type { ChoiceRequest, ChoiceUsage } from './generate';
 import type { SamplingFields, Usage } from './protocol/common';
 
@@ -27,6 +29,11 @@ export function choiceOptions(r: SamplingFields, backend: Backend, signal: Abort
     skipSpecialTokens: r.skip_special_tokens ?? true,
     signal,
   } satisfies Partial<ChoiceRequest>;
+}
+
+/** The request's structured-output grammar compiled for the backend's tokenizer (a 400 when invalid), if it asked for one. */
+export async function structuredGrammar(r: SamplingFields, backend: Backend): Promise<CompiledConstraint | undefined> {
+  return r.structured ? compileForRequest(backend.tokenizer, backend.config.vocabSize, r.structured) : undefined;
 }
 
 /** Choice j of a prompt gets its own stream of the request's seed (choice 0 the seed itself). */

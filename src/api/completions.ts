@@ -4,7 +4,7 @@
  */
 import type { Backend, TokenLogprob } from '../engine/types';
 import { StreamingDetokenizer, type TextTokenizer } from '../text/index';
-import { choiceOptions, newId, nowSeconds, UsageTracker, withChoiceSeed } from './choices';
+import { choiceOptions, newId, nowSeconds, structuredGrammar, UsageTracker, withChoiceSeed } from './choices';
 import { invalid } from './errors';
 import { runChoice, type TokenOut } from './generate';
 import { merge } from './merge';
@@ -51,7 +51,7 @@ export async function prepareCompletion(req: CompletionRequest, backend: Backend
   const created = nowSeconds();
   const usage = new UsageTracker(prompts.map((p) => p.ids.length));
   const cumulative = new Map<number, number>();
-  const base = choiceOptions(req, backend, signal);
+  const base = { ...choiceOptions(req, backend, signal), grammar: await structuredGrammar(req, backend) };
   const wantLogprobs = req.logprobs !== undefined;
   const includeUsage = req.stream ? !!req.stream_options?.include_usage : true;
   const continuous = !!(req.stream && req.stream_options?.continuous_usage_stats);

@@ -5,6 +5,7 @@
  * token's logprobs. Streamed and non-streamed replies are both built from these events.
  */
 import type { Backend, GenerateRequest, SamplingParams, TokenLogprob } from '../engine/types';
+import type { CompiledConstraint } from '../structured/grammar';
 import { StreamingDetokenizer } from '../text/index';
 import { StopMatcher } from './stop';
 
@@ -24,6 +25,8 @@ export interface ChoiceRequest {
   /** Special tokens kept in the text even when skipping (tool-call markers). */
   keepSpecialIds?: number[];
   signal?: AbortSignal;
+  /** Structured output: each choice runs its own matcher of this grammar. */
+  grammar?: CompiledConstraint;
 }
 
 export interface TokenOut {
@@ -63,6 +66,7 @@ export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent
   if (req.signal?.aborted) ctl.abort();
   req.signal?.addEventListener('abort', onAbort, { once: true });
 
+  const constraint = req.grammar ? await req.grammar.start() : undefined;
   const request: GenerateRequest & { cachePrompt: boolean } = {
     promptIds: req.promptIds,
     maxTokens: req.maxTokens,
@@ -72,6 +76,7 @@ export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent
     minTokens: req.minTokens,
     signal: ctl.signal,
     cachePrompt: req.cachePrompt,
+    ...(constraint ? { constraint } : {}),
   };
   const gen = backend.generate(request);
   let finished = false;
@@ -121,5 +126,7 @@ export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent
       ctl.abort();
       await gen.return(undefined as never).catch(() => undefined);
     }
+    // The backend is done with it (finished, or returned above).
+    constraint?.dispose();
   }
 }

@@ -10,6 +10,7 @@ import type { Precision } from '../gpu/pipelines';
 import { createSampleOp, LOGPROB_WORDS, packSamplingParams, SAMPLE_PARAM_WORDS, unpackSampled, type SeqSampling } from '../kernels/sample';
 import type { Op } from '../kernels/op';
 import { createPenaltiesOp, needsPenalties, type PenaltiesOp } from '../kernels/penalties';
+import { createApplyMaskOp, type ApplyMaskOp } from '../kernels/apply-mask';
 import type { GenerationDefaults } from '../api/sampling';
 import type { ModelConfig } from '../model/config';
 import { openModel, type ModelLocation, type OpenedModel } from '../model/open';
@@ -91,7 +92,7 @@ export class GpuEngine implements Backend {
     readonly gpu: GPUContext,
     private readonly weights: GpuWeights,
     private readonly forward: GpuForward,
-    private readonly sampler: { op: Op; params: GPUBuffer; tokens: GPUBuffer; logprobs: GPUBuffer; penalties: PenaltiesOp },
+    private readonly sampler: { op: Op; params: GPUBuffer; tokens: GPUBuffer; logprobs: GPUBuffer; penalties: PenaltiesOp; mask: ApplyMaskOp },
     text: { tokenizer: TextTokenizer; chatTemplate: ChatTemplateConfig },
     opened: OpenedModel,
     opts: { id?: string; contextLength: number; precision: Precision; pageSize: number; step: StepBuffers },
@@ -144,8 +145,10 @@ export class GpuEngine implements Backend {
     const op = await createSampleOp(ctx, { logits: forward.state.logits, params, tokens, logprobs, vocab: config.vocabSize });
     // Bias row, counts and prompt bits for the one sequence slot; it counts the sampler's `tokens`.
     const penalties = await createPenaltiesOp(ctx, { logits: forward.state.logits, lastToken: tokens, vocab: config.vocabSize, maxSeqs: 1 });
+    // Structured output's token mask, applied before the penalties and the sampler.
+    const mask = await createApplyMaskOp(ctx, { logits: forward.state.logits, vocab: config.vocabSize, maxSeqs: 1 });
     compile.done();
-    return new GpuEngine(gpu, weights, forward, { op, params, tokens, logprobs, penalties }, text, opened, { id: opts.id, contextLength, precision, pageSize, step });
+    return new GpuEngine(gpu, weights, forward, { op, params, tokens, logprobs, penalties, mask }, text, opened, { id: opts.id, contextLength, precision, pageSize, step });
   }
 
   /** Bench hook: GPU bytes of the weight matrices (what a decode step reads at least) and of the KV cache. */
@@ -200,7 +203,11 @@ export class GpuEngine implements Backend {
       const maxTokens = Math.max(0, Math.min(request.maxTokens, this.contextLength - promptTokens));
       // The penalties op's state is written once here; its counts then follow the sampled tokens
       // on the GPU. The ban can only end during a request, so if any step uses the op, step 0 does.
-      const banned0 = request.minTokens > 0 ? [...enders] : [];
+      // Under a grammar the grammar decides where the output may end, so min_tokens bans nothing.
+      const { constraint } = request;
+      const bits = constraint ? new Uint32Array(constraint.words) : null;
+      const banEnds = !constraint;
+      const banned0 = request.minTokens > 0 && banEnds ? [...enders] : [];
       const penalized0 = needsPenalties(sampling, banned0.length > 0);
       if (penalized0 && !needsCpuSampling(sampling, penalized0)) this.sampler.penalties.reset(0, sampling, promptIds, banned0);
 
@@ -215,7 +222,7 @@ export class GpuEngine implements Backend {
       }
       let feed: number[] = pending;
       for (let n = 0; n < maxTokens; n++) {
-        const banned = n < request.minTokens ? [...enders] : [];
+        const banned = n < request.minTokens && banEnds ? [...enders] : [];
         const penalized = needsPenalties(sampling, banned.length > 0);
         const slow = needsCpuSampling(sampling, penalized);
         const gpuPenalties = penalized && !slow;
@@ -231,7 +238,12 @@ export class GpuEngine implements Backend {
           logprobs: sampling.logprobs,
           topLogprobs: sampling.logprobs ? sampling.topLogprobs : 0,
         };
-        const sampled = await this.runStep({ seq: 0, tokens: feed }, slow ? 'logits' : seq, gpuPenalties);
+        if (constraint) {
+          // The bitmask is the one per-step upload: vocab / 32 words.
+          await constraint.mask(bits!);
+          this.sampler.mask.write(0, bits!);
+        }
+        const sampled = await this.runStep({ seq: 0, tokens: feed }, slow ? 'logits' : seq, gpuPenalties, !!constraint);
         this.cached.push(...feed);
         let token: GeneratedToken;
         if (sampled instanceof Float32Array) {
@@ -242,8 +254,10 @@ export class GpuEngine implements Backend {
           const s = sampled!;
           token = { id: s.token, ...(s.logprob !== undefined ? { logprob: s.logprob, top: s.top ?? [] } : {}) };
         }
+        if (constraint && !constraint.accept(token.id)) throw new Error(`structured output: the grammar refused token ${token.id}, which its mask allowed`);
         yield token;
         if (enders.has(token.id)) return result('stop', n + 1, common, token.id);
+        if (constraint?.isTerminated()) return result('stop', n + 1, common);
         if (signal?.aborted && n + 1 < maxTokens) return result('abort', n + 1, common);
         feed = [token.id];
       }
@@ -256,9 +270,10 @@ export class GpuEngine implements Backend {
   /**
    * One forward step in one command buffer. `sample`: null = no sampling (a prefill chunk);
    * 'logits' = read back the logits (CPU sampling path); otherwise sample on the GPU and read back
-   * the token (and logprobs), after the penalties op when `penalize`.
+   * the token (and logprobs), after the penalties op when `penalize`. `masked`: the grammar's token
+   * mask (written beforehand) applies to the logits first, on either sampling path.
    */
-  private async runStep(work: SeqWork, sample: SeqSampling | 'logits' | null, penalize = false): Promise<ReturnType<typeof unpackSampled>[number] | Float32Array | null> {
+  private async runStep(work: SeqWork, sample: SeqSampling | 'logits' | null, penalize = false, masked = false): Promise<ReturnType<typeof unpackSampled>[number] | Float32Array | null> {
     const { device } = this.gpu;
     const { tokens, seqs } = this.step.write([work], this.kv);
     this.forward.prepare(device, seqs);
@@ -269,6 +284,7 @@ export class GpuEngine implements Backend {
     const encoder = device.createCommandEncoder();
     const pass = this.profiler ? this.profiler.begin(encoder) : encoder.beginComputePass();
     this.forward.encode(pass, tokens, seqs);
+    if (sample && masked) this.sampler.mask.encode(pass, seqs);
     if (sample && sample !== 'logits') {
       if (penalize) this.sampler.penalties.encode(pass, seqs);
       this.sampler.op.encode(pass, seqs);
@@ -327,8 +343,9 @@ export class GpuEngine implements Backend {
       this.forward.destroy();
       this.weights.destroy();
       this.step.destroy();
-      const { params, tokens, logprobs, penalties } = this.sampler;
+      const { params, tokens, logprobs, penalties, mask } = this.sampler;
       penalties.destroy();
+      mask.destroy();
       for (const b of [params, tokens, logprobs, this.readback, this.logitsReadback]) b.destroy();
     } finally {
       release();

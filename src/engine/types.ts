@@ -6,6 +6,7 @@ import type { ModelConfig } from '../model/config';
 import type { TextTokenizer } from '../text/tokenizer';
 import type { ChatTemplateConfig } from '../text/chat-template';
 import type { GenerationDefaults } from '../api/sampling';
+import type { Constraint } from '../structured/grammar';
 
 /** Everything that decides the next token, after the API layer resolved defaults. */
 export interface SamplingParams {
@@ -44,6 +45,12 @@ export interface GenerateRequest {
   signal?: AbortSignal;
   /** Reuse the KV of a prompt prefix shared with the previous request (the API's `cache_prompt`, default true). */
   cachePrompt?: boolean;
+  /**
+   * Structured output: each step only tokens the constraint allows can be sampled, the sampled
+   * token is accepted into it, and generation ends with 'stop' once it terminates. The caller
+   * owns it (one per request; dispose after).
+   */
+  constraint?: Constraint;
 }
 
 export interface TokenLogprob {

@@ -8,6 +8,7 @@
  */
 import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, TokenLogprob } from '../engine/types';
 import { logprobsOf, TokenSampler } from '../engine/logit-processors';
+import { applyMaskRef } from '../structured/mask';
 import type { GenerationDefaults } from '../api/sampling';
 import type { ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
@@ -114,12 +115,22 @@ export class ReferenceBackend implements Backend {
       const enders = new Set([...eos, ...request.stopTokenIds]);
       const sampler = new TokenSampler(sampling, { promptIds, isBreaker: this.breakers(sampling.dry.sequenceBreakers) });
       const topN = sampling.logprobs ? sampling.topLogprobs : 0;
+      const { constraint } = request;
+      const bits = constraint ? new Uint32Array(constraint.words) : null;
       for (let n = 0; n < maxTokens; n++) {
-        const id = sampler.sample(logits, n < request.minTokens ? [...enders] : []);
+        if (constraint) {
+          // Forbidden tokens get -inf before anything else sees the logits (logprobs included).
+          await constraint.mask(bits!);
+          logits = applyMaskRef(logits.slice(), bits!, this.config.vocabSize);
+        }
+        // Under a grammar the grammar decides where the output may end, so min_tokens bans nothing.
+        const id = sampler.sample(logits, n < request.minTokens && !constraint ? [...enders] : []);
         const token: GeneratedToken = { id };
         if (sampling.logprobs) Object.assign(token, logprobsOf(logits, id, topN));
+        if (constraint && !constraint.accept(id)) throw new Error(`structured output: the grammar refused token ${id}, which its mask allowed`);
         yield token;
         if (enders.has(id)) return result('stop', n + 1, cachedTokens, id);
+        if (constraint?.isTerminated()) return result('stop', n + 1, cachedTokens);
         if (n + 1 === maxTokens) break;
         // The step boundary: an abort stops here, before the next forward.
         await tick();

@@ -3,6 +3,8 @@
  * stream options, the field readers that validate a JSON body (every failure names its field and
  * the allowed range), and the refusal of fields we know but do not support yet.
  */
+import type { ConstraintSpec } from '../../structured/grammar';
+import { readConstraintSpec } from '../../structured/request';
 import { invalid, unsupported } from '../errors';
 
 export type Json = Record<string, unknown>;
@@ -78,6 +80,11 @@ export interface SamplingFields {
   mirostat_eta?: number;
   /** Reuse the KV cache of a shared prompt prefix (default true). */
   cache_prompt?: boolean;
+  /**
+   * Structured output, read from `response_format`, `json_schema`, `regex`, `ebnf` or `grammar`
+   * (src/structured/request.ts): not a wire field itself.
+   */
+  structured?: ConstraintSpec;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -206,6 +213,7 @@ export function readSamplingFields(b: Json): SamplingFields {
     mirostat_tau: num(b, 'mirostat_tau', { min: 0, minExclusive: true }),
     mirostat_eta: num(b, 'mirostat_eta', { min: 0, minExclusive: true }),
     cache_prompt: bool(b, 'cache_prompt'),
+    structured: readConstraintSpec(b),
   };
 }
 
@@ -236,18 +244,10 @@ export function readStreamOptions(b: Json, stream: boolean | undefined): StreamO
 }
 
 /**
- * Fields we know and cannot honour yet: structured output (it needs the grammar engine), LoRA
- * adapters by path, hidden states and MoE routing. Refused by name so nobody gets unconstrained
- * output believing it was constrained.
+ * Fields we know and cannot honour yet: LoRA adapters by path, hidden states and MoE routing.
+ * Refused by name so nobody gets output believing it honoured them.
  */
 export function refuseUnsupported(b: Json): void {
-  const rf = b.response_format;
-  if (rf !== undefined && rf !== null) {
-    const type = typeof rf === 'object' && !Array.isArray(rf) ? (rf as Json).type : undefined;
-    if (type !== 'text') throw unsupported('response_format', `structured output (response_format ${show(type ?? rf)})`);
-  }
-  for (const key of ['json_schema', 'regex', 'ebnf', 'grammar'])
-    if (b[key] !== undefined && b[key] !== null) throw unsupported(key, `structured output (${key})`);
   if (b.lora_path !== undefined && b.lora_path !== null) throw unsupported('lora_path', 'LoRA adapters');
   if (b.return_hidden_states === true) throw unsupported('return_hidden_states', 'returning hidden states');
   if (b.return_routed_experts === true) throw unsupported('return_routed_experts', 'returning routed experts (MoE)');

@@ -1,0 +1,131 @@
+/**
+ * `npm run bench` (scripts/bench.mjs runs this with vite-node): the benchmark in Node (Dawn) and in
+ * headless Chromium (Playwright, the system Chromium), on fixture models written on demand.
+ * Prints tables and writes the JSON report.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { useSwiftShaderIfNoGPU } from '../cli/vulkan';
+import { acquireGPU, type GPUContext } from '../gpu/device';
+import type { Arch } from '../model/config';
+import type { GGUFVariant } from '../testing/fixtures/gguf-layout';
+import { PRESETS, type Preset } from '../testing/fixtures/model';
+import { ensureFixture } from '../testing/fixtures/shared';
+import { serveDirectory } from '../testing/server';
+import { formatReport, type BenchReport } from './report';
+import type { BenchSettings } from './run';
+import { isEmulated, runTarget, type TargetResult } from './target';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const USAGE = `usage: npm run bench -- [options]
+  --preset tiny|small|1b      fixture size (default: small on a CPU-emulated adapter, 1b otherwise)
+  --formats Q4_0,Q4_K,F16     GGUF variants to run (default Q4_0,Q4_K,F16)
+  --arch llama|qwen2|qwen3|mistral   fixture architecture (default llama)
+  --target node|chromium|both (default both)
+  --json PATH                 write the JSON report there (default .cache/bench/latest.json)
+  --prompt-lengths 128,1024   prefill sizes (capped on emulated adapters unless given)
+  --decode-tokens N           tokens decoded after the longest prompt
+  --profile-steps N           decode steps timed per kernel
+  --profile-prefill           also time a prefill chunk per kernel (default on real GPUs)`;
+
+function numbers(s: string | undefined): number[] | undefined {
+  return s === undefined ? undefined : s.split(',').map((x) => Number(x.trim()));
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    args: process.argv.slice(2).filter((a) => a !== '--'),
+    options: {
+      preset: { type: 'string' },
+      formats: { type: 'string', default: 'Q4_0,Q4_K,F16' },
+      arch: { type: 'string', default: 'llama' },
+      target: { type: 'string', default: 'both' },
+      json: { type: 'string', default: resolve(ROOT, '.cache/bench/latest.json') },
+      'prompt-lengths': { type: 'string' },
+      'decode-tokens': { type: 'string' },
+      'profile-steps': { type: 'string' },
+      'profile-prefill': { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) return void console.log(USAGE);
+  const targets = values.target === 'both' ? ['node', 'chromium'] : [values.target!];
+  if (!targets.every((t) => t === 'node' || t === 'chromium')) throw new Error(`--target ${values.target}: expected node, chromium or both`);
+  if (values.preset && !PRESETS.includes(values.preset as Preset)) throw new Error(`--preset ${values.preset}: expected ${PRESETS.join(', ')}`);
+  const overrides: Partial<BenchSettings> = {
+    promptLengths: numbers(values['prompt-lengths']),
+    decodeTokens: numbers(values['decode-tokens'])?.[0],
+    profileSteps: numbers(values['profile-steps'])?.[0],
+    profilePrefill: values['profile-prefill'],
+  };
+  for (const [k, v] of Object.entries(overrides)) {
+    if (typeof v === 'boolean') continue;
+    for (const n of [v].flat()) if (n !== undefined && !(Number.isInteger(n) && (n as number) > 0)) throw new Error(`--${k}: ${v} is not a positive integer`);
+  }
+  const formats = values.formats!.split(',').map((f) => f.trim()) as GGUFVariant[];
+
+  const icd = useSwiftShaderIfNoGPU();
+  if (icd) console.log(`[bench] no GPU found: Vulkan uses SwiftShader (${icd})`);
+  const { nodeGPU } = await import('../gpu/node-gpu');
+  const nodeGpu: GPUContext = await acquireGPU({ gpu: await nodeGPU() });
+  const preset = (values.preset ?? (isEmulated(nodeGpu.info) ? 'small' : '1b')) as Preset;
+  const arch = values.arch as Arch;
+  console.log(`[bench] ${arch} ${preset} preset, formats ${formats.join(', ')}; writing fixtures if needed…`);
+  const paths = await ensureFixture({ arch, preset }, { hf: [], gguf: formats });
+
+  const results: TargetResult[] = [];
+  const log = (line: string) => console.log(line);
+  if (targets.includes('node')) {
+    const models = formats.map((format) => ({ format, location: paths.gguf[format]! }));
+    results.push(await runTarget('node', nodeGpu, models, overrides, log));
+  }
+  nodeGpu.destroy();
+  if (targets.includes('chromium')) {
+    const server = await serveDirectory(paths.root);
+    try {
+      const models = formats.map((format) => ({ format, url: `${server.url}/${relative(paths.root, paths.gguf[format]!).split('\\').join('/')}` }));
+      results.push(await runInChromium(models, overrides));
+    } finally {
+      await server.close();
+    }
+  }
+
+  const report: BenchReport = { date: new Date().toISOString(), preset, arch, targets: results };
+  console.log('\n' + formatReport(report));
+  await mkdir(dirname(values.json!), { recursive: true });
+  await writeFile(values.json!, JSON.stringify(report, null, 2) + '\n');
+  console.log(`\n[bench] JSON report: ${values.json}`);
+}
+
+/** Serves the bench page with Vite and runs it in headless Chromium. */
+async function runInChromium(models: Array<{ format: string; url: string }>, overrides: Partial<BenchSettings>): Promise<TargetResult> {
+  const { createServer } = await import('vite');
+  const { chromium } = await import('playwright');
+  const { chromiumPath, chromiumArgs } = await import('../../scripts/chromium.mjs');
+  const vite = await createServer({ root: ROOT, configFile: resolve(ROOT, 'vite.config.ts'), logLevel: 'warn', server: { host: '127.0.0.1', port: 0 } });
+  await vite.listen();
+  const base = vite.resolvedUrls?.local[0];
+  if (!base) throw new Error('the Vite server for the bench page did not report a URL');
+  const browser = await chromium.launch({ executablePath: chromiumPath() ?? undefined, args: chromiumArgs, headless: true });
+  try {
+    const page = await browser.newPage();
+    page.on('console', (m) => console.log(m.text()));
+    page.on('pageerror', (e) => console.error(`[chromium] page error: ${e.message}`));
+    await page.goto(new URL('src/bench/page/index.html', base).href);
+    await page.waitForFunction(() => window.benchReady === true, undefined, { timeout: 60_000 });
+    return await page.evaluate((args) => window.runBench(args), { models, overrides });
+  } finally {
+    await browser.close();
+    await vite.close();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (e: unknown) => {
+    console.error(e instanceof Error ? `[bench] ${e.message}` : e);
+    process.exit(1);
+  },
+);

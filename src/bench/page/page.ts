@@ -1,0 +1,29 @@
+/**
+ * The bench in Chromium: `npm run bench` opens this page (served by Vite, so `.wgsl` imports work)
+ * and calls `window.runBench` with fixture URLs from its static server.
+ */
+import { acquireGPU } from '../../gpu/device';
+import type { BenchSettings } from '../run';
+import { runTarget, type TargetResult } from '../target';
+
+declare global {
+  interface Window {
+    runBench(args: { models: Array<{ format: string; url: string }>; overrides: Partial<BenchSettings> }): Promise<TargetResult>;
+    benchReady: boolean;
+  }
+}
+
+const logEl = document.getElementById('log')!;
+
+window.runBench = async ({ models, overrides }) => {
+  const gpu = await acquireGPU();
+  try {
+    return await runTarget('chromium', gpu, models.map((m) => ({ format: m.format, location: m.url })), overrides, (line) => {
+      console.log(line);
+      logEl.textContent += '\n' + line;
+    });
+  } finally {
+    gpu.destroy();
+  }
+};
+window.benchReady = true;

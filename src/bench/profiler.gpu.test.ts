@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import { readBuffer, STORAGE, uploadBuffer } from '../gpu/buffers';
+import { createAddOp } from '../kernels/add';
+import { opContext } from '../kernels/test-helpers';
+import { testGPU } from '../testing/gpu';
+import { trackBuffers } from './memory';
+import { aggregateByKernel, TimestampProfiler } from './profiler';
+
+describe('the timestamp profiler', () => {
+  it('runs each dispatch in its own timed pass, with the same results as one pass', async (ctx) => {
+    const gpu = await testGPU();
+    if (!gpu.info.timestamps) ctx.skip();
+    const { device } = gpu;
+    const n = 256;
+    const x = uploadBuffer(device, new Float32Array(n).fill(1), STORAGE);
+    const y = uploadBuffer(device, new Float32Array(n).fill(2), STORAGE);
+    const add = await createAddOp(opContext(device, 'f32'), { x, y, n });
+    const profiler = new TimestampProfiler(device);
+    for (let step = 0; step < 2; step++) {
+      const encoder = device.createCommandEncoder();
+      const pass = profiler.begin(encoder);
+      add.encode(pass, 1);
+      add.encode(pass, 1);
+      pass.end();
+      profiler.end(encoder);
+      device.queue.submit([encoder.finish()]);
+    }
+    const steps = await profiler.collect();
+    profiler.destroy();
+    expect(steps).toHaveLength(2);
+    expect(steps[0]!.dispatches.map((d) => d.kernel.split('/')[0])).toEqual(['add', 'add']);
+    expect(steps.flatMap((s) => s.dispatches).every((d) => d.ns >= 0 && Number.isFinite(d.ns))).toBe(true);
+    expect(aggregateByKernel(steps)).toMatchObject([{ kernel: 'add', calls: 2 }]);
+    // four adds of 2 to 1
+    expect(Array.from(new Float32Array(await readBuffer(device, x)))).toEqual(new Array(n).fill(9));
+  });
+});
+
+describe('the buffer tracker', () => {
+  it('follows live bytes and their peak, and stops patching the device', async () => {
+    const { device } = await testGPU();
+    const t = trackBuffers(device);
+    const a = device.createBuffer({ size: 1024, usage: STORAGE });
+    const b = device.createBuffer({ size: 4096, usage: STORAGE });
+    a.destroy();
+    a.destroy(); // twice: counted once
+    expect(t.live).toBe(4096);
+    expect(t.peak).toBe(5120);
+    t.stop();
+    device.createBuffer({ size: 64, usage: STORAGE }).destroy();
+    b.destroy();
+    expect(t.peak).toBe(5120);
+  });
+});

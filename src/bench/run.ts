@@ -1,0 +1,195 @@
+/**
+ * One model through the benchmark, the same code in Node (Dawn) and in Chromium: load, prefill at
+ * each prompt length (time to first token), decode, peak GPU memory, copy bandwidth on the same
+ * device, bytes read per decoded token and the per-kernel breakdown from timestamp queries.
+ */
+import type { GPUContext } from '../gpu/device';
+import { pipelineCache } from '../gpu/run-kernel';
+import { GpuEngine } from '../engine/engine';
+import type { GenerateRequest } from '../engine/types';
+import { measureCopyBandwidth } from '../kernels/copy';
+import { actBytes } from '../kernels/op';
+import { openModel, type ModelLocation } from '../model/open';
+import { GREEDY } from '../testing/sampling';
+import { trackBuffers } from './memory';
+import { aggregateByKernel, TimestampProfiler, type KernelTime } from './profiler';
+
+export interface BenchSettings {
+  /** Prompt lengths for prefill / time to first token (the issue asks for 128 and 1024). */
+  promptLengths: number[];
+  /** Tokens decoded (greedy) after the longest prompt, for decode tokens/s. */
+  decodeTokens: number;
+  /** Prompt tokens per prefill step. */
+  prefillChunk: number;
+  /** Decode steps recorded with timestamps for the breakdown. */
+  profileSteps: number;
+  /** Also time a prefill chunk per kernel (one more prefill of the shortest prompt). */
+  profilePrefill: boolean;
+  /** Buffer size of the copy-bandwidth probe, in bytes. */
+  copyBytes: number;
+}
+
+export interface PrefillResult {
+  promptTokens: number;
+  /** Wall time from the request to its first generated token. */
+  ttftMs: number;
+  /** promptTokens / TTFT. */
+  tokensPerSecond: number;
+}
+
+export interface ModelBenchResult {
+  format: string;
+  model: { arch: string; layers: number; hidden: number; intermediate: number; vocab: number };
+  precision: string;
+  /** Open + upload + pipelines, wall time. */
+  loadMs: number;
+  prefill: PrefillResult[];
+  decode: { promptTokens: number; tokens: number; tokensPerSecond: number; msPerToken: number; meanContext: number };
+  memory: {
+    /** Peak bytes of all GPU buffers alive during load, prefill and decode. */
+    peakBytes: number;
+    matrixBytes: number;
+    kvCacheBytes: number;
+  };
+  bandwidth: {
+    /** The copy kernel's read + write bandwidth on this device. */
+    copyGBps: number;
+    /** Weight matrices + KV read at the mean decode context + one embedding row. */
+    bytesPerToken: number;
+    /** bytesPerToken × decode tokens/s. */
+    decodeGBps: number;
+    /** decodeGBps / copyGBps. */
+    ratio: number;
+  };
+  /** GPU time per step by kernel (null when timestamp-query is not granted). */
+  breakdown: { decode: KernelTime[]; prefill: KernelTime[] | null; prefillTokens: number } | null;
+}
+
+export type Log = (line: string) => void;
+
+/** Deterministic prompt ids spread over the vocabulary (no prefix shared between lengths). */
+export function benchPrompt(length: number, vocab: number, salt: number): number[] {
+  return Array.from({ length }, (_, i) => (i * 7919 + salt * 104729 + 17) % vocab);
+}
+
+/** Bytes a decode step reads at a context of `context` tokens (see ModelBenchResult.bandwidth). */
+export function bytesPerDecodedToken(args: {
+  matrixBytes: number;
+  layers: number;
+  kvHeads: number;
+  headDim: number;
+  actBytes: number;
+  context: number;
+  embeddingRowBytes: number;
+}): number {
+  const kv = args.layers * 2 * args.context * args.kvHeads * args.headDim * args.actBytes;
+  return args.matrixBytes + kv + args.embeddingRowBytes;
+}
+
+function request(promptIds: number[], maxTokens: number): GenerateRequest {
+  return { promptIds, maxTokens, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0, cachePrompt: false };
+}
+
+/** Runs a request; returns the wall time at which each token arrived (ms since the call). */
+async function timedGenerate(engine: GpuEngine, promptIds: number[], maxTokens: number): Promise<number[]> {
+  const t0 = performance.now();
+  const at: number[] = [];
+  for await (const _ of engine.generate(request(promptIds, maxTokens))) at.push(performance.now() - t0);
+  return at;
+}
+
+export async function benchModel(gpu: GPUContext, location: ModelLocation, format: string, s: BenchSettings, log: Log = () => {}): Promise<ModelBenchResult> {
+  const { device } = gpu;
+  const tracker = trackBuffers(device);
+  let engine: GpuEngine | undefined;
+  try {
+    const t0 = performance.now();
+    const opened = await openModel(location);
+    const contextLength = Math.max(...s.promptLengths) + s.decodeTokens + 8;
+    engine = await GpuEngine.load(opened, { gpu, contextLength, prefillChunk: s.prefillChunk });
+    const loadMs = performance.now() - t0;
+    const c = opened.config;
+    log(`${format}: loaded in ${loadMs.toFixed(0)} ms (${engine.precision})`);
+
+    // Warm-up through every path the timed runs take: a prompt above the matvec limit (tiled matmul,
+    // prefill attention) and decode steps. Some drivers (SwiftShader) compile a pipeline on first use.
+    await timedGenerate(engine, benchPrompt(16, c.vocabSize, 99), 2);
+
+    // One request per prompt length; the longest one goes on to decode (its prompt is the decode context).
+    const prefill: PrefillResult[] = [];
+    const longest = Math.max(...s.promptLengths);
+    let at: number[] = [];
+    for (const [i, n] of s.promptLengths.entries()) {
+      const decodes = n === longest && at.length === 0;
+      const times = await timedGenerate(engine, benchPrompt(n, c.vocabSize, i), decodes ? s.decodeTokens : 1);
+      if (decodes) at = times;
+      prefill.push({ promptTokens: n, ttftMs: times[0]!, tokensPerSecond: n / (times[0]! / 1000) });
+      log(`${format}: prefill ${n} tokens, first token after ${times[0]!.toFixed(0)} ms`);
+    }
+    const msPerToken = (at[at.length - 1]! - at[0]!) / Math.max(1, at.length - 1);
+    const decode = {
+      promptTokens: longest,
+      tokens: at.length,
+      tokensPerSecond: 1000 / msPerToken,
+      msPerToken,
+      meanContext: longest + at.length / 2,
+    };
+    log(`${format}: decode ${decode.tokensPerSecond.toFixed(1)} tokens/s after a ${longest}-token prompt`);
+    const peakBytes = tracker.peak;
+    tracker.stop();
+
+    const { matrixBytes, kvCacheBytes } = engine.footprint;
+    const embd = opened.tensors.get('token_embd.weight')!.info;
+    const bytesPerToken = bytesPerDecodedToken({
+      matrixBytes,
+      layers: c.numLayers,
+      kvHeads: c.numKvHeads,
+      headDim: c.headDim,
+      actBytes: actBytes(engine.precision),
+      context: decode.meanContext,
+      embeddingRowBytes: embd.byteLength / embd.shape[0]!,
+    });
+
+    const breakdown = gpu.info.timestamps ? await profile(engine, c.vocabSize, s) : null;
+    const copy = await measureCopyBandwidth(
+      { device, cache: pipelineCache(device), precision: 'f32' },
+      { bytes: Math.min(s.copyBytes, device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize) },
+    );
+    const decodeGBps = (bytesPerToken * decode.tokensPerSecond) / 1e9;
+    log(`${format}: copy ${copy.gbPerSecond.toFixed(2)} GB/s, decode reads ${decodeGBps.toFixed(2)} GB/s`);
+    return {
+      format,
+      model: { arch: c.arch, layers: c.numLayers, hidden: c.hiddenSize, intermediate: c.intermediateSize, vocab: c.vocabSize },
+      precision: engine.precision,
+      loadMs,
+      prefill,
+      decode,
+      memory: { peakBytes, matrixBytes, kvCacheBytes },
+      bandwidth: { copyGBps: copy.gbPerSecond, bytesPerToken, decodeGBps, ratio: decodeGBps / copy.gbPerSecond },
+      breakdown,
+    };
+  } finally {
+    tracker.stop();
+    await engine?.dispose();
+  }
+}
+
+/** A profiled prefill chunk and profiled decode steps (one timed pass per dispatch). */
+async function profile(engine: GpuEngine, vocab: number, s: BenchSettings): Promise<NonNullable<ModelBenchResult['breakdown']>> {
+  const profiler = new TimestampProfiler(engine.gpu.device);
+  engine.profiler = profiler;
+  try {
+    const prefillTokens = Math.min(s.prefillChunk, ...s.promptLengths);
+    let prefill: KernelTime[] | null = null;
+    if (s.profilePrefill) {
+      await timedGenerate(engine, benchPrompt(prefillTokens, vocab, 3), 1);
+      prefill = aggregateByKernel(await profiler.collect());
+    }
+    await timedGenerate(engine, benchPrompt(8, vocab, 5), s.profileSteps + 1);
+    const [, ...decodeSteps] = await profiler.collect(); // the first step is the prompt's
+    return { decode: aggregateByKernel(decodeSteps), prefill, prefillTokens };
+  } finally {
+    engine.profiler = null;
+    profiler.destroy();
+  }
+}

@@ -1,0 +1,88 @@
+/**
+ * One bench target (Node on Dawn, or a Chromium page): picks settings for the adapter it got and
+ * runs every model on one device. Shared by src/bench/main.ts and the bench page.
+ */
+import type { GPUContext, GPUDescription } from '../gpu/device';
+import type { ModelLocation } from '../model/open';
+import { benchModel, type BenchSettings, type Log, type ModelBenchResult } from './run';
+
+export type TargetName = 'node' | 'chromium';
+
+export interface TargetResult {
+  target: TargetName;
+  adapter: Pick<GPUDescription, 'vendor' | 'architecture' | 'description' | 'isFallbackAdapter' | 'f16' | 'timestamps'>;
+  emulated: boolean;
+  settings: BenchSettings;
+  /** What the reader must know to read the numbers (caps, missing features). */
+  notes: string[];
+  models: Array<ModelBenchResult | { format: string; error: string }>;
+}
+
+/** The issue's sizes, on a real GPU. */
+export const FULL_SETTINGS: BenchSettings = {
+  promptLengths: [128, 1024],
+  decodeTokens: 64,
+  prefillChunk: 128,
+  profileSteps: 8,
+  profilePrefill: true,
+  copyBytes: 256 << 20,
+};
+
+/**
+ * On a CPU-emulated adapter (SwiftShader) a 1024-token prefill of even the small preset takes
+ * minutes, so prompt and decode lengths are capped; ask for more with explicit settings.
+ */
+export const EMULATED_SETTINGS: BenchSettings = {
+  promptLengths: [16, 64],
+  decodeTokens: 16,
+  prefillChunk: 128,
+  profileSteps: 2,
+  profilePrefill: false,
+  copyBytes: 16 << 20,
+};
+
+export function isEmulated(info: GPUDescription): boolean {
+  return info.isFallbackAdapter || info.architecture === 'swiftshader';
+}
+
+export function resolveSettings(emulated: boolean, overrides: Partial<BenchSettings>): { settings: BenchSettings; notes: string[] } {
+  const base = emulated ? EMULATED_SETTINGS : FULL_SETTINGS;
+  const settings = { ...base, ...Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined)) } as BenchSettings;
+  const notes: string[] = [];
+  if (emulated) {
+    notes.push('CPU-emulated adapter (SwiftShader): absolute figures mean little; the bandwidth ratio and the kernel breakdown still do.');
+    if (!overrides.promptLengths) {
+      notes.push(
+        `prompt lengths capped at ${settings.promptLengths.join(' and ')} tokens (not 128 and 1024), decode at ${settings.decodeTokens} tokens ` +
+          'and the breakdown at decode steps, to keep the run short; pass --prompt-lengths 128,1024 --decode-tokens 64 --profile-prefill for the full run.',
+      );
+    }
+  }
+  return { settings, notes };
+}
+
+export async function runTarget(
+  target: TargetName,
+  gpu: GPUContext,
+  models: Array<{ format: string; location: ModelLocation }>,
+  overrides: Partial<BenchSettings>,
+  log: Log,
+): Promise<TargetResult> {
+  const { info } = gpu;
+  const emulated = isEmulated(info);
+  const { settings, notes } = resolveSettings(emulated, overrides);
+  if (!info.timestamps) notes.push('timestamp-query not granted: no per-kernel breakdown.');
+  notes.push('one device per target: pipelines compiled for one format are reused by the next, so later load times can be lower.');
+  const results: TargetResult['models'] = [];
+  for (const m of models) {
+    try {
+      results.push(await benchModel(gpu, m.location, m.format, settings, (line) => log(`[${target}] ${line}`)));
+    } catch (e) {
+      const error = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+      log(`[${target}] ${m.format}: FAILED ${error}`);
+      results.push({ format: m.format, error });
+    }
+  }
+  const { vendor, architecture, description, isFallbackAdapter, f16, timestamps } = info;
+  return { target, adapter: { vendor, architecture, description, isFallbackAdapter, f16, timestamps }, emulated, settings, notes, models: results };
+}

@@ -1,0 +1,131 @@
+/**
+ * The built CLI as a user runs it: `vite build` into a scratch folder, then `bin/webgpu-llm.js
+ * generate` as a child process on the tiny fixture (a GGUF path, and a Hugging Face folder over
+ * HTTP), compared with the CPU reference's greedy tokens.
+ */
+import { execFile } from 'node:child_process';
+import { copyFile, mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openModel } from '../model/open';
+import { greedy, logitsFor, ReferenceModel } from '../reference/forward';
+import { ensureFixture } from '../testing/fixtures/shared';
+import { serveDirectory, type StaticServer } from '../testing/server';
+import type { GenerateOutput } from './generate';
+import { main } from './main';
+import { hasHardwareVulkan, SWIFTSHADER_ICD, useSwiftShaderIfNoGPU, type VulkanProbe } from './vulkan';
+
+const run = promisify(execFile);
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+// Inside the repository, so the build's external imports resolve from its node_modules.
+const SCRATCH = join(ROOT, '.cache', 'cli-test');
+const BIN = join(SCRATCH, 'bin', 'webgpu-llm.js');
+const PROMPT = [1, 17, 42, 99, 7, 250, 3, 64];
+const STEPS = 12;
+/** Greedy ids are compared up to the reference's first near-tie (random weights make some). */
+const TIE = 1e-3;
+
+async function cli(...args: string[]): Promise<GenerateOutput> {
+  // The CLI finds SwiftShader on its own when there is no GPU: do not hand it VK_ICD_FILENAMES.
+  const env = { ...process.env };
+  delete env.VK_ICD_FILENAMES;
+  const { stdout } = await run(process.execPath, [BIN, 'generate', ...args], { env, cwd: ROOT, timeout: 120_000 });
+  return JSON.parse(stdout) as GenerateOutput;
+}
+
+/** The reference's greedy ids, cut at its first step whose top-2 logit margin is below TIE. */
+async function reference(location: string): Promise<number[]> {
+  const ref = await ReferenceModel.load(await openModel(location));
+  const want = greedy(ref, PROMPT, STEPS);
+  const logits = logitsFor(ref, [...PROMPT, ...want]);
+  const stable = want.findIndex((_, s) => {
+    const sorted = [...logits[PROMPT.length - 1 + s]!].sort((a, b) => b - a);
+    return sorted[0]! - sorted[1]! < TIE;
+  });
+  return stable < 0 ? want : want.slice(0, stable);
+}
+
+describe('webgpu-llm generate (the built CLI in a child process)', () => {
+  let paths: Awaited<ReturnType<typeof ensureFixture>>;
+  let server: StaticServer;
+
+  beforeAll(async () => {
+    paths = await ensureFixture({ arch: 'llama', preset: 'tiny' });
+    server = await serveDirectory(paths.root);
+    await mkdir(join(SCRATCH, 'bin'), { recursive: true });
+    await copyFile(join(ROOT, 'bin', 'webgpu-llm.js'), BIN);
+    await run(process.execPath, [join(ROOT, 'node_modules', 'vite', 'bin', 'vite.js'), 'build', '--outDir', join(SCRATCH, 'dist'), '--emptyOutDir', '--logLevel', 'error'], {
+      cwd: ROOT,
+    });
+  });
+  afterAll(() => server?.close());
+
+  // Two model loads on SwiftShader: about 10 s on an idle machine, much more on a busy one.
+  it('prints the reference greedy ids at temperature 0, from a GGUF path and from a Hugging Face folder URL', { timeout: 180_000 }, async () => {
+    const common = ['--prompt-ids', PROMPT.join(','), '--max-tokens', String(STEPS), '--temperature', '0', '--ignore-eos', '--precision', 'f32', '--json'];
+    const folder = `${server.url}/hf-F32`;
+    const [fromGguf, fromHf] = await Promise.all([cli('--model', paths.gguf.F32!, ...common), cli('--model', folder, ...common)]);
+    for (const [got, location] of [
+      [fromGguf, paths.gguf.F32!],
+      [fromHf, folder],
+    ] as const) {
+      const want = await reference(location);
+      expect(want.length).toBeGreaterThan(0);
+      expect(got.ids.slice(0, want.length)).toEqual(want);
+      expect(got.ids).toHaveLength(STEPS);
+      expect(got.finish_reason).toBe('length');
+      expect(typeof got.text).toBe('string');
+      expect(got.timings.prompt_tokens).toBe(PROMPT.length);
+      expect(got.timings.completion_tokens).toBe(STEPS);
+    }
+  });
+});
+
+describe('the CLI entry', () => {
+  function capture() {
+    const io = { stdout: '', stderr: '', out: (t: string) => void (io.stdout += t), err: (t: string) => void (io.stderr += t) };
+    return io;
+  }
+
+  it('rejects a generate without a model, or with both prompt forms, with the usage and status 2', async () => {
+    const io = capture();
+    expect(await main(['generate', '--prompt', 'hi'], io)).toBe(2);
+    expect(io.stderr).toMatch(/--model is required[\s\S]*usage: webgpu-llm/);
+    expect(await main(['generate', '--model', 'x.gguf', '--prompt', 'hi', '--prompt-ids', '1'], io)).toBe(2);
+    expect(io.stderr).toMatch(/exactly one of --prompt and --prompt-ids/);
+    expect(await main(['generate', '--model', 'x.gguf', '--prompt-ids', '1,a'], io)).toBe(2);
+  });
+
+  it('names an unknown command', async () => {
+    const io = capture();
+    expect(await main(['frobnicate'], io)).toBe(2);
+    expect(io.stderr).toContain('unknown command "frobnicate"');
+  });
+});
+
+describe('the SwiftShader fallback for Vulkan', () => {
+  const probe = (files: Record<string, string[]>, nodes: string[] = []): VulkanProbe => ({
+    exists: (p) => p === SWIFTSHADER_ICD || nodes.includes(p),
+    list: (d) => files[d] ?? [],
+  });
+
+  it('points Vulkan at SwiftShader when only software or device-less ICDs are installed', () => {
+    const env: Record<string, string> = {};
+    const mesa = probe({ '/usr/share/vulkan/icd.d': ['lvp_icd.x86_64.json', 'intel_icd.x86_64.json'] });
+    expect(hasHardwareVulkan(mesa)).toBe(false);
+    expect(useSwiftShaderIfNoGPU(env, mesa)).toBe(SWIFTSHADER_ICD);
+    expect(env.VK_ICD_FILENAMES).toBe(SWIFTSHADER_ICD);
+  });
+
+  it('leaves the environment alone with a hardware ICD and a GPU, or when VK_ICD_FILENAMES is set', () => {
+    const nvidia = probe({ '/etc/vulkan/icd.d': ['nvidia_icd.json'] }, ['/dev/nvidia0']);
+    const env: Record<string, string> = {};
+    expect(useSwiftShaderIfNoGPU(env, nvidia)).toBeNull();
+    expect(env.VK_ICD_FILENAMES).toBeUndefined();
+    const set = { VK_ICD_FILENAMES: '/x.json' };
+    expect(useSwiftShaderIfNoGPU(set, probe({}))).toBeNull();
+    expect(set.VK_ICD_FILENAMES).toBe('/x.json');
+  });
+});

@@ -1,0 +1,72 @@
+/**
+ * The `webgpu-llm` command (bin/webgpu-llm.js runs the built dist/cli.js):
+ *   webgpu-llm generate --model PATH_OR_URL (--prompt TEXT | --prompt-ids 1,2,3) ...
+ *   webgpu-llm serve ...   (src/cli/serve.ts, when present)
+ */
+import { generateCommand, GENERATE_USAGE } from './generate';
+import { processIO, UsageError, type CliIO } from './io';
+import { useSwiftShaderIfNoGPU } from './vulkan';
+
+const USAGE = `usage: webgpu-llm <command> [options]
+commands:
+  generate   generate tokens from a prompt and print the ids and text
+  serve      serve OpenAI's HTTP API for a model
+run \`webgpu-llm <command> --help\` for its options.
+
+${GENERATE_USAGE}`;
+
+// ── serve ─────────────────────────────────────────────────────────────────────────────────────
+// Implemented in ./serve.ts: `serveCommand(args)` resolves once listening (to the server; null
+// after --help). import.meta.glob keeps this file building if serve.ts is absent: the map is empty.
+type ServeModule = { serveCommand(args: string[]): Promise<unknown> };
+const serveModules = import.meta.glob<ServeModule>('./serve.ts');
+
+async function serve(args: string[], io: CliIO): Promise<number | null> {
+  const load = serveModules['./serve.ts'];
+  if (!load) {
+    io.err('serve: not available\n');
+    return 1;
+  }
+  const server = await (await load()).serveCommand(args);
+  // A running server keeps the process alive; it stops itself on SIGINT/SIGTERM.
+  return server === null || server === undefined ? 0 : null;
+}
+// ──────────────────────────────────────────────────────────────────────────────────────────────
+
+/**
+ * Runs one command line; resolves to the exit status, or to null while a long-running command
+ * (serve) goes on: the caller must then not exit.
+ */
+export async function main(argv: string[], io: CliIO = processIO): Promise<number | null> {
+  const [command, ...rest] = argv;
+  // Before anything loads Dawn: without a GPU, Vulkan must be pointed at SwiftShader.
+  if (command === 'generate' || command === 'serve') useSwiftShaderIfNoGPU();
+  try {
+    switch (command) {
+      case 'generate':
+        return await generateCommand(rest, io);
+      case 'serve':
+        return await serve(rest, io);
+      case undefined:
+      case 'help':
+      case '--help':
+      case '-h':
+        io.out(USAGE + '\n');
+        return command === undefined ? 2 : 0;
+      default:
+        throw new UsageError(`unknown command "${command}"`);
+    }
+  } catch (e) {
+    if (e instanceof UsageError) {
+      io.err(`webgpu-llm: ${e.message}\n\n${USAGE}\n`);
+      return 2;
+    }
+    // serve.ts has its own UsageError class: same meaning, its own usage text (--help).
+    if (e instanceof Error && e.name === 'UsageError') {
+      io.err(`webgpu-llm ${command}: ${e.message}\nrun \`webgpu-llm ${command} --help\` for its options.\n`);
+      return 2;
+    }
+    io.err(`webgpu-llm: ${e instanceof Error ? e.message : String(e)}\n`);
+    return 1;
+  }
+}

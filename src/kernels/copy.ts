@@ -1,0 +1,111 @@
+/**
+ * A vec4 buffer copy, used to measure the device's memory bandwidth (bytes read + written / time)
+ * so the bench can say how close the decode step comes to it. Not used by the engine.
+ */
+import source from '../../shaders/copy.wgsl';
+import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import type { Kernel } from '../gpu/pipelines';
+import type { OpContext } from './op';
+
+export const copyKernel: Kernel = { name: 'copy', source };
+
+/** Workgroup sizes the kernel is specialised and tested at. */
+export const COPY_WG = [64, 256] as const;
+
+/** Bytes per copied word (a vec4<u32>). */
+export const COPY_WORD_BYTES = 16;
+
+/** TypeScript reference: the copy is the identity. */
+export function copyRef(src: Uint32Array): Uint32Array {
+  return src.slice();
+}
+
+export interface CopyOp {
+  /** Bytes moved by one dispatch: each byte is read once and written once. */
+  trafficBytes: number;
+  encode(pass: GPUComputePassEncoder): void;
+  destroy(): void;
+}
+
+/**
+ * Copies `bytes` (a multiple of 16) from `src` to `dst`. `maxGroups` caps the grid (default the
+ * 1D dispatch limit); words past the grid are reached by the grid-stride loop.
+ */
+export async function createCopyOp(
+  ctx: OpContext,
+  args: { src: GPUBuffer; dst: GPUBuffer; bytes: number; wg?: number; maxGroups?: number },
+): Promise<CopyOp> {
+  const { device } = ctx;
+  if (args.bytes <= 0 || args.bytes % COPY_WORD_BYTES !== 0) throw new RangeError(`copy: ${args.bytes} bytes is not a positive multiple of ${COPY_WORD_BYTES}`);
+  if (args.src.size < args.bytes || args.dst.size < args.bytes) throw new RangeError(`copy: buffers of ${args.src.size} and ${args.dst.size} bytes cannot hold ${args.bytes}`);
+  const wg = args.wg ?? 256;
+  const n = args.bytes / COPY_WORD_BYTES;
+  const groups = Math.max(1, Math.min(Math.ceil(n / wg), args.maxGroups ?? device.limits.maxComputeWorkgroupsPerDimension));
+  const pipeline = await ctx.cache.get(copyKernel, { constants: { WG: wg } });
+  const params = uploadBuffer(device, new Uint8Array(packParams([['u32', n], ['u32', groups * wg]])), UNIFORM, 'copy params');
+  const bindGroup = device.createBindGroup({
+    layout: pipeline.getBindGroupLayout(0),
+    entries: [args.src, args.dst, params].map((buffer, binding) => ({ binding, resource: { buffer } })),
+  });
+  return {
+    trafficBytes: 2 * args.bytes,
+    encode(pass) {
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, bindGroup);
+      pass.dispatchWorkgroups(groups);
+    },
+    destroy: () => params.destroy(),
+  };
+}
+
+export interface BandwidthResult {
+  /** Bytes per copy (the buffer size); traffic is twice that. */
+  bytes: number;
+  iterations: number;
+  /** Best of the repeats, in GB/s (1e9 bytes/s) of read + write traffic. */
+  gbPerSecond: number;
+  /** Seconds per copy in the best repeat. */
+  seconds: number;
+}
+
+/**
+ * Measures copy bandwidth: `iterations` copies in one submission, timed on the wall clock from
+ * submit to `onSubmittedWorkDone`, best of `repeats` (after one warm-up copy). Wall clock, like the
+ * decode timings it is compared with.
+ */
+export async function measureCopyBandwidth(
+  ctx: OpContext,
+  opts: { bytes: number; iterations?: number; repeats?: number; wg?: number },
+): Promise<BandwidthResult> {
+  const { device } = ctx;
+  const bytes = Math.floor(opts.bytes / COPY_WORD_BYTES) * COPY_WORD_BYTES;
+  const iterations = opts.iterations ?? 8;
+  const repeats = opts.repeats ?? 3;
+  const src = createBuffer(device, bytes, STORAGE, 'copy src');
+  const dst = createBuffer(device, bytes, STORAGE, 'copy dst');
+  const op = await createCopyOp(ctx, { src, dst, bytes, wg: opts.wg });
+  const run = async (count: number): Promise<number> => {
+    const encoder = device.createCommandEncoder();
+    // One pass per copy: a barrier between them, as between the dispatches of a decode step.
+    for (let i = 0; i < count; i++) {
+      const pass = encoder.beginComputePass();
+      op.encode(pass);
+      pass.end();
+    }
+    const t0 = performance.now();
+    device.queue.submit([encoder.finish()]);
+    await device.queue.onSubmittedWorkDone();
+    return (performance.now() - t0) / 1000;
+  };
+  try {
+    await run(1);
+    let best = Infinity;
+    for (let r = 0; r < repeats; r++) best = Math.min(best, await run(iterations));
+    const seconds = best / iterations;
+    return { bytes, iterations, seconds, gbPerSecond: op.trafficBytes / seconds / 1e9 };
+  } finally {
+    op.destroy();
+    src.destroy();
+    dst.destroy();
+  }
+}

@@ -1,0 +1,194 @@
+/**
+ * Structured output: a request's JSON schema / regex / EBNF compiled by xgrammar against the
+ * model's tokenizer, and a per-choice `Constraint` the backends consult every step (which tokens
+ * may come next, which one was taken, whether the grammar is complete).
+ *
+ * The tokenizer's `TokenizerInfo` (xgrammar's decoded vocabulary) is built once per tokenizer and
+ * compiled grammars are cached by their text, so repeated requests with one schema compile once.
+ */
+import type { TextTokenizer } from '../text/tokenizer';
+import { loadXGrammar, withFatalMessage } from './xgrammar';
+
+type XGrammar = typeof import('@mlc-ai/web-xgrammar');
+type CompiledGrammar = InstanceType<XGrammar['CompiledGrammar']>;
+type GrammarCompiler = Awaited<ReturnType<XGrammar['GrammarCompiler']['createGrammarCompiler']>>;
+
+/** What a request asked the output to follow. `param` is the request field it came from (for errors). */
+export type ConstraintSpec =
+  | { kind: 'json_object'; param?: string }
+  | { kind: 'json_schema'; schema: unknown; param?: string }
+  | { kind: 'regex'; pattern: string; param?: string }
+  | { kind: 'ebnf'; grammar: string; param?: string };
+
+/** A schema, regex or grammar xgrammar refused: a 400 naming the request field. */
+export class StructuredOutputError extends Error {
+  override name = 'StructuredOutputError';
+  constructor(
+    readonly param: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** One choice's grammar state. Not shareable between choices: make one per choice. */
+export interface Constraint {
+  /** Words of the bitmask (`ceil(vocabSize / 32)`; bit set = allowed). */
+  readonly words: number;
+  /** Writes the allowed-token bitmask for the next token into `out` (words past the tokenizer's vocabulary are 0). */
+  mask(out: Uint32Array): Promise<void>;
+  /** Advances past the sampled token; false when the grammar did not allow it. */
+  accept(id: number): boolean;
+  /** The grammar is complete (its stop token was accepted): generation should end with 'stop'. */
+  isTerminated(): boolean;
+  dispose(): void;
+}
+
+/** A compiled grammar; `start()` gives a fresh matcher per choice. */
+export interface CompiledConstraint {
+  readonly spec: ConstraintSpec;
+  start(): Promise<Constraint>;
+}
+
+interface TokenizerState {
+  compiler: Promise<GrammarCompiler>;
+  grammars: Map<string, Promise<CompiledGrammar>>;
+}
+
+const perTokenizer = new WeakMap<TextTokenizer, Map<number, TokenizerState>>();
+/** Compiled grammars kept per tokenizer (the oldest is dropped past this). */
+const MAX_CACHED = 64;
+
+function stateFor(tokenizer: TextTokenizer, vocabSize: number): TokenizerState {
+  let bySize = perTokenizer.get(tokenizer);
+  if (!bySize) perTokenizer.set(tokenizer, (bySize = new Map()));
+  let s = bySize.get(vocabSize);
+  if (!s) {
+    const compiler = (async () => {
+      const xg = await loadXGrammar();
+      const vocab = [...tokenizer.vocab];
+      const info = await xg.TokenizerInfo.createTokenizerInfo(vocab, tokenizer.vocabType, tokenizer.prependSpace, vocabSize, [...tokenizer.eosIds]);
+      return xg.GrammarCompiler.createGrammarCompiler(info);
+    })();
+    bySize.set(vocabSize, (s = { compiler, grammars: new Map() }));
+  }
+  return s;
+}
+
+const defaultParam = (spec: ConstraintSpec): string =>
+  spec.param ?? (spec.kind === 'json_object' || spec.kind === 'json_schema' ? 'response_format' : spec.kind);
+
+/**
+ * Compiles `spec` for `tokenizer` (cached). `vocabSize`: the model's logit rows, which may exceed
+ * the tokenizer's ids; the extra rows are never allowed. Throws `StructuredOutputError` for an
+ * invalid schema, regex or grammar.
+ */
+export async function compileConstraint(tokenizer: TextTokenizer, spec: ConstraintSpec, vocabSize = tokenizer.vocabSize): Promise<CompiledConstraint> {
+  const param = defaultParam(spec);
+  const key = cacheKey(spec, param);
+  const state = stateFor(tokenizer, Math.max(vocabSize, tokenizer.vocabSize));
+  let pending = state.grammars.get(key);
+  if (!pending) {
+    pending = compileNow(await loadXGrammar(), await state.compiler, spec, param);
+    state.grammars.set(key, pending);
+    if (state.grammars.size > MAX_CACHED) state.grammars.delete(state.grammars.keys().next().value!);
+    // A failed compile is not cached: the next request gets the same error afresh.
+    pending.catch(() => state.grammars.delete(key));
+  }
+  const compiled = await pending;
+  const words = Math.ceil(vocabSize / 32);
+  return {
+    spec,
+    async start() {
+      const xg = await loadXGrammar();
+      const matcher = await xg.GrammarMatcher.createGrammarMatcher(compiled);
+      return {
+        words,
+        async mask(out: Uint32Array) {
+          const bits = await matcher.getNextTokenBitmask();
+          const n = Math.min(bits.length, out.length);
+          out.set(new Uint32Array(bits.buffer, bits.byteOffset, n));
+          out.fill(0, n);
+        },
+        accept: (id: number) => matcher.acceptToken(id),
+        isTerminated: () => matcher.isTerminated(),
+        dispose: () => matcher.dispose(),
+      };
+    },
+  };
+}
+
+function cacheKey(spec: ConstraintSpec, param: string): string {
+  switch (spec.kind) {
+    case 'json_object':
+      return 'json_object';
+    case 'json_schema':
+      return `json_schema\0${param}\0${JSON.stringify(spec.schema)}`;
+    case 'regex':
+      return `regex\0${param}\0${spec.pattern}`;
+    case 'ebnf':
+      return `ebnf\0${param}\0${spec.grammar}`;
+  }
+}
+
+/**
+ * xgrammar (0.1.27) writes a length-bounded JSON string as `[^"\\\r\n]{m,n}`, which lets raw
+ * control characters (U+0000-U+001F, tab included) into the string: invalid JSON that
+ * `JSON.parse` rejects. Its unbounded strings already exclude them; this gives bounded ones the
+ * same class (escapes stay out of bounded strings, as xgrammar has them).
+ */
+const LOOSE_STRING_CHAR = String.raw`[^"\\\r\n]`;
+const JSON_STRING_CHAR = String.raw`[^\0-\x1f"\\]`;
+
+/** A schema's grammar: xgrammar's conversion to EBNF, made JSON-correct, then compiled. */
+async function compileSchema(xg: XGrammar, compiler: GrammarCompiler, schema: string): Promise<CompiledGrammar> {
+  // Compact output (indent -1, no free whitespace): fewer tokens, and no model can loop on spaces.
+  const ebnf = await withFatalMessage(() => xg.Testings._jsonSchemaToEBNF(schema, false, -1, [',', ':']));
+  return withFatalMessage(() => compiler.compileGrammar(ebnf.split(LOOSE_STRING_CHAR).join(JSON_STRING_CHAR), 'root'));
+}
+
+async function compileNow(xg: XGrammar, compiler: GrammarCompiler, spec: ConstraintSpec, param: string): Promise<CompiledGrammar> {
+  const fail = (what: string, e: unknown) => new StructuredOutputError(param, `${param}: invalid ${what}: ${(e as Error).message}`, { cause: e });
+  switch (spec.kind) {
+    case 'json_object':
+      // OpenAI's json_object is an object; compact like json_schema's output.
+      return compileSchema(xg, compiler, '{"type":"object"}');
+    case 'json_schema': {
+      const schema = spec.schema;
+      if (typeof schema === 'boolean') {
+        // `true` accepts any JSON value; `false` accepts nothing.
+        if (schema) return compileSchema(xg, compiler, '{}');
+        throw new StructuredOutputError(param, `${param}: the schema false accepts no output`);
+      }
+      if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) {
+        throw new StructuredOutputError(param, `${param}: a JSON schema must be an object; got ${JSON.stringify(schema)}`);
+      }
+      try {
+        return await compileSchema(xg, compiler, JSON.stringify(schema));
+      } catch (e) {
+        throw fail('JSON schema', e);
+      }
+    }
+    case 'regex': {
+      try {
+        new RegExp(spec.pattern, 'u');
+      } catch (e) {
+        throw fail('regular expression', e);
+      }
+      try {
+        return await withFatalMessage(() => compiler.compileStructuralTag({ type: 'structural_tag', format: { type: 'regex', pattern: spec.pattern } }));
+      } catch (e) {
+        throw fail('regular expression', e);
+      }
+    }
+    case 'ebnf': {
+      if (!spec.grammar.trim()) throw new StructuredOutputError(param, `${param}: the grammar is empty`);
+      try {
+        return await withFatalMessage(() => compiler.compileGrammar(spec.grammar, 'root'));
+      } catch (e) {
+        throw fail('grammar', e);
+      }
+    }
+  }
+}
