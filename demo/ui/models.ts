@@ -5,7 +5,8 @@
  * The engine reads F32/F16/BF16, Q8_0, Q4_0, Q4_K and Q6_K. A Q4_K_M file only uses those when
  * the model's rows are multiples of 256; for models whose hidden size is not (Qwen2.5-0.5B: 896,
  * SmolLM2-360M: 960) llama.cpp's K-quant files fall back to Q5_0 for some tensors, so those are
- * offered as Q8_0, which is pure.
+ * offered as Q8_0, which is pure. Every repo/file path below was checked against public code that
+ * downloads it (November 2026); none could be fetched from here (no network).
  */
 
 export interface CatalogueModel {
