@@ -3,6 +3,9 @@ import type { Backend, SamplingParams } from '../engine/types';
 import { deriveSeed } from '../engine/logit-processors';
 import type { CompiledConstraint } from '../structured/grammar';
 import { compileForRequest } from '../structured/request';
+import type { ToolCallFormat } from '../text/index';
+import { invalid, unsupported } from './errors';
+import type { ChatCompletionRequest } from './protocol/chat';
 import type { ChoiceRequest, ChoiceUsage } from './generate';
 import type { SamplingFields, Usage } from './protocol/common';
 
@@ -34,6 +37,16 @@ export function choiceOptions(r: SamplingFields, backend: Backend, signal: Abort
 /** The request's structured-output grammar compiled for the backend's tokenizer (a 400 when invalid), if it asked for one. */
 export async function structuredGrammar(r: SamplingFields, backend: Backend): Promise<CompiledConstraint | undefined> {
   return r.structured ? compileForRequest(backend.tokenizer, backend.config.vocabSize, r.structured) : undefined;
+}
+
+/** The grammar that forces tool calls (tool_choice `required` or named) in the template's call format. */
+export async function forcedToolGrammar(r: ChatCompletionRequest, format: ToolCallFormat | null, backend: Backend): Promise<CompiledConstraint> {
+  if (r.structured) throw invalid('tool_choice', `tool_choice ${JSON.stringify(r.tool_choice)} cannot be combined with ${r.structured.param ?? 'response_format'}`);
+  if (format !== 'hermes' && format !== 'llama3') throw unsupported('tool_choice', `forcing tool calls for this model's template (call format ${format ?? 'unknown'})`);
+  const named = typeof r.tool_choice === 'object' ? r.tool_choice.function.name : null;
+  const tools = (r.tools ?? []).filter((t) => named === null || t.function.name === named).map((t) => ({ name: t.function.name, parameters: t.function.parameters }));
+  const multiple = named === null && r.parallel_tool_calls !== false;
+  return compileForRequest(backend.tokenizer, backend.config.vocabSize, { kind: 'tool_calls', format, tools, multiple, param: 'tools' });
 }
 
 /** Choice j of a prompt gets its own stream of the request's seed (choice 0 the seed itself). */

@@ -6,21 +6,12 @@ import { describe, expect, inject, it } from 'vitest';
 import { openModel } from '../model/open';
 import { greedy, logitsFor, ReferenceModel } from '../reference/forward';
 import { testGPU } from '../testing/gpu';
+import { maxAbsDiffAll, top2Margin } from '../testing/compare';
 import { GREEDY } from '../testing/sampling';
 import { GpuEngine } from './engine';
 
 const LOGIT_TOLERANCE = 1e-3; // f32 path, as in engine.test.ts
 const STEPS = 32;
-
-function top2Margin(logits: Float32Array): number {
-  let a = -Infinity;
-  let b = -Infinity;
-  for (const v of logits) {
-    if (v > a) [a, b] = [v, a];
-    else if (v > b) b = v;
-  }
-  return a - b;
-}
 
 /** Every fixture architecture × every format the generator writes. */
 const FORMATS = ['hf-F32', 'hf-F16', 'hf-BF16', 'F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q6_K', 'Q4_K_M'];
@@ -43,9 +34,7 @@ describe('the GPU engine in Chromium', () => {
       const ids = [...prompt, ...want];
       const refLogits = logitsFor(ref, ids);
       const gpuLogits = await engine.teacherForcedLogits(ids);
-      let worst = 0;
-      gpuLogits.forEach((l, i) => l.forEach((v, j) => (worst = Math.max(worst, Math.abs(v - refLogits[i]![j]!)))));
-      expect(worst).toBeLessThan(LOGIT_TOLERANCE);
+      expect(maxAbsDiffAll(gpuLogits, refLogits)).toBeLessThan(LOGIT_TOLERANCE);
       for (let s = 0; s < STEPS; s++) {
         if (top2Margin(refLogits[prompt.length - 1 + s]!) < LOGIT_TOLERANCE) break;
         expect(got[s], `step ${s}`).toBe(want[s]);

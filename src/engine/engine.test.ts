@@ -14,28 +14,12 @@ import { ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
 import { serveDirectory } from '../testing/server';
 import { GpuEngine } from './engine';
+import { maxAbsDiffAll, top2Margin } from '../testing/compare';
 import { GREEDY } from '../testing/sampling';
 
 /** f32 path: GPU and reference read the same dequantised weights; only summation order differs. */
 const LOGIT_TOLERANCE = 1e-3;
 const STEPS = 32;
-
-
-function top2Margin(logits: Float32Array): number {
-  let a = -Infinity;
-  let b = -Infinity;
-  for (const v of logits) {
-    if (v > a) [a, b] = [v, a];
-    else if (v > b) b = v;
-  }
-  return a - b;
-}
-
-function maxAbsDiff(a: Float32Array, b: Float32Array): number {
-  let d = 0;
-  for (let i = 0; i < a.length; i++) d = Math.max(d, Math.abs(a[i]! - b[i]!));
-  return d;
-}
 
 async function generateIds(engine: GpuEngine, promptIds: number[], maxTokens: number): Promise<number[]> {
   const out: number[] = [];
@@ -77,9 +61,7 @@ describe.each(CASES)('the GPU engine on the tiny %s fixture', (arch, variants) =
       const ids = [...prompt, ...want];
       const refLogits = logitsFor(ref, ids);
       const gpuLogits = await engine.teacherForcedLogits(ids);
-      let worst = 0;
-      for (let i = 0; i < ids.length; i++) worst = Math.max(worst, maxAbsDiff(gpuLogits[i]!, refLogits[i]!));
-      expect(worst).toBeLessThan(LOGIT_TOLERANCE);
+      expect(maxAbsDiffAll(gpuLogits, refLogits)).toBeLessThan(LOGIT_TOLERANCE);
 
       // Greedy tokens identical up to the first near-tie of the reference.
       for (let s = 0; s < STEPS; s++) {

@@ -18,7 +18,18 @@ export type ConstraintSpec =
   | { kind: 'json_object'; param?: string }
   | { kind: 'json_schema'; schema: unknown; param?: string }
   | { kind: 'regex'; pattern: string; param?: string }
-  | { kind: 'ebnf'; grammar: string; param?: string };
+  | { kind: 'ebnf'; grammar: string; param?: string }
+  /** Forced tool calls (tool_choice required / named) in the chat template's call format; `multiple`: one or more calls. */
+  | { kind: 'tool_calls'; format: ForcedToolFormat; tools: ForcedTool[]; multiple: boolean; param?: string };
+
+/** Call formats a forced tool call can be written in (src/text/tool-calls.ts parses them back). */
+export type ForcedToolFormat = 'hermes' | 'llama3';
+
+export interface ForcedTool {
+  name: string;
+  /** The function's parameters schema (absent: any JSON object). */
+  parameters?: unknown;
+}
 
 /** A schema, regex or grammar xgrammar refused: a 400 naming the request field. */
 export class StructuredOutputError extends Error {
@@ -129,6 +140,8 @@ function cacheKey(spec: ConstraintSpec, param: string): string {
       return `regex\0${param}\0${spec.pattern}`;
     case 'ebnf':
       return `ebnf\0${param}\0${spec.grammar}`;
+    case 'tool_calls':
+      return `tool_calls\0${param}\0${JSON.stringify(spec)}`;
   }
 }
 
@@ -141,11 +154,62 @@ function cacheKey(spec: ConstraintSpec, param: string): string {
 const LOOSE_STRING_CHAR = String.raw`[^"\\\r\n]`;
 const JSON_STRING_CHAR = String.raw`[^\0-\x1f"\\]`;
 
-/** A schema's grammar: xgrammar's conversion to EBNF, made JSON-correct, then compiled. */
-async function compileSchema(xg: XGrammar, compiler: GrammarCompiler, schema: string): Promise<CompiledGrammar> {
+/** A schema as EBNF (root rule `root`): xgrammar's conversion, made JSON-correct. */
+async function schemaEbnf(xg: XGrammar, schema: string): Promise<string> {
   // Compact output (indent -1, no free whitespace): fewer tokens, and no model can loop on spaces.
   const ebnf = await withFatalMessage(() => xg.Testings._jsonSchemaToEBNF(schema, false, -1, [',', ':']));
-  return withFatalMessage(() => compiler.compileGrammar(ebnf.split(LOOSE_STRING_CHAR).join(JSON_STRING_CHAR), 'root'));
+  return ebnf.split(LOOSE_STRING_CHAR).join(JSON_STRING_CHAR);
+}
+
+/** A schema's grammar: xgrammar's conversion to EBNF, made JSON-correct, then compiled. */
+async function compileSchema(xg: XGrammar, compiler: GrammarCompiler, schema: string): Promise<CompiledGrammar> {
+  const ebnf = await schemaEbnf(xg, schema);
+  return withFatalMessage(() => compiler.compileGrammar(ebnf, 'root'));
+}
+
+/**
+ * Renames the rule `root` in EBNF text, outside string literals and character classes (a
+ * property named "root" stays), so the grammar can be embedded under another root.
+ */
+export function renameRoot(ebnf: string, to: string): string {
+  let out = '';
+  for (let i = 0; i < ebnf.length; ) {
+    const c = ebnf[i]!;
+    if (c === '"' || c === '[') {
+      const close = c === '"' ? '"' : ']';
+      let j = i + 1;
+      while (j < ebnf.length && ebnf[j] !== close) j += ebnf[j] === '\\' ? 2 : 1;
+      out += ebnf.slice(i, j + 1);
+      i = j + 1;
+    } else if (/[A-Za-z_]/.test(c)) {
+      let j = i + 1;
+      while (j < ebnf.length && /[A-Za-z0-9_]/.test(ebnf[j]!)) j++;
+      const word = ebnf.slice(i, j);
+      out += word === 'root' ? to : word;
+      i = j;
+    } else {
+      out += c;
+      i++;
+    }
+  }
+  return out;
+}
+
+/** The grammar of forced tool calls: the call JSON (name, then arguments following the tool's schema) in the format's wrapping. */
+async function toolCallsEbnf(xg: XGrammar, spec: Extract<ConstraintSpec, { kind: 'tool_calls' }>): Promise<string> {
+  const argsKey = spec.format === 'llama3' ? 'parameters' : 'arguments';
+  const calls = spec.tools.map((t) => ({
+    type: 'object',
+    properties: { name: { const: t.name }, [argsKey]: t.parameters ?? { type: 'object' } },
+    required: ['name', argsKey],
+  }));
+  const schema = calls.length === 1 ? calls[0] : { anyOf: calls };
+  const json = renameRoot(await schemaEbnf(xg, JSON.stringify(schema)), 'call_json');
+  const head =
+    spec.format === 'hermes'
+      ? ['root ::= call' + (spec.multiple ? ' ("\\n" call)*' : ''), 'call ::= "<tool_call>\\n" call_json "\\n</tool_call>"']
+      : ['root ::= call_json' + (spec.multiple ? ' ("; " call_json)*' : '')];
+  return [...head, json].join('\n');
 }
 
 async function compileNow(xg: XGrammar, compiler: GrammarCompiler, spec: ConstraintSpec, param: string): Promise<CompiledGrammar> {
@@ -180,6 +244,15 @@ async function compileNow(xg: XGrammar, compiler: GrammarCompiler, spec: Constra
         return await withFatalMessage(() => compiler.compileStructuralTag({ type: 'structural_tag', format: { type: 'regex', pattern: spec.pattern } }));
       } catch (e) {
         throw fail('regular expression', e);
+      }
+    }
+    case 'tool_calls': {
+      if (spec.tools.length === 0) throw new StructuredOutputError(param, `${param}: no tools to call`);
+      try {
+        const ebnf = await toolCallsEbnf(xg, spec);
+        return await withFatalMessage(() => compiler.compileGrammar(ebnf, 'root'));
+      } catch (e) {
+        throw fail('tool parameters schema', e);
       }
     }
     case 'ebnf': {

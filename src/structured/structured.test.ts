@@ -155,3 +155,79 @@ describe('invalid structured-output requests', () => {
     });
   }
 });
+
+describe('forced tool calls', () => {
+  const weather = {
+    type: 'function' as const,
+    function: {
+      name: 'get_weather',
+      parameters: { type: 'object', properties: { city: { enum: ['Paris', 'Oslo'] }, days: { type: 'integer', minimum: 1, maximum: 7 } }, required: ['city', 'days'] },
+    },
+  };
+  const time = { type: 'function' as const, function: { name: 'get_time', parameters: { type: 'object', properties: { tz: { enum: ['UTC', 'CET'] } }, required: ['tz'] } } };
+
+  for (const stream of [false, true]) {
+    it(`calls the named function with arguments valid against its schema${stream ? ', streamed' : ''}`, async () => {
+      const body = {
+        model: MODEL,
+        messages: MESSAGES,
+        tools: [weather, time],
+        tool_choice: { type: 'function', function: { name: 'get_weather' } },
+        max_tokens: 120,
+        temperature: 1,
+        seed: 8,
+        chat_template_kwargs: { enable_thinking: false },
+      };
+      let calls: Array<{ name: string; arguments: string }>;
+      let finish: string | null;
+      if (!stream) {
+        const r = await client.chat.completions.create(body as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming);
+        const m = r.choices[0]!.message;
+        calls = (m.tool_calls ?? []).map((c) => (c as OpenAI.ChatCompletionMessageFunctionToolCall).function);
+        finish = r.choices[0]!.finish_reason;
+      } else {
+        const acc: Array<{ name: string; arguments: string }> = [];
+        finish = null;
+        for await (const c of await client.chat.completions.create({ ...body, stream: true } as unknown as OpenAI.ChatCompletionCreateParamsStreaming)) {
+          for (const d of c.choices[0]?.delta.tool_calls ?? []) {
+            const x = (acc[d.index] ??= { name: '', arguments: '' });
+            x.name += d.function?.name ?? '';
+            x.arguments += d.function?.arguments ?? '';
+          }
+          finish = c.choices[0]?.finish_reason ?? finish;
+        }
+        calls = acc;
+      }
+      expect(finish).toBe('tool_calls');
+      expect(calls).toHaveLength(1);
+      expect(calls[0]!.name).toBe('get_weather');
+      expectValid(weather.function.parameters, calls[0]!.arguments);
+    });
+  }
+
+  it("calls one of the tools for tool_choice 'required'", async () => {
+    const r = await client.chat.completions.create({
+      model: MODEL,
+      messages: MESSAGES,
+      tools: [weather, time],
+      tool_choice: 'required',
+      parallel_tool_calls: false,
+      max_tokens: 120,
+      temperature: 1,
+      seed: 9,
+      chat_template_kwargs: { enable_thinking: false },
+    } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    const calls = (r.choices[0]!.message.tool_calls ?? []).map((c) => (c as OpenAI.ChatCompletionMessageFunctionToolCall).function);
+    expect(r.choices[0]!.finish_reason).toBe('tool_calls');
+    expect(calls).toHaveLength(1);
+    const tool = [weather, time].find((t) => t.function.name === calls[0]!.name);
+    expect(tool).toBeDefined();
+    expectValid(tool!.function.parameters, calls[0]!.arguments);
+  });
+
+  it('refuses a forced call combined with response_format, naming tool_choice', async () => {
+    const e = await chat({ tools: [weather], tool_choice: 'required', response_format: { type: 'json_object' } }).catch((x: unknown) => x);
+    expect((e as { status?: number }).status).toBe(400);
+    expect((e as { param?: string }).param).toBe('tool_choice');
+  });
+});

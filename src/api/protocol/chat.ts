@@ -7,7 +7,7 @@ import { invalid, unsupported } from '../errors';
 import { asBody, bool, int, obj, oneOf, readSamplingFields, readStreamOptions, refuseUnsupported, str, type Json, type SamplingFields, type StreamOptions, type Usage } from './common';
 import { MAX_N } from './completions';
 
-export type ToolChoice = 'none' | 'auto';
+export type ToolChoice = 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } };
 
 export interface ChatCompletionRequest extends SamplingFields {
   /** The conversation so far; roles system, developer, user, assistant, tool, function. */
@@ -34,7 +34,7 @@ export interface ChatCompletionRequest extends SamplingFields {
   /** Options of the stream (only with `stream: true`). */
   stream_options?: StreamOptions;
   // temperature: see SamplingFields
-  /** `auto` (the model decides) or `none`; `required` and a named function need structured output. */
+  /** `auto` (the model decides), `none`, `required` (at least one call) or a named function (that call), the last two forced by a grammar. */
   tool_choice?: ToolChoice;
   /** Functions the model may call, shown to it by the chat template. */
   tools?: ChatTool[];
@@ -81,7 +81,7 @@ export function parseChatRequest(raw: unknown): ChatCompletionRequest {
     reasoning_effort: oneOf(b, 'reasoning_effort', ['low', 'medium', 'high'] as const),
     stream,
     stream_options: readStreamOptions(b, stream),
-    tool_choice: readToolChoice(b),
+    tool_choice: readToolChoice(b, tools),
     tools,
     top_logprobs: topLogprobs,
     user: str(b, 'user'),
@@ -137,12 +137,21 @@ function readTools(b: Json): ChatTool[] | undefined {
   return t as ChatTool[];
 }
 
-function readToolChoice(b: Json): ToolChoice | undefined {
+function readToolChoice(b: Json, tools: ChatTool[] | undefined): ToolChoice | undefined {
   const c = b.tool_choice;
   if (c === undefined || c === null) return undefined;
   if (c === 'none' || c === 'auto') return c;
-  if (c === 'required' || (typeof c === 'object' && (c as Json).type === 'function'))
-    throw unsupported('tool_choice', `tool_choice ${JSON.stringify(c)} (it needs structured output)`);
+  if (c === 'required') {
+    if (!tools?.length) throw invalid('tool_choice', 'tool_choice "required" needs tools');
+    return c;
+  }
+  if (typeof c === 'object' && (c as Json).type === 'function') {
+    const fn = (c as Json).function as Json | undefined;
+    const name = fn && typeof fn === 'object' ? fn.name : undefined;
+    if (typeof name !== 'string') throw invalid('tool_choice', 'tool_choice {type: "function"} needs function: {name}');
+    if (!tools?.some((t) => t.function.name === name)) throw invalid('tool_choice', `tool_choice names ${JSON.stringify(name)}, which is not in tools`);
+    return { type: 'function', function: { name } };
+  }
   throw invalid('tool_choice', `tool_choice must be "none", "auto", "required" or {type: "function", function: {name}}; got ${JSON.stringify(c)}`);
 }
 
