@@ -20,6 +20,7 @@ import { ProgressEmitter, type ProgressCallback } from '../loader/progress';
 import { logprobsOf, TokenSampler } from './logit-processors';
 import { GpuForward } from './forward';
 import { uploadWeights, type GpuWeights, type UploadProgress } from './gpu-weights';
+import { checkPromptIds, RequestQueue, resultFor, reusablePrefix } from './backend-util';
 import { KvPages } from './kv-pages';
 import { StepBuffers, type SeqWork } from './step';
 import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, SamplingParams, TokenLogprob } from './types';
@@ -82,7 +83,7 @@ export class GpuEngine implements Backend {
   private readonly logitsReadback: GPUBuffer; // MAP_READ f32 [vocab] for the CPU sampling path
   /** Token ids whose K/V sequence 0 holds, in order. */
   private cached: number[] = [];
-  private queue: Promise<void> = Promise.resolve();
+  private readonly queue = new RequestQueue();
   private disposed = false;
   private cpuSteps = 0;
   /** Bench hook: while set, steps record through it (more passes; same results). */
@@ -161,38 +162,20 @@ export class GpuEngine implements Backend {
     return this.cpuSteps;
   }
 
-  /** Runs one request at a time: the engine has one sequence's KV in flight. */
-  private async exclusive(): Promise<() => void> {
-    let release!: () => void;
-    const prev = this.queue;
-    this.queue = new Promise<void>((ok) => (release = ok));
-    await prev;
-    return release;
-  }
-
   async *generate(request: GenerateRequest): AsyncGenerator<GeneratedToken, GenerationResult, void> {
     if (this.disposed) throw new Error('GpuEngine: generate() after dispose()');
     const { promptIds, sampling, signal } = request;
-    checkIds(promptIds, this.config.vocabSize);
+    checkPromptIds(promptIds, this.config.vocabSize);
     if (promptIds.length >= this.contextLength) {
       throw new RangeError(`the prompt has ${promptIds.length} tokens; this engine's context holds ${this.contextLength}`);
     }
-    const release = await this.exclusive();
+    const release = await this.queue.acquire();
     const promptTokens = promptIds.length;
-    const result = (finishReason: GenerationResult['finishReason'], completionTokens: number, cachedTokens: number, stopTokenId?: number): GenerationResult => ({
-      finishReason,
-      ...(stopTokenId !== undefined ? { stopTokenId } : {}),
-      promptTokens,
-      completionTokens,
-      cachedTokens,
-    });
+    const result = resultFor(promptTokens);
     try {
       if (signal?.aborted) return result('abort', 0, 0);
       // Reuse the cached prefix (always recomputing at least the last prompt token for its logits).
-      let common = 0;
-      if (request.cachePrompt ?? true) {
-        while (common < this.cached.length && common < promptIds.length - 1 && this.cached[common] === promptIds[common]) common++;
-      }
+      const common = request.cachePrompt ?? true ? reusablePrefix(this.cached, promptIds) : 0;
       this.kv.truncate(0, common);
       this.cached.length = common;
 
@@ -314,8 +297,8 @@ export class GpuEngine implements Backend {
 
   /** Logits after each of `ids`, fed one token per step from an empty cache (tests, echo + logprobs). */
   async teacherForcedLogits(ids: readonly number[]): Promise<Float32Array[]> {
-    checkIds(ids, this.config.vocabSize);
-    const release = await this.exclusive();
+    checkPromptIds(ids, this.config.vocabSize);
+    const release = await this.queue.acquire();
     try {
       this.kv.truncate(0, 0);
       this.cached = [];
@@ -338,7 +321,7 @@ export class GpuEngine implements Backend {
   async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
-    const release = await this.exclusive();
+    const release = await this.queue.acquire();
     try {
       this.forward.destroy();
       this.weights.destroy();
@@ -360,11 +343,4 @@ function isOpened(m: ModelLocation | OpenedModel): m is OpenedModel {
 async function toContext(gpu: GPUContext | GPU | undefined): Promise<GPUContext> {
   if (gpu && 'device' in gpu) return gpu;
   return acquireGPU({ gpu: gpu as GPU | undefined });
-}
-
-function checkIds(ids: readonly number[], vocab: number): void {
-  if (ids.length === 0) throw new RangeError('the prompt has no tokens');
-  for (const id of ids) {
-    if (!Number.isInteger(id) || id < 0 || id >= vocab) throw new RangeError(`token id ${id} is outside the vocabulary (0..${vocab - 1})`);
-  }
 }

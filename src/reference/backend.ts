@@ -6,6 +6,7 @@
  *
  * One sequence at a time: the reference model has one KV cache, so requests queue.
  */
+import { checkPromptIds, RequestQueue, resultFor, reusablePrefix } from '../engine/backend-util';
 import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, TokenLogprob } from '../engine/types';
 import { logprobsOf, TokenSampler } from '../engine/logit-processors';
 import { applyMaskRef } from '../structured/mask';
@@ -41,7 +42,7 @@ export class ReferenceBackend implements Backend {
   readonly generationConfig: GenerationDefaults;
   /** The ids whose K/V the model holds, in order (a prefix the next prompt may reuse). */
   private cached: number[] = [];
-  private queue: Promise<void> = Promise.resolve();
+  private readonly queue = new RequestQueue();
   private readonly breakerSets = new Map<string, Set<number>>();
   private disposed = false;
 
@@ -64,19 +65,9 @@ export class ReferenceBackend implements Backend {
     return new ReferenceBackend(await ReferenceModel.load(opened), opened, tokenizer, opts);
   }
 
-  /** Runs `fn` when the previous request is done (the model has one KV cache). */
-  private async exclusive(): Promise<() => void> {
-    let release!: () => void;
-    const prev = this.queue;
-    this.queue = new Promise<void>((ok) => (release = ok));
-    await prev;
-    return release;
-  }
-
   /** Feeds `ids` from the longest cached prefix (keeping at least the last id to compute); returns its logits and the reuse. */
   private prefill(ids: readonly number[], reuse: boolean, after?: (pos: number, logits: Float32Array) => void): { logits: Float32Array; cachedTokens: number } {
-    let common = 0;
-    if (reuse) while (common < this.cached.length && common < ids.length - 1 && this.cached[common] === ids[common]) common++;
+    const common = reuse ? reusablePrefix(this.cached, ids) : 0;
     this.cached.length = common;
     let logits: Float32Array = new Float32Array(0);
     for (let pos = common; pos < ids.length; pos++) {
@@ -87,27 +78,14 @@ export class ReferenceBackend implements Backend {
     return { logits, cachedTokens: common };
   }
 
-  private checkIds(ids: readonly number[]): void {
-    if (ids.length === 0) throw new RangeError('the prompt has no tokens');
-    for (const id of ids)
-      if (!Number.isInteger(id) || id < 0 || id >= this.config.vocabSize)
-        throw new RangeError(`token id ${id} is outside the vocabulary (0..${this.config.vocabSize - 1})`);
-  }
-
   async *generate(request: ReferenceGenerateRequest): AsyncGenerator<GeneratedToken, GenerationResult, void> {
     if (this.disposed) throw new Error('ReferenceBackend: generate() after dispose()');
     const { promptIds, sampling, signal } = request;
-    this.checkIds(promptIds);
-    const release = await this.exclusive();
+    checkPromptIds(promptIds, this.config.vocabSize);
+    const release = await this.queue.acquire();
     try {
       const promptTokens = promptIds.length;
-      const result = (finishReason: GenerationResult['finishReason'], completionTokens: number, cachedTokens: number, stopTokenId?: number): GenerationResult => ({
-        finishReason,
-        ...(stopTokenId !== undefined ? { stopTokenId } : {}),
-        promptTokens,
-        completionTokens,
-        cachedTokens,
-      });
+      const result = resultFor(promptTokens);
       if (signal?.aborted) return result('abort', 0, 0);
       let { logits, cachedTokens } = this.prefill(promptIds, request.cachePrompt ?? true);
       const maxTokens = Math.max(0, Math.min(request.maxTokens, this.contextLength - promptTokens));
@@ -145,8 +123,8 @@ export class ReferenceBackend implements Backend {
   }
 
   async scorePrompt(ids: number[], topLogprobs: number): Promise<Array<{ logprob: number | null; top: TokenLogprob[] }>> {
-    this.checkIds(ids);
-    const release = await this.exclusive();
+    checkPromptIds(ids, this.config.vocabSize);
+    const release = await this.queue.acquire();
     try {
       // Scoring needs the logits after every position, so recompute from the start.
       this.cached.length = 0;
