@@ -95,6 +95,15 @@ test('the demo loads the bundled model, streams a reply, stops another, and send
   await expect(page.locator('.msg.assistant').nth(2)).toHaveAttribute('data-state', 'done', { timeout: 60_000 });
   expect(((await second.locator('.content').textContent()) ?? '').length).toBe(stoppedAt);
 
+  // JSON mode: the request carries response_format and the grammar mask makes the reply JSON.
+  await page.locator('#json-mode').check();
+  await page.locator('#prompt').fill('Answer in JSON');
+  await page.locator('#prompt').press('Enter');
+  const fourth = page.locator('.msg.assistant').nth(3);
+  await expect(fourth).toHaveAttribute('data-state', 'done', { timeout: 60_000 });
+  expect(await page.evaluate(() => window.__lastRequest)).toMatchObject({ response_format: { type: 'json_object' } });
+  expect(((await fourth.locator('.content').textContent()) ?? '').trim().startsWith('{')).toBe(true);
+
   expect(pageErrors).toEqual([]);
 });
 

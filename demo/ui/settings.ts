@@ -13,9 +13,11 @@ export interface ChatSettings {
   thinking: boolean;
   /** Offer the sample `get_weather` tool, to see tool calls. */
   tools: boolean;
+  /** `response_format: {type: 'json_object'}`: the engine's grammar mask makes the reply valid JSON. */
+  json: boolean;
 }
 
-export const DEFAULTS: ChatSettings = { system: '', temperature: 0.7, topP: 0.95, maxTokens: 256, thinking: true, tools: false };
+export const DEFAULTS: ChatSettings = { system: '', temperature: 0.7, topP: 0.95, maxTokens: 256, thinking: true, tools: false, json: false };
 
 /** The sample tool: the page never runs it, it only shows the call the model wrote. */
 export const WEATHER_TOOL = {
@@ -32,6 +34,7 @@ export function requestFields(s: ChatSettings): Record<string, unknown> {
   const f: Record<string, unknown> = { temperature: s.temperature, top_p: s.topP, max_tokens: s.maxTokens };
   if (s.tools) f.tools = [WEATHER_TOOL];
   if (!s.thinking) f.chat_template_kwargs = { enable_thinking: false };
+  if (s.json) f.response_format = { type: 'json_object' };
   return f;
 }
 
@@ -47,6 +50,7 @@ export class SettingsForm {
     maxTokens: HTMLInputElement;
     thinking: HTMLInputElement;
     tools: HTMLInputElement;
+    json: HTMLInputElement;
   };
 
   constructor(
@@ -63,6 +67,7 @@ export class SettingsForm {
       maxTokens: q<HTMLInputElement>('#max-tokens'),
       thinking: q<HTMLInputElement>('#thinking'),
       tools: q<HTMLInputElement>('#tools'),
+      json: q<HTMLInputElement>('#json-mode'),
     };
     this.write(load());
     root.addEventListener('input', () => this.changed());
@@ -85,6 +90,7 @@ export class SettingsForm {
       maxTokens: Math.round(num(this.el.maxTokens, DEFAULTS.maxTokens, 1, 32768)),
       thinking: this.el.thinking.checked,
       tools: this.el.tools.checked,
+      json: this.el.json.checked,
     };
   }
 
@@ -95,6 +101,7 @@ export class SettingsForm {
     this.el.maxTokens.value = String(s.maxTokens);
     this.el.thinking.checked = s.thinking;
     this.el.tools.checked = s.tools;
+    this.el.json.checked = s.json;
     this.showValues();
   }
 
