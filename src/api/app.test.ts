@@ -75,7 +75,7 @@ const BAD: Bad[] = [
   { name: 'an invalid ebnf', path: CHAT, body: { ...okChat, ebnf: 'root ::= (' }, status: 400, param: 'ebnf' },
   { name: 'grammar of an unknown type', path: C, body: { ...ok, grammar: { type: 'xml', value: 'a' } }, status: 400, param: 'grammar.type' },
   { name: 'two structured-output fields', path: C, body: { ...ok, regex: 'a', ebnf: 'root ::= "a"' }, status: 400, param: 'ebnf' },
-  { name: 'a strict tool', path: CHAT, body: { ...okChat, tools: [{ type: 'function', function: { name: 'f', strict: true } }] }, status: 400, param: 'tools' },
+  { name: 'a tool whose strict is a string', path: CHAT, body: { ...okChat, tools: [{ type: 'function', function: { name: 'f', strict: 'yes' } }] }, status: 400, param: 'tools' },
   { name: 'tool_choice naming a function not in tools', path: CHAT, body: { ...okChat, tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: { type: 'function', function: { name: 'g' } } }, status: 400, param: 'tool_choice' },
   { name: 'tool_choice required without tools', path: CHAT, body: { ...okChat, tool_choice: 'required' }, status: 400, param: 'tool_choice' },
   { name: 'an image part', path: CHAT, body: { ...okChat, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, status: 400, param: 'messages[0].content[0]' },

@@ -4,7 +4,7 @@
  */
 import type { Backend } from '../engine/types';
 import { ChatOutputParser, detectToolCallFormat, promptOpensReasoning, templateHasReasoning, type OutputEvent, type TextTokenizer } from '../text/index';
-import { choiceOptions, forcedToolGrammar, newId, nowSeconds, structuredGrammar, UsageTracker, withChoiceSeed } from './choices';
+import { choiceOptions, forcedToolGrammar, newId, nowSeconds, strictToolGrammar, structuredGrammar, UsageTracker, withChoiceSeed } from './choices';
 import { runChoice, type TokenOut } from './generate';
 import { merge } from './merge';
 import { fitPrompt } from './prompt';
@@ -45,7 +45,9 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
   const created = nowSeconds();
   const usage = new UsageTracker([promptIds.length]);
   const forced = req.tool_choice === 'required' || typeof req.tool_choice === 'object';
-  const grammar = forced ? await forcedToolGrammar(req, toolFormat, backend) : await structuredGrammar(req, backend);
+  const grammar = forced
+    ? await forcedToolGrammar(req, toolFormat, backend)
+    : ((await strictToolGrammar(req, toolFormat, backend)) ?? (await structuredGrammar(req, backend)));
   const base = { ...choiceOptions(req, backend, signal), grammar };
   const includeUsage = req.stream ? !!req.stream_options?.include_usage : true;
   const continuous = !!(req.stream && req.stream_options?.continuous_usage_stats);

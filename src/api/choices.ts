@@ -49,6 +49,21 @@ export async function forcedToolGrammar(r: ChatCompletionRequest, format: ToolCa
   return compileForRequest(backend.tokenizer, backend.config.vocabSize, { kind: 'tool_calls', format, tools, multiple, param: 'tools' });
 }
 
+/**
+ * With tool_choice `auto` and any `strict: true` tool: free text, but a call the model opens must
+ * name one of the tools and (for strict tools) follow its parameters schema. Undefined when no
+ * tool is strict or tools are off (`none`).
+ */
+export async function strictToolGrammar(r: ChatCompletionRequest, format: ToolCallFormat | null, backend: Backend): Promise<CompiledConstraint | undefined> {
+  const tools = r.tools ?? [];
+  if (r.tool_choice === 'none' || !tools.some((t) => t.function.strict === true)) return undefined;
+  if (r.structured) throw invalid('tools', `strict tools cannot be combined with ${r.structured.param ?? 'response_format'}`);
+  if (format !== 'hermes' && format !== 'llama3') throw unsupported('tools', `strict tools for this model's template (call format ${format ?? 'unknown'}; only hermes and llama3)`);
+  // A call opened in the format must match one of the tags, so non-strict tools are in too, their arguments any object.
+  const specTools = tools.map((t) => ({ name: t.function.name, parameters: t.function.strict === true ? t.function.parameters : undefined }));
+  return compileForRequest(backend.tokenizer, backend.config.vocabSize, { kind: 'tool_calls_auto', format, tools: specTools, param: 'tools' });
+}
+
 /** Choice j of a prompt gets its own stream of the request's seed (choice 0 the seed itself). */
 export function withChoiceSeed(s: SamplingParams, j: number): SamplingParams {
   return s.seed === undefined ? s : { ...s, seed: deriveSeed(s.seed, j) };

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { formatReport, type BenchReport } from './report';
 import { bytesPerDecodedToken, benchPrompt, type ModelBenchResult } from './run';
 import { aggregateByKernel, kernelName } from './profiler';
+import { benchConstraintSpec, maskOverhead, msPerGeneratedToken } from './structured';
 import { EMULATED_SETTINGS, FULL_SETTINGS, resolveSettings } from './target';
 
 describe('bench arithmetic', () => {
@@ -22,6 +23,19 @@ describe('bench arithmetic', () => {
     expect(byKernel[0]).toMatchObject({ calls: 2, ms: 5, share: 10 / 14 });
     expect(byKernel[1]).toMatchObject({ calls: 1, ms: 2, share: 4 / 14 });
     expect(aggregateByKernel([])).toEqual([]);
+  });
+
+  it('times decode over the generated tokens after the first, and the mask as the constrained run minus the free one', () => {
+    // tokens at 100 (prefill), 150, 200, 250 ms: 3 steps of 50 ms
+    expect(msPerGeneratedToken([100, 150, 200, 250])).toBe(50);
+    expect(msPerGeneratedToken([100])).toBeNaN();
+    expect(maskOverhead(80, 50)).toEqual({ maskMsPerToken: 30, tokensPerSecond: 12.5 });
+  });
+
+  it('asks the constrained run for at least one array item per decoded token', () => {
+    const spec = benchConstraintSpec(16);
+    expect(spec.kind).toBe('json_schema');
+    expect(spec.kind === 'json_schema' && JSON.stringify(spec.schema)).toContain('"minItems":17');
   });
 
   it('makes prompts of the asked length inside the vocabulary, different per salt', () => {
@@ -54,6 +68,7 @@ describe('the bench report', () => {
       loadMs: 1234,
       prefill: [{ promptTokens: 16, ttftMs: 100, tokensPerSecond: 160 }],
       decode: { promptTokens: 16, tokens: 4, tokensPerSecond: 20, msPerToken: 50, meanContext: 18 },
+      structured: { constraint: 'json', tokens: 4, finishReason: 'length', tokensPerSecond: 12.5, msPerToken: 80, maskMsPerToken: 30 },
       memory: { peakBytes: 3 * 1024 * 1024, matrixBytes: 1, kvCacheBytes: 1 },
       bandwidth: { copyGBps: 2, bytesPerToken: 1024 * 1024, decodeGBps: 0.02, ratio: 0.01 },
       breakdown: { decode: [{ kernel: 'matvec', calls: 15, ms: 1.5, share: 0.75 }], prefill: [{ kernel: 'matmul', calls: 14, ms: 9, share: 0.9 }], prefillTokens: 16 },
@@ -75,7 +90,8 @@ describe('the bench report', () => {
     };
     const text = formatReport(report);
     expect(text).toMatch(/prefill@16 tok\/s/);
-    expect(text).toMatch(/^Q4_0 +1234 +160\.0 +100 +20\.00 +3\.0 +1\.00 +0\.020 +2\.000 +0\.010$/m);
+    expect(text).toMatch(/JSON tok\/s +mask ms\/token/);
+    expect(text).toMatch(/^Q4_0 +1234 +160\.0 +100 +20\.00 +12\.50 +30\.00 +3\.0 +1\.00 +0\.020 +2\.000 +0\.010$/m);
     expect(text).toMatch(/F16 +FAILED: Error: boom/);
     expect(text).toMatch(/^matvec +15 +1\.500 +75\.0/m);
     expect(text).toMatch(/^matmul .*9\.000 +90\.0$/m);

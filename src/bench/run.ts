@@ -7,11 +7,13 @@ import type { GPUContext } from '../gpu/device';
 import { pipelineCache } from '../gpu/run-kernel';
 import { GpuEngine } from '../engine/engine';
 import type { GenerateRequest } from '../engine/types';
+import { compileConstraint, type Constraint } from '../structured/grammar';
 import { measureCopyBandwidth } from '../kernels/copy';
 import { actBytes } from '../kernels/op';
 import { openModel, type ModelLocation } from '../model/open';
 import { GREEDY } from '../testing/sampling';
 import { trackBuffers } from './memory';
+import { BENCH_CONSTRAINT_LABEL, benchConstraintSpec, maskOverhead, msPerGeneratedToken } from './structured';
 import { aggregateByKernel, TimestampProfiler, type KernelTime } from './profiler';
 
 export interface BenchSettings {
@@ -45,6 +47,12 @@ export interface ModelBenchResult {
   loadMs: number;
   prefill: PrefillResult[];
   decode: { promptTokens: number; tokens: number; tokensPerSecond: number; msPerToken: number; meanContext: number };
+  /**
+   * The same decode (prompt, token count, greedy) under a JSON grammar: the mask's cost per token
+   * (xgrammar's bitmask on the CPU, its upload, the apply_mask kernel). msPerToken is over the
+   * tokens actually produced; maskMsPerToken = msPerToken − decode.msPerToken.
+   */
+  structured: { constraint: string; tokens: number; finishReason: string; tokensPerSecond: number; msPerToken: number; maskMsPerToken: number };
   memory: {
     /** Peak bytes of all GPU buffers alive during load, prefill and decode. */
     peakBytes: number;
@@ -86,16 +94,42 @@ export function bytesPerDecodedToken(args: {
   return args.matrixBytes + kv + args.embeddingRowBytes;
 }
 
-function request(promptIds: number[], maxTokens: number): GenerateRequest {
-  return { promptIds, maxTokens, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0, cachePrompt: false };
+function request(promptIds: number[], maxTokens: number, constraint?: Constraint): GenerateRequest {
+  return { promptIds, maxTokens, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0, cachePrompt: false, constraint };
 }
 
 /** Runs a request; returns the wall time at which each token arrived (ms since the call). */
 async function timedGenerate(engine: GpuEngine, promptIds: number[], maxTokens: number): Promise<number[]> {
+  return (await timedRun(engine, promptIds, maxTokens)).at;
+}
+
+async function timedRun(engine: GpuEngine, promptIds: number[], maxTokens: number, constraint?: Constraint): Promise<{ at: number[]; finishReason: string }> {
   const t0 = performance.now();
   const at: number[] = [];
-  for await (const _ of engine.generate(request(promptIds, maxTokens))) at.push(performance.now() - t0);
-  return at;
+  const it = engine.generate(request(promptIds, maxTokens, constraint));
+  for (;;) {
+    const next = await it.next();
+    if (next.done) return { at, finishReason: next.value.finishReason };
+    at.push(performance.now() - t0);
+  }
+}
+
+/** The decode run again under the bench grammar (compiled and started before the clock runs). */
+async function constrainedDecode(engine: GpuEngine, promptIds: number[], tokens: number, vocab: number): Promise<{ at: number[]; finishReason: string }> {
+  const compiled = await compileConstraint(engine.tokenizer, benchConstraintSpec(tokens), vocab);
+  // Warm-up: the masked path's kernels (apply_mask) compile on first use on some drivers.
+  const warm = await compiled.start();
+  try {
+    await timedRun(engine, benchPrompt(16, vocab, 98), 2, warm);
+  } finally {
+    warm.dispose();
+  }
+  const constraint = await compiled.start();
+  try {
+    return await timedRun(engine, promptIds, tokens, constraint);
+  } finally {
+    constraint.dispose();
+  }
 }
 
 export async function benchModel(gpu: GPUContext, location: ModelLocation, format: string, s: BenchSettings, log: Log = () => {}): Promise<ModelBenchResult> {
@@ -119,14 +153,16 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
     const prefill: PrefillResult[] = [];
     const longest = Math.max(...s.promptLengths);
     let at: number[] = [];
+    let decodePrompt: number[] = [];
     for (const [i, n] of s.promptLengths.entries()) {
       const decodes = n === longest && at.length === 0;
-      const times = await timedGenerate(engine, benchPrompt(n, c.vocabSize, i), decodes ? s.decodeTokens : 1);
-      if (decodes) at = times;
+      const prompt = benchPrompt(n, c.vocabSize, i);
+      const times = await timedGenerate(engine, prompt, decodes ? s.decodeTokens : 1);
+      if (decodes) [at, decodePrompt] = [times, prompt];
       prefill.push({ promptTokens: n, ttftMs: times[0]!, tokensPerSecond: n / (times[0]! / 1000) });
       log(`${format}: prefill ${n} tokens, first token after ${times[0]!.toFixed(0)} ms`);
     }
-    const msPerToken = (at[at.length - 1]! - at[0]!) / Math.max(1, at.length - 1);
+    const msPerToken = msPerGeneratedToken(at);
     const decode = {
       promptTokens: longest,
       tokens: at.length,
@@ -135,6 +171,16 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
       meanContext: longest + at.length / 2,
     };
     log(`${format}: decode ${decode.tokensPerSecond.toFixed(1)} tokens/s after a ${longest}-token prompt`);
+    const masked = await constrainedDecode(engine, decodePrompt, s.decodeTokens, c.vocabSize);
+    const maskedMs = msPerGeneratedToken(masked.at);
+    const structured = {
+      constraint: BENCH_CONSTRAINT_LABEL,
+      tokens: masked.at.length,
+      finishReason: masked.finishReason,
+      msPerToken: maskedMs,
+      ...maskOverhead(maskedMs, msPerToken),
+    };
+    log(`${format}: constrained decode ${structured.tokensPerSecond.toFixed(1)} tokens/s over ${structured.tokens} tokens (${structured.finishReason}), mask ${structured.maskMsPerToken.toFixed(2)} ms/token`);
     const peakBytes = tracker.peak;
     tracker.stop();
 
@@ -164,6 +210,7 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
       loadMs,
       prefill,
       decode,
+      structured,
       memory: { peakBytes, matrixBytes, kvCacheBytes },
       bandwidth: { copyGBps: copy.gbPerSecond, bytesPerToken, decodeGBps, ratio: decodeGBps / copy.gbPerSecond },
       breakdown,

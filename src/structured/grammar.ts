@@ -20,7 +20,12 @@ export type ConstraintSpec =
   | { kind: 'regex'; pattern: string; param?: string }
   | { kind: 'ebnf'; grammar: string; param?: string }
   /** Forced tool calls (tool_choice required / named) in the chat template's call format; `multiple`: one or more calls. */
-  | { kind: 'tool_calls'; format: ForcedToolFormat; tools: ForcedTool[]; multiple: boolean; param?: string };
+  | { kind: 'tool_calls'; format: ForcedToolFormat; tools: ForcedTool[]; multiple: boolean; param?: string }
+  /**
+   * Strict tools under tool_choice `auto`: free text until the model opens a call in the format,
+   * then the call (name and arguments) must follow one of `tools`; free text again after it.
+   */
+  | { kind: 'tool_calls_auto'; format: ForcedToolFormat; tools: ForcedTool[]; param?: string };
 
 /** Call formats a forced tool call can be written in (src/text/tool-calls.ts parses them back). */
 export type ForcedToolFormat = 'hermes' | 'llama3';
@@ -141,7 +146,8 @@ function cacheKey(spec: ConstraintSpec, param: string): string {
     case 'ebnf':
       return `ebnf\0${param}\0${spec.grammar}`;
     case 'tool_calls':
-      return `tool_calls\0${param}\0${JSON.stringify(spec)}`;
+    case 'tool_calls_auto':
+      return `${spec.kind}\0${param}\0${JSON.stringify(spec)}`;
   }
 }
 
@@ -212,6 +218,26 @@ async function toolCallsEbnf(xg: XGrammar, spec: Extract<ConstraintSpec, { kind:
   return [...head, json].join('\n');
 }
 
+/**
+ * Strict tools under tool_choice `auto` as an xgrammar structural tag: any text until a trigger
+ * (the format's call opening), then one tag per tool whose begin names the tool and whose content
+ * is the tool's parameters (our JSON-correct EBNF, not xgrammar's own schema conversion).
+ */
+async function autoToolCallsTag(xg: XGrammar, spec: Extract<ConstraintSpec, { kind: 'tool_calls_auto' }>): Promise<object> {
+  const hermes = spec.format === 'hermes';
+  const tags = await Promise.all(
+    spec.tools.map(async (t) => ({
+      type: 'tag',
+      begin: hermes ? `<tool_call>\n{"name": ${JSON.stringify(t.name)}, "arguments": ` : `{"name": ${JSON.stringify(t.name)}, "parameters": `,
+      content: { type: 'grammar', grammar: await schemaEbnf(xg, JSON.stringify(t.parameters ?? { type: 'object' })) },
+      end: hermes ? '}\n</tool_call>' : '}',
+    })),
+  );
+  // Each trigger must prefix the begin of the tags it dispatches to.
+  const triggers = hermes ? ['<tool_call>'] : ['{"name": '];
+  return { type: 'structural_tag', format: { type: 'triggered_tags', triggers, tags } };
+}
+
 async function compileNow(xg: XGrammar, compiler: GrammarCompiler, spec: ConstraintSpec, param: string): Promise<CompiledGrammar> {
   const fail = (what: string, e: unknown) => new StructuredOutputError(param, `${param}: invalid ${what}: ${(e as Error).message}`, { cause: e });
   switch (spec.kind) {
@@ -251,6 +277,15 @@ async function compileNow(xg: XGrammar, compiler: GrammarCompiler, spec: Constra
       try {
         const ebnf = await toolCallsEbnf(xg, spec);
         return await withFatalMessage(() => compiler.compileGrammar(ebnf, 'root'));
+      } catch (e) {
+        throw fail('tool parameters schema', e);
+      }
+    }
+    case 'tool_calls_auto': {
+      if (spec.tools.length === 0) throw new StructuredOutputError(param, `${param}: no tools to call`);
+      try {
+        const tag = await autoToolCallsTag(xg, spec);
+        return await withFatalMessage(() => compiler.compileStructuralTag(tag as Record<string, unknown>));
       } catch (e) {
         throw fail('tool parameters schema', e);
       }

@@ -231,3 +231,56 @@ describe('forced tool calls', () => {
     expect((e as { param?: string }).param).toBe('tool_choice');
   });
 });
+
+describe('strict tools with tool_choice auto', () => {
+  const weather = {
+    type: 'function' as const,
+    function: {
+      name: 'get_weather',
+      strict: true,
+      parameters: { type: 'object', properties: { city: { enum: ['Paris', 'Oslo'] }, days: { type: 'integer', minimum: 1, maximum: 7 } }, required: ['city', 'days'] },
+    },
+  };
+
+  async function reply(extra: Extra) {
+    const r = await client.chat.completions.create({
+      model: MODEL,
+      messages: MESSAGES,
+      tools: [weather],
+      tool_choice: 'auto',
+      max_tokens: 80,
+      temperature: 1,
+      chat_template_kwargs: { enable_thinking: false },
+      ...extra,
+    } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    const m = r.choices[0]!.message;
+    return { content: m.content ?? '', calls: (m.tool_calls ?? []).map((c) => (c as OpenAI.ChatCompletionMessageFunctionToolCall).function) };
+  }
+
+  it('no longer answers a strict tool with a 400', async () => {
+    const { content, calls } = await reply({ seed: 30, max_tokens: 8 });
+    expect(typeof content).toBe('string');
+    expect(Array.isArray(calls)).toBe(true);
+  });
+
+  it('gives arguments valid against the schema whenever the model opens a call (pushed there by logit_bias)', async () => {
+    const open = rig.qwen.backend.tokenizer.tokenToId('<tool_call>');
+    expect(open).toBeTypeOf('number');
+    let called = 0;
+    for (const seed of [31, 32, 33]) {
+      const { calls } = await reply({ seed, logit_bias: { [open!]: 30 } });
+      for (const c of calls) {
+        expect(c.name).toBe('get_weather');
+        expectValid(weather.function.parameters, c.arguments);
+        called++;
+      }
+    }
+    expect(called).toBeGreaterThan(0);
+  });
+
+  it('refuses strict tools combined with response_format, naming tools', async () => {
+    const e = await chat({ tools: [weather], tool_choice: 'auto', response_format: { type: 'json_object' } }).catch((x: unknown) => x);
+    expect((e as { status?: number }).status).toBe(400);
+    expect((e as { param?: string }).param).toBe('tools');
+  });
+});

@@ -132,7 +132,7 @@ function readTools(b: Json): ChatTool[] | undefined {
       throw invalid('tools', `${at} must be {type: "function", function: {name, ...}}`);
     const fn = x.function as Json;
     if (typeof fn.name !== 'string' || fn.name.length === 0) throw invalid('tools', `${at}.function.name must be a non-empty string`);
-    if (fn.strict === true) throw unsupported('tools', `strict tools (${at}.function.strict needs structured output)`);
+    if (fn.strict !== undefined && fn.strict !== null && typeof fn.strict !== 'boolean') throw invalid('tools', `${at}.function.strict must be true or false; got ${JSON.stringify(fn.strict)}`);
   });
   return t as ChatTool[];
 }
