@@ -4,10 +4,9 @@
  */
 import { describe, expect, inject, it } from 'vitest';
 import { openModel } from '../model/open';
-import { greedy, logitsFor, ReferenceModel } from '../reference/forward';
+import { ReferenceModel } from '../reference/forward';
 import { testGPU } from '../testing/gpu';
-import { maxAbsDiffAll, top2Margin } from '../testing/compare';
-import { GREEDY } from '../testing/sampling';
+import { expectEngineMatchesReference } from '../testing/engine-check';
 import { GpuEngine } from './engine';
 
 const LOGIT_TOLERANCE = 1e-3; // f32 path, as in engine.test.ts
@@ -28,17 +27,7 @@ describe('the GPU engine in Chromium', () => {
     try {
       const vocab = opened.config.vocabSize;
       const prompt = Array.from({ length: 20 }, (_, i) => (i * 7919 + 29) % vocab);
-      const want = greedy(ref, prompt, STEPS);
-      const got: number[] = [];
-      for await (const t of engine.generate({ promptIds: prompt, maxTokens: STEPS, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0 })) got.push(t.id);
-      const ids = [...prompt, ...want];
-      const refLogits = logitsFor(ref, ids);
-      const gpuLogits = await engine.teacherForcedLogits(ids);
-      expect(maxAbsDiffAll(gpuLogits, refLogits)).toBeLessThan(LOGIT_TOLERANCE);
-      for (let s = 0; s < STEPS; s++) {
-        if (top2Margin(refLogits[prompt.length - 1 + s]!) < LOGIT_TOLERANCE) break;
-        expect(got[s], `step ${s}`).toBe(want[s]);
-      }
+      await expectEngineMatchesReference(engine, ref, prompt, STEPS, LOGIT_TOLERANCE);
     } finally {
       await engine.dispose();
     }

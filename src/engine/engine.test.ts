@@ -9,23 +9,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
 import type { Arch } from '../model/config';
 import { openModel } from '../model/open';
-import { greedy, logitsFor, ReferenceModel } from '../reference/forward';
+import { greedy, ReferenceModel } from '../reference/forward';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
 import { serveDirectory } from '../testing/server';
 import { GpuEngine } from './engine';
-import { maxAbsDiffAll, top2Margin } from '../testing/compare';
+import { expectEngineMatchesReference, generateGreedy } from '../testing/engine-check';
 import { GREEDY } from '../testing/sampling';
 
 /** f32 path: GPU and reference read the same dequantised weights; only summation order differs. */
 const LOGIT_TOLERANCE = 1e-3;
 const STEPS = 32;
-
-async function generateIds(engine: GpuEngine, promptIds: number[], maxTokens: number): Promise<number[]> {
-  const out: number[] = [];
-  for await (const t of engine.generate({ promptIds, maxTokens, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0 })) out.push(t.id);
-  return out;
-}
 
 /** Every fixture architecture × every format the generator writes. */
 const FORMATS = ['hf-F32', 'hf-F16', 'hf-BF16', 'F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q6_K', 'Q4_K_M'];
@@ -55,19 +49,7 @@ describe.each(CASES)('the GPU engine on the tiny %s fixture', (arch, variants) =
       // A 20-token prompt: the prefill runs the tiled matmul and prefill attention (T > 8).
       const vocab = opened.config.vocabSize;
       const prompt = Array.from({ length: 20 }, (_, i) => (i * 7919 + 13 * (arch.length + 1)) % vocab);
-      const want = greedy(ref, prompt, STEPS);
-      const got = await generateIds(engine, prompt, STEPS);
-
-      const ids = [...prompt, ...want];
-      const refLogits = logitsFor(ref, ids);
-      const gpuLogits = await engine.teacherForcedLogits(ids);
-      expect(maxAbsDiffAll(gpuLogits, refLogits)).toBeLessThan(LOGIT_TOLERANCE);
-
-      // Greedy tokens identical up to the first near-tie of the reference.
-      for (let s = 0; s < STEPS; s++) {
-        if (top2Margin(refLogits[prompt.length - 1 + s]!) < LOGIT_TOLERANCE) break;
-        expect(got[s], `step ${s}`).toBe(want[s]);
-      }
+      await expectEngineMatchesReference(engine, ref, prompt, STEPS, LOGIT_TOLERANCE);
     } finally {
       await engine.dispose();
     }
@@ -84,7 +66,7 @@ describe('the GPU engine across prefill chunks and a cached prefix', () => {
     try {
       const prompt = Array.from({ length: 29 }, (_, i) => (i * 31 + 5) % opened.config.vocabSize);
       const want = greedy(ref, prompt, 12);
-      expect(await generateIds(engine, prompt, 12)).toEqual(want);
+      expect(await generateGreedy(engine, prompt, 12)).toEqual(want);
       // Same prompt again: all but its last token come from the KV cache.
       const again = engine.generate({ promptIds: prompt, maxTokens: 12, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0 });
       const ids: number[] = [];

@@ -1,0 +1,35 @@
+/**
+ * The engine-vs-reference check shared by the Node and Chromium engine tests: logits compared
+ * teacher-forced at every step within `tolerance`, and greedy tokens identical up to the first step
+ * where the reference's top-2 margin is below that tolerance (random weights make near-ties).
+ */
+import { expect } from 'vitest';
+import type { GpuEngine } from '../engine/engine';
+import { greedy, logitsFor, type ReferenceModel } from '../reference/forward';
+import { maxAbsDiffAll, top2Margin } from './compare';
+import { GREEDY } from './sampling';
+
+export async function generateGreedy(engine: GpuEngine, promptIds: number[], maxTokens: number): Promise<number[]> {
+  const out: number[] = [];
+  for await (const t of engine.generate({ promptIds, maxTokens, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0 })) out.push(t.id);
+  return out;
+}
+
+export async function expectEngineMatchesReference(
+  engine: GpuEngine,
+  ref: ReferenceModel,
+  prompt: number[],
+  steps: number,
+  tolerance: number,
+): Promise<void> {
+  const want = greedy(ref, prompt, steps);
+  const got = await generateGreedy(engine, prompt, steps);
+  const ids = [...prompt, ...want];
+  const refLogits = logitsFor(ref, ids);
+  const gpuLogits = await engine.teacherForcedLogits(ids);
+  expect(maxAbsDiffAll(gpuLogits, refLogits)).toBeLessThan(tolerance);
+  for (let s = 0; s < steps; s++) {
+    if (top2Margin(refLogits[prompt.length - 1 + s]!) < tolerance) break;
+    expect(got[s], `step ${s}`).toBe(want[s]);
+  }
+}
