@@ -4,19 +4,14 @@
  * text that may become one), decides the finish reason and `matched_stop`, and carries each
  * token's logprobs. Streamed and non-streamed replies are both built from these events.
  */
-import type { Backend, GenerateRequest, SamplingParams, TokenLogprob } from '../engine/types';
+import type { Backend, GenerateRequest, TokenLogprob } from '../engine/types';
 import type { CompiledConstraint } from '../structured/grammar';
 import { StreamingDetokenizer } from '../text/index';
 import { StopMatcher } from './stop';
 
-export interface ChoiceRequest {
+/** One choice's generation: the backend request (the grammar becomes its constraint) plus the API's text-level stopping. */
+export interface ChoiceRequest extends Omit<GenerateRequest, 'cachePrompt' | 'constraint'> {
   backend: Backend;
-  promptIds: number[];
-  maxTokens: number;
-  sampling: SamplingParams;
-  stopTokenIds: number[];
-  ignoreEos: boolean;
-  minTokens: number;
   cachePrompt: boolean;
   stop: string[];
   stopRegex: string[];
@@ -24,7 +19,6 @@ export interface ChoiceRequest {
   skipSpecialTokens: boolean;
   /** Special tokens kept in the text even when skipping (tool-call markers). */
   keepSpecialIds?: number[];
-  signal?: AbortSignal;
   /** Structured output: each choice runs its own matcher of this grammar. */
   grammar?: CompiledConstraint;
 }
