@@ -59,3 +59,11 @@ export function packParams(fields: Array<['u32' | 'i32' | 'f32', number]>): Arra
   });
   return buffer;
 }
+
+/** A bind group for a pipeline's group 0 with `buffers` at bindings 0, 1, 2, … (layout 'auto'). */
+export function bindBuffers(device: GPUDevice, pipeline: GPUComputePipeline, buffers: readonly GPUBuffer[]): GPUBindGroup {
+  return device.createBindGroup({
+    layout: pipeline.getBindGroupLayout(0),
+    entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
+  });
+}

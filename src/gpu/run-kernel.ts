@@ -1,4 +1,4 @@
-import { createBuffer, readBuffer, STORAGE, UNIFORM, uploadBuffer } from './buffers';
+import { createBuffer, readBuffer, STORAGE, UNIFORM, uploadBuffer, bindBuffers } from './buffers';
 import type { GPUContext } from './device';
 import { fromGPUError } from './errors';
 import { PipelineCache, type Kernel, type Specialisation } from './pipelines';
@@ -40,10 +40,7 @@ export async function runKernel(
     else if ('output' in b) readBack.push(pushed(buffers, createBuffer(device, b.output, STORAGE)));
     else buffers.push(uploadBuffer(device, ArrayBuffer.isView(b.uniform) ? b.uniform : new Uint8Array(b.uniform), UNIFORM));
   }
-  const bindGroup = device.createBindGroup({
-    layout: pipeline.getBindGroupLayout(0),
-    entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
-  });
+  const bindGroup = bindBuffers(device, pipeline, buffers);
   const encoder = device.createCommandEncoder();
   const pass = encoder.beginComputePass();
   pass.setPipeline(pipeline);

@@ -1,5 +1,5 @@
 import source from '../../shaders/add.wgsl';
-import { packParams, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { Op, OpContext } from './op';
 
@@ -18,10 +18,7 @@ export async function createAddOp(ctx: OpContext, args: { x: GPUBuffer; y: GPUBu
   const wg = args.wg ?? 64;
   const pipeline = await ctx.cache.get(addKernel, { precision: ctx.precision, constants: { WG: wg } });
   const params = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', args.n]])), UNIFORM, 'add params');
-  const bindGroup = ctx.device.createBindGroup({
-    layout: pipeline.getBindGroupLayout(0),
-    entries: [args.x, args.y, params].map((buffer, binding) => ({ binding, resource: { buffer } })),
-  });
+  const bindGroup = bindBuffers(ctx.device, pipeline, [args.x, args.y, params]);
   const groupsX = Math.ceil(args.n / wg);
   return {
     encode(pass, tokens) {

@@ -4,7 +4,7 @@
  * word v >> 5, 1 = allowed) is computed on the CPU each step and written here: vocab / 32 words.
  */
 import source from '../../shaders/apply_mask.wgsl';
-import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { maskWords } from '../structured/mask';
 import type { OpContext } from './op';
@@ -30,10 +30,7 @@ export async function createApplyMaskOp(ctx: OpContext, args: { logits: GPUBuffe
   const pipeline = await ctx.cache.get(applyMaskKernel, { precision: 'f32', constants: { WG: wg } });
   const mask = createBuffer(ctx.device, args.maxSeqs * words * 4, STORAGE, 'token mask');
   const params = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', args.vocab], ['u32', words], ['f32', -Infinity]])), UNIFORM, 'apply_mask params');
-  const bindGroup = ctx.device.createBindGroup({
-    layout: pipeline.getBindGroupLayout(0),
-    entries: [args.logits, mask, params].map((buffer, binding) => ({ binding, resource: { buffer } })),
-  });
+  const bindGroup = bindBuffers(ctx.device, pipeline, [args.logits, mask, params]);
   const groupsX = Math.ceil(args.vocab / wg);
   return {
     write(seq, bits) {

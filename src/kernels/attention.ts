@@ -1,7 +1,7 @@
 import combineSource from '../../shaders/attn_combine.wgsl';
 import decodeSource from '../../shaders/attn_decode.wgsl';
 import prefillSource from '../../shaders/attn_prefill.wgsl';
-import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { OpContext } from './op';
 
@@ -93,11 +93,6 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
   const d4 = headDim / 4;
   const scale = 1 / Math.sqrt(headDim);
   const limit = device.limits.maxComputeWorkgroupStorageSize;
-  const bind = (pipeline: GPUComputePipeline, buffers: GPUBuffer[]) =>
-    device.createBindGroup({
-      layout: pipeline.getBindGroupLayout(0),
-      entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
-    });
 
   // Decode: split-K, then combine.
   const decodeWg = a.decode?.wg ?? Math.max(64, d4);
@@ -129,8 +124,8 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
     'attn_decode params',
   );
   const combineParams = uploadBuffer(device, new Uint8Array(packParams([['u32', nHeads], ['u32', d4]])), UNIFORM, 'attn_combine params');
-  const decodeGroup = bind(decodePipeline, [a.q, a.kCache, a.vCache, a.positions, a.tokenSeq, a.blockTable, partialO, partialML, decodeParams]);
-  const combineGroup = bind(combinePipeline, [partialO, partialML, a.out, combineParams]);
+  const decodeGroup = bindBuffers(device, decodePipeline, [a.q, a.kCache, a.vCache, a.positions, a.tokenSeq, a.blockTable, partialO, partialML, decodeParams]);
+  const combineGroup = bindBuffers(device, combinePipeline, [partialO, partialML, a.out, combineParams]);
 
   // Prefill: query tiles; the tile shrinks until its workgroup memory fits the device.
   let tq = a.prefill?.tq ?? 16;
@@ -154,7 +149,7 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
     UNIFORM,
     'attn_prefill params',
   );
-  const prefillGroup = bind(prefillPipeline, [a.q, a.kCache, a.vCache, a.positions, a.blockTable, a.lastToken, a.counts, a.out, prefillParams]);
+  const prefillGroup = bindBuffers(device, prefillPipeline, [a.q, a.kCache, a.vCache, a.positions, a.blockTable, a.lastToken, a.counts, a.out, prefillParams]);
 
   return {
     scratchBytes: partialO.size + partialML.size,

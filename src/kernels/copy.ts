@@ -3,7 +3,7 @@
  * so the bench can say how close the decode step comes to it. Not used by the engine.
  */
 import source from '../../shaders/copy.wgsl';
-import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { OpContext } from './op';
 
@@ -43,10 +43,7 @@ export async function createCopyOp(
   const groups = Math.max(1, Math.min(Math.ceil(n / wg), args.maxGroups ?? device.limits.maxComputeWorkgroupsPerDimension));
   const pipeline = await ctx.cache.get(copyKernel, { constants: { WG: wg } });
   const params = uploadBuffer(device, new Uint8Array(packParams([['u32', n], ['u32', groups * wg]])), UNIFORM, 'copy params');
-  const bindGroup = device.createBindGroup({
-    layout: pipeline.getBindGroupLayout(0),
-    entries: [args.src, args.dst, params].map((buffer, binding) => ({ binding, resource: { buffer } })),
-  });
+  const bindGroup = bindBuffers(device, pipeline, [args.src, args.dst, params]);
   return {
     trafficBytes: 2 * args.bytes,
     encode(pass) {

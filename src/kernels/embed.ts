@@ -2,7 +2,7 @@ import dequantLib from '../../shaders/lib/dequant.wgsl';
 import body from '../../shaders/embed.wgsl';
 import { dequantize } from '../formats/quants';
 import { tensorByteLength, type DType } from '../formats/types';
-import { packParams, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { Op, OpContext } from './op';
 import { gpuBytesPerRow, WTYPE } from './weights';
@@ -43,10 +43,7 @@ export async function createEmbedOp(
   const wg = args.wg ?? 64;
   const pipeline = await ctx.cache.get(embedKernel, { precision: ctx.precision, constants: { WG: wg, WTYPE: WTYPE[args.dtype] } });
   const params = uploadBuffer(ctx.device, new Uint8Array(embedParams(args.dtype, args.n, args.vocab)), UNIFORM, 'embed params');
-  const bindGroup = ctx.device.createBindGroup({
-    layout: pipeline.getBindGroupLayout(0),
-    entries: [args.tokens, args.table, args.x, params].map((buffer, binding) => ({ binding, resource: { buffer } })),
-  });
+  const bindGroup = bindBuffers(ctx.device, pipeline, [args.tokens, args.table, args.x, params]);
   const groupsX = Math.ceil(args.n / 4 / wg);
   return {
     encode(pass, tokens) {

@@ -1,5 +1,5 @@
 import source from '../../shaders/kv_write.wgsl';
-import { packParams, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { Op, OpContext } from './op';
 
@@ -38,13 +38,7 @@ export async function createKvWriteOp(
   const rowVec4s = (args.nKv * args.headDim) / 4;
   const pipeline = await ctx.cache.get(kvWriteKernel, { precision: ctx.precision, constants: { WG: wg } });
   const params = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', rowVec4s]])), UNIFORM, 'kv_write params');
-  const bindGroup = ctx.device.createBindGroup({
-    layout: pipeline.getBindGroupLayout(0),
-    entries: [args.k, args.v, args.slotMapping, args.kCache, args.vCache, params].map((buffer, binding) => ({
-      binding,
-      resource: { buffer },
-    })),
-  });
+  const bindGroup = bindBuffers(ctx.device, pipeline, [args.k, args.v, args.slotMapping, args.kCache, args.vCache, params]);
   const x = Math.ceil(rowVec4s / wg);
   return {
     encode(pass, tokens) {

@@ -14,7 +14,7 @@
 import dequantLib from '../../shaders/lib/dequant.wgsl';
 import matmulBody from '../../shaders/matmul.wgsl';
 import matvecBody from '../../shaders/matvec.wgsl';
-import { packParams, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import { packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { DTYPE_INFO, type DType } from '../formats/types';
 import { actBytes, type Op, type OpContext } from './op';
@@ -191,10 +191,7 @@ export async function createLinearOp(
 
   const prepare = async (kernel: Kernel, spec: MatvecSpec | MatmulSpec) => {
     const pipeline = await ctx.cache.get(kernel, { precision: ctx.precision, constants: linearConstants(spec, dtype, hasBias) });
-    const bindGroup = device.createBindGroup({
-      layout: pipeline.getBindGroupLayout(0),
-      entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
-    });
+    const bindGroup = bindBuffers(device, pipeline, buffers);
     return { pipeline, bindGroup };
   };
   const [one, several, tiled] = await Promise.all([

@@ -10,7 +10,7 @@
  * `penaltiesRef` in the order TokenSampler applies it.
  */
 import source from '../../shaders/penalties.wgsl';
-import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, writeBuffer } from '../gpu/buffers';
+import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, writeBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { applyFrequencyPresence, applyLogitBias, applyRepetitionPenalty } from '../engine/logit-processors';
 import type { Op, OpContext } from './op';
@@ -145,10 +145,7 @@ export async function createPenaltiesOp(
   const bias = createBuffer(device, maxSeqs * vocab * 4, STORAGE, 'penalties bias'); // f32 [maxSeqs, vocab]
   const counts = createBuffer(device, maxSeqs * vocab * 4, STORAGE, 'penalties counts'); // u32 [maxSeqs, vocab]
   const seen = createBuffer(device, maxSeqs * seenWords * 4, STORAGE, 'penalties prompt bits'); // u32 [maxSeqs, seenWords]
-  const bindGroup = device.createBindGroup({
-    layout: pipeline.getBindGroupLayout(0),
-    entries: [args.logits, params, bias, counts, seen, args.lastToken, uniform].map((buffer, binding) => ({ binding, resource: { buffer } })),
-  });
+  const bindGroup = bindBuffers(device, pipeline, [args.logits, params, bias, counts, seen, args.lastToken, uniform]);
   const cpu = {
     params: new DataView(new ArrayBuffer(PENALTY_PARAM_WORDS * 4)),
     bias: new Float32Array(vocab),

@@ -1,5 +1,5 @@
 import source from '../../shaders/rms_norm.wgsl';
-import { packParams, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { Op, OpContext } from './op';
 
@@ -37,10 +37,7 @@ export async function createRmsNormOp(
     UNIFORM,
     'rms_norm params',
   );
-  const bindGroup = ctx.device.createBindGroup({
-    layout: pipeline.getBindGroupLayout(0),
-    entries: [args.x, args.weight, args.y, params].map((buffer, binding) => ({ binding, resource: { buffer } })),
-  });
+  const bindGroup = bindBuffers(ctx.device, pipeline, [args.x, args.weight, args.y, params]);
   return {
     encode(pass, tokens) {
       pass.setPipeline(pipeline);

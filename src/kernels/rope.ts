@@ -1,5 +1,5 @@
 import source from '../../shaders/rope.wgsl';
-import { packParams, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { ModelConfig } from '../model/config';
 import { ropeInvFreqs } from '../reference/rope';
@@ -90,10 +90,7 @@ export async function createRopeOp(
     UNIFORM,
     'rope params',
   );
-  const bindGroup = ctx.device.createBindGroup({
-    layout: pipeline.getBindGroupLayout(0),
-    entries: [args.q, args.k, args.positions, args.invFreq, params].map((buffer, binding) => ({ binding, resource: { buffer } })),
-  });
+  const bindGroup = bindBuffers(ctx.device, pipeline, [args.q, args.k, args.positions, args.invFreq, params]);
   const x = ropeWorkgroups(args.nHeads, args.nKv, args.headDim, wg);
   return {
     encode(pass, tokens) {

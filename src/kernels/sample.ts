@@ -4,7 +4,7 @@
  * RNG in TypeScript (`sampleRef`, `uniform01`), and builds the op.
  */
 import source from '../../shaders/sample.wgsl';
-import { packParams, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { Op, OpContext } from './op';
 
@@ -202,10 +202,7 @@ export async function createSampleOp(
   // Logits stay f32 whatever the activation precision: no f16 variant.
   const pipeline = await ctx.cache.get(sampleKernel, { constants: { WG: wg } });
   const uniform = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', args.vocab], ['u32', args.rowStride ?? args.vocab]])), UNIFORM, 'sample params');
-  const bindGroup = ctx.device.createBindGroup({
-    layout: pipeline.getBindGroupLayout(0),
-    entries: [args.logits, args.params, args.tokens, args.logprobs, uniform].map((buffer, binding) => ({ binding, resource: { buffer } })),
-  });
+  const bindGroup = bindBuffers(ctx.device, pipeline, [args.logits, args.params, args.tokens, args.logprobs, uniform]);
   return {
     encode(pass, seqs) {
       pass.setPipeline(pipeline);

@@ -1,5 +1,5 @@
 import source from '../../shaders/swiglu.wgsl';
-import { packParams, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { Op, OpContext } from './op';
 
@@ -53,10 +53,7 @@ export async function createSwigluOp(
   const wg = args.wg ?? 64;
   const pipeline = await ctx.cache.get(swigluKernel, { precision: ctx.precision, constants: { WG: wg } });
   const params = uploadBuffer(ctx.device, new Uint8Array(swigluParams(args)), UNIFORM, 'swiglu params');
-  const bindGroup = ctx.device.createBindGroup({
-    layout: pipeline.getBindGroupLayout(0),
-    entries: [args.gate, args.up, args.out, params].map((buffer, binding) => ({ binding, resource: { buffer } })),
-  });
+  const bindGroup = bindBuffers(ctx.device, pipeline, [args.gate, args.up, args.out, params]);
   const groupsX = Math.ceil(args.n / wg);
   return {
     encode(pass, tokens) {
