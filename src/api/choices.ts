@@ -42,7 +42,7 @@ export async function structuredGrammar(r: SamplingFields, backend: Backend): Pr
 /** The grammar that forces tool calls (tool_choice `required` or named) in the template's call format. */
 export async function forcedToolGrammar(r: ChatCompletionRequest, format: ToolCallFormat | null, backend: Backend): Promise<CompiledConstraint> {
   if (r.structured) throw invalid('tool_choice', `tool_choice ${JSON.stringify(r.tool_choice)} cannot be combined with ${r.structured.param ?? 'response_format'}`);
-  if (format !== 'hermes' && format !== 'llama3') throw unsupported('tool_choice', `forcing tool calls for this model's template (call format ${format ?? 'unknown'})`);
+  if (format === null) throw unsupported('tool_choice', "forcing tool calls for this model's template (it teaches no known tool-call format)");
   const named = typeof r.tool_choice === 'object' ? r.tool_choice.function.name : null;
   const tools = (r.tools ?? []).filter((t) => named === null || t.function.name === named).map((t) => ({ name: t.function.name, parameters: t.function.parameters }));
   const multiple = named === null && r.parallel_tool_calls !== false;
@@ -58,7 +58,7 @@ export async function strictToolGrammar(r: ChatCompletionRequest, format: ToolCa
   const tools = r.tools ?? [];
   if (r.tool_choice === 'none' || !tools.some((t) => t.function.strict === true)) return undefined;
   if (r.structured) throw invalid('tools', `strict tools cannot be combined with ${r.structured.param ?? 'response_format'}`);
-  if (format !== 'hermes' && format !== 'llama3') throw unsupported('tools', `strict tools for this model's template (call format ${format ?? 'unknown'}; only hermes and llama3)`);
+  if (format === null) throw unsupported('tools', "strict tools for this model's template (it teaches no known tool-call format)");
   // A call opened in the format must match one of the tags, so non-strict tools are in too, their arguments any object.
   const specTools = tools.map((t) => ({ name: t.function.name, parameters: t.function.strict === true ? t.function.parameters : undefined }));
   return compileForRequest(backend.tokenizer, backend.config.vocabSize, { kind: 'tool_calls_auto', format, tools: specTools, param: 'tools' });

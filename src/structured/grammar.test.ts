@@ -7,7 +7,7 @@ import { openModel } from '../model/open';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { loadTextModel } from '../text/from-model';
 import type { TextTokenizer } from '../text/tokenizer';
-import { compileConstraint, renameRoot, StructuredOutputError, type Constraint } from './grammar';
+import { compileConstraint, StructuredOutputError, type Constraint } from './grammar';
 
 let tok: TextTokenizer;
 
@@ -88,10 +88,6 @@ describe('compileConstraint', () => {
     expect(e).toBeInstanceOf(StructuredOutputError);
     expect((e as StructuredOutputError).param).toBe(param);
     expect((e as Error).message).toMatch(message);
-  });
-
-  it('renames the root rule but not a string or class that spells root', () => {
-    expect(renameRoot('root ::= "root\\"root" [root] root_x (root)', 'j')).toBe('j ::= "root\\"root" [root] root_x (j)');
   });
 
   it('still compiles after refusing an invalid grammar', async () => {

@@ -7,6 +7,8 @@
  * compiled grammars are cached by their text, so repeated requests with one schema compile once.
  */
 import type { TextTokenizer } from '../text/tokenizer';
+import type { ToolCallFormat } from '../text/tool-calls';
+import { autoToolCallsTag, forcedToolCallsTag } from './tool-tags';
 import { loadXGrammar, withFatalMessage } from './xgrammar';
 
 type XGrammar = typeof import('@mlc-ai/web-xgrammar');
@@ -27,8 +29,8 @@ export type ConstraintSpec =
    */
   | { kind: 'tool_calls_auto'; format: ForcedToolFormat; tools: ForcedTool[]; param?: string };
 
-/** Call formats a forced tool call can be written in (src/text/tool-calls.ts parses them back). */
-export type ForcedToolFormat = 'hermes' | 'llama3';
+/** Call formats a forced or strict tool call can be written in: every one src/text/tool-calls.ts parses back. */
+export type ForcedToolFormat = ToolCallFormat;
 
 export interface ForcedTool {
   name: string;
@@ -173,71 +175,6 @@ async function compileSchema(xg: XGrammar, compiler: GrammarCompiler, schema: st
   return withFatalMessage(() => compiler.compileGrammar(ebnf, 'root'));
 }
 
-/**
- * Renames the rule `root` in EBNF text, outside string literals and character classes (a
- * property named "root" stays), so the grammar can be embedded under another root.
- */
-export function renameRoot(ebnf: string, to: string): string {
-  let out = '';
-  for (let i = 0; i < ebnf.length; ) {
-    const c = ebnf[i]!;
-    if (c === '"' || c === '[') {
-      const close = c === '"' ? '"' : ']';
-      let j = i + 1;
-      while (j < ebnf.length && ebnf[j] !== close) j += ebnf[j] === '\\' ? 2 : 1;
-      out += ebnf.slice(i, j + 1);
-      i = j + 1;
-    } else if (/[A-Za-z_]/.test(c)) {
-      let j = i + 1;
-      while (j < ebnf.length && /[A-Za-z0-9_]/.test(ebnf[j]!)) j++;
-      const word = ebnf.slice(i, j);
-      out += word === 'root' ? to : word;
-      i = j;
-    } else {
-      out += c;
-      i++;
-    }
-  }
-  return out;
-}
-
-/** The grammar of forced tool calls: the call JSON (name, then arguments following the tool's schema) in the format's wrapping. */
-async function toolCallsEbnf(xg: XGrammar, spec: Extract<ConstraintSpec, { kind: 'tool_calls' }>): Promise<string> {
-  const argsKey = spec.format === 'llama3' ? 'parameters' : 'arguments';
-  const calls = spec.tools.map((t) => ({
-    type: 'object',
-    properties: { name: { const: t.name }, [argsKey]: t.parameters ?? { type: 'object' } },
-    required: ['name', argsKey],
-  }));
-  const schema = calls.length === 1 ? calls[0] : { anyOf: calls };
-  const json = renameRoot(await schemaEbnf(xg, JSON.stringify(schema)), 'call_json');
-  const head =
-    spec.format === 'hermes'
-      ? ['root ::= call' + (spec.multiple ? ' ("\\n" call)*' : ''), 'call ::= "<tool_call>\\n" call_json "\\n</tool_call>"']
-      : ['root ::= call_json' + (spec.multiple ? ' ("; " call_json)*' : '')];
-  return [...head, json].join('\n');
-}
-
-/**
- * Strict tools under tool_choice `auto` as an xgrammar structural tag: any text until a trigger
- * (the format's call opening), then one tag per tool whose begin names the tool and whose content
- * is the tool's parameters (our JSON-correct EBNF, not xgrammar's own schema conversion).
- */
-async function autoToolCallsTag(xg: XGrammar, spec: Extract<ConstraintSpec, { kind: 'tool_calls_auto' }>): Promise<object> {
-  const hermes = spec.format === 'hermes';
-  const tags = await Promise.all(
-    spec.tools.map(async (t) => ({
-      type: 'tag',
-      begin: hermes ? `<tool_call>\n{"name": ${JSON.stringify(t.name)}, "arguments": ` : `{"name": ${JSON.stringify(t.name)}, "parameters": `,
-      content: { type: 'grammar', grammar: await schemaEbnf(xg, JSON.stringify(t.parameters ?? { type: 'object' })) },
-      end: hermes ? '}\n</tool_call>' : '}',
-    })),
-  );
-  // Each trigger must prefix the begin of the tags it dispatches to.
-  const triggers = hermes ? ['<tool_call>'] : ['{"name": '];
-  return { type: 'structural_tag', format: { type: 'triggered_tags', triggers, tags } };
-}
-
 async function compileNow(xg: XGrammar, compiler: GrammarCompiler, spec: ConstraintSpec, param: string): Promise<CompiledGrammar> {
   const fail = (what: string, e: unknown) => new StructuredOutputError(param, `${param}: invalid ${what}: ${(e as Error).message}`, { cause: e });
   switch (spec.kind) {
@@ -275,8 +212,8 @@ async function compileNow(xg: XGrammar, compiler: GrammarCompiler, spec: Constra
     case 'tool_calls': {
       if (spec.tools.length === 0) throw new StructuredOutputError(param, `${param}: no tools to call`);
       try {
-        const ebnf = await toolCallsEbnf(xg, spec);
-        return await withFatalMessage(() => compiler.compileGrammar(ebnf, 'root'));
+        const tag = await forcedToolCallsTag(spec.format, spec.tools, spec.multiple, (schema) => schemaEbnf(xg, schema));
+        return await withFatalMessage(() => compiler.compileStructuralTag(tag as Record<string, unknown>));
       } catch (e) {
         throw fail('tool parameters schema', e);
       }
@@ -284,7 +221,7 @@ async function compileNow(xg: XGrammar, compiler: GrammarCompiler, spec: Constra
     case 'tool_calls_auto': {
       if (spec.tools.length === 0) throw new StructuredOutputError(param, `${param}: no tools to call`);
       try {
-        const tag = await autoToolCallsTag(xg, spec);
+        const tag = await autoToolCallsTag(spec.format, spec.tools, (schema) => schemaEbnf(xg, schema));
         return await withFatalMessage(() => compiler.compileStructuralTag(tag as Record<string, unknown>));
       } catch (e) {
         throw fail('tool parameters schema', e);
