@@ -4,6 +4,7 @@
  * then stopped (CDP) and must serve again from scratch; with no host left it answers 503.
  */
 import { expect, test, type Page } from '@playwright/test';
+import Ajv2020 from 'ajv/dist/2020.js';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { serveDirectory, type StaticServer } from '../src/testing/server';
@@ -22,7 +23,11 @@ test.beforeAll(async () => {
 });
 test.afterAll(() => fixtures?.close());
 
-type Client = { plainFetch(): Promise<{ status: number; body: any }>; openaiStream(): Promise<{ text: string; finish: string | null }> };
+type Client = {
+  plainFetch(): Promise<{ status: number; body: any }>;
+  openaiStream(): Promise<{ text: string; finish: string | null }>;
+  schemaAnswers(schema: object): Promise<{ status: number; whole: any; streamed: string }>;
+};
 const plainFetch = (page: Page) => page.evaluate(() => (window as unknown as Client).plainFetch());
 const openaiStream = (page: Page) => page.evaluate(() => (window as unknown as Client).openaiStream());
 
@@ -62,4 +67,33 @@ test('a page without an engine gets answers through the service worker, also aft
   const none = await plainFetch(b);
   expect(none.status).toBe(503);
   expect(none.body.error.code).toBe('no_engine_host');
+});
+
+test('a json_schema request through the service worker gets JSON valid against it; xgrammar loads in the host, on first use', async ({ context }) => {
+  // Every request of the context (pages, their Workers, the service worker) for the xgrammar package.
+  const loads: Array<{ url: string; fromServiceWorker: boolean }> = [];
+  context.on('request', (r) => {
+    if (/web[-_]xgrammar/.test(r.url())) loads.push({ url: r.url(), fromServiceWorker: r.serviceWorker() !== null });
+  });
+  const a = await context.newPage();
+  await a.goto(`${PAGES}/host.html?model=${encodeURIComponent(modelURL)}`);
+  await expect(a.locator('#status')).toHaveAttribute('data-state', 'ready', { timeout: 90_000 });
+  const b = await context.newPage();
+  await b.goto(`${PAGES}/client.html`);
+  await expect(b.locator('#status')).toHaveAttribute('data-state', 'ready');
+  expect((await plainFetch(b)).status).toBe(200);
+  expect(loads).toEqual([]);
+
+  const schema = { type: 'object', properties: { ok: { type: 'boolean' }, n: { type: 'integer', minimum: 0, maximum: 9 } }, required: ['ok', 'n'], additionalProperties: false };
+  const { status, whole, streamed } = await b.evaluate((s) => (window as unknown as Client).schemaAnswers(s), schema);
+  expect(status).toBe(200);
+  const validate = new Ajv2020({ strict: false }).compile(schema);
+  const text = whole.choices[0].message.content;
+  expect(validate(JSON.parse(text)), text).toBe(true);
+  expect(whole.choices[0].finish_reason).toBe('stop');
+  // The relay carries the request body untouched: a random-weight model writes this JSON only
+  // under the grammar, and greedy decoding gives the same text streamed.
+  expect(streamed).toBe(text);
+  expect(loads.length).toBeGreaterThan(0);
+  expect(loads.filter((l) => l.fromServiceWorker)).toEqual([]);
 });

@@ -1,21 +1,28 @@
 /**
- * Loads `@mlc-ai/web-xgrammar` once, lazily (376 KB gzip of embedded wasm: only requests that
- * ask for structured output pay for it).
+ * Loads `@mlc-ai/web-xgrammar` once, lazily: only requests that ask for structured output pay
+ * for it (1.1 MB of JS with the wasm embedded as base64, about 390 KB gzipped; nothing else is
+ * fetched, so it needs no asset URL in a page, a module Worker or a bundle).
  *
  * In Node the package cannot be `import`ed: it is a UMD/CommonJS bundle inside a
  * `"type": "module"` package. There we evaluate its file as CommonJS ourselves, which also lets us
- * hand it our own `console`: xgrammar reports why a schema, grammar or regex is invalid only on
- * stderr (`[FATAL] file:line: message`) and then throws a bare `Aborted()`, so the captured line
- * is the only way to tell the user what is wrong.
+ * hand it our own `console`. In browsers a bundler (Vite's dev optimizer, a production build)
+ * converts it, or, imported unbundled as a native module, it defines `globalThis.xgrammar`.
+ *
+ * xgrammar reports why a schema, grammar or regex is invalid only on stderr
+ * (`[FATAL] file:line: message`) and then throws a bare `Aborted()`, so the captured line is the
+ * only way to tell the user what is wrong: both paths route its stderr through `stderrFilter`.
+ *
+ * Service workers forbid `import()`; the service worker here only relays to a page that hosts
+ * the engine (src/transport/sw-relay.ts), so xgrammar runs in that page or its Worker.
  */
 type XGrammar = typeof import('@mlc-ai/web-xgrammar');
 
 let loading: Promise<XGrammar> | null = null;
-/** The last `[FATAL]` message xgrammar printed (Node path only). */
+/** The last `[FATAL]` message xgrammar printed. */
 let lastFatal: string | null = null;
 
 export function loadXGrammar(): Promise<XGrammar> {
-  loading ??= (isNode() ? loadInNode() : import('@mlc-ai/web-xgrammar')).catch((e) => {
+  loading ??= (isNode() ? loadInNode() : loadInBrowser()).catch((e) => {
     loading = null;
     throw e;
   });
@@ -35,6 +42,41 @@ export async function withFatalMessage<T>(fn: () => Promise<T> | T): Promise<T> 
   }
 }
 
+/**
+ * xgrammar's stderr: keeps the `[FATAL]` message for `withFatalMessage`, drops the `Aborted()`
+ * that follows it and passes anything else to `forward`.
+ */
+function stderrFilter(forward: (...args: unknown[]) => void): (...args: unknown[]) => void {
+  return (...args) => {
+    const text = args.map(String).join(' ');
+    const m = /\[FATAL\][^:]*:\d+:\s*(.*)$/s.exec(text);
+    if (m) lastFatal = m[1]!.replace(/^Check failed: \(.*?\) is false:\s*/s, '').trim();
+    else if (!/^Aborted\(/.test(text)) forward(...args);
+  };
+}
+
+/** The package's exports, however the context turned its UMD file into a module. */
+function exportsOf(m: unknown): XGrammar {
+  const candidates = [m, (m as { default?: unknown } | null)?.default, (globalThis as { xgrammar?: unknown }).xgrammar];
+  const found = candidates.find((c) => typeof (c as Partial<XGrammar> | null)?.GrammarCompiler?.createGrammarCompiler === 'function');
+  if (!found) throw new Error('@mlc-ai/web-xgrammar loaded but exposes no GrammarCompiler: was its UMD/CommonJS file bundled as a plain ES module?');
+  return found as XGrammar;
+}
+
+async function loadInBrowser(): Promise<XGrammar> {
+  const xg = exportsOf(await import('@mlc-ai/web-xgrammar'));
+  // Emscripten binds its stderr to `console.error` once, when the wasm instance is created (on
+  // first use): create it now, with the filter in place of console.error for that moment only.
+  const error = console.error;
+  console.error = stderrFilter(error.bind(console));
+  try {
+    await xg.Testings.debugGetMaskedTokensFromBitmask(new Int32Array(1), 32);
+  } finally {
+    console.error = error;
+  }
+  return xg;
+}
+
 function isNode(): boolean {
   return typeof process === 'object' && typeof process.versions?.node === 'string' && typeof document === 'undefined';
 }
@@ -47,17 +89,7 @@ async function loadInNode(): Promise<XGrammar> {
   const file = require.resolve('@mlc-ai/web-xgrammar');
   const source = readFileSync(file, 'utf8');
   const module = { exports: {} as Record<string, unknown> };
-  const quiet = {
-    ...console,
-    log: () => {},
-    error: (...args: unknown[]) => {
-      const text = args.map(String).join(' ');
-      const m = /\[FATAL\][^:]*:\d+:\s*(.*)$/s.exec(text);
-      if (m) lastFatal = m[1]!.replace(/^Check failed: \(.*?\) is false:\s*/s, '').trim();
-      else if (!/^Aborted\(/.test(text)) console.error(...args);
-    },
-    warn: () => {},
-  };
+  const quiet = { ...console, log: () => {}, error: stderrFilter((...args) => console.error(...args)), warn: () => {} };
   // Its Node branch does `await import('module')`, which code made by `new Function` cannot do
   // under every loader (vitest's vm): hand it the module instead.
   const nodeModule = await import('node:module');
