@@ -19,8 +19,13 @@ const browserInstance = {
   browser: 'chromium' as const,
 };
 
-export default defineConfig({
+export default defineConfig(({ command }) => ({
+  // The library build: the Worker's URL relative to the module that starts it, so dist/ works
+  // wherever it is served (with '/', it would only work at the site root).
+  base: command === 'build' ? './' : '/',
   plugins: [wgsl()],
+  // Discovered mid-run otherwise (it is imported lazily), which fails the first browser test run.
+  optimizeDeps: { include: ['@mlc-ai/web-xgrammar'] },
   // Worker bundles (new Worker(new URL(...))) are built separately and need the plugin too.
   worker: { format: 'es', plugins: () => [wgsl()] },
   build: {
@@ -73,4 +78,4 @@ export default defineConfig({
       },
     ],
   },
-});
+}));

@@ -5,6 +5,7 @@
 import { execSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chromiumPath } from './chromium.mjs';
+import { ensureLavapipe } from './lavapipe.mjs';
 
 const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 
@@ -42,6 +43,8 @@ function ensureBrowserAndVulkan() {
 const steps = [
   ['typecheck', 'npx', ['tsc', '--noEmit', '-p', 'tsconfig.json']],
   ['unit (Node, Dawn)', 'npx', ['vitest', 'run', '--project', 'node']],
+  // SwiftShader has no shader-f16: the f16 kernels and engine run again on lavapipe (see lavapipe.mjs).
+  ['f16 (Node, Dawn on lavapipe)', 'npx', ['vitest', 'run', '--project', 'node', '-t', 'f16', 'src/kernels', 'src/engine', 'src/gpu'], 'lavapipe'],
   ['browser (Chromium)', 'npx', ['vitest', 'run', '--project', 'browser']],
   ['e2e (Playwright)', 'npx', ['playwright', 'test']],
 ];
@@ -53,11 +56,23 @@ if (!env.CHROME_PATH) env.CHROME_PATH = chromiumPath();
 
 const only = process.argv.slice(2);
 const started = Date.now();
-for (const [name, cmd, args] of steps) {
+for (const [name, cmd, args, driver] of steps) {
   if (only.length && !only.some((o) => name.startsWith(o))) continue;
   console.log(`\n[test] ── ${name} ──`);
+  let stepEnv = env;
+  if (driver === 'lavapipe' && env.WEBGPU_LLM_REAL_GPU) {
+    console.log(`[test] ${name}: not needed (a real GPU ran the f16 tests in the step above)`);
+    continue;
+  } else if (driver === 'lavapipe') {
+    const lvp = ensureLavapipe();
+    if (!lvp) {
+      console.log(`[test] ${name}: SKIPPED (no lavapipe with shader-f16 here; the f16 tests also skipped above)`);
+      continue;
+    }
+    stepEnv = { ...env, ...lvp };
+  }
   const t = Date.now();
-  const { status } = spawnSync(cmd, args, { stdio: 'inherit', env });
+  const { status } = spawnSync(cmd, args, { stdio: 'inherit', env: stepEnv });
   console.log(`[test] ${name}: ${status === 0 ? 'ok' : 'FAILED'} in ${((Date.now() - t) / 1000).toFixed(1)} s`);
   if (status !== 0) process.exit(status ?? 1);
 }

@@ -4,6 +4,7 @@ import { pipelineCache } from '../gpu/run-kernel';
 import { runKernel } from '../gpu/run-kernel';
 import { maxAbsDiff, testGPU } from '../testing/gpu';
 import { createRmsNormOp, RMS_NORM_WG, rmsNormKernel, rmsNormRef } from './rms-norm';
+import { actRound, maxRelDiff, opContext, readAct, runPass, uploadAct } from './test-helpers';
 
 function random(n: number, seed: number): Float32Array {
   const out = new Float32Array(n);
@@ -65,4 +66,22 @@ describe('rms_norm kernel', () => {
       expect(y.subarray(rows * n).every((v) => v === 0)).toBe(true);
     }
   });
+
+  // f16 activations in and out (the sum of squares stays f32): the output's own rounding, 2^-11
+  // relative, dominates; 2e-3 relative leaves room for one more rounding of the scaled product.
+  for (const WG of RMS_NORM_WG) {
+    it(`matches the reference at WG=${WG} with f16 activations`, async ({ skip }) => {
+      const gpu = await testGPU();
+      skip(!gpu.info.f16, 'the device has no shader-f16');
+      const { device } = gpu;
+      const [rows, n] = [3, 1000];
+      const x = actRound(random(rows * n, 17), 'f16');
+      const w = random(n, 18);
+      const y = createBuffer(device, rows * n * 2, STORAGE);
+      const op = await createRmsNormOp(opContext(device, 'f16'), { x: uploadAct(device, x, 'f16'), weight: uploadBuffer(device, w, STORAGE), y, n, rowsPerToken: 1, maxTokens: rows, eps: 1e-6, wg: WG });
+      await runPass(device, (pass) => op.encode(pass, rows));
+      const got = await readAct(device, y, rows * n, 'f16');
+      expect(maxRelDiff(got, actRound(rmsNormRef(x, w, rows, n, 1e-6), 'f16'))).toBeLessThan(2e-3);
+    });
+  }
 });
