@@ -1,10 +1,12 @@
 // Split-K attention over the paged KV cache (flash-decoding), pass 1 of 2.
-// One workgroup per (split, query head, token). Token t attends causally to keys 0..positions[t]
-// of its own sequence (tokenSeq[t], through blockTable); split s covers keys
-// [s * splitKeys, (s + 1) * splitKeys) of that range. Keys stream through workgroup memory in
-// tiles of KB with an online softmax; the split's unnormalised output and its (max, sum) go to the
-// partial buffers, which attn_combine merges. Any token count works, so this is also a (slow but
-// correct) prefill path.
+// One workgroup per (split, query head, token). Token t attends causally to keys
+// firstKey(positions[t]) ..= positions[t] of its own sequence (tokenSeq[t], through blockTable):
+// all keys from 0, or the last p.window of them under a sliding window. Split s covers keys
+// [s * splitKeys, (s + 1) * splitKeys) of that range, so splits wholly before the window return
+// at once and pages there are never read. Keys stream through workgroup memory in tiles of KB
+// with an online softmax; the split's unnormalised output and its (max, sum) go to the partial
+// buffers, which attn_combine merges. Any token count works, so this is also a (slow but
+// correct) prefill path. Params, the window and the tile loads: shaders/lib/attn_kv.wgsl.
 alias act = f32;
 
 override WG: u32 = 64;
@@ -17,16 +19,6 @@ override NG: u32 = WG / D4;
 // hit different memory banks.
 override ROW: u32 = D4 + 1u;
 
-struct Params {
-  nHeads: u32,          // query heads
-  nKv: u32,             // key/value heads (nHeads is a multiple)
-  pageSize: u32,        // tokens per KV page
-  maxPagesPerSeq: u32,  // row length of blockTable
-  nSplits: u32,         // splits per (token, head)
-  splitKeys: u32,       // keys per split (a multiple of KB)
-  scale: f32,           // 1 / sqrt(headDim)
-}
-
 @group(0) @binding(0) var<storage, read> q: array<vec4<act>>;       // [T, nHeads, D4]
 @group(0) @binding(1) var<storage, read> kCache: array<vec4<act>>;  // [numPages, PAGE, nKv, D4]
 @group(0) @binding(2) var<storage, read> vCache: array<vec4<act>>;
@@ -37,20 +29,11 @@ struct Params {
 @group(0) @binding(7) var<storage, read_write> partialML: array<vec2f>;  // [T, nHeads, nSplits] (max, sum)
 @group(0) @binding(8) var<uniform> p: Params;
 
-// Below any real score and finite, so exp(m - m') never sees inf - inf.
-const NO_MAX = -1e30;
-
 var<workgroup> qs: array<vec4f, D4>;        // the query row, pre-scaled
 var<workgroup> kv: array<vec4f, KB * ROW>;   // a K tile, then the V tile of the same keys
 var<workgroup> scores: array<f32, KB>;
 var<workgroup> probs: array<f32, KB>;
 var<workgroup> reduce: array<vec4f, WG>;
-
-// Element index (in vec4s) of key `key` of sequence `seq`, kv head `kh`, column 0.
-fn keyRow(seq: u32, key: u32, kh: u32) -> u32 {
-  let page = blockTable[seq * p.maxPagesPerSeq + key / p.pageSize];
-  return ((page * p.pageSize + key % p.pageSize) * p.nKv + kh) * D4;
-}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
@@ -59,11 +42,12 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   let t = wg.z;
   let kh = h / (p.nHeads / p.nKv);
   let seq = tokenSeq[t];
-  let start = split * p.splitKeys;
-  let end = min(start + p.splitKeys, positions[t] + 1u);
+  let pos = positions[t];
+  let start = max(split * p.splitKeys, firstKey(pos));
+  let end = min((split + 1u) * p.splitKeys, pos + 1u);
   let out = (t * p.nHeads + h) * p.nSplits + split;
   if (start >= end) {
-    // Past this token's context: an empty split, which the combine weighs zero.
+    // Past this token's context or before its window: an empty split, which the combine weighs zero.
     if (lid == 0u) { partialML[out] = vec2f(NO_MAX, 0.0); }
     if (lid < D4) { partialO[out * D4 + lid] = vec4f(0.0); }
     return;
@@ -79,9 +63,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   for (var tile = start; tile < end; tile += KB) {
     let n = min(KB, end - tile);
     workgroupBarrier();  // the previous tile's V and probabilities are consumed
-    for (var i = lid; i < n * D4; i += WG) {
-      kv[(i / D4) * ROW + i % D4] = vec4f(kCache[keyRow(seq, tile + i / D4, kh) + i % D4]);
-    }
+    loadKeys(seq, kh, tile, n, lid);
     workgroupBarrier();
     for (var j = lid; j < n; j += WG) {
       var s = 0.0;
@@ -94,9 +76,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     for (var j = 0u; j < n; j++) { mNew = max(mNew, scores[j]); }
     for (var j = lid; j < n; j += WG) { probs[j] = exp(scores[j] - mNew); }
     // K is consumed (scores are written): the same tile memory takes V.
-    for (var i = lid; i < n * D4; i += WG) {
-      kv[(i / D4) * ROW + i % D4] = vec4f(vCache[keyRow(seq, tile + i / D4, kh) + i % D4]);
-    }
+    loadValues(seq, kh, tile, n, lid);
     workgroupBarrier();
     let alpha = exp(m - mNew);
     var sum = 0.0;

@@ -2,7 +2,9 @@
 // One workgroup per (query tile, query head): a tile is up to TQ consecutive tokens of one
 // sequence. K and V stream through workgroup memory in tiles of TK keys; each query row keeps an
 // online softmax (running max, sum, unnormalised output). Key j is visible to a row at position
-// pos when j <= pos.
+// pos when j <= pos and, under a sliding window, pos - j < p.window; keys before the tile's
+// first window (pages included) are never read. Params, the window and the tile loads:
+// shaders/lib/attn_kv.wgsl.
 //
 // The step's tokens must be grouped by sequence in slot order (StepBuffers.write does this), so
 // sequence s owns tokens lastToken[s-1]+1 ..= lastToken[s]; workgroup x finds its (sequence, tile)
@@ -21,14 +23,6 @@ override ROW: u32 = D4 + 1u;
 override OUTS: u32 = TQ * D4 / WG;
 const MAX_OUTS = 8u;
 
-struct Params {
-  nHeads: u32,          // query heads
-  nKv: u32,             // key/value heads
-  pageSize: u32,        // tokens per KV page
-  maxPagesPerSeq: u32,  // row length of blockTable
-  scale: f32,           // 1 / sqrt(headDim)
-}
-
 struct Counts {
   T: u32,  // tokens in this step
   S: u32,  // sequences in this step
@@ -44,8 +38,7 @@ struct Counts {
 @group(0) @binding(7) var<storage, read_write> out: array<vec4<act>>;  // [T, nHeads, D4]
 @group(0) @binding(8) var<uniform> p: Params;
 
-const NO_MAX = -1e30;      // running max before any key: finite, so exp(m - m') is safe
-const MASKED = -3.0e38;    // a hidden key's score: exp(MASKED - m) is 0 for any running max
+const MASKED = -3.0e38;  // a hidden key's score: exp(MASKED - m) is 0 for any running max, NO_MAX included
 
 var<workgroup> qs: array<vec4f, TQ * D4>;   // the query rows, pre-scaled
 var<workgroup> kv: array<vec4f, TK * ROW>;  // a K tile, then the V tile of the same keys
@@ -54,11 +47,6 @@ var<workgroup> rowPos: array<u32, TQ>;
 var<workgroup> rowMax: array<f32, TQ>;
 var<workgroup> rowAlpha: array<f32, TQ>;
 var<workgroup> rowSum: array<f32, TQ>;
-
-fn keyRow(seq: u32, key: u32, kh: u32) -> u32 {
-  let page = blockTable[seq * p.maxPagesPerSeq + key / p.pageSize];
-  return ((page * p.pageSize + key % p.pageSize) * p.nKv + kh) * D4;
-}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
@@ -82,9 +70,14 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   }
   if (count == 0u) { return; }
 
-  // Keys up to the tile's last position: later rows see more, masking hides the rest.
+  // Keys from the earliest row's first visible key to the latest row's position: masking hides
+  // what a row does not see.
+  var lo = 0xffffffffu;
   var keys = 0u;
-  for (var r = 0u; r < count; r++) { keys = max(keys, positions[first + r] + 1u); }
+  for (var r = 0u; r < count; r++) {
+    lo = min(lo, firstKey(positions[first + r]));
+    keys = max(keys, positions[first + r] + 1u);
+  }
 
   for (var i = lid; i < TQ * D4; i += WG) {
     let r = i / D4;
@@ -101,18 +94,16 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   }
 
   var acc: array<vec4f, MAX_OUTS>;
-  for (var tile = 0u; tile < keys; tile += TK) {
+  for (var tile = lo; tile < keys; tile += TK) {
     let n = min(TK, keys - tile);
     workgroupBarrier();  // the previous tile's V and probabilities are consumed
-    for (var i = lid; i < n * D4; i += WG) {
-      kv[(i / D4) * ROW + i % D4] = vec4f(kCache[keyRow(seq, tile + i / D4, kh) + i % D4]);
-    }
+    loadKeys(seq, kh, tile, n, lid);
     workgroupBarrier();
     for (var i = lid; i < TQ * TK; i += WG) {
       let r = i / TK;
       let j = i % TK;
       var score = MASKED;
-      if (r < count && j < n && tile + j <= rowPos[r]) {
+      if (r < count && j < n && visible(tile + j, rowPos[r])) {
         score = 0.0;
         for (var d = 0u; d < D4; d++) { score += dot(qs[r * D4 + d], kv[j * ROW + d]); }
       }
@@ -128,9 +119,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     workgroupBarrier();
     for (var i = lid; i < TQ * TK; i += WG) { s[i] = exp(s[i] - rowMax[i / TK]); }
     // K is consumed (scores are written): the same tile memory takes V.
-    for (var i = lid; i < n * D4; i += WG) {
-      kv[(i / D4) * ROW + i % D4] = vec4f(vCache[keyRow(seq, tile + i / D4, kh) + i % D4]);
-    }
+    loadValues(seq, kh, tile, n, lid);
     workgroupBarrier();
     for (var r = lid; r < TQ; r += WG) {
       var sum = 0.0;

@@ -13,7 +13,7 @@ import { actBytes, type Op, type OpContext } from '../kernels/op';
 import { createRmsNormOp } from '../kernels/rms-norm';
 import { createRopeOp, ropeInvFreq } from '../kernels/rope';
 import { createSwigluOp } from '../kernels/swiglu';
-import type { ModelConfig } from '../model/config';
+import { layerWindow, type ModelConfig } from '../model/config';
 import type { GpuMatrix, GpuWeights } from './gpu-weights';
 import type { StepBuffers } from './step';
 
@@ -200,6 +200,7 @@ export class GpuForward {
           maxTokens: T,
           maxSeqs: S,
           maxPagesPerSeq: limits.maxPagesPerSeq,
+          window: layerWindow(config, l),
         }),
         o: await linear(w.wo, state.att, state.xb2, w.bo),
         attnResidual: await createAddOp(ctx, { x: state.x, y: state.xb2, n: H }),

@@ -19,7 +19,7 @@ export interface PagedBatch {
   lastToken: Uint32Array; // [S]
   counts: Uint32Array; // { T, S, 0, 0 }
   blockTable: Uint32Array; // [maxSeqs, maxPagesPerSeq]
-  kCache: Float32Array; // [numPages, pageSize, nKv, headDim]; slots no sequence owns hold NaN
+  kCache: Float32Array; // [numPages, pageSize, nKv, headDim]; slots no sequence owns (or no token sees) hold NaN
   vCache: Float32Array;
   keys: Float32Array[]; // dense histories, [len, nKv, headDim]
   values: Float32Array[];
@@ -35,6 +35,11 @@ export function makePagedBatch(o: {
   seed: number;
   /** Spread of q: large enough that the softmax is far from uniform. */
   qScale?: number;
+  /**
+   * A sliding window: the cache slots of keys that none of a sequence's fresh tokens sees are
+   * overwritten with NaN, so a kernel that reads them (rather than skipping them) shows it.
+   */
+  window?: number;
 }): PagedBatch {
   const { seqs, nHeads, nKv, headDim, pageSize, maxPagesPerSeq, seed } = o;
   const row = nKv * headDim;
@@ -65,6 +70,13 @@ export function makePagedBatch(o: {
     for (let j = s.len - s.fresh; j < s.len; j++) {
       positions.push(j);
       tokenSeq.push(i);
+    }
+    // The earliest fresh token sees keys from (its position + 1 - window) on; none sees before.
+    const hidden = o.window ? Math.max(0, s.len - s.fresh + 1 - o.window) : 0;
+    for (let j = 0; j < hidden; j++) {
+      const slot = table[Math.floor(j / pageSize)]! * pageSize + (j % pageSize);
+      kCache.fill(NaN, slot * row, (slot + 1) * row);
+      vCache.fill(NaN, slot * row, (slot + 1) * row);
     }
     lastToken.push(positions.length - 1);
   });

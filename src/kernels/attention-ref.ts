@@ -1,5 +1,5 @@
 /**
- * Plain-loop reference for causal GQA attention over a ragged batch, independent of paging: each
+ * Plain-loop reference for causal (optionally sliding-window) GQA attention over a ragged batch, independent of paging: each
  * sequence's K/V history is dense, `[len, nKv, headDim]`, in float64 arithmetic.
  */
 export interface AttentionRefArgs {
@@ -8,6 +8,8 @@ export interface AttentionRefArgs {
   values: readonly Float32Array[];
   tokenSeq: ArrayLike<number>; // [T] sequence slot of each token
   positions: ArrayLike<number>; // [T] position of each token; it sees keys 0..position
+  /** Sliding window: a token at position p sees only keys p - window < j <= p. null/absent: all. */
+  window?: number | null;
   nHeads: number;
   nKv: number;
   headDim: number;
@@ -25,22 +27,23 @@ export function attentionRef(a: AttentionRefArgs): Float32Array {
     const V = a.values[a.tokenSeq[t]!]!;
     const len = a.positions[t]! + 1;
     if (K.length < len * nKv * D) throw new RangeError(`token ${t} at position ${len - 1} is past its sequence's history`);
+    const first = a.window ? Math.max(0, len - a.window) : 0; // first visible key
     for (let h = 0; h < nHeads; h++) {
       const kh = Math.floor(h / group);
       const qOff = (t * nHeads + h) * D;
       const scores = new Float64Array(len);
       let max = -Infinity;
-      for (let j = 0; j < len; j++) {
+      for (let j = first; j < len; j++) {
         let s = 0;
         for (let d = 0; d < D; d++) s += a.q[qOff + d]! * K[(j * nKv + kh) * D + d]!;
         scores[j] = s * scale;
         max = Math.max(max, scores[j]!);
       }
       let sum = 0;
-      for (let j = 0; j < len; j++) sum += scores[j] = Math.exp(scores[j]! - max);
+      for (let j = first; j < len; j++) sum += scores[j] = Math.exp(scores[j]! - max);
       for (let d = 0; d < D; d++) {
         let o = 0;
-        for (let j = 0; j < len; j++) o += scores[j]! * V[(j * nKv + kh) * D + d]!;
+        for (let j = first; j < len; j++) o += scores[j]! * V[(j * nKv + kh) * D + d]!;
         out[qOff + d] = o / sum;
       }
     }

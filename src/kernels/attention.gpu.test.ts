@@ -15,6 +15,8 @@ interface Case {
   precision?: Precision;
   decode?: AttentionArgs['decode'];
   prefill?: AttentionArgs['prefill'];
+  /** Sliding window in keys; absent: full causal attention. */
+  window?: number;
 }
 
 // A mixed ragged batch: one sequence decodes a token, one starts with a 5-token prompt, one
@@ -31,7 +33,7 @@ async function run(c: Case, mode: AttentionMode, seed = 1) {
   const gpu = await testGPU();
   const { device } = gpu;
   const precision = c.precision ?? 'f32';
-  const b = makePagedBatch({ ...c, maxPagesPerSeq: MAX_PAGES, seed });
+  const b = makePagedBatch({ ...c, maxPagesPerSeq: MAX_PAGES, seed, window: c.window });
   const q = actRound(b.q, precision);
   const kCache = actRound(b.kCache, precision);
   const vCache = actRound(b.vCache, precision);
@@ -55,6 +57,7 @@ async function run(c: Case, mode: AttentionMode, seed = 1) {
     maxTokens: b.T,
     maxSeqs: c.seqs.length,
     maxPagesPerSeq: MAX_PAGES,
+    window: c.window,
     decode: { maxTokens: b.T, ...c.decode },
     prefill: c.prefill,
   });
@@ -66,11 +69,12 @@ async function run(c: Case, mode: AttentionMode, seed = 1) {
     values: b.values.map((v) => actRound(v, precision)),
     tokenSeq: b.tokenSeq,
     positions: b.positions,
+    window: c.window,
     nHeads: c.nHeads,
     nKv: c.nKv,
     headDim: c.headDim,
   });
-  return { got, want, op };
+  return { got, want, op, batch: b };
 }
 
 describe('paged attention kernels', () => {
@@ -110,6 +114,61 @@ describe('paged attention kernels', () => {
       }
     }
   }
+
+  // A 20-key sliding window over MIXED: the 37-key sequence loses its first 17 keys (whole
+  // splits and pages of them), the 70-key one its first 40 to 50 (prefill tiles straddle the
+  // window's start), the 5-key one nothing. Keys no token sees are NaN in the cache, so reading
+  // them fails the test. One case per specialisation (page 16, 4/1 heads).
+  const WINDOW = 20;
+  for (const precision of ['f32', 'f16'] as const) {
+    for (const headDim of [64, 128]) {
+      const c: Case = { nHeads: 4, nKv: 1, headDim, pageSize: 16, seqs: MIXED, precision, window: WINDOW };
+      const where = `headDim ${headDim}, ${precision}`;
+      const skipUnlessF16 = async (ctx: { skip(): void }) => {
+        if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
+      };
+      const keyTile = DECODE_KEY_TILES[headDim === 64 ? 0 : 1];
+      it(`decodes a mixed batch under a ${WINDOW}-key sliding window, skipping what it hides (key tile ${keyTile}, ${where})`, async (ctx) => {
+        await skipUnlessF16(ctx);
+        const { got, want } = await run({ ...c, decode: { splitPages: 1, keyTile } }, 'decode');
+        expect(got.every(Number.isFinite)).toBe(true); // no NaN key was read
+        expect(maxRelDiff(got, want)).toBeLessThan(TOLERANCE[precision]);
+      });
+      for (const tile of PREFILL_TILES) {
+        it(`prefills a mixed batch under a ${WINDOW}-key sliding window in ${tile.tq}×${tile.tk} tiles, skipping what it hides (${where})`, async (ctx) => {
+          await skipUnlessF16(ctx);
+          const { got, want } = await run({ ...c, prefill: tile }, 'prefill');
+          expect(got.every(Number.isFinite)).toBe(true); // no NaN key was read
+          expect(maxRelDiff(got, want)).toBeLessThan(TOLERANCE[precision]);
+        });
+      }
+    }
+  }
+
+  it('narrows attention to the window on both paths, down to a window of one key', async () => {
+    const c: Case = { nHeads: 2, nKv: 1, headDim: 64, pageSize: 16, seqs: [{ len: 40, fresh: 9 }, { len: 3, fresh: 1 }] };
+    for (const window of [1, 7]) {
+      const decode = await run({ ...c, window, decode: { splitPages: 1 } }, 'decode', 3);
+      const prefill = await run({ ...c, window }, 'prefill', 3);
+      expect(maxRelDiff(decode.got, decode.want)).toBeLessThan(1e-5);
+      expect(maxRelDiff(prefill.got, decode.want)).toBeLessThan(1e-5);
+      // The window matters: full attention over the same batch is another answer.
+      const full = await run(c, 'prefill', 3);
+      expect(maxRelDiff(full.want, decode.want)).toBeGreaterThan(1e-2);
+    }
+    // A window of one key returns each token's own value row, whatever the scores.
+    const { got, batch } = await run({ ...c, window: 1 }, 'prefill', 3);
+    const own = new Float32Array(got.length);
+    for (let t = 0; t < batch.T; t++) {
+      const values = batch.values[batch.tokenSeq[t]!]!;
+      for (let h = 0; h < c.nHeads; h++) own.set(values.subarray(batch.positions[t]! * c.headDim, (batch.positions[t]! + 1) * c.headDim), (t * c.nHeads + h) * c.headDim);
+    }
+    expect(maxRelDiff(got, own)).toBeLessThan(1e-6);
+  });
+
+  it('rejects a window that is not a positive key count', async () => {
+    await expect(run({ nHeads: 2, nKv: 1, headDim: 64, pageSize: 16, seqs: [{ len: 3, fresh: 1 }], window: 0 }, 'prefill')).rejects.toThrow(/window/);
+  });
 
   it('gives the same answer on both paths when every sequence decodes one token', async () => {
     const c: Case = { nHeads: 4, nKv: 1, headDim: 64, pageSize: 16, seqs: [{ len: 90, fresh: 1 }, { len: 1, fresh: 1 }, { len: 17, fresh: 1 }] };

@@ -1,15 +1,20 @@
 import combineSource from '../../shaders/attn_combine.wgsl';
-import decodeSource from '../../shaders/attn_decode.wgsl';
-import prefillSource from '../../shaders/attn_prefill.wgsl';
+import decodeBody from '../../shaders/attn_decode.wgsl';
+import prefillBody from '../../shaders/attn_prefill.wgsl';
+import attnKvLib from '../../shaders/lib/attn_kv.wgsl';
 import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { OpContext } from './op';
 
 export { attentionRef, type AttentionRefArgs } from './attention-ref';
 
-export const attnDecodeKernel: Kernel = { name: 'attn_decode', source: decodeSource };
+// Both passes over the paged cache share their Params, window and K/V tile loads (the lib).
+export const attnDecodeKernel: Kernel = { name: 'attn_decode', source: attnKvLib + decodeBody };
 export const attnCombineKernel: Kernel = { name: 'attn_combine', source: combineSource };
-export const attnPrefillKernel: Kernel = { name: 'attn_prefill', source: prefillSource };
+export const attnPrefillKernel: Kernel = { name: 'attn_prefill', source: attnKvLib + prefillBody };
+
+/** `Params.window` when there is no sliding window: every causal key is within it. */
+const NO_WINDOW = 0xffffffff;
 
 /** Query tiles × key tiles the prefill kernel is tested at (the op's default is 16 × 16). */
 export const PREFILL_TILES = [
@@ -52,6 +57,11 @@ export interface AttentionArgs {
   maxTokens: number;
   maxSeqs: number;
   maxPagesPerSeq: number;
+  /**
+   * Sliding window of this layer: a token at position p sees keys p - window < j <= p only, and
+   * pages wholly before that are not read. null/absent: full causal attention.
+   */
+  window?: number | null;
   decode?: {
     /** KV pages per split. Default: 256 keys' worth, more if that would make over 32 splits. */
     splitPages?: number;
@@ -76,22 +86,38 @@ export function decodeSplits(maxPagesPerSeq: number, pageSize: number, splitPage
   return { nSplits: Math.ceil(maxPagesPerSeq / pages), splitKeys: pages * pageSize };
 }
 
+/** The shared Params of attn_decode and attn_prefill (shaders/lib/attn_kv.wgsl), field by field. */
+function kvParams(a: AttentionArgs, split: { nSplits: number; splitKeys: number }): ArrayBuffer {
+  return packParams([
+    ['u32', a.nHeads],
+    ['u32', a.nKv],
+    ['u32', a.pageSize],
+    ['u32', a.maxPagesPerSeq],
+    ['u32', a.window ?? NO_WINDOW],
+    ['u32', split.nSplits],
+    ['u32', split.splitKeys],
+    ['f32', 1 / Math.sqrt(a.headDim)],
+  ]);
+}
+
 /** Prefill workgroups along x that cover any batch of `tokens` (see attn_prefill.wgsl). */
 export function prefillTiles(tokens: number, maxSeqs: number, tq: number): number {
   return Math.ceil(tokens / tq) + Math.min(tokens, maxSeqs) - 1;
 }
 
 /**
- * Causal paged attention of this step's queries. Creates both paths' pipelines, bind groups and
- * the split scratch once; `encode` only dispatches.
+ * Causal (optionally sliding-window) paged attention of this step's queries. Creates both
+ * paths' pipelines, bind groups and the split scratch once; `encode` only dispatches.
  */
 export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promise<AttentionOp> {
   const { device } = ctx;
   const { nHeads, nKv, headDim, pageSize, maxPagesPerSeq } = a;
   if (headDim % 4 !== 0) throw new RangeError(`attention reads vec4s: headDim must be a multiple of 4, got ${headDim}`);
   if (nHeads % nKv !== 0) throw new RangeError(`nHeads (${nHeads}) must be a multiple of nKv (${nKv})`);
+  if (a.window != null && !(Number.isInteger(a.window) && a.window > 0 && a.window < NO_WINDOW)) {
+    throw new RangeError(`attention window must be a positive integer key count, got ${a.window}`);
+  }
   const d4 = headDim / 4;
-  const scale = 1 / Math.sqrt(headDim);
   const limit = device.limits.maxComputeWorkgroupStorageSize;
 
   // Decode: split-K, then combine.
@@ -107,22 +133,7 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
     ctx.cache.get(attnDecodeKernel, { precision: ctx.precision, constants: { WG: decodeWg, HEAD_DIM: headDim, KB: keyTile } }),
     ctx.cache.get(attnCombineKernel, { precision: ctx.precision, constants: { WG: combineWg, NSPLITS: nSplits } }),
   ]);
-  const decodeParams = uploadBuffer(
-    device,
-    new Uint8Array(
-      packParams([
-        ['u32', nHeads],
-        ['u32', nKv],
-        ['u32', pageSize],
-        ['u32', maxPagesPerSeq],
-        ['u32', nSplits],
-        ['u32', splitKeys],
-        ['f32', scale],
-      ]),
-    ),
-    UNIFORM,
-    'attn_decode params',
-  );
+  const decodeParams = uploadBuffer(device, new Uint8Array(kvParams(a, { nSplits, splitKeys })), UNIFORM, 'attn_decode params');
   const combineParams = uploadBuffer(device, new Uint8Array(packParams([['u32', nHeads], ['u32', d4]])), UNIFORM, 'attn_combine params');
   const decodeGroup = bindBuffers(device, decodePipeline, [a.q, a.kCache, a.vCache, a.positions, a.tokenSeq, a.blockTable, partialO, partialML, decodeParams]);
   const combineGroup = bindBuffers(device, combinePipeline, [partialO, partialML, a.out, combineParams]);
@@ -143,12 +154,8 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
     precision: ctx.precision,
     constants: { WG: prefillWg, HEAD_DIM: headDim, TQ: tq, TK: tk },
   });
-  const prefillParams = uploadBuffer(
-    device,
-    new Uint8Array(packParams([['u32', nHeads], ['u32', nKv], ['u32', pageSize], ['u32', maxPagesPerSeq], ['f32', scale]])),
-    UNIFORM,
-    'attn_prefill params',
-  );
+  // The split fields are attn_decode's; attn_prefill ignores them.
+  const prefillParams = uploadBuffer(device, new Uint8Array(kvParams(a, { nSplits: 0, splitKeys: 0 })), UNIFORM, 'attn_prefill params');
   const prefillGroup = bindBuffers(device, prefillPipeline, [a.q, a.kCache, a.vCache, a.positions, a.blockTable, a.lastToken, a.counts, a.out, prefillParams]);
 
   return {

@@ -63,7 +63,8 @@ export function maxRelDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let worst = 0;
   for (let i = 0; i < a.length; i++) {
     const d = Math.abs(a[i]! - b[i]!) / Math.max(1, Math.abs(b[i]!));
-    if (!(d <= worst)) worst = d;
+    if (Number.isNaN(d)) return NaN; // a NaN anywhere fails the comparison; a later finite value must not hide it
+    if (d > worst) worst = d;
   }
   return worst;
 }

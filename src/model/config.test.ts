@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { configFromGGUF, configFromHF } from './config';
+import { configFromGGUF, configFromHF, layerWindow } from './config';
 import { ModelError } from './errors';
 
 const llamaJson = {
@@ -50,6 +50,7 @@ describe('configFromHF', () => {
       tieWordEmbeddings: true,
       attentionBias: false,
       qkNorm: false,
+      slidingWindow: null,
       bosTokenId: 128000,
       eosTokenIds: [128001, 128008, 128009],
     });
@@ -95,6 +96,39 @@ describe('configFromHF', () => {
     const e = thrown(() => configFromHF({ ...llamaJson, rope_scaling: { rope_type: 'yarn', factor: 4 } }));
     expect(e.field).toBe('rope_scaling.rope_type');
     expect(e.message).toMatch(/yarn/);
+  });
+});
+
+describe('the sliding window from config.json', () => {
+  const mistral = { ...llamaJson, architectures: ['MistralForCausalLM'], model_type: 'mistral', rope_scaling: null, num_hidden_layers: 3 };
+  const qwen2 = { ...mistral, architectures: ['Qwen2ForCausalLM'], model_type: 'qwen2', sliding_window: 512 };
+
+  it('windows every Mistral layer, defaults an absent key to 4096 and turns off on null', () => {
+    expect(configFromHF({ ...mistral, sliding_window: 8 }).slidingWindow).toEqual({ size: 8, layers: [0, 1, 2] });
+    expect(configFromHF(mistral).slidingWindow).toEqual({ size: 4096, layers: [0, 1, 2] });
+    expect(configFromHF({ ...mistral, sliding_window: null }).slidingWindow).toBeNull();
+  });
+
+  it('windows Qwen2 only with use_sliding_window, from max_window_layers on', () => {
+    expect(configFromHF(qwen2).slidingWindow).toBeNull();
+    expect(configFromHF({ ...qwen2, use_sliding_window: false, max_window_layers: 0 }).slidingWindow).toBeNull();
+    const c = configFromHF({ ...qwen2, use_sliding_window: true, max_window_layers: 1 });
+    expect(c.slidingWindow).toEqual({ size: 512, layers: [1, 2] });
+    expect([0, 1, 2].map((l) => layerWindow(c, l))).toEqual([null, 512, 512]);
+    // Every layer below max_window_layers: nothing is windowed.
+    expect(configFromHF({ ...qwen2, use_sliding_window: true, max_window_layers: 3 }).slidingWindow).toBeNull();
+    expect(configFromHF({ ...qwen2, model_type: 'qwen3', use_sliding_window: true, max_window_layers: 2 }).slidingWindow).toEqual({ size: 512, layers: [2] });
+  });
+
+  it('follows an explicit layer_types list, and ignores the window on llama', () => {
+    const types = ['sliding_attention', 'full_attention', 'sliding_attention'];
+    expect(configFromHF({ ...mistral, sliding_window: 16, layer_types: types }).slidingWindow).toEqual({ size: 16, layers: [0, 2] });
+    expect(configFromHF({ ...llamaJson, sliding_window: 16 }).slidingWindow).toBeNull();
+  });
+
+  it('rejects a window that is not a positive integer and a malformed layer_types, naming them', () => {
+    expect(thrown(() => configFromHF({ ...mistral, sliding_window: 0 })).field).toBe('sliding_window');
+    expect(thrown(() => configFromHF({ ...mistral, sliding_window: 8, layer_types: ['full_attention'] })).field).toBe('layer_types');
   });
 });
 
@@ -144,6 +178,13 @@ describe('configFromGGUF', () => {
     expect(q2).toMatchObject({ arch: 'qwen2', ropeStyle: 'neox', attentionBias: true, tieWordEmbeddings: false });
     const q3 = configFromGGUF(meta('qwen3', [['qwen3.attention.key_length', 32]]), []);
     expect(q3).toMatchObject({ arch: 'qwen3', ropeStyle: 'neox', qkNorm: true, headDim: 32 });
+  });
+
+  it('reads attention.sliding_window as a window on every layer; absent or 0 is none', () => {
+    expect(configFromGGUF(meta('llama', [['llama.attention.sliding_window', 4096]])).slidingWindow).toEqual({ size: 4096, layers: [0, 1] });
+    expect(configFromGGUF(meta('qwen2', [['qwen2.attention.sliding_window', 0]])).slidingWindow).toBeNull();
+    expect(configFromGGUF(meta('qwen2')).slidingWindow).toBeNull();
+    expect(thrown(() => configFromGGUF(meta('llama', [['llama.attention.sliding_window', 'x']]))).field).toBe('llama.attention.sliding_window');
   });
 
   it('rejects an unsupported architecture and a missing key, naming them', () => {

@@ -40,8 +40,28 @@ export interface ModelConfig {
   attentionBias: boolean;
   /** Per-head RMSNorm of q and k before RoPE (Qwen3). */
   qkNorm: boolean;
+  /**
+   * Sliding-window attention (Mistral; Qwen2/Qwen3 with `use_sliding_window`): on the listed
+   * layers a query at position p sees only keys j with p - size < j <= p, the current one
+   * included (transformers' `sliding_window_overlay` on top of the causal mask; llama.cpp's
+   * standard SWA masks p - j >= n_swa). null: every layer sees its whole causal context.
+   */
+  slidingWindow: SlidingWindow | null;
   bosTokenId: number | null;
   eosTokenIds: number[];
+}
+
+export interface SlidingWindow {
+  /** Keys a query sees, its own included. */
+  size: number;
+  /** Layer indices that use the window, ascending; the others attend fully. */
+  layers: readonly number[];
+}
+
+/** The attention window of layer `layer`: a key count, or null for full causal attention. */
+export function layerWindow(config: Pick<ModelConfig, 'slidingWindow'>, layer: number): number | null {
+  const w = config.slidingWindow;
+  return w && w.layers.includes(layer) ? w.size : null;
 }
 
 type Json = Record<string, unknown>;
@@ -101,6 +121,7 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
   if (typeof ropeTheta !== 'number' || !(ropeTheta > 0))
     throw new ModelError('invalid_field', `${field('rope_theta')} must be a positive number, got ${JSON.stringify(ropeTheta)}`, 'rope_theta');
 
+  const numLayers = positive('num_hidden_layers');
   const gen = isObject(generationConfigJson) ? generationConfigJson : {};
   const bos = gen.bos_token_id ?? c.bos_token_id;
   return {
@@ -108,7 +129,7 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     vocabSize: positive('vocab_size'),
     hiddenSize,
     intermediateSize: positive('intermediate_size'),
-    numLayers: positive('num_hidden_layers'),
+    numLayers,
     numHeads,
     numKvHeads,
     headDim,
@@ -121,6 +142,7 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     // Qwen2's q/k/v projections always have biases; the others follow `attention_bias`.
     attentionBias: arch === 'qwen2' || c.attention_bias === true,
     qkNorm: arch === 'qwen3',
+    slidingWindow: hfSlidingWindow(c, arch, numLayers),
     bosTokenId: typeof bos === 'number' ? bos : null,
     eosTokenIds: unique([...tokenIds(gen.eos_token_id), ...tokenIds(c.eos_token_id)]),
   };
@@ -145,6 +167,46 @@ function hfArch(c: Json): Arch {
       'architectures',
     );
   throw new ModelError('missing_field', 'config.json has neither model_type nor architectures', 'model_type');
+}
+
+/**
+ * The sliding window as transformers builds it from config.json:
+ * - mistral: `sliding_window` on every layer; an absent key means MistralConfig's default, 4096,
+ *   and null turns it off.
+ * - qwen2/qwen3: only when `use_sliding_window` is true (default false); then `sliding_window`
+ *   (default 4096) applies to layers i >= `max_window_layers` (default 28).
+ * - any arch: an explicit `layer_types` list ("sliding_attention" / "full_attention") names the
+ *   windowed layers itself.
+ * - llama: LlamaConfig has no window.
+ */
+function hfSlidingWindow(c: Json, arch: Arch, numLayers: number): SlidingWindow | null {
+  if (arch === 'llama') return null;
+  const qwen = arch === 'qwen2' || arch === 'qwen3';
+  if (qwen && c.use_sliding_window !== true) return null;
+  const raw = 'sliding_window' in c ? c.sliding_window : 4096;
+  if (raw === null) return null;
+  if (typeof raw !== 'number' || !Number.isInteger(raw) || raw <= 0)
+    throw new ModelError('invalid_field', `config.json: sliding_window must be a positive integer or null, got ${JSON.stringify(raw)}`, 'sliding_window');
+
+  let layers: number[];
+  if (c.layer_types !== undefined && c.layer_types !== null) {
+    const types = c.layer_types;
+    if (!Array.isArray(types) || types.length !== numLayers || !types.every((t) => t === 'sliding_attention' || t === 'full_attention'))
+      throw new ModelError(
+        'invalid_field',
+        `config.json: layer_types must list "sliding_attention" or "full_attention" for each of the ${numLayers} layers`,
+        'layer_types',
+      );
+    layers = types.flatMap((t, i) => (t === 'sliding_attention' ? [i] : []));
+  } else if (qwen) {
+    const from = c.max_window_layers ?? 28;
+    if (typeof from !== 'number' || !Number.isInteger(from) || from < 0)
+      throw new ModelError('invalid_field', `config.json: max_window_layers must be a non-negative integer, got ${JSON.stringify(from)}`, 'max_window_layers');
+    layers = Array.from({ length: Math.max(0, numLayers - from) }, (_, i) => from + i);
+  } else {
+    layers = Array.from({ length: numLayers }, (_, i) => i);
+  }
+  return layers.length > 0 ? { size: raw, layers } : null;
 }
 
 function hfRopeScaling(raw: unknown, key: string): RopeScaling {
@@ -232,6 +294,18 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
   else if (scalingType !== undefined && scalingType !== 'none')
     throw new ModelError('invalid_field', `GGUF ${arch}.rope.scaling.type "${String(scalingType)}" is not supported (supported: none, linear)`, `${arch}.rope.scaling.type`);
 
+  const numLayers = get('block_count');
+  // `{arch}.attention.sliding_window`: absent or 0 means full attention.
+  const windowKey = `${arch}.attention.sliding_window`;
+  const rawWindow = metadata.get(windowKey);
+  let window: number | undefined;
+  if (rawWindow !== undefined) {
+    const v = toNumber(rawWindow);
+    if (v === undefined || !Number.isInteger(v) || v < 0)
+      throw new ModelError('invalid_field', `GGUF ${windowKey} must be a non-negative integer, got ${String(rawWindow)}`, windowKey);
+    if (v > 0) window = v;
+  }
+
   const bos = toNumber(metadata.get('tokenizer.ggml.bos_token_id'));
   // llama.cpp stops on any end-of-generation token: eos, end-of-turn and end-of-message.
   const eos = ['eos', 'eot', 'eom']
@@ -243,7 +317,7 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     vocabSize: get('vocab_size', vocabFallback),
     hiddenSize,
     intermediateSize: get('feed_forward_length'),
-    numLayers: get('block_count'),
+    numLayers,
     numHeads,
     numKvHeads,
     headDim,
@@ -256,6 +330,8 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     tieWordEmbeddings: tensors ? !byName.has('output.weight') : false,
     attentionBias: tensors ? byName.has('blk.0.attn_q.bias') : arch === 'qwen2',
     qkNorm: arch === 'qwen3',
+    // GGUF states one window and no layer pattern for these archs: it holds on every layer.
+    slidingWindow: window === undefined ? null : { size: window, layers: Array.from({ length: numLayers }, (_, i) => i) },
     bosTokenId: bos ?? null,
     eosTokenIds: unique(eos),
   };

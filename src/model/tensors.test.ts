@@ -20,6 +20,7 @@ const config: ModelConfig = {
   tieWordEmbeddings: false,
   attentionBias: true,
   qkNorm: false,
+  slidingWindow: null,
   bosTokenId: null,
   eosTokenIds: [],
 };

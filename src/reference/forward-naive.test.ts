@@ -4,7 +4,7 @@
  * for random small models with GQA, biases, q/k norms and both RoPE styles.
  */
 import { describe, expect, it } from 'vitest';
-import type { ModelConfig } from '../model/config';
+import { layerWindow, type ModelConfig } from '../model/config';
 import { expectedTensors } from '../model/tensors';
 import { greedy, logitsFor, ReferenceModel } from './forward';
 
@@ -25,6 +25,7 @@ const base: ModelConfig = {
   tieWordEmbeddings: false,
   attentionBias: false,
   qkNorm: false,
+  slidingWindow: null,
   bosTokenId: null,
   eosTokenIds: [],
 };
@@ -132,15 +133,17 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
     const K = heads(H.map((x) => linear(x, W(p + 'attn_k.weight', d), w.get(p + 'attn_k.bias'))), c.numKvHeads)
       .map((hs, t) => hs.map((v) => rope(qn(v, 'attn_k_norm.weight'), t, c.ropeTheta, c.ropeStyle)));
     const V = heads(H.map((x) => linear(x, W(p + 'attn_v.weight', d), w.get(p + 'attn_v.bias'))), c.numKvHeads);
+    const window = layerWindow(c, l) ?? Infinity;
     const A = Q.map((qs, t) =>
       qs.flatMap((q, h) => {
         const kv = Math.floor(h / (c.numHeads / c.numKvHeads));
-        // causal mask: only positions s <= t
-        const scores = K.slice(0, t + 1).map((ks) => ks[kv].reduce((s, v, i) => s + v * q[i], 0) / Math.sqrt(hd));
+        // causal mask, narrowed by a sliding window: only positions t - window < s <= t
+        const from = Math.max(0, t + 1 - window);
+        const scores = K.slice(from, t + 1).map((ks) => ks[kv].reduce((s, v, i) => s + v * q[i], 0) / Math.sqrt(hd));
         const m = Math.max(...scores);
         const e = scores.map((s) => Math.exp(s - m));
         const z = e.reduce((a, b) => a + b, 0);
-        return Array.from({ length: hd }, (_, i) => e.reduce((s, p2, u) => s + (p2 / z) * V[u][kv][i], 0));
+        return Array.from({ length: hd }, (_, i) => e.reduce((s, p2, u) => s + (p2 / z) * V[from + u][kv][i], 0));
       }),
     );
     X = X.map((x, t) => linear(A[t], W(p + 'attn_output.weight', c.numHeads * hd)).map((v, i) => v + x[i]));
@@ -174,6 +177,8 @@ const cases: [string, Partial<ModelConfig>][] = [
   ['qwen2 with q/k/v biases and tied embeddings', { arch: 'qwen2', attentionBias: true, tieWordEmbeddings: true, numHeads: 2, numKvHeads: 1 }],
   ['qwen3 with q/k norms and a head_dim above hidden/heads', { arch: 'qwen3', qkNorm: true, numHeads: 2, numKvHeads: 2, headDim: 6 }],
   ['interleaved RoPE', { ropeStyle: 'interleaved', numHeads: 2, numKvHeads: 1, headDim: 4, hiddenSize: 8 }],
+  ['mistral with a 3-key sliding window on every layer', { arch: 'mistral', numHeads: 2, numKvHeads: 1, slidingWindow: { size: 3, layers: [0, 1] } }],
+  ['qwen2 with a 2-key window on layer 1 only', { arch: 'qwen2', attentionBias: true, slidingWindow: { size: 2, layers: [1] } }],
 ];
 
 describe('reference forward against an independent whole-sequence computation', () => {
@@ -203,6 +208,17 @@ describe('reference forward against an independent whole-sequence computation', 
     // and the un-permuted weights under interleaved RoPE are a different model
     const wrong = logitsFor(ReferenceModel.fromWeights({ ...c, ropeStyle: 'interleaved' }, w), ids);
     expect(Math.max(...wrong[7].map((v, i) => Math.abs(v - neox[7][i])))).toBeGreaterThan(1e-3);
+  });
+
+  it('matches full attention while the context fits the sliding window, and differs after', () => {
+    const c: ModelConfig = { ...base, arch: 'mistral', numLayers: 2, vocabSize: 11, hiddenSize: 8, numHeads: 2, numKvHeads: 1, intermediateSize: 6, ropeTheta: 100 };
+    const w = randomWeights(c, 5);
+    const ids = [1, 2, 3, 4, 5, 6, 7];
+    const full = logitsFor(ReferenceModel.fromWeights(c, w), ids);
+    const windowed = logitsFor(ReferenceModel.fromWeights({ ...c, slidingWindow: { size: 4, layers: [0, 1] } }, w), ids);
+    const diff = (t: number) => Math.max(...windowed[t].map((v, i) => Math.abs(v - full[t][i])));
+    for (let t = 0; t < 4; t++) expect(diff(t), `position ${t}`).toBe(0);
+    for (let t = 4; t < ids.length; t++) expect(diff(t), `position ${t}`).toBeGreaterThan(1e-4);
   });
 
   it('greedy() continues a prompt with the argmax of each step and matches teacher forcing', () => {

@@ -3,7 +3,7 @@
  * purpose. Buffers are float32 like the GPU's; dot products accumulate in float64 so that the
  * reference's own rounding stays far below any tolerance a test states.
  */
-import type { ModelConfig } from '../model/config';
+import { layerWindow, type ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
 import { expectedTensors } from '../model/tensors';
 import { applyRope, ropeInvFreqs } from './rope';
@@ -175,27 +175,30 @@ export class ReferenceModel {
       this.keyCache[l].set(k, pos * kvDim);
       this.valueCache[l].set(v, pos * kvDim);
 
-      // attention: each query head reads its kv head over positions 0..pos
+      // attention: each query head reads its kv head over positions first..pos, where a
+      // sliding window of w keys starts at pos - w + 1 and full attention at 0
       const keys = this.keyCache[l];
       const values = this.valueCache[l];
       const scale = 1 / Math.sqrt(headDim);
-      const att = this.att;
+      const att = this.att; // att[t - first]: score of position t
+      const window = layerWindow(c, l);
+      const first = window === null ? 0 : Math.max(0, pos + 1 - window);
       for (let h = 0; h < numHeads; h++) {
         const qOff = h * headDim;
         const kvOff = Math.floor(h / group) * headDim;
         // scores
-        for (let t = 0; t <= pos; t++) {
+        for (let t = first; t <= pos; t++) {
           let s = 0;
           const kOff = t * kvDim + kvOff;
           for (let i = 0; i < headDim; i++) s += q[qOff + i] * keys[kOff + i];
-          att[t] = s * scale;
+          att[t - first] = s * scale;
         }
         // softmax
-        softmax(att, pos + 1);
+        softmax(att, pos + 1 - first);
         // weighted sum of values
         for (let i = 0; i < headDim; i++) {
           let s = 0;
-          for (let t = 0; t <= pos; t++) s += att[t] * values[t * kvDim + kvOff + i];
+          for (let t = first; t <= pos; t++) s += att[t - first] * values[t * kvDim + kvOff + i];
           attOut[qOff + i] = s;
         }
       }

@@ -22,7 +22,9 @@ export function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): { diff: 
   let index = -1;
   for (let i = 0; i < a.length; i++) {
     const d = Math.abs(a[i]! - b[i]!);
-    if (!(d <= diff)) {
+    // The first NaN is the answer: a later finite difference must not hide it.
+    if (Number.isNaN(d)) return { diff: NaN, index: i };
+    if (d > diff) {
       diff = d;
       index = i;
     }

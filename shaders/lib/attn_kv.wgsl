@@ -1,0 +1,56 @@
+// The paged-KV side of the attention kernels (attn_decode, attn_prefill): their shared Params,
+// the sliding window, and the loads of a K or V tile into workgroup memory. Concatenated in
+// front of a kernel that declares
+//   override WG;                        threads per workgroup
+//   override D4;                        headDim / 4 (vec4s per key row)
+//   override ROW;                       stride of a tile row in vec4s (D4 + 1: bank padding)
+//   var<storage, read> kCache, vCache: array<vec4<act>>;  [numPages, PAGE, nKv, D4]
+//   var<storage, read> blockTable: array<u32>;            [S, maxPagesPerSeq]
+//   var<uniform> p: Params;
+//   var<workgroup> kv: array<vec4f, keysPerTile * ROW>;
+// One Params layout serves both kernels, so src/kernels/attention.ts packs it in one place.
+
+struct Params {
+  nHeads: u32,          // query heads
+  nKv: u32,             // key/value heads (nHeads is a multiple)
+  pageSize: u32,        // tokens per KV page
+  maxPagesPerSeq: u32,  // row length of blockTable
+  window: u32,          // sliding window in keys: position p sees keys p - window < j <= p (0xffffffff: all)
+  nSplits: u32,         // attn_decode only: splits per (token, head)
+  splitKeys: u32,       // attn_decode only: keys per split (a multiple of its key tile)
+  scale: f32,           // 1 / sqrt(headDim)
+}
+
+// Below any real score and finite, so exp(m - m') never sees inf - inf.
+const NO_MAX = -1e30;
+
+// The first key a query at position `pos` sees (0 without a window).
+fn firstKey(pos: u32) -> u32 {
+  return pos + 1u - min(p.window, pos + 1u);
+}
+
+// Whether a query at position `pos` sees key `key`: causal, and within the window.
+fn visible(key: u32, pos: u32) -> bool {
+  return key <= pos && pos - key < p.window;
+}
+
+// Element index (in vec4s) of key `key` of sequence `seq`, kv head `kh`, column 0.
+fn keyRow(seq: u32, key: u32, kh: u32) -> u32 {
+  let page = blockTable[seq * p.maxPagesPerSeq + key / p.pageSize];
+  return ((page * p.pageSize + key % p.pageSize) * p.nKv + kh) * D4;
+}
+
+// Keys first .. first + n of (seq, kh) into tile rows 0 .. n, all WG threads sharing the work.
+// The caller puts a barrier between a load and the reads of the tile, and before reusing it.
+fn loadKeys(seq: u32, kh: u32, first: u32, n: u32, lid: u32) {
+  for (var i = lid; i < n * D4; i += WG) {
+    kv[(i / D4) * ROW + i % D4] = vec4f(kCache[keyRow(seq, first + i / D4, kh) + i % D4]);
+  }
+}
+
+// The values of the same keys, as loadKeys.
+fn loadValues(seq: u32, kh: u32, first: u32, n: u32, lid: u32) {
+  for (var i = lid; i < n * D4; i += WG) {
+    kv[(i / D4) * ROW + i % D4] = vec4f(vCache[keyRow(seq, first + i / D4, kh) + i % D4]);
+  }
+}
