@@ -96,5 +96,20 @@ describe('the bench report', () => {
     expect(text).toMatch(/^matvec +15 +1\.500 +75\.0/m);
     expect(text).toMatch(/^matmul .*9\.000 +90\.0$/m);
     expect(text).toContain('note: a note');
+    expect(text).not.toMatch(/grammar mask per token/);
+  });
+
+  it('prints the CPU mask timing per vocabulary size when the report has it', () => {
+    const report: BenchReport = {
+      date: '2026-01-01',
+      preset: '-',
+      arch: '-',
+      targets: [],
+      maskCost: [{ vocab: 128256, constraint: 'json_schema', tokens: 270, compileMs: 1170.4, meanMs: 0.0812, p50Ms: 0.0165, p95Ms: 0.0262, maxMs: 34.2 }],
+    };
+    const text = formatReport(report);
+    expect(text).toMatch(/grammar mask per token/);
+    expect(text).toMatch(/vocab +tokens +compile ms +mask ms\/token +p50 ms +p95 ms +max ms/);
+    expect(text).toMatch(/^128256 +270 +1170 +0\.081 +0\.017 +0\.026 +34\.20$/m);
   });
 });

@@ -14,7 +14,9 @@ import type { GGUFVariant } from '../testing/fixtures/gguf-layout';
 import { PRESETS, type Preset } from '../testing/fixtures/model';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { serveDirectory } from '../testing/server';
+import { measureMaskCost, type MaskCostResult } from './mask-cost';
 import { formatReport, type BenchReport } from './report';
+import { LLAMA3_VOCAB } from './synthetic-vocab';
 import type { BenchSettings } from './run';
 import { isEmulated, runTarget, type TargetResult } from './target';
 
@@ -23,12 +25,13 @@ const USAGE = `usage: npm run bench -- [options]
   --preset tiny|small|1b      fixture size (default: small on a CPU-emulated adapter, 1b otherwise)
   --formats Q4_0,Q4_K,F16     GGUF variants to run (default Q4_0,Q4_K,F16)
   --arch llama|qwen2|qwen3|mistral   fixture architecture (default llama)
-  --target node|chromium|both (default both)
+  --target node|chromium|both|cpu   (default both; cpu: only the CPU mask timing below)
   --json PATH                 write the JSON report there (default .cache/bench/latest.json)
   --prompt-lengths 128,1024   prefill sizes (capped on emulated adapters unless given)
   --decode-tokens N           tokens decoded after the longest prompt
   --profile-steps N           decode steps timed per kernel
-  --profile-prefill           also time a prefill chunk per kernel (default on real GPUs)`;
+  --profile-prefill           also time a prefill chunk per kernel (default on real GPUs)
+  --mask-vocab 128256,151936  vocabulary sizes for the CPU grammar-mask timing (default 128256, Llama 3's; 0: skip)`;
 
 function numbers(s: string | undefined): number[] | undefined {
   return s === undefined ? undefined : s.split(',').map((x) => Number(x.trim()));
@@ -47,12 +50,15 @@ async function main(): Promise<void> {
       'decode-tokens': { type: 'string' },
       'profile-steps': { type: 'string' },
       'profile-prefill': { type: 'boolean' },
+      'mask-vocab': { type: 'string', default: String(LLAMA3_VOCAB) },
       help: { type: 'boolean', short: 'h' },
     },
   });
   if (values.help) return void console.log(USAGE);
-  const targets = values.target === 'both' ? ['node', 'chromium'] : [values.target!];
-  if (!targets.every((t) => t === 'node' || t === 'chromium')) throw new Error(`--target ${values.target}: expected node, chromium or both`);
+  const targets = values.target === 'both' ? ['node', 'chromium'] : values.target === 'cpu' ? [] : [values.target!];
+  if (!targets.every((t) => t === 'node' || t === 'chromium')) throw new Error(`--target ${values.target}: expected node, chromium, both or cpu`);
+  const maskVocabs = numbers(values['mask-vocab'])!.filter((n) => n !== 0);
+  for (const n of maskVocabs) if (!(Number.isInteger(n) && n > 0)) throw new Error(`--mask-vocab: ${values['mask-vocab']} is not a list of positive integers`);
   if (values.preset && !PRESETS.includes(values.preset as Preset)) throw new Error(`--preset ${values.preset}: expected ${PRESETS.join(', ')}`);
   const overrides: Partial<BenchSettings> = {
     promptLengths: numbers(values['prompt-lengths']),
@@ -65,6 +71,15 @@ async function main(): Promise<void> {
     for (const n of [v].flat()) if (n !== undefined && !(Number.isInteger(n) && (n as number) > 0)) throw new Error(`--${k}: ${v} is not a positive integer`);
   }
   const formats = values.formats!.split(',').map((f) => f.trim()) as GGUFVariant[];
+
+  // CPU only, before any GPU work shares the cores with it.
+  const maskCost: MaskCostResult[] = [];
+  for (const vocabSize of maskVocabs) {
+    const r = await measureMaskCost({ vocabSize });
+    console.log(`[cpu] grammar mask at a ${vocabSize}-token vocabulary: ${r.meanMs.toFixed(3)} ms/token mean, ${r.p95Ms.toFixed(3)} p95 over ${r.tokens} tokens (compile ${r.compileMs.toFixed(0)} ms)`);
+    maskCost.push(r);
+  }
+  if (targets.length === 0) return void (await writeReport({ date: new Date().toISOString(), preset: '-', arch: '-', targets: [], maskCost }, values.json!));
 
   const icd = useSwiftShaderIfNoGPU();
   if (icd) console.log(`[bench] no GPU found: Vulkan uses SwiftShader (${icd})`);
@@ -92,11 +107,14 @@ async function main(): Promise<void> {
     }
   }
 
-  const report: BenchReport = { date: new Date().toISOString(), preset, arch, targets: results };
+  await writeReport({ date: new Date().toISOString(), preset, arch, targets: results, maskCost }, values.json!);
+}
+
+async function writeReport(report: BenchReport, path: string): Promise<void> {
   console.log('\n' + formatReport(report));
-  await mkdir(dirname(values.json!), { recursive: true });
-  await writeFile(values.json!, JSON.stringify(report, null, 2) + '\n');
-  console.log(`\n[bench] JSON report: ${values.json}`);
+  await mkdir(dirname(path), { recursive: true });
+  await writeFile(path, JSON.stringify(report, null, 2) + '\n');
+  console.log(`\n[bench] JSON report: ${path}`);
 }
 
 /** Serves the bench page with Vite and runs it in headless Chromium. */

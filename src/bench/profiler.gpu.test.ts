@@ -34,6 +34,35 @@ describe('the timestamp profiler', () => {
     // four adds of 2 to 1
     expect(Array.from(new Float32Array(await readBuffer(device, x)))).toEqual(new Array(n).fill(9));
   });
+
+  it('keeps a step recorded over two command buffers as one step', async (ctx) => {
+    const gpu = await testGPU();
+    if (!gpu.info.timestamps) ctx.skip();
+    const { device } = gpu;
+    const n = 64;
+    const x = uploadBuffer(device, new Float32Array(n).fill(1), STORAGE);
+    const y = uploadBuffer(device, new Float32Array(n).fill(2), STORAGE);
+    const add = await createAddOp(opContext(device, 'f32'), { x, y, n });
+    const profiler = new TimestampProfiler(device);
+    const first = device.createCommandEncoder();
+    let pass = profiler.begin(first);
+    add.encode(pass, 1);
+    pass.end();
+    device.queue.submit([first.finish()]);
+    const second = device.createCommandEncoder();
+    pass = profiler.begin(second, true);
+    add.encode(pass, 1);
+    add.encode(pass, 1);
+    pass.end();
+    profiler.end(second);
+    device.queue.submit([second.finish()]);
+    const steps = await profiler.collect();
+    profiler.destroy();
+    expect(steps).toHaveLength(1);
+    expect(steps[0]!.dispatches).toHaveLength(3);
+    expect(steps[0]!.dispatches.every((d) => d.ns >= 0 && Number.isFinite(d.ns))).toBe(true);
+    expect(Array.from(new Float32Array(await readBuffer(device, x)))).toEqual(new Array(n).fill(7));
+  });
 });
 
 describe('the buffer tracker', () => {

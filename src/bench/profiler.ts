@@ -54,11 +54,13 @@ export class TimestampProfiler implements StepProfiler {
     return this.untimed;
   }
 
-  begin(encoder: GPUCommandEncoder): GPUComputePassEncoder {
-    this.kernels = [];
+  /** `resume`: the step goes on in another command buffer (a masked step's second one); its dispatches join the step's. */
+  begin(encoder: GPUCommandEncoder, resume = false): GPUComputePassEncoder {
+    if (!resume) this.kernels = [];
     return this.stepPass(encoder) as unknown as GPUComputePassEncoder;
   }
 
+  /** Resolves every query of the step, those written by earlier command buffers of it too. */
   end(encoder: GPUCommandEncoder): void {
     const n = this.kernels.length;
     if (n === 0) return;

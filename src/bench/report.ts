@@ -1,4 +1,5 @@
 /** The bench report: the JSON document and its plain-text tables. */
+import type { MaskCostResult } from './mask-cost';
 import type { ModelBenchResult } from './run';
 import type { TargetResult } from './target';
 
@@ -7,6 +8,8 @@ export interface BenchReport {
   preset: string;
   arch: string;
   targets: TargetResult[];
+  /** The grammar mask's CPU cost per token at real vocabulary sizes (src/bench/mask-cost.ts); absent in older reports. */
+  maskCost?: MaskCostResult[];
 }
 
 const MiB = 1024 * 1024;
@@ -24,7 +27,8 @@ function ok(m: TargetResult['models'][number]): m is ModelBenchResult {
 }
 
 export function formatReport(report: BenchReport): string {
-  const out: string[] = [`webgpu-llm bench — ${report.arch} ${report.preset} preset — ${report.date}`];
+  const what = report.targets.length ? `${report.arch} ${report.preset} preset` : 'CPU only';
+  const out: string[] = [`webgpu-llm bench — ${what} — ${report.date}`];
   for (const t of report.targets) {
     const a = t.adapter;
     out.push('', `== ${t.target}: ${a.vendor} ${a.architecture} (${a.description})${t.emulated ? ', CPU-emulated' : ''}, shader-f16 ${a.f16 ? 'yes' : 'no'}, timestamps ${a.timestamps ? 'yes' : 'no'}`);
@@ -81,6 +85,19 @@ export function formatReport(report: BenchReport): string {
         table(['kernel', 'calls', 'decode ms', 'decode %', ...(m.breakdown.prefill ? [`prefill(${m.breakdown.prefillTokens}) ms`, 'prefill %'] : [])], rowsK),
       );
     }
+  }
+  if (report.maskCost?.length) {
+    const m = report.maskCost;
+    out.push(
+      '',
+      '== CPU: grammar mask per token (xgrammar wasm, synthetic byte-level vocabulary, no GPU)',
+      `   ${m[0]!.constraint}, matched token by token`,
+      '',
+      table(
+        ['vocab', 'tokens', 'compile ms', 'mask ms/token', 'p50 ms', 'p95 ms', 'max ms'],
+        m.map((r) => [String(r.vocab), String(r.tokens), f(r.compileMs, 0), f(r.meanMs, 3), f(r.p50Ms, 3), f(r.p95Ms, 3), f(r.maxMs, 2)]),
+      ),
+    );
   }
   return out.join('\n');
 }

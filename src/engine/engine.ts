@@ -1,7 +1,8 @@
 /**
- * The WebGPU engine: a loaded model that generates tokens. One command buffer per step; the only
- * readback is the sampled token ids (and logprobs when asked). Requests run one at a time; the KV
- * of the previous request's tokens stays cached so a prompt sharing its prefix skips that prefill.
+ * The WebGPU engine: a loaded model that generates tokens. One command buffer per step (two under
+ * a grammar: the forward pass runs while the CPU computes the token mask); the only readback is
+ * the sampled token ids (and logprobs when asked). Requests run one at a time; the KV of the
+ * previous request's tokens stays cached so a prompt sharing its prefix skips that prefill.
  */
 import { acquireGPU, type GPUContext } from '../gpu/device';
 import { createBuffer, READBACK, STORAGE } from '../gpu/buffers';
@@ -23,6 +24,7 @@ import { uploadWeights, type GpuWeights, type UploadProgress } from './gpu-weigh
 import { checkPromptIds, RequestQueue, resultFor, reusablePrefix } from './backend-util';
 import { KvPages } from './kv-pages';
 import { StepBuffers, type SeqWork } from './step';
+import type { Constraint } from '../structured/grammar';
 import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, SamplingParams, TokenLogprob } from './types';
 
 export interface EngineOptions {
@@ -44,14 +46,22 @@ export interface EngineOptions {
 }
 
 /**
- * Bench hook (src/bench/profiler.ts): stands in for a step's single compute pass, e.g. to give
- * each dispatch its own timed pass. Set `GpuEngine.profiler` only while profiling.
+ * Bench hook (src/bench/profiler.ts): stands in for a step's compute pass, e.g. to give each
+ * dispatch its own timed pass. Set `GpuEngine.profiler` only while profiling. A step under a
+ * grammar records into two command buffers: `begin` is called once per buffer (`resume` on the
+ * second), `end` once, in the last buffer.
  */
 export interface StepProfiler {
-  /** The pass the step records into (called instead of `encoder.beginComputePass()`). */
-  begin(encoder: GPUCommandEncoder): GPUComputePassEncoder;
-  /** After the pass ended, before `encoder.finish()`: e.g. resolve the step's queries. */
+  /** The pass the step records into (called instead of `encoder.beginComputePass()`); `resume`: the same step, in a later command buffer. */
+  begin(encoder: GPUCommandEncoder, resume?: boolean): GPUComputePassEncoder;
+  /** After the step's last pass ended, before `encoder.finish()`: e.g. resolve the step's queries. */
   end(encoder: GPUCommandEncoder): void;
+}
+
+/** A grammar's mask for `runStep`: the matcher and the request's bitmask words (allocated once per request). */
+interface StepMask {
+  constraint: Constraint;
+  bits: Uint32Array;
 }
 
 /**
@@ -188,7 +198,7 @@ export class GpuEngine implements Backend {
       // on the GPU. The ban can only end during a request, so if any step uses the op, step 0 does.
       // Under a grammar the grammar decides where the output may end, so min_tokens bans nothing.
       const { constraint } = request;
-      const bits = constraint ? new Uint32Array(constraint.words) : null;
+      const mask: StepMask | null = constraint ? { constraint, bits: new Uint32Array(constraint.words) } : null;
       const banEnds = !constraint;
       const banned0 = request.minTokens > 0 && banEnds ? [...enders] : [];
       const penalized0 = needsPenalties(sampling, banned0.length > 0);
@@ -221,12 +231,7 @@ export class GpuEngine implements Backend {
           logprobs: sampling.logprobs,
           topLogprobs: sampling.logprobs ? sampling.topLogprobs : 0,
         };
-        if (constraint) {
-          // The bitmask is the one per-step upload: vocab / 32 words.
-          await constraint.mask(bits!);
-          this.sampler.mask.write(0, bits!);
-        }
-        const sampled = await this.runStep({ seq: 0, tokens: feed }, slow ? 'logits' : seq, gpuPenalties, !!constraint);
+        const sampled = await this.runStep({ seq: 0, tokens: feed }, slow ? 'logits' : seq, gpuPenalties, mask);
         this.cached.push(...feed);
         let token: GeneratedToken;
         if (sampled instanceof Float32Array) {
@@ -251,12 +256,14 @@ export class GpuEngine implements Backend {
   }
 
   /**
-   * One forward step in one command buffer. `sample`: null = no sampling (a prefill chunk);
-   * 'logits' = read back the logits (CPU sampling path); otherwise sample on the GPU and read back
-   * the token (and logprobs), after the penalties op when `penalize`. `masked`: the grammar's token
-   * mask (written beforehand) applies to the logits first, on either sampling path.
+   * One forward step. `sample`: null = no sampling (a prefill chunk); 'logits' = read back the
+   * logits (CPU sampling path); otherwise sample on the GPU and read back the token (and
+   * logprobs), after the penalties op when `penalize`. Unmasked, the step is one command buffer.
+   * With `mask` (a grammar) it is two: the forward pass up to the logits is submitted first, the
+   * CPU computes the grammar's bitmask while the GPU runs it, and a second small buffer applies
+   * the mask (before the penalties and either sampling path), samples and copies the result out.
    */
-  private async runStep(work: SeqWork, sample: SeqSampling | 'logits' | null, penalize = false, masked = false): Promise<ReturnType<typeof unpackSampled>[number] | Float32Array | null> {
+  private async runStep(work: SeqWork, sample: SeqSampling | 'logits' | null, penalize = false, mask: StepMask | null = null): Promise<ReturnType<typeof unpackSampled>[number] | Float32Array | null> {
     const { device } = this.gpu;
     const { tokens, seqs } = this.step.write([work], this.kv);
     this.forward.prepare(device, seqs);
@@ -264,10 +271,23 @@ export class GpuEngine implements Backend {
       packSamplingParams([sample], this.samplingParams);
       device.queue.writeBuffer(this.sampler.params, 0, this.samplingParams);
     }
-    const encoder = device.createCommandEncoder();
-    const pass = this.profiler ? this.profiler.begin(encoder) : encoder.beginComputePass();
+    let encoder = device.createCommandEncoder();
+    let pass = this.profiler ? this.profiler.begin(encoder) : encoder.beginComputePass();
     this.forward.encode(pass, tokens, seqs);
-    if (sample && masked) this.sampler.mask.encode(pass, seqs);
+    if (sample && mask) {
+      pass.end();
+      device.queue.submit([encoder.finish()]);
+      // A browser may hand submitted work to its GPU process only once the microtask queue drains
+      // (Blink flushes at the end of a microtask checkpoint), and xgrammar's mask is synchronous
+      // wasm behind a promise: yield a task so the forward pass runs while the mask is computed.
+      // Queue writes land in order between submits, so the second buffer reads this step's mask.
+      await nextTask();
+      await mask.constraint.mask(mask.bits);
+      this.sampler.mask.write(0, mask.bits);
+      encoder = device.createCommandEncoder();
+      pass = this.profiler ? this.profiler.begin(encoder, true) : encoder.beginComputePass();
+      this.sampler.mask.encode(pass, seqs);
+    }
     if (sample && sample !== 'logits') {
       if (penalize) this.sampler.penalties.encode(pass, seqs);
       this.sampler.op.encode(pass, seqs);
@@ -335,6 +355,24 @@ export class GpuEngine implements Backend {
     }
   }
 }
+
+/**
+ * Resolves after the current task, once pending microtasks have run: `setImmediate` in Node, a
+ * MessageChannel message elsewhere (unlike `setTimeout`, never clamped to 4 ms). One channel for
+ * all callers, made on first use.
+ */
+function nextTask(): Promise<void> {
+  if (typeof setImmediate === 'function') return new Promise((resolve) => setImmediate(resolve));
+  if (!taskChannel) {
+    const channel = new MessageChannel();
+    const waiting: Array<() => void> = [];
+    channel.port1.onmessage = () => waiting.shift()?.();
+    taskChannel = { post: (resolve) => (waiting.push(resolve), channel.port2.postMessage(null)) };
+  }
+  const { post } = taskChannel;
+  return new Promise((resolve) => post(resolve));
+}
+let taskChannel: { post(resolve: () => void): void } | null = null;
 
 function isOpened(m: ModelLocation | OpenedModel): m is OpenedModel {
   return typeof m === 'object' && m !== null && 'tensors' in m && 'config' in m;
