@@ -3,7 +3,8 @@
 // TILE_K: it stages the x tile and the dequantised W tile in workgroup memory (f32, k-major so
 // the inner loop reads rows of both), then each thread accumulates a TM × TN micro-tile whose
 // tokens / rows are strided by the thread grid (conflict-free reads, coalesced writes).
-// Accumulation is f32 whatever `act` is. Needs the dequant library in front (WTYPE, dq_quad).
+// Accumulation is f32 whatever `act` is. Needs shaders/lib/dequant.wgsl (WTYPE, dq_quad) and
+// shaders/lib/linear.wgsl (bindings, HAS_BIAS, store_y) in front.
 alias act = f32;
 
 override TILE_M: u32 = 32; // tokens per tile
@@ -11,7 +12,6 @@ override TILE_N: u32 = 32; // weight rows per tile
 override TILE_K: u32 = 32; // columns per step, a multiple of 4
 override TM: u32 = 4;      // tokens per thread (TM × TN ≤ MICRO_CAP)
 override TN: u32 = 4;      // rows per thread
-override HAS_BIAS: bool = false;
 override WG_M: u32 = TILE_M / TM;        // thread grid (derived; do not set)
 override WG_N: u32 = TILE_N / TN;
 override WG: u32 = WG_M * WG_N;
@@ -20,28 +20,6 @@ override XS_LEN: u32 = TILE_K * TILE_M;  // workgroup floats (derived)
 override WS_LEN: u32 = TILE_K * TILE_N;
 
 const MICRO_CAP: u32 = 16u;
-
-struct Params {
-  k: u32,         // elements per weight row = per token of x (a multiple of 4)
-  n: u32,         // weight rows = elements per token of y
-  row_words: u32, // u32 words per weight row in the GPU layout
-  _pad: u32,
-}
-
-// The per-step counts the engine writes once per step (src/engine/step.ts `counts`).
-struct Step {
-  tokens: u32, // T: tokens in this step = rows of x and y in use
-  seqs: u32,
-  _pad0: u32,
-  _pad1: u32,
-}
-
-@group(0) @binding(0) var<storage, read> w: array<u32>;         // [n][row_words]
-@group(0) @binding(1) var<storage, read> x: array<vec4<act>>;   // [T][k / 4]
-@group(0) @binding(2) var<storage, read_write> y: array<act>;   // [T][n]
-@group(0) @binding(3) var<storage, read> bias: array<f32>;      // [n], read when HAS_BIAS
-@group(0) @binding(4) var<uniform> p: Params;
-@group(0) @binding(5) var<uniform> counts: Step;
 
 var<workgroup> xs: array<f32, XS_LEN>; // [TILE_K][TILE_M]
 var<workgroup> ws: array<f32, WS_LEN>; // [TILE_K][TILE_N]
@@ -102,11 +80,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
   for (var j = 0u; j < TN; j++) {
     let n = n0 + tx + j * WG_N;
     if (n >= p.n) { continue; }
-    var b = 0.0;
-    if (HAS_BIAS) { b = bias[n]; }
     for (var i = 0u; i < TM; i++) {
       let m = m0 + ty + i * WG_M;
-      if (m < T) { y[m * p.n + n] = act(acc[i * TN + j] + b); }
+      if (m < T) { store_y(m, n, acc[i * TN + j]); }
     }
   }
 }

@@ -3,39 +3,17 @@
 // K / 8 chunks (shaders/lib/dequant.wgsl), so neighbouring threads read neighbouring words. Each
 // chunk is dequantised once and dotted with up to MAX_T tokens held in registers; more tokens
 // take further passes over the weights. Partial sums meet in workgroup memory. Accumulation is
-// f32 whatever `act` is. Needs the dequant library in front (it declares WTYPE and dq_chunk).
+// f32 whatever `act` is. Needs shaders/lib/dequant.wgsl (WTYPE, dq_chunk) and
+// shaders/lib/linear.wgsl (bindings, HAS_BIAS, store_y) in front.
 alias act = f32;
 
 override WG: u32 = 64;
 override ROWS_PER_WG: u32 = 2;  // WG / ROWS_PER_WG must be a power of two, at least MAX_T
 override MAX_T: u32 = 1;        // tokens per pass over the weights, 1..T_CAP
-override HAS_BIAS: bool = false;
 override TPR: u32 = WG / ROWS_PER_WG; // threads per row (derived; do not set)
 override PARTIALS: u32 = WG * MAX_T;  // workgroup floats (derived; do not set)
 
 const T_CAP: u32 = 8u; // register accumulators per thread
-
-struct Params {
-  k: u32,         // elements per weight row = per token of x
-  n: u32,         // weight rows = elements per token of y
-  row_words: u32, // u32 words per weight row in the GPU layout
-  _pad: u32,
-}
-
-// The per-step counts the engine writes once per step (src/engine/step.ts `counts`).
-struct Step {
-  tokens: u32, // T: tokens in this step = rows of x and y in use
-  seqs: u32,
-  _pad0: u32,
-  _pad1: u32,
-}
-
-@group(0) @binding(0) var<storage, read> w: array<u32>;         // [n][row_words]
-@group(0) @binding(1) var<storage, read> x: array<vec4<act>>;   // [T][k / 4]
-@group(0) @binding(2) var<storage, read_write> y: array<act>;   // [T][n]
-@group(0) @binding(3) var<storage, read> bias: array<f32>;      // [n], read when HAS_BIAS
-@group(0) @binding(4) var<uniform> p: Params;
-@group(0) @binding(5) var<uniform> counts: Step;
 
 var<workgroup> partial: array<f32, PARTIALS>; // [MAX_T][WG]
 
@@ -81,9 +59,7 @@ fn main(
     }
     // Lane t of each row writes token t0 + t.
     if (row < p.n && lane < MAX_T && t0 + lane < T) {
-      var v = partial[lane * WG + lid - lane];
-      if (HAS_BIAS) { v += bias[row]; }
-      y[(t0 + lane) * p.n + row] = act(v);
+      store_y(t0 + lane, row, partial[lane * WG + lid - lane]);
     }
     workgroupBarrier();
   }

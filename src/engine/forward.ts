@@ -8,7 +8,7 @@ import { createAddOp } from '../kernels/add';
 import { createAttentionOp } from '../kernels/attention';
 import { createEmbedOp } from '../kernels/embed';
 import { createKvWriteOp } from '../kernels/kv-write';
-import { createLinearOp, EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC } from '../kernels/matmul';
+import { createLinearOp, EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC, EMULATED_PREFILL_SPEC } from '../kernels/matmul';
 import { actBytes, type Op, type OpContext } from '../kernels/op';
 import { createRmsNormOp } from '../kernels/rms-norm';
 import { createRopeOp, ropeInvFreq } from '../kernels/rope';
@@ -136,7 +136,7 @@ export class GpuForward {
     const seqCount = createBuffer(device, 16, UNIFORM, 'seqCount');
     owned.push(seqCount);
 
-    const specs = ctx.emulated ? { decode: EMULATED_DECODE_SPEC, few: EMULATED_FEW_TOKENS_SPEC } : {};
+    const specs = ctx.emulated ? { decode: EMULATED_DECODE_SPEC, few: EMULATED_FEW_TOKENS_SPEC, prefill: EMULATED_PREFILL_SPEC } : {};
     const linear = (m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer) =>
       createLinearOp(ctx, { weight: m.buffer, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, step: step.counts, maxTokens: T }, specs);
     const norm = (x: GPUBuffer, weight: GPUBuffer, y: GPUBuffer, n = H, rowsPerToken = 1) =>

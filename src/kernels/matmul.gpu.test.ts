@@ -8,17 +8,19 @@ import { DTYPES, type DType } from '../formats/types';
 import { testGPU } from '../testing/gpu';
 import {
   createLinearOp,
+  EMULATED_PREFILL_SPEC,
   linearConstants,
   linearParams,
   MATMUL_SPECS,
   matmulGrid,
-  matmulKernel,
   matmulRef,
   MATVEC_SPECS,
   matvecGrid,
   matvecKernel,
-  type MatmulSpec,
+  PREFILL_SPEC,
+  prefillKernel,
   type MatvecSpec,
+  type PrefillSpec,
 } from './matmul';
 import { repackForGPU, uploadWeight } from './weights';
 
@@ -71,7 +73,7 @@ function tolerance(w: Float32Array, precision: Precision, ref: number): number {
 
 async function run(
   kernel: 'matvec' | 'matmul',
-  spec: MatvecSpec | MatmulSpec,
+  spec: MatvecSpec | PrefillSpec,
   dtype: DType,
   T: number,
   withBias: boolean,
@@ -81,10 +83,10 @@ async function run(
   const { gpu: bytes, ref: w } = layer(dtype);
   const xt = x.subarray(0, T * K);
   const xIn = precision === 'f16' ? f32ArrayToF16(xt) : xt;
-  const grid = kernel === 'matvec' ? matvecGrid(N, spec as MatvecSpec) : matmulGrid(N, T, spec as MatmulSpec);
+  const grid = kernel === 'matvec' ? matvecGrid(N, spec as MatvecSpec) : matmulGrid(N, T, spec as PrefillSpec);
   const [out] = await runKernel(
     gpu,
-    kernel === 'matvec' ? matvecKernel : matmulKernel,
+    kernel === 'matvec' ? matvecKernel : prefillKernel(spec as PrefillSpec),
     { precision, constants: linearConstants(spec, dtype, withBias) },
     [
       { input: bytes },
@@ -129,8 +131,10 @@ describe('matvec kernel', () => {
 });
 
 describe('matmul kernel', () => {
+  // The tiled kernels and the direct one (EMULATED_PREFILL_SPEC); T = 17 leaves a partial token
+  // tile at every spec, N = 37 a partial row tile (and a partial 4-row group in the direct one).
   MATMUL_SPECS.forEach((spec, i) => {
-    const withBias = i === 1;
+    const withBias = i === 1 || 'THREADS' in spec;
     for (const dtype of DTYPES) {
       it(`matches the reference for ${dtype} at ${describeSpec(spec)}${withBias ? ' with bias' : ''}`, async () => {
         for (const T of [1, 3, 17]) {
@@ -144,15 +148,17 @@ describe('matmul kernel', () => {
 
 describe('f16 activations', () => {
   for (const dtype of ['F16', 'Q4_K', 'Q6_K'] as const) {
-    it(`match the reference for ${dtype} in both kernels`, async ({ skip }) => {
+    it(`match the reference for ${dtype} in every kernel`, async ({ skip }) => {
       const gpu = await testGPU();
       skip(!gpu.info.f16, 'the device has no shader-f16');
       for (const T of [1, 3]) {
         const r = await run('matvec', MATVEC_SPECS[1]!, dtype, T, true, 'f16');
         expectClose(r.y, r.ref, r.w, 'f16');
       }
-      const r = await run('matmul', MATMUL_SPECS[0]!, dtype, 17, false, 'f16');
-      expectClose(r.y, r.ref, r.w, 'f16');
+      for (const spec of [PREFILL_SPEC, EMULATED_PREFILL_SPEC]) {
+        const r = await run('matmul', spec, dtype, 17, false, 'f16');
+        expectClose(r.y, r.ref, r.w, 'f16');
+      }
     });
   }
 });

@@ -18,6 +18,9 @@ describe('grids', () => {
     expect(gx).toBeLessThanOrEqual(65535);
     expect(gx * gy).toBeGreaterThanOrEqual(151936);
     expect(matmulGrid(37, 17, { TILE_M: 16, TILE_N: 32, TILE_K: 8, TM: 2, TN: 4 })).toEqual([2, 2]);
+    // The direct kernel: 4 rows × 8 tokens per thread.
+    expect(matmulGrid(37, 17, { THREADS: 4 })).toEqual([3, 3]);
+    expect(matmulGrid(64, 16, { THREADS: 16 })).toEqual([1, 2]);
   });
 });
 
@@ -31,5 +34,7 @@ describe('specProblem', () => {
     expect(specProblem({ WG: 64, ROWS_PER_WG: 16, MAX_T: 8 })).toMatch(/MAX_T/);
     expect(specProblem({ TILE_M: 32, TILE_N: 32, TILE_K: 8, TM: 8, TN: 4 })).toMatch(/at most 16/);
     expect(specProblem({ TILE_M: 32, TILE_N: 32, TILE_K: 6, TM: 4, TN: 4 })).toMatch(/TILE_K/);
+    expect(specProblem({ THREADS: 0 })).toMatch(/THREADS/);
+    expect(specProblem({ THREADS: 512 })).toMatch(/THREADS/);
   });
 });

@@ -1,9 +1,11 @@
 /**
  * Linear layers y = x · Wᵀ (+ bias) over quantised or float weights: `matvec` for decode (a few
- * tokens, memory bound) and `matmul` for prefill (tiled, compute bound). Both dequantise W in
- * registers with `shaders/lib/dequant.wgsl` and read the step's token count from a uniform.
+ * tokens, memory bound) and `matmul` for prefill (tiled, compute bound), or on CPU-emulated
+ * adapters `matmul_direct` (register-tiled, no workgroup memory). Both dequantise W in
+ * registers with `shaders/lib/dequant.wgsl`, take the bindings below from `shaders/lib/linear.wgsl`
+ * and read the step's token count from a uniform.
  *
- * Binding layout (both kernels, group 0):
+ * Binding layout (every kernel here, group 0):
  *   0  w     storage read   array<u32>        weight rows in the GPU layout (see ./weights)
  *   1  x     storage read   array<vec4<act>>  [maxTokens][k]
  *   2  y     storage rw     array<act>        [maxTokens][n]
@@ -12,7 +14,9 @@
  *   5  counts uniform       Step { tokens: T, seqs, pad, pad } (StepBuffers.counts, written per step)
  */
 import dequantLib from '../../shaders/lib/dequant.wgsl';
+import linearLib from '../../shaders/lib/linear.wgsl';
 import matmulBody from '../../shaders/matmul.wgsl';
+import matmulDirectBody from '../../shaders/matmul_direct.wgsl';
 import matvecBody from '../../shaders/matvec.wgsl';
 import { packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
@@ -22,8 +26,9 @@ import { gpuBytesPerRow, WTYPE } from './weights';
 
 export { gpuBytesPerRow, repackForGPU, uploadWeight, WTYPE } from './weights';
 
-export const matvecKernel: Kernel = { name: 'matvec', source: dequantLib + matvecBody };
-export const matmulKernel: Kernel = { name: 'matmul', source: dequantLib + matmulBody };
+export const matvecKernel: Kernel = { name: 'matvec', source: dequantLib + linearLib + matvecBody };
+export const matmulKernel: Kernel = { name: 'matmul', source: dequantLib + linearLib + matmulBody };
+export const matmulDirectKernel: Kernel = { name: 'matmul_direct', source: dequantLib + linearLib + matmulDirectBody };
 
 /** matvec overrides (WTYPE and HAS_BIAS are added per layer). WG / ROWS_PER_WG: a power of two ≥ MAX_T. */
 export interface MatvecSpec {
@@ -58,21 +63,58 @@ export const EMULATED_FEW_TOKENS_SPEC: MatvecSpec = { WG: 64, ROWS_PER_WG: 8, MA
 /** Specialisations the tests run: every one the engine may choose. */
 export const MATVEC_SPECS: readonly MatvecSpec[] = [DECODE_SPEC, FEW_TOKENS_SPEC, EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC];
 
+/**
+ * matmul_direct overrides: THREADS per workgroup, each thread 4 weight rows × 8 tokens (fixed in
+ * the shader, so the accumulators stay in registers).
+ */
+export interface DirectMatmulSpec {
+  THREADS: number;
+}
+
+/** Rows and tokens one matmul_direct thread computes (shaders/matmul_direct.wgsl). */
+export const DIRECT_ROWS = 4;
+export const DIRECT_TOKENS = 8;
+
+/** A prefill specialisation: of the tiled kernel or of the direct one. */
+export type PrefillSpec = MatmulSpec | DirectMatmulSpec;
+
+const isDirect = (spec: MatvecSpec | PrefillSpec): spec is DirectMatmulSpec => 'THREADS' in spec;
+
 // Small tiles: SwiftShader's compile time grows with the tile sizes (seconds per variant at 8 KB
 // of workgroup memory), and the tests compile every spec × dtype.
 // Larger tiles (64 × 64 × 16) likely suit big GPUs better; tune with the bench on real hardware.
-export const MATMUL_SPECS: readonly MatmulSpec[] = [
-  { TILE_M: 32, TILE_N: 64, TILE_K: 8, TM: 4, TN: 4 },
+/** The engine's prefill tiles. */
+export const PREFILL_SPEC: MatmulSpec = { TILE_M: 32, TILE_N: 64, TILE_K: 8, TM: 4, TN: 4 };
+
+/**
+ * On CPU-emulated adapters (SwiftShader) the tiled kernel's barriers, workgroup staging and
+ * loop-indexed accumulators cost far more than they save: the direct kernel ran the small
+ * preset's Q4_K gate (1536×512) and down (512×1536) projections at 128 tokens in 174 and 170 ms
+ * against 1312 and 1352 ms for PREFILL_SPEC (see docs/benchmarks.md). THREADS from 4 to 64 were
+ * within noise of each other there.
+ */
+export const EMULATED_PREFILL_SPEC: DirectMatmulSpec = { THREADS: 16 };
+
+/** Specialisations the tests run: every one the engine may choose, plus a small tiled one. */
+export const MATMUL_SPECS: readonly PrefillSpec[] = [
+  PREFILL_SPEC,
   { TILE_M: 16, TILE_N: 16, TILE_K: 16, TM: 2, TN: 2 },
+  EMULATED_PREFILL_SPEC,
 ];
 
-/** The engine's prefill tiles. */
-export const PREFILL_SPEC: MatmulSpec = MATMUL_SPECS[0]!;
+/** The kernel a prefill spec specialises. */
+export function prefillKernel(spec: PrefillSpec): Kernel {
+  return isDirect(spec) ? matmulDirectKernel : matmulKernel;
+}
 
 const isPow2 = (v: number) => Number.isInteger(v) && v > 0 && (v & (v - 1)) === 0;
 
 /** Why a spec cannot work (the shaders assume these), or null when it can. */
-export function specProblem(spec: MatvecSpec | MatmulSpec): string | null {
+export function specProblem(spec: MatvecSpec | PrefillSpec): string | null {
+  if (isDirect(spec)) {
+    if (!(Number.isInteger(spec.THREADS) && spec.THREADS >= 1 && spec.THREADS <= 256)) return `THREADS must be 1..256, got ${spec.THREADS}`;
+    return null;
+  }
   if ('WG' in spec) {
     const tpr = spec.WG / spec.ROWS_PER_WG;
     if (!isPow2(tpr)) return `WG / ROWS_PER_WG = ${tpr} threads per row must be a power of two`;
@@ -92,8 +134,9 @@ export function matvecGrid(n: number, spec: MatvecSpec): [number, number] {
   return [x, Math.ceil(groups / x)];
 }
 
-/** Workgroups for matmul: x over weight-row tiles, y over token tiles. */
-export function matmulGrid(n: number, tokens: number, spec: MatmulSpec): [number, number] {
+/** Workgroups for a prefill kernel: x over weight-row tiles, y over token tiles. */
+export function matmulGrid(n: number, tokens: number, spec: PrefillSpec): [number, number] {
+  if (isDirect(spec)) return [Math.ceil(n / (DIRECT_ROWS * spec.THREADS)), Math.ceil(tokens / DIRECT_TOKENS)];
   return [Math.ceil(n / spec.TILE_N), Math.ceil(tokens / spec.TILE_M)];
 }
 
@@ -103,7 +146,7 @@ export function linearParams(dtype: DType, n: number, k: number): ArrayBuffer {
 }
 
 /** Override constants for a layer: the spec plus its weight type and bias flag. */
-export function linearConstants(spec: MatvecSpec | MatmulSpec, dtype: DType, hasBias: boolean): Record<string, number> {
+export function linearConstants(spec: MatvecSpec | PrefillSpec, dtype: DType, hasBias: boolean): Record<string, number> {
   return { ...spec, WTYPE: WTYPE[dtype], HAS_BIAS: hasBias ? 1 : 0 };
 }
 
@@ -167,13 +210,13 @@ function check(ctx: OpContext, a: LinearArgs): void {
 
 /**
  * A linear layer for every step size: matvec for T ≤ MATVEC_MAX_TOKENS (one pass over W for T = 1
- * and for up to 8 tokens), tiled matmul above. Pipelines, the params uniform and bind groups are
- * made here, once; `encode` picks one and dispatches.
+ * and for up to 8 tokens), matmul above (tiled, or direct for a DirectMatmulSpec). Pipelines, the
+ * params uniform and bind groups are made here, once; `encode` picks one and dispatches.
  */
 export async function createLinearOp(
   ctx: OpContext,
   args: LinearArgs,
-  specs: { decode?: MatvecSpec; few?: MatvecSpec; prefill?: MatmulSpec } = {},
+  specs: { decode?: MatvecSpec; few?: MatvecSpec; prefill?: PrefillSpec } = {},
 ): Promise<Op> {
   check(ctx, args);
   const { device } = ctx;
@@ -189,7 +232,7 @@ export async function createLinearOp(
   const params = uploadBuffer(device, new Uint8Array(linearParams(dtype, n, k)), UNIFORM, `linear params ${n}x${k}`);
   const buffers = [args.weight, args.x, args.y, args.bias ?? dummyBias(device), params, args.step];
 
-  const prepare = async (kernel: Kernel, spec: MatvecSpec | MatmulSpec) => {
+  const prepare = async (kernel: Kernel, spec: MatvecSpec | PrefillSpec) => {
     const pipeline = await ctx.cache.get(kernel, { precision: ctx.precision, constants: linearConstants(spec, dtype, hasBias) });
     const bindGroup = bindBuffers(device, pipeline, buffers);
     return { pipeline, bindGroup };
@@ -197,7 +240,7 @@ export async function createLinearOp(
   const [one, several, tiled] = await Promise.all([
     prepare(matvecKernel, decode),
     maxTokens > 1 ? prepare(matvecKernel, few) : undefined,
-    maxTokens > MATVEC_MAX_TOKENS ? prepare(matmulKernel, prefill) : undefined,
+    maxTokens > MATVEC_MAX_TOKENS ? prepare(prefillKernel(prefill), prefill) : undefined,
   ]);
   const rowGrid = matvecGrid(n, decode);
   const fewGrid = matvecGrid(n, few);

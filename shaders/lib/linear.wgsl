@@ -1,0 +1,35 @@
+// The interface shared by the linear-layer kernels (matvec.wgsl, matmul.wgsl): their bindings,
+// uniforms and bias handling, so the two cannot drift apart (src/kernels/matmul.ts binds both with
+// one buffer list). Concatenated in front of such a kernel, after shaders/lib/dequant.wgsl (which
+// reads `w`). The kernel itself declares `alias act = f32;` (the line the f16 variant rewrites).
+
+override HAS_BIAS: bool = false;
+
+struct Params {
+  k: u32,         // elements per weight row = per token of x (a multiple of 8)
+  n: u32,         // weight rows = elements per token of y
+  row_words: u32, // u32 words per weight row in the GPU layout
+  _pad: u32,
+}
+
+// The per-step counts the engine writes once per step (src/engine/step.ts `counts`).
+struct Step {
+  tokens: u32, // T: tokens in this step = rows of x and y in use
+  seqs: u32,
+  _pad0: u32,
+  _pad1: u32,
+}
+
+@group(0) @binding(0) var<storage, read> w: array<u32>;         // [n][row_words]
+@group(0) @binding(1) var<storage, read> x: array<vec4<act>>;   // [T][k / 4]
+@group(0) @binding(2) var<storage, read_write> y: array<act>;   // [T][n]
+@group(0) @binding(3) var<storage, read> bias: array<f32>;      // [n], read when HAS_BIAS
+@group(0) @binding(4) var<uniform> p: Params;
+@group(0) @binding(5) var<uniform> counts: Step;
+
+// y[t, n] = v + bias[n]: every output of a linear kernel goes through here.
+fn store_y(t: u32, n: u32, v: f32) {
+  var b = 0.0;
+  if (HAS_BIAS) { b = bias[n]; }
+  y[t * p.n + n] = act(v + b);
+}
