@@ -147,20 +147,27 @@ describe('matmul kernel', () => {
 });
 
 describe('f16 activations', () => {
-  for (const dtype of ['F16', 'Q4_K', 'Q6_K'] as const) {
-    it(`match the reference for ${dtype} in every kernel`, async ({ skip }) => {
-      const gpu = await testGPU();
-      skip(!gpu.info.f16, 'the device has no shader-f16');
-      for (const T of [1, 3]) {
-        const r = await run('matvec', MATVEC_SPECS[1]!, dtype, T, true, 'f16');
-        expectClose(r.y, r.ref, r.w, 'f16');
-      }
-      for (const spec of [PREFILL_SPEC, EMULATED_PREFILL_SPEC]) {
-        const r = await run('matmul', spec, dtype, 17, false, 'f16');
-        expectClose(r.y, r.ref, r.w, 'f16');
-      }
-    });
-  }
+  // f16 x in and y out, every weight type, at every specialisation the engine may choose (the
+  // test-only 16×16 tiled spec differs from PREFILL_SPEC in sizes alone). Tolerance: the f32 bound
+  // plus the output's own f16 rounding (2^-10 relative, twice the half-ulp for headroom).
+  const cases: Array<['matvec' | 'matmul', MatvecSpec | PrefillSpec, number[]]> = [
+    ...MATVEC_SPECS.map((s) => ['matvec', s, s.MAX_T === 1 ? [1] : [1, 3, 9]] as ['matvec', MatvecSpec, number[]]),
+    ['matmul', PREFILL_SPEC, [17]],
+    ['matmul', EMULATED_PREFILL_SPEC, [17]],
+  ];
+  cases.forEach(([kernel, spec, tokens], i) => {
+    const withBias = i % 2 === 1;
+    for (const dtype of DTYPES) {
+      it(`${kernel} matches the reference for ${dtype} at ${describeSpec(spec)}${withBias ? ' with bias' : ''} (f16)`, async ({ skip }) => {
+        const gpu = await testGPU();
+        skip(!gpu.info.f16, 'the device has no shader-f16');
+        for (const T of tokens) {
+          const r = await run(kernel, spec, dtype, T, withBias, 'f16');
+          expectClose(r.y, r.ref, r.w, 'f16');
+        }
+      });
+    }
+  });
 });
 
 describe('createLinearOp', () => {
