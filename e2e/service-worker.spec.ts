@@ -3,7 +3,7 @@
  * (another tab, no engine) calls /v1 with plain fetch and the OpenAI client. The service worker is
  * then stopped (CDP) and must serve again from scratch; with no host left it answers 503.
  */
-import { expect, test, type Page } from '@playwright/test';
+import { expect, test, type BrowserContext, type Page } from '@playwright/test';
 import Ajv2020 from 'ajv/dist/2020.js';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -31,15 +31,20 @@ type Client = {
 const plainFetch = (page: Page) => page.evaluate(() => (window as unknown as Client).plainFetch());
 const openaiStream = (page: Page) => page.evaluate(() => (window as unknown as Client).openaiStream());
 
-test('a page without an engine gets answers through the service worker, also after it restarts', async ({ context }) => {
+/** Page `a` hosts the engine; page `b` has none and is controlled by the service worker. */
+async function hostAndClient(context: BrowserContext): Promise<{ a: Page; b: Page }> {
   const a = await context.newPage();
   await a.goto(`${PAGES}/host.html?model=${encodeURIComponent(modelURL)}`);
   await expect(a.locator('#status')).toHaveAttribute('data-state', 'ready', { timeout: 90_000 });
-
   const b = await context.newPage();
   await b.goto(`${PAGES}/client.html`);
   await expect(b.locator('#status')).toHaveAttribute('data-state', 'ready');
   expect(await b.evaluate(() => navigator.serviceWorker.controller !== null)).toBe(true);
+  return { a, b };
+}
+
+test('a page without an engine gets answers through the service worker, also after it restarts', async ({ context }) => {
+  const { a, b } = await hostAndClient(context);
 
   const plain = await plainFetch(b);
   expect(plain.status).toBe(200);
@@ -75,12 +80,7 @@ test('a json_schema request through the service worker gets JSON valid against i
   context.on('request', (r) => {
     if (/web[-_]xgrammar/.test(r.url())) loads.push({ url: r.url(), fromServiceWorker: r.serviceWorker() !== null });
   });
-  const a = await context.newPage();
-  await a.goto(`${PAGES}/host.html?model=${encodeURIComponent(modelURL)}`);
-  await expect(a.locator('#status')).toHaveAttribute('data-state', 'ready', { timeout: 90_000 });
-  const b = await context.newPage();
-  await b.goto(`${PAGES}/client.html`);
-  await expect(b.locator('#status')).toHaveAttribute('data-state', 'ready');
+  const { b } = await hostAndClient(context);
   expect((await plainFetch(b)).status).toBe(200);
   expect(loads).toEqual([]);
 

@@ -4,16 +4,14 @@
  * shader-f16: a real GPU, or Mesa's lavapipe on a CPU (`npm test` runs this file there in its f16
  * step); on SwiftShader, which has no shader-f16, it skips.
  */
-import { relative } from 'node:path';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
 import type { Arch } from '../model/config';
 import { openModel } from '../model/open';
 import { ReferenceModel } from '../reference/forward';
-import { ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
-import { serveDirectory } from '../testing/server';
-import { expectEngineMatchesReference } from '../testing/engine-check';
+import { serveFixture, type FixtureServer } from '../testing/fixture-server';
+import { expectModelMatchesReference } from '../testing/engine-check';
 import { GpuEngine } from './engine';
 
 /**
@@ -38,33 +36,20 @@ const FORMATS: Record<Arch, string[]> = {
 };
 
 describe.each(Object.keys(FORMATS) as Arch[])('the f16 GPU engine on the tiny %s fixture', (arch) => {
-  let server: Awaited<ReturnType<typeof serveDirectory>>;
+  let fixture: FixtureServer;
   let urls: Record<string, string>;
   let gpu: GPUContext;
 
   beforeAll(async () => {
     gpu = await testGPU();
-    const paths = await ensureFixture({ arch, preset: 'tiny' });
-    server = await serveDirectory(paths.root);
-    const at = (p: string) => `${server.url}/${relative(paths.root, p).split('\\').join('/')}`;
-    urls = {};
-    for (const [k, p] of Object.entries(paths.hf)) urls[`hf-${k}`] = at(p as string);
-    for (const [k, p] of Object.entries(paths.gguf)) urls[k] = at(p as string);
+    fixture = await serveFixture(arch);
+    urls = fixture.urls;
   });
-  afterAll(() => server?.close());
+  afterAll(() => fixture?.close());
 
   // The first case compiles every f16 pipeline, which takes a minute or two on lavapipe.
   it.for(FORMATS[arch])('%s: greedy tokens and teacher-forced logits match the reference (f16)', { timeout: 300_000 }, async (variant, { skip }) => {
     skip(!gpu.info.f16, 'the device has no shader-f16');
-    const opened = await openModel(urls[variant]!);
-    const ref = await ReferenceModel.load(opened);
-    const engine = await GpuEngine.load(opened, { gpu, precision: 'f16' });
-    try {
-      const vocab = opened.config.vocabSize;
-      const prompt = Array.from({ length: 20 }, (_, i) => (i * 7919 + 13 * (arch.length + 1)) % vocab);
-      await expectEngineMatchesReference(engine, ref, prompt, STEPS, F16_LOGIT_TOLERANCE);
-    } finally {
-      await engine.dispose();
-    }
+    await expectModelMatchesReference(gpu, urls[variant]!, { precision: 'f16', steps: STEPS, tolerance: F16_LOGIT_TOLERANCE, salt: 13 * (arch.length + 1) });
   });
 });

@@ -4,7 +4,6 @@
  * compared teacher-forced at every step within LOGIT_TOLERANCE, and greedy tokens must be
  * identical up to the first step where the reference's top-2 margin is below that tolerance.
  */
-import { relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
 import type { Arch } from '../model/config';
@@ -12,9 +11,9 @@ import { openModel } from '../model/open';
 import { greedy, ReferenceModel } from '../reference/forward';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
-import { serveDirectory } from '../testing/server';
+import { serveFixture, type FixtureServer } from '../testing/fixture-server';
 import { GpuEngine } from './engine';
-import { expectEngineMatchesReference, generateGreedy } from '../testing/engine-check';
+import { expectModelMatchesReference, generateGreedy } from '../testing/engine-check';
 import { GREEDY } from '../testing/sampling';
 
 /** f32 path: GPU and reference read the same dequantised weights; only summation order differs. */
@@ -26,33 +25,19 @@ const FORMATS = ['hf-F32', 'hf-F16', 'hf-BF16', 'F32', 'F16', 'BF16', 'Q8_0', 'Q
 const CASES: Array<[Arch, string[]]> = (['llama', 'qwen2', 'qwen3', 'mistral'] as Arch[]).map((a) => [a, FORMATS]);
 
 describe.each(CASES)('the GPU engine on the tiny %s fixture', (arch, variants) => {
-  let server: Awaited<ReturnType<typeof serveDirectory>>;
+  let fixture: FixtureServer;
   let urls: Record<string, string>;
   let gpu: GPUContext;
 
   beforeAll(async () => {
     gpu = await testGPU();
-    const paths = await ensureFixture({ arch, preset: 'tiny' });
-    server = await serveDirectory(paths.root);
-    const at = (p: string) => `${server.url}/${relative(paths.root, p).split('\\').join('/')}`;
-    urls = {};
-    for (const [k, p] of Object.entries(paths.hf)) urls[`hf-${k}`] = at(p as string);
-    for (const [k, p] of Object.entries(paths.gguf)) urls[k] = at(p as string);
+    fixture = await serveFixture(arch);
+    urls = fixture.urls;
   });
-  afterAll(() => server?.close());
+  afterAll(() => fixture?.close());
 
   it.each(variants)('%s: greedy tokens and teacher-forced logits match the reference', async (variant) => {
-    const opened = await openModel(urls[variant]!);
-    const ref = await ReferenceModel.load(opened);
-    const engine = await GpuEngine.load(opened, { gpu, precision: 'f32' });
-    try {
-      // A 20-token prompt: the prefill runs the tiled matmul and prefill attention (T > 8).
-      const vocab = opened.config.vocabSize;
-      const prompt = Array.from({ length: 20 }, (_, i) => (i * 7919 + 13 * (arch.length + 1)) % vocab);
-      await expectEngineMatchesReference(engine, ref, prompt, STEPS, LOGIT_TOLERANCE);
-    } finally {
-      await engine.dispose();
-    }
+    await expectModelMatchesReference(gpu, urls[variant]!, { precision: 'f32', steps: STEPS, tolerance: LOGIT_TOLERANCE, salt: 13 * (arch.length + 1) });
   });
 });
 

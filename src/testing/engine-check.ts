@@ -4,8 +4,11 @@
  * where the reference's top-2 margin is below that tolerance (random weights make near-ties).
  */
 import { expect } from 'vitest';
-import type { GpuEngine } from '../engine/engine';
-import { greedy, logitsFor, type ReferenceModel } from '../reference/forward';
+import { GpuEngine } from '../engine/engine';
+import type { GPUContext } from '../gpu/device';
+import type { Precision } from '../gpu/pipelines';
+import { openModel } from '../model/open';
+import { greedy, logitsFor, ReferenceModel } from '../reference/forward';
 import { maxAbsDiffAll, top2Margin } from './compare';
 import { GREEDY } from './sampling';
 
@@ -31,5 +34,27 @@ export async function expectEngineMatchesReference(
   for (let s = 0; s < steps; s++) {
     if (top2Margin(refLogits[prompt.length - 1 + s]!) < tolerance) break;
     expect(got[s], `step ${s}`).toBe(want[s]);
+  }
+}
+
+/**
+ * Loads the model at `url` on the GPU (at `precision`) and on the CPU, and checks a 20-token
+ * prompt (long enough for the prefill to run the tiled matmul and prefill attention) followed by
+ * `steps` greedy tokens. `salt` varies the prompt between callers.
+ */
+export async function expectModelMatchesReference(
+  gpu: GPUContext,
+  url: string,
+  opts: { precision: Precision; steps: number; tolerance: number; salt: number },
+): Promise<void> {
+  const opened = await openModel(url);
+  const ref = await ReferenceModel.load(opened);
+  const engine = await GpuEngine.load(opened, { gpu, precision: opts.precision });
+  try {
+    const vocab = opened.config.vocabSize;
+    const prompt = Array.from({ length: 20 }, (_, i) => (i * 7919 + opts.salt) % vocab);
+    await expectEngineMatchesReference(engine, ref, prompt, opts.steps, opts.tolerance);
+  } finally {
+    await engine.dispose();
   }
 }

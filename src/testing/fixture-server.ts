@@ -1,0 +1,23 @@
+/**
+ * A fixture model's files served over real HTTP (Node tests): the URL of every format the
+ * generator writes, keyed `hf-F32`, `hf-F16`, `hf-BF16` (folders) and `F32` … `Q4_K_M` (GGUF files).
+ */
+import { relative } from 'node:path';
+import type { Arch } from '../model/config';
+import { ensureFixture } from './fixtures/shared';
+import { serveDirectory } from './server';
+
+export interface FixtureServer {
+  urls: Record<string, string>;
+  close(): Promise<void> | void;
+}
+
+export async function serveFixture(arch: Arch): Promise<FixtureServer> {
+  const paths = await ensureFixture({ arch, preset: 'tiny' });
+  const server = await serveDirectory(paths.root);
+  const at = (p: string) => `${server.url}/${relative(paths.root, p).split('\\').join('/')}`;
+  const urls: Record<string, string> = {};
+  for (const [k, p] of Object.entries(paths.hf)) urls[`hf-${k}`] = at(p as string);
+  for (const [k, p] of Object.entries(paths.gguf)) urls[k] = at(p as string);
+  return { urls, close: () => server.close() };
+}
