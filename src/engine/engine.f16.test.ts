@@ -4,13 +4,13 @@
  * shader-f16: a real GPU, or Mesa's lavapipe on a CPU (`npm test` runs this file there in its f16
  * step); on SwiftShader, which has no shader-f16, it skips.
  */
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { beforeAll, describe, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
 import type { Arch } from '../model/config';
 import { openModel } from '../model/open';
 import { ReferenceModel } from '../reference/forward';
 import { testGPU } from '../testing/gpu';
-import { serveFixture, type FixtureServer } from '../testing/fixture-server';
+import { useFixtureURLs } from '../testing/fixture-server';
 import { expectModelMatchesReference } from '../testing/engine-check';
 import { GpuEngine } from './engine';
 
@@ -36,20 +36,15 @@ const FORMATS: Record<Arch, string[]> = {
 };
 
 describe.each(Object.keys(FORMATS) as Arch[])('the f16 GPU engine on the tiny %s fixture', (arch) => {
-  let fixture: FixtureServer;
-  let urls: Record<string, string>;
+  const urls = useFixtureURLs(arch);
   let gpu: GPUContext;
-
   beforeAll(async () => {
     gpu = await testGPU();
-    fixture = await serveFixture(arch);
-    urls = fixture.urls;
   });
-  afterAll(() => fixture?.close());
 
   // The first case compiles every f16 pipeline, which takes a minute or two on lavapipe.
   it.for(FORMATS[arch])('%s: greedy tokens and teacher-forced logits match the reference (f16)', { timeout: 300_000 }, async (variant, { skip }) => {
     skip(!gpu.info.f16, 'the device has no shader-f16');
-    await expectModelMatchesReference(gpu, urls[variant]!, { precision: 'f16', steps: STEPS, tolerance: F16_LOGIT_TOLERANCE, salt: 13 * (arch.length + 1) });
+    await expectModelMatchesReference(gpu, urls()[variant]!, { precision: 'f16', steps: STEPS, tolerance: F16_LOGIT_TOLERANCE, salt: 13 * (arch.length + 1) });
   });
 });

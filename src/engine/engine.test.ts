@@ -4,14 +4,14 @@
  * compared teacher-forced at every step within LOGIT_TOLERANCE, and greedy tokens must be
  * identical up to the first step where the reference's top-2 margin is below that tolerance.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
 import type { Arch } from '../model/config';
 import { openModel } from '../model/open';
 import { greedy, ReferenceModel } from '../reference/forward';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
-import { serveFixture, type FixtureServer } from '../testing/fixture-server';
+import { useFixtureURLs } from '../testing/fixture-server';
 import { GpuEngine } from './engine';
 import { expectModelMatchesReference, generateGreedy } from '../testing/engine-check';
 import { GREEDY } from '../testing/sampling';
@@ -25,19 +25,14 @@ const FORMATS = ['hf-F32', 'hf-F16', 'hf-BF16', 'F32', 'F16', 'BF16', 'Q8_0', 'Q
 const CASES: Array<[Arch, string[]]> = (['llama', 'qwen2', 'qwen3', 'mistral'] as Arch[]).map((a) => [a, FORMATS]);
 
 describe.each(CASES)('the GPU engine on the tiny %s fixture', (arch, variants) => {
-  let fixture: FixtureServer;
-  let urls: Record<string, string>;
+  const urls = useFixtureURLs(arch);
   let gpu: GPUContext;
-
   beforeAll(async () => {
     gpu = await testGPU();
-    fixture = await serveFixture(arch);
-    urls = fixture.urls;
   });
-  afterAll(() => fixture?.close());
 
   it.each(variants)('%s: greedy tokens and teacher-forced logits match the reference', async (variant) => {
-    await expectModelMatchesReference(gpu, urls[variant]!, { precision: 'f32', steps: STEPS, tolerance: LOGIT_TOLERANCE, salt: 13 * (arch.length + 1) });
+    await expectModelMatchesReference(gpu, urls()[variant]!, { precision: 'f32', steps: STEPS, tolerance: LOGIT_TOLERANCE, salt: 13 * (arch.length + 1) });
   });
 });
 

@@ -5,16 +5,12 @@ import { dequantize, quantize } from './quants';
 import { httpSource, memorySource, type ByteSource } from './source';
 import { startTestServer, type TestServer } from './test-http-server';
 import { DTYPES, FormatError, type DType } from './types';
+import { Rng } from '../testing/fixtures/rng';
 
+/** Uniform [0, 1) draws from the fixtures' seeded generator. */
 function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const r = new Rng(seed);
+  return () => r.uniform();
 }
 
 const BIG = 2n ** 60n + 3n;

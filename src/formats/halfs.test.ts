@@ -1,3 +1,4 @@
+import { Rng } from '../testing/fixtures/rng';
 import { describe, expect, it } from 'vitest';
 import {
   bf16ArrayToF32,
@@ -10,16 +11,10 @@ import {
   f32ToF16Bits,
 } from './halfs';
 
-/** A small seeded RNG so failures reproduce. */
+/** Uniform [0, 1) draws from the fixtures' seeded generator. */
 function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const r = new Rng(seed);
+  return () => r.uniform();
 }
 
 const f32 = (x: number): number => Math.fround(x);

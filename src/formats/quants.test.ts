@@ -1,16 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { dequantize, packScalesMinsK4, quantize, unpackScalesMinsK4 } from './quants';
 import { DTYPE_INFO, DTYPES, tensorByteLength, type DType } from './types';
+import { Rng } from '../testing/fixtures/rng';
 
+/** Uniform [0, 1) draws from the fixtures' seeded generator. */
 function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const r = new Rng(seed);
+  return () => r.uniform();
 }
 const gaussian = (r: () => number) => () => Math.sqrt(-2 * Math.log(r() + 1e-12)) * Math.cos(2 * Math.PI * r());
 

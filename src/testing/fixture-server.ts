@@ -3,6 +3,7 @@
  * generator writes, keyed `hf-F32`, `hf-F16`, `hf-BF16` (folders) and `F32` … `Q4_K_M` (GGUF files).
  */
 import { relative } from 'node:path';
+import { afterAll, beforeAll } from 'vitest';
 import type { Arch } from '../model/config';
 import { ensureFixture } from './fixtures/shared';
 import { serveDirectory } from './server';
@@ -20,4 +21,17 @@ export async function serveFixture(arch: Arch): Promise<FixtureServer> {
   for (const [k, p] of Object.entries(paths.hf)) urls[`hf-${k}`] = at(p as string);
   for (const [k, p] of Object.entries(paths.gguf)) urls[k] = at(p as string);
   return { urls, close: () => server.close() };
+}
+
+/**
+ * Inside a `describe`: serves `arch`'s fixture for its tests (beforeAll / afterAll) and returns a
+ * getter for the URLs, valid once the tests run.
+ */
+export function useFixtureURLs(arch: Arch): () => Record<string, string> {
+  let fixture: FixtureServer | undefined;
+  beforeAll(async () => {
+    fixture = await serveFixture(arch);
+  });
+  afterAll(() => fixture?.close());
+  return () => fixture!.urls;
 }
