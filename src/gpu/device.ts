@@ -39,6 +39,8 @@ export interface AcquireOptions {
   disableF16?: boolean;
   /** Minimum `maxStorageBufferBindingSize` the caller needs (the largest weight tensor), in bytes. */
   requiredBindingSize?: number;
+  /** What needs `requiredBindingSize` (a tensor's name), for the error message. */
+  requiredBindingFor?: string;
 }
 
 const OPTIONAL_FEATURES: GPUFeatureName[] = ['shader-f16', 'subgroups', 'timestamp-query'];
@@ -67,7 +69,7 @@ export async function acquireGPU(options: AcquireOptions = {}): Promise<GPUConte
   if (needed > adapter.limits.maxStorageBufferBindingSize) {
     throw new WebGPUError(
       'limits_too_small',
-      `This model needs storage bindings of ${mib(needed)} but the GPU allows ${mib(adapter.limits.maxStorageBufferBindingSize)}. ` +
+      `This model needs storage bindings of ${mib(needed)}${options.requiredBindingFor ? ` (for ${options.requiredBindingFor})` : ''} but the GPU allows ${mib(adapter.limits.maxStorageBufferBindingSize)}. ` +
         'Choose a smaller model or a more quantised file (e.g. Q4_K_M instead of F16).',
       { needed, allowed: adapter.limits.maxStorageBufferBindingSize },
     );

@@ -47,7 +47,8 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
     progress,
     signal: options.signal,
   });
-  const gpu = await acquireGPU({ gpu: options.gpu, requiredBindingSize: largestTensor(opened) });
+  const largest = largestTensor(opened);
+  const gpu = await acquireGPU({ gpu: options.gpu, requiredBindingSize: largest.bytes, requiredBindingFor: largest.name });
   let engine: GpuEngine;
   try {
     engine = await GpuEngine.load(opened, {
@@ -147,10 +148,11 @@ function guardedBackend(engine: GpuEngine, lost: () => WebGPUError | null, lostP
   };
 }
 
-function largestTensor(opened: OpenedModel): number {
-  let max = 0;
-  for (const t of opened.tensors.values()) max = Math.max(max, t.info.byteLength);
-  return max;
+/** The tensor that needs the largest storage binding (one buffer per tensor). */
+function largestTensor(opened: OpenedModel): { name: string; bytes: number } {
+  let largest = { name: '', bytes: 0 };
+  for (const [name, t] of opened.tensors) if (t.info.byteLength > largest.bytes) largest = { name, bytes: t.info.byteLength };
+  return largest;
 }
 
 function warningsFor(engine: GpuEngine, gpu: GPUContext, options: HostOptions): string[] {
