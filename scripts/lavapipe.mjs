@@ -43,7 +43,8 @@ export function ensureLavapipe({ quiet = false } = {}) {
     '-o Dir::Etc::SourceParts=/dev/null',
     `-o Dir::State::Lists=${join(DIR, 'lists')}`,
     '-o Debug::NoLocking=1',
-    '-o APT::Sandbox::User=root',
+    // As root, apt would hand the download to its `_apt` user, which cannot write into the checkout.
+    ...(process.getuid?.() === 0 ? ['-o APT::Sandbox::User=root'] : []),
   ].join(' ');
   say(`fetching Mesa's lavapipe from ${SUITE} into .cache/lavapipe (once)…`);
   const run = (cmd, cwd) => spawnSync('sh', ['-c', cmd], { cwd, stdio: quiet ? 'ignore' : ['ignore', 'ignore', 'inherit'] }).status === 0;
