@@ -6,16 +6,21 @@ import { testGPU } from '../testing/gpu';
 import { trackBuffers } from './memory';
 import { aggregateByKernel, TimestampProfiler } from './profiler';
 
+/** x = 1s, y = 2s (n floats), an add op x += y on them, and a profiler; skips without timestamps. */
+async function setup(n: number, skip: () => void) {
+  const gpu = await testGPU();
+  if (!gpu.info.timestamps) skip();
+  const { device } = gpu;
+  const x = uploadBuffer(device, new Float32Array(n).fill(1), STORAGE);
+  const y = uploadBuffer(device, new Float32Array(n).fill(2), STORAGE);
+  const add = await createAddOp(opContext(device, 'f32'), { x, y, n });
+  return { device, x, add, profiler: new TimestampProfiler(device) };
+}
+
 describe('the timestamp profiler', () => {
   it('runs each dispatch in its own timed pass, with the same results as one pass', async (ctx) => {
-    const gpu = await testGPU();
-    if (!gpu.info.timestamps) ctx.skip();
-    const { device } = gpu;
     const n = 256;
-    const x = uploadBuffer(device, new Float32Array(n).fill(1), STORAGE);
-    const y = uploadBuffer(device, new Float32Array(n).fill(2), STORAGE);
-    const add = await createAddOp(opContext(device, 'f32'), { x, y, n });
-    const profiler = new TimestampProfiler(device);
+    const { device, x, add, profiler } = await setup(n, ctx.skip);
     for (let step = 0; step < 2; step++) {
       const encoder = device.createCommandEncoder();
       const pass = profiler.begin(encoder);
@@ -36,14 +41,8 @@ describe('the timestamp profiler', () => {
   });
 
   it('keeps a step recorded over two command buffers as one step', async (ctx) => {
-    const gpu = await testGPU();
-    if (!gpu.info.timestamps) ctx.skip();
-    const { device } = gpu;
     const n = 64;
-    const x = uploadBuffer(device, new Float32Array(n).fill(1), STORAGE);
-    const y = uploadBuffer(device, new Float32Array(n).fill(2), STORAGE);
-    const add = await createAddOp(opContext(device, 'f32'), { x, y, n });
-    const profiler = new TimestampProfiler(device);
+    const { device, x, add, profiler } = await setup(n, ctx.skip);
     const first = device.createCommandEncoder();
     let pass = profiler.begin(first);
     add.encode(pass, 1);
