@@ -22,15 +22,12 @@ export type ConstraintSpec =
   | { kind: 'regex'; pattern: string; param?: string }
   | { kind: 'ebnf'; grammar: string; param?: string }
   /** Forced tool calls (tool_choice required / named) in the chat template's call format; `multiple`: one or more calls. */
-  | { kind: 'tool_calls'; format: ForcedToolFormat; tools: ForcedTool[]; multiple: boolean; param?: string }
+  | { kind: 'tool_calls'; format: ToolCallFormat; tools: ForcedTool[]; multiple: boolean; param?: string }
   /**
    * Strict tools under tool_choice `auto`: free text until the model opens a call in the format,
    * then the call (name and arguments) must follow one of `tools`; free text again after it.
    */
-  | { kind: 'tool_calls_auto'; format: ForcedToolFormat; tools: ForcedTool[]; param?: string };
-
-/** Call formats a forced or strict tool call can be written in: every one src/text/tool-calls.ts parses back. */
-export type ForcedToolFormat = ToolCallFormat;
+  | { kind: 'tool_calls_auto'; format: ToolCallFormat; tools: ForcedTool[]; param?: string };
 
 export interface ForcedTool {
   name: string;
@@ -209,19 +206,15 @@ async function compileNow(xg: XGrammar, compiler: GrammarCompiler, spec: Constra
         throw fail('regular expression', e);
       }
     }
-    case 'tool_calls': {
-      if (spec.tools.length === 0) throw new StructuredOutputError(param, `${param}: no tools to call`);
-      try {
-        const tag = await forcedToolCallsTag(spec.format, spec.tools, spec.multiple, (schema) => schemaEbnf(xg, schema));
-        return await withFatalMessage(() => compiler.compileStructuralTag(tag as Record<string, unknown>));
-      } catch (e) {
-        throw fail('tool parameters schema', e);
-      }
-    }
+    case 'tool_calls':
     case 'tool_calls_auto': {
       if (spec.tools.length === 0) throw new StructuredOutputError(param, `${param}: no tools to call`);
+      const argsEbnf = (schema: string) => schemaEbnf(xg, schema);
       try {
-        const tag = await autoToolCallsTag(spec.format, spec.tools, (schema) => schemaEbnf(xg, schema));
+        const tag =
+          spec.kind === 'tool_calls'
+            ? await forcedToolCallsTag(spec.format, spec.tools, spec.multiple, argsEbnf)
+            : await autoToolCallsTag(spec.format, spec.tools, argsEbnf);
         return await withFatalMessage(() => compiler.compileStructuralTag(tag as Record<string, unknown>));
       } catch (e) {
         throw fail('tool parameters schema', e);

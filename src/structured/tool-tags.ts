@@ -21,7 +21,8 @@
  * so both parse into the same calls. No token-level trigger is needed, and the engine does not
  * have to insert the token itself.
  */
-import type { ForcedTool, ForcedToolFormat } from './grammar';
+import type { ToolCallFormat } from '../text/tool-calls';
+import type { ForcedTool } from './grammar';
 
 /** xgrammar's structural-tag `tag` item. */
 interface Tag {
@@ -47,7 +48,7 @@ interface CallShape {
   trigger: string;
 }
 
-const SHAPES: Record<ForcedToolFormat, CallShape> = {
+const SHAPES: Record<ToolCallFormat, CallShape> = {
   hermes: { argsKey: 'arguments', open: '<tool_call>\n', close: '\n</tool_call>', separator: '\n', parallel: true, trigger: '<tool_call>' },
   llama3: { argsKey: 'parameters', open: '', close: '', separator: '; ', parallel: false, trigger: '{"name": ' },
   mistral: { argsKey: 'arguments', open: '', close: '', separator: ', ', parallel: true, list: { begin: '[TOOL_CALLS][', end: ']' }, trigger: '[TOOL_CALLS]' },
@@ -81,7 +82,7 @@ function callList(shape: CallShape, tags: Tag[], multiple: boolean): object {
 }
 
 /** Forced tool calls (tool_choice `required` / named): the reply is the calls and nothing else. */
-export async function forcedToolCallsTag(format: ForcedToolFormat, tools: ForcedTool[], multiple: boolean, argsEbnf: ArgsEbnf): Promise<object> {
+export async function forcedToolCallsTag(format: ToolCallFormat, tools: ForcedTool[], multiple: boolean, argsEbnf: ArgsEbnf): Promise<object> {
   const shape = SHAPES[format];
   const tags = callTags(shape, tools, await argsContents(tools, argsEbnf));
   return { type: 'structural_tag', format: callList(shape, tags, multiple) };
@@ -93,7 +94,7 @@ const PYTHON_TAG = '<|python_tag|>';
  * Strict tools under tool_choice `auto`: any text until the format's trigger, then calls that
  * must follow the tags.
  */
-export async function autoToolCallsTag(format: ForcedToolFormat, tools: ForcedTool[], argsEbnf: ArgsEbnf): Promise<object> {
+export async function autoToolCallsTag(format: ToolCallFormat, tools: ForcedTool[], argsEbnf: ArgsEbnf): Promise<object> {
   const shape = SHAPES[format];
   const contents = await argsContents(tools, argsEbnf);
   const tags = callTags(shape, tools, contents);
