@@ -4,7 +4,7 @@
  * static server for other tests is src/testing's serveDirectory.)
  */
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { listenLocal } from '../testing/server';
 
 export interface TestServerOptions {
   /** Answer 200 with the whole file to range requests, as some servers do. */
@@ -54,19 +54,15 @@ export async function startTestServer(files: Record<string, Uint8Array>, opts: T
     state.bytesSent += part.length;
     res.writeHead(206, { 'Content-Length': part.length, 'Content-Range': `bytes ${start}-${end}/${body.length}` }).end(part);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  const local = await listenLocal(server);
   return {
-    url: (path) => `http://127.0.0.1:${port}/${path}`,
+    url: (path) => `${local.url}/${path}`,
     get requests() {
       return state.requests;
     },
     get bytesSent() {
       return state.bytesSent;
     },
-    close: () => {
-      server.closeAllConnections();
-      return new Promise<void>((resolve) => server.close(() => resolve()));
-    },
+    close: local.close,
   };
 }

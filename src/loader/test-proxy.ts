@@ -4,7 +4,7 @@
  * servers: ignore Range, cut a body short, answer with a page of its own.
  */
 import { createServer, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { listenLocal } from '../testing/server';
 
 export interface ProxyRequest {
   method: string;
@@ -30,7 +30,6 @@ export interface CountingProxy {
 
 export async function startCountingProxy(upstream: string, options: ProxyOptions = {}): Promise<CountingProxy> {
   const requests: ProxyRequest[] = [];
-  const sockets = new Set<Socket>();
   const proxy: CountingProxy = { url: '', requests, options, close: async () => {} };
 
   const server = createServer((req, res) => {
@@ -69,19 +68,8 @@ export async function startCountingProxy(upstream: string, options: ProxyOptions
     up.on('error', () => res.destroy());
     req.pipe(up);
   });
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  await new Promise<void>((ok, fail) => {
-    server.once('error', fail);
-    server.listen(0, '127.0.0.1', () => ok());
-  });
-  proxy.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  proxy.close = () =>
-    new Promise<void>((ok, fail) => {
-      for (const s of sockets) s.destroy();
-      server.close((err) => (err ? fail(err) : ok()));
-    });
+  const { url, close } = await listenLocal(server);
+  proxy.url = url;
+  proxy.close = close;
   return proxy;
 }

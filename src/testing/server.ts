@@ -4,7 +4,7 @@
  */
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { extname, resolve, sep } from 'node:path';
 
@@ -30,17 +30,20 @@ const CORS = {
 
 export async function serveDirectory(dir: string): Promise<StaticServer> {
   const root = resolve(dir);
-  const sockets = new Set<import('node:net').Socket>();
   const server = createServer((req, res) => {
     handle(root, req, res).catch((err: unknown) => {
       if (!res.headersSent) send(res, 500, String(err));
       else res.destroy();
     });
   });
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
+  return listenLocal(server);
+}
+
+/**
+ * Starts a test server on 127.0.0.1 at a free port. `close()` also ends open connections:
+ * keep-alive sockets would otherwise hold it open until they time out.
+ */
+export async function listenLocal(server: Server): Promise<StaticServer> {
   await new Promise<void>((ok, fail) => {
     server.once('error', fail);
     server.listen(0, '127.0.0.1', () => ok());
@@ -50,9 +53,8 @@ export async function serveDirectory(dir: string): Promise<StaticServer> {
     url: `http://127.0.0.1:${port}`,
     close: () =>
       new Promise<void>((ok, fail) => {
-        // Keep-alive sockets would hold close() open until they time out.
-        for (const s of sockets) s.destroy();
         server.close((err) => (err ? fail(err) : ok()));
+        server.closeAllConnections();
       }),
   };
 }

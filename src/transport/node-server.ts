@@ -4,7 +4,7 @@
  * sent at once); a client that disconnects aborts its generation.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { internalsOf } from './internals';
 import { createEngine, type NodeEngineOptions } from './node-engine';
 import type { EngineHandle } from './types';
@@ -93,7 +93,6 @@ export async function serve(options: ServeOptions): Promise<Server> {
   const engine = options.engine ?? (await createEngine(options as NodeEngineOptions));
   const handle = handlerFor(engine, options.apiKey);
   const host = options.host ?? '127.0.0.1';
-  const sockets = new Set<Socket>();
   let origin = '';
 
   const server = createServer((req, res) => {
@@ -105,11 +104,7 @@ export async function serve(options: ServeOptions): Promise<Server> {
       } else res.destroy();
     });
   });
-  server.on('connection', (s) => {
-    s.setNoDelay(true);
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
+  server.on('connection', (s) => s.setNoDelay(true));
   await new Promise<void>((ok, fail) => {
     server.once('error', fail);
     server.listen(options.port ?? 8080, host, () => {
@@ -125,7 +120,8 @@ export async function serve(options: ServeOptions): Promise<Server> {
     engine,
     async close() {
       const closed = new Promise<void>((ok) => server.close(() => ok()));
-      for (const s of sockets) s.destroy();
+      // Keep-alive connections would hold close() open until they time out.
+      server.closeAllConnections();
       await closed;
       if (owned) await engine.unload();
     },
