@@ -120,16 +120,21 @@ fn highMask(shift: u32) -> u32 {
   return select(0u, 0xffffffffu << (shift + 8u), shift < 24u);
 }
 
-// The smallest key `t` >= tauIn such that the kept keys (>= tauIn) at or above t number at least
-// k, taking the crossing key's ties whole: keys >= the result are the top k. Returns tauIn when
-// k or fewer are kept.
-fn selectTopCount(base: u32, lid: u32, tauIn: u32, k: u32) -> u32 {
+// Both radix selects start from tauIn with no prefix fixed and nothing counted above it.
+fn beginSelect(lid: u32, tauIn: u32) {
   if (lid == 0u) {
     sDone = 0u;
     sTau = tauIn;
     sPrefix = 0u;
     sAbove = vec2u(0u);
   }
+}
+
+// The smallest key `t` >= tauIn such that the kept keys (>= tauIn) at or above t number at least
+// k, taking the crossing key's ties whole: keys >= the result are the top k. Returns tauIn when
+// k or fewer are kept.
+fn selectTopCount(base: u32, lid: u32, tauIn: u32, k: u32) -> u32 {
+  beginSelect(lid, tauIn);
   for (var level = 0u; level < 4u; level++) {
     let shift = 24u - 8u * level;
     for (var b = lid; b < BINS; b += WG) { atomicStore(&hCount[b], 0u); }
@@ -177,12 +182,7 @@ fn selectTopCount(base: u32, lid: u32, tauIn: u32, k: u32) -> u32 {
 // The largest key t >= tauIn such that the kept mass (keys >= tauIn) at keys >= t is at least
 // topP times the whole kept mass: the nucleus, ties at its edge kept.
 fn selectTopMass(base: u32, lid: u32, tauIn: u32, topP: f32, lmax: f32, invT: f32) -> u32 {
-  if (lid == 0u) {
-    sDone = 0u;
-    sTau = tauIn;
-    sPrefix = 0u;
-    sAbove = vec2u(0u);
-  }
+  beginSelect(lid, tauIn);
   for (var level = 0u; level < 4u; level++) {
     let shift = 24u - 8u * level;
     for (var b = lid; b < BINS; b += WG) {
