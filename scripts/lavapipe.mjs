@@ -16,7 +16,7 @@ const SUITE = 'bookworm-backports';
 // libdrm from backports: Mesa 25 needs a newer one than bookworm has; LD_LIBRARY_PATH points at it.
 const PACKAGES = [`mesa-vulkan-drivers/${SUITE}`, `libdrm2/${SUITE}`, `libdrm-amdgpu1/${SUITE}`];
 
-/** The environment that points Vulkan (and so Dawn) at lavapipe, or undefined with the reason. */
+/** The environment that points Vulkan (and so Dawn) at lavapipe, or undefined when it is not unpacked. */
 export function lavapipeEnv() {
   if (!existsSync(LIB) || !existsSync(ICD)) return undefined;
   const ld = process.env.LD_LIBRARY_PATH ? `${LIB_DIR}:${process.env.LD_LIBRARY_PATH}` : LIB_DIR;
@@ -24,10 +24,10 @@ export function lavapipeEnv() {
 }
 
 /** Fetches and unpacks lavapipe when missing. Returns its environment, or undefined (and says why). */
-export function ensureLavapipe({ quiet = false } = {}) {
+export function ensureLavapipe() {
   const ready = lavapipeEnv();
   if (ready) return ready;
-  const say = (m) => quiet || console.log(`[lavapipe] ${m}`);
+  const say = (m) => console.log(`[lavapipe] ${m}`);
   if (process.platform !== 'linux' || process.arch !== 'x64' || !existsSync('/usr/bin/apt-get')) {
     say('not a Debian x86-64 machine: the f16 tests will skip unless a GPU offers shader-f16');
     return undefined;
@@ -47,7 +47,7 @@ export function ensureLavapipe({ quiet = false } = {}) {
     ...(process.getuid?.() === 0 ? ['-o APT::Sandbox::User=root'] : []),
   ].join(' ');
   say(`fetching Mesa's lavapipe from ${SUITE} into .cache/lavapipe (once)…`);
-  const run = (cmd, cwd) => spawnSync('sh', ['-c', cmd], { cwd, stdio: quiet ? 'ignore' : ['ignore', 'ignore', 'inherit'] }).status === 0;
+  const run = (cmd, cwd) => spawnSync('sh', ['-c', cmd], { cwd, stdio: ['ignore', 'ignore', 'inherit'] }).status === 0;
   if (!run(`apt-get -qq ${apt} update`) || !run(`apt-get -qq ${apt} download ${packages.join(' ')}`, join(DIR, 'debs'))) {
     say('could not download it (no access to deb.debian.org?): the f16 tests will skip');
     return undefined;
