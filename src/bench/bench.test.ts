@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import type { GPUDescription } from '../gpu/device';
 import { formatReport, type BenchReport } from './report';
 import { bytesPerDecodedToken, benchPrompt, type ModelBenchResult } from './run';
 import { aggregateByKernel, kernelName } from './profiler';
 import { benchConstraintSpec, maskOverhead, msPerGeneratedToken } from './structured';
-import { EMULATED_SETTINGS, FULL_SETTINGS, resolveSettings } from './target';
+import { defaultPreset, EMULATED_SETTINGS, FULL_SETTINGS, resolveSettings } from './target';
 
 describe('bench arithmetic', () => {
   it('counts the matrices, the KV read at the given context, and one embedding row per decoded token', () => {
@@ -56,6 +57,14 @@ describe('bench settings', () => {
     expect(asked.settings.decodeTokens).toBe(EMULATED_SETTINGS.decodeTokens);
     expect(asked.notes.join(' ')).not.toMatch(/capped/);
     expect(resolveSettings(false, {})).toEqual({ settings: FULL_SETTINGS, notes: [] });
+  });
+
+  it('runs the 1B-shaped fixtures by default on a real GPU and the small preset on an emulated one', () => {
+    const gpu = { vendor: 'nvidia', architecture: 'hopper', isFallbackAdapter: false } as GPUDescription;
+    expect(defaultPreset(gpu)).toBe('1b');
+    expect(defaultPreset({ ...gpu, isFallbackAdapter: true })).toBe('small');
+    expect(defaultPreset({ ...gpu, vendor: 'google', architecture: 'swiftshader' })).toBe('small');
+    expect(FULL_SETTINGS.promptLengths).toEqual([128, 1024]);
   });
 });
 

@@ -18,7 +18,7 @@ import { measureMaskCost, type MaskCostResult } from './mask-cost';
 import { formatReport, type BenchReport } from './report';
 import { LLAMA3_VOCAB } from './synthetic-vocab';
 import type { BenchSettings } from './run';
-import { isEmulated, runTarget, type TargetResult } from './target';
+import { defaultPreset, runTarget, type TargetResult } from './target';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const USAGE = `usage: npm run bench -- [options]
@@ -85,7 +85,7 @@ async function main(): Promise<void> {
   if (icd) console.log(`[bench] no GPU found: Vulkan uses SwiftShader (${icd})`);
   const { nodeGPU } = await import('../gpu/node-gpu');
   const nodeGpu: GPUContext = await acquireGPU({ gpu: await nodeGPU() });
-  const preset = (values.preset ?? (isEmulated(nodeGpu.info) ? 'small' : '1b')) as Preset;
+  const preset = (values.preset ?? defaultPreset(nodeGpu.info)) as Preset;
   const arch = values.arch as Arch;
   console.log(`[bench] ${arch} ${preset} preset, formats ${formats.join(', ')}; writing fixtures if needed…`);
   const paths = await ensureFixture({ arch, preset }, { hf: [], gguf: formats });

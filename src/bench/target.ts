@@ -4,6 +4,7 @@
  */
 import type { GPUContext, GPUDescription } from '../gpu/device';
 import type { ModelLocation } from '../model/open';
+import type { Preset } from '../testing/fixtures/model';
 import { benchModel, type BenchSettings, type Log, type ModelBenchResult } from './run';
 
 export type TargetName = 'node' | 'chromium';
@@ -43,6 +44,11 @@ export const EMULATED_SETTINGS: BenchSettings = {
 
 export function isEmulated(info: GPUDescription): boolean {
   return info.isFallbackAdapter || info.architecture === 'swiftshader';
+}
+
+/** The fixture size a run uses unless told: the 1B shape on a real GPU, tens of MB on an emulated one. */
+export function defaultPreset(info: GPUDescription): Preset {
+  return isEmulated(info) ? 'small' : '1b';
 }
 
 export function resolveSettings(emulated: boolean, overrides: Partial<BenchSettings>): { settings: BenchSettings; notes: string[] } {
