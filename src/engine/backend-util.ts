@@ -1,4 +1,5 @@
 /** Pieces every Backend needs the same way: the request queue, prompt checks, prefix reuse, results. */
+import { InvalidPromptError } from './errors';
 import type { GenerationResult } from './types';
 
 /** Runs requests one at a time (a backend with one sequence's KV in flight). */
@@ -16,9 +17,9 @@ export class RequestQueue {
 }
 
 export function checkPromptIds(ids: readonly number[], vocab: number): void {
-  if (ids.length === 0) throw new RangeError('the prompt has no tokens');
+  if (ids.length === 0) throw new InvalidPromptError('the prompt has no tokens');
   for (const id of ids) {
-    if (!Number.isInteger(id) || id < 0 || id >= vocab) throw new RangeError(`token id ${id} is outside the vocabulary (0..${vocab - 1})`);
+    if (!Number.isInteger(id) || id < 0 || id >= vocab) throw new InvalidPromptError(`token id ${id} is outside the vocabulary (0..${vocab - 1})`);
   }
 }
 
@@ -39,3 +40,22 @@ export function resultFor(promptTokens: number) {
     cachedTokens,
   });
 }
+
+/**
+ * Resolves after the current task, once pending microtasks have run: `setImmediate` in Node, a
+ * MessageChannel message elsewhere (unlike `setTimeout`, never clamped to 4 ms). Awaited between
+ * steps so that events (an abort, a closed connection) are seen. One channel for all callers,
+ * made on first use.
+ */
+export function nextTask(): Promise<void> {
+  if (typeof setImmediate === 'function') return new Promise((resolve) => setImmediate(resolve));
+  if (!taskChannel) {
+    const channel = new MessageChannel();
+    const waiting: Array<() => void> = [];
+    channel.port1.onmessage = () => waiting.shift()?.();
+    taskChannel = { post: (resolve) => (waiting.push(resolve), channel.port2.postMessage(null)) };
+  }
+  const { post } = taskChannel;
+  return new Promise((resolve) => post(resolve));
+}
+let taskChannel: { post(resolve: () => void): void } | null = null;

@@ -18,10 +18,12 @@ import { openModel, type ModelLocation, type OpenedModel } from '../model/open';
 import { loadTextModel } from '../text/from-model';
 import type { ChatTemplateConfig, TextTokenizer } from '../text/index';
 import { ProgressEmitter, type ProgressCallback } from '../loader/progress';
-import { logprobsOf, TokenSampler } from './logit-processors';
+import { logprobsOf } from './logit-processors';
 import { GpuForward } from './forward';
 import { uploadWeights, type GpuWeights, type UploadProgress } from './gpu-weights';
-import { checkPromptIds, RequestQueue, resultFor, reusablePrefix } from './backend-util';
+import { checkPromptIds, nextTask, RequestQueue, reusablePrefix } from './backend-util';
+import { BackendDisposedError, ContextLengthError, PrecisionUnsupportedError } from './errors';
+import { BreakerTable, runSequence, Sequence, type SequenceEnv, type StepRunner } from './sequence';
 import { KvPages } from './kv-pages';
 import { StepBuffers, type SeqWork } from './step';
 import type { Constraint } from '../structured/grammar';
@@ -77,7 +79,10 @@ function needsCpuSampling(p: SamplingParams, penalized: boolean): boolean {
   return p.dry.multiplier !== 0 || p.mirostat.mode !== 0 || (penalized && p.logprobs);
 }
 
-export class GpuEngine implements Backend {
+/** The KV slot of the one sequence a step runs (until the scheduler runs many). */
+const SLOT = 0;
+
+export class GpuEngine implements Backend, StepRunner {
   readonly id: string;
   readonly config: ModelConfig;
   readonly tokenizer: TextTokenizer;
@@ -87,7 +92,7 @@ export class GpuEngine implements Backend {
   readonly generationConfig?: GenerationDefaults;
 
   private readonly kv: KvPages;
-  private readonly step: StepBuffers;
+  private readonly stepBuffers: StepBuffers;
   private readonly samplingParams: ArrayBuffer;
   private readonly readback: GPUBuffer; // MAP_READ: token id, then logprob words
   private readonly logitsReadback: GPUBuffer; // MAP_READ f32 [vocab] for the CPU sampling path
@@ -96,6 +101,10 @@ export class GpuEngine implements Backend {
   private readonly queue = new RequestQueue();
   private disposed = false;
   private cpuSteps = 0;
+  private prefillSteps = 0;
+  /** The previous prefill chunk's completion, while one is queued on the GPU. */
+  private prefillInFlight: Promise<undefined> | null = null;
+  private readonly env: SequenceEnv;
   /** Bench hook: while set, steps record through it (more passes; same results). */
   profiler: StepProfiler | null = null;
 
@@ -116,11 +125,13 @@ export class GpuEngine implements Backend {
     this.contextLength = opts.contextLength;
     this.generationConfig = opened.generationConfig as GenerationDefaults | undefined;
     this.precision = opts.precision;
-    this.step = opts.step;
+    this.stepBuffers = opts.step;
     this.kv = new KvPages(forward.limits.numPages, opts.pageSize);
     this.samplingParams = new ArrayBuffer(SAMPLE_PARAM_WORDS * 4);
     this.readback = createBuffer(device, (1 + LOGPROB_WORDS) * 4, READBACK, 'readback');
     this.logitsReadback = createBuffer(device, this.config.vocabSize * 4, READBACK, 'logits readback');
+    const breakers = new BreakerTable(this.tokenizer);
+    this.env = { eosIds: this.tokenizer.eosIds, contextLength: this.contextLength, breakers: (list) => breakers.of(list) };
   }
 
   /** Opens (if needed), uploads and prepares a model: every buffer and pipeline is made here. */
@@ -128,7 +139,7 @@ export class GpuEngine implements Backend {
     const opened = isOpened(model) ? model : await openModel(model);
     const gpu = await toContext(opts.gpu);
     const precision: Precision = opts.precision === 'f32' || opts.precision === 'f16' ? opts.precision : gpu.info.f16 ? 'f16' : 'f32';
-    if (precision === 'f16' && !gpu.info.f16) throw new Error('precision f16 needs the shader-f16 feature, which this GPU does not offer');
+    if (precision === 'f16' && !gpu.info.f16) throw new PrecisionUnsupportedError();
     const config = opened.config;
     const contextLength = Math.min(opts.contextLength ?? 4096, config.maxPositionEmbeddings);
     const pageSize = opts.pageSize ?? 16;
@@ -172,86 +183,83 @@ export class GpuEngine implements Backend {
     return this.cpuSteps;
   }
 
+  /** Prefill chunks run that only filled the KV (no sampling): tests count them to see an abort stop a prefill. */
+  get prefillChunks(): number {
+    return this.prefillSteps;
+  }
+
   async *generate(request: GenerateRequest): AsyncGenerator<GeneratedToken, GenerationResult, void> {
-    if (this.disposed) throw new Error('GpuEngine: generate() after dispose()');
-    const { promptIds, sampling, signal } = request;
+    if (this.disposed) throw new BackendDisposedError('GpuEngine');
+    const { promptIds } = request;
     checkPromptIds(promptIds, this.config.vocabSize);
     if (promptIds.length >= this.contextLength) {
-      throw new RangeError(`the prompt has ${promptIds.length} tokens; this engine's context holds ${this.contextLength}`);
+      throw new ContextLengthError(`the prompt has ${promptIds.length} tokens; this engine's context holds ${this.contextLength}`);
     }
     const release = await this.queue.acquire();
-    const promptTokens = promptIds.length;
-    const result = resultFor(promptTokens);
     try {
-      if (signal?.aborted) return result('abort', 0, 0);
-      // Reuse the cached prefix (always recomputing at least the last prompt token for its logits).
-      const common = request.cachePrompt ?? true ? reusablePrefix(this.cached, promptIds) : 0;
-      this.kv.truncate(0, common);
-      this.cached.length = common;
-
-      const seed = sampling.seed ?? Math.floor(Math.random() * 2 ** 32);
-      const eos = request.ignoreEos ? [] : this.tokenizer.eosIds;
-      const enders = new Set([...eos, ...request.stopTokenIds]);
-      const cpu = new TokenSampler({ ...sampling, seed }, { promptIds });
-      const maxTokens = Math.max(0, Math.min(request.maxTokens, this.contextLength - promptTokens));
-      // The penalties op's state is written once here; its counts then follow the sampled tokens
-      // on the GPU. The ban can only end during a request, so if any step uses the op, step 0 does.
-      // Under a grammar the grammar decides where the output may end, so min_tokens bans nothing.
-      const { constraint } = request;
-      const mask: StepMask | null = constraint ? { constraint, bits: new Uint32Array(constraint.words) } : null;
-      const banEnds = !constraint;
-      const banned0 = request.minTokens > 0 && banEnds ? [...enders] : [];
-      const penalized0 = needsPenalties(sampling, banned0.length > 0);
-      if (penalized0 && !needsCpuSampling(sampling, penalized0)) this.sampler.penalties.reset(0, sampling, promptIds, banned0);
-
-      // prefill: all but the last chunk only fill the KV cache
-      const chunk = this.forward.limits.maxTokens;
-      let pending = promptIds.slice(common);
-      while (pending.length > chunk) {
-        await this.runStep({ seq: 0, tokens: pending.slice(0, chunk) }, null);
-        this.cached.push(...pending.slice(0, chunk));
-        pending = pending.slice(chunk);
-        if (signal?.aborted) return result('abort', 0, common);
-      }
-      let feed: number[] = pending;
-      for (let n = 0; n < maxTokens; n++) {
-        const banned = n < request.minTokens && banEnds ? [...enders] : [];
-        const penalized = needsPenalties(sampling, banned.length > 0);
-        const slow = needsCpuSampling(sampling, penalized);
-        const gpuPenalties = penalized && !slow;
-        // min_tokens reached: the bias row goes back to logit_bias alone (one write per request).
-        if (gpuPenalties && n > 0 && n === request.minTokens) this.sampler.penalties.setBias(0, sampling, []);
-        const seq: SeqSampling = {
-          temperature: sampling.temperature,
-          topK: sampling.topK,
-          topP: sampling.topP,
-          minP: sampling.minP,
-          seed,
-          step: n,
-          logprobs: sampling.logprobs,
-          topLogprobs: sampling.logprobs ? sampling.topLogprobs : 0,
-        };
-        const sampled = await this.runStep({ seq: 0, tokens: feed }, slow ? 'logits' : seq, gpuPenalties, mask);
-        this.cached.push(...feed);
-        let token: GeneratedToken;
-        if (sampled instanceof Float32Array) {
-          this.cpuSteps++;
-          const id = cpu.sample(sampled, banned);
-          token = { id, ...(sampling.logprobs ? logprobsOf(sampled, id, sampling.topLogprobs) : {}) };
-        } else {
-          const s = sampled!;
-          token = { id: s.token, ...(s.logprob !== undefined ? { logprob: s.logprob, top: s.top ?? [] } : {}) };
-        }
-        if (constraint && !constraint.accept(token.id)) throw new Error(`structured output: the grammar refused token ${token.id}, which its mask allowed`);
-        yield token;
-        if (enders.has(token.id)) return result('stop', n + 1, common, token.id);
-        if (constraint?.isTerminated()) return result('stop', n + 1, common);
-        if (signal?.aborted && n + 1 < maxTokens) return result('abort', n + 1, common);
-        feed = [token.id];
-      }
-      return result('length', maxTokens, common);
+      const seq = new Sequence(request, this.env);
+      if (!seq.aborted) this.place(seq, request.cachePrompt ?? true);
+      return yield* runSequence(seq, this);
     } finally {
       release();
+    }
+  }
+
+  /**
+   * Puts a sequence in the (one) KV slot: reuses the cached prefix it shares with the previous
+   * request (always recomputing at least the last prompt token, for its logits) and writes the
+   * penalties op's per-request state. That state then follows the sampled tokens on the GPU; the
+   * min_tokens ban can only end during a request, so if any step uses the op, step 0 does.
+   */
+  private place(seq: Sequence, cachePrompt: boolean): void {
+    const common = cachePrompt ? reusablePrefix(this.cached, seq.promptIds) : 0;
+    this.kv.truncate(SLOT, common);
+    this.cached.length = common;
+    seq.reuse(common);
+    const banned = seq.banned();
+    const penalized = needsPenalties(seq.sampling, banned.length > 0);
+    if (penalized && !needsCpuSampling(seq.sampling, penalized)) this.sampler.penalties.reset(SLOT, seq.sampling, seq.promptIds, banned);
+  }
+
+  /**
+   * One step of `batch` (the StepRunner the shared lifecycle drives; one sequence per step until
+   * the scheduler batches them): its next prompt chunk, or its last token. A chunk that does not
+   * sample is submitted and the step returns once the chunk before it has run on the GPU, so at
+   * most two chunks are queued and an abort between chunks leaves the GPU free at once. A step
+   * that samples reads back the token (or the logits, for the CPU sampler) and records it.
+   */
+  async step(batch: readonly Sequence[]): Promise<void> {
+    if (batch.length !== 1) throw new RangeError(`GpuEngine runs one sequence per step, got ${batch.length}`);
+    const seq = batch[0]!;
+    const work = seq.work(this.forward.limits.maxTokens);
+    const kv: SeqWork = { seq: SLOT, tokens: work.tokens };
+    if (!work.samples) {
+      await this.runStep(kv, null);
+      this.cached.push(...work.tokens);
+      seq.advance(work);
+      this.prefillSteps++;
+      const previous = this.prefillInFlight;
+      this.prefillInFlight = this.gpu.device.queue.onSubmittedWorkDone();
+      await previous;
+      return;
+    }
+    this.prefillInFlight = null; // this step's readback waits for all earlier work anyway
+    const banned = seq.banned();
+    const penalized = needsPenalties(seq.sampling, banned.length > 0);
+    const slow = needsCpuSampling(seq.sampling, penalized);
+    const gpuPenalties = penalized && !slow;
+    // min_tokens reached: the bias row goes back to logit_bias alone (one write per request).
+    if (gpuPenalties && seq.generated > 0 && seq.generated === seq.minTokens) this.sampler.penalties.setBias(SLOT, seq.sampling, []);
+    const mask: StepMask | null = seq.constraint ? { constraint: seq.constraint, bits: seq.maskBits! } : null;
+    const sampled = await this.runStep(kv, slow ? 'logits' : seq.gpuSampling(), gpuPenalties, mask);
+    this.cached.push(...work.tokens);
+    seq.advance(work);
+    if (sampled instanceof Float32Array) {
+      this.cpuSteps++;
+      seq.sampleLogits(sampled);
+    } else {
+      const s = sampled!;
+      seq.record({ id: s.token, ...(s.logprob !== undefined ? { logprob: s.logprob, top: s.top ?? [] } : {}) });
     }
   }
 
@@ -265,7 +273,7 @@ export class GpuEngine implements Backend {
    */
   private async runStep(work: SeqWork, sample: SeqSampling | 'logits' | null, penalize = false, mask: StepMask | null = null): Promise<ReturnType<typeof unpackSampled>[number] | Float32Array | null> {
     const { device } = this.gpu;
-    const { tokens, seqs } = this.step.write([work], this.kv);
+    const { tokens, seqs } = this.stepBuffers.write([work], this.kv);
     this.forward.prepare(device, seqs);
     if (sample && sample !== 'logits') {
       packSamplingParams([sample], this.samplingParams);
@@ -320,11 +328,11 @@ export class GpuEngine implements Backend {
     checkPromptIds(ids, this.config.vocabSize);
     const release = await this.queue.acquire();
     try {
-      this.kv.truncate(0, 0);
+      this.kv.truncate(SLOT, 0);
       this.cached = [];
       const out: Float32Array[] = [];
       for (const id of ids) {
-        out.push((await this.runStep({ seq: 0, tokens: [id] }, 'logits')) as Float32Array);
+        out.push((await this.runStep({ seq: SLOT, tokens: [id] }, 'logits')) as Float32Array);
         this.cached.push(id);
       }
       return out;
@@ -345,7 +353,7 @@ export class GpuEngine implements Backend {
     try {
       this.forward.destroy();
       this.weights.destroy();
-      this.step.destroy();
+      this.stepBuffers.destroy();
       const { params, tokens, logprobs, penalties, mask } = this.sampler;
       penalties.destroy();
       mask.destroy();
@@ -355,24 +363,6 @@ export class GpuEngine implements Backend {
     }
   }
 }
-
-/**
- * Resolves after the current task, once pending microtasks have run: `setImmediate` in Node, a
- * MessageChannel message elsewhere (unlike `setTimeout`, never clamped to 4 ms). One channel for
- * all callers, made on first use.
- */
-function nextTask(): Promise<void> {
-  if (typeof setImmediate === 'function') return new Promise((resolve) => setImmediate(resolve));
-  if (!taskChannel) {
-    const channel = new MessageChannel();
-    const waiting: Array<() => void> = [];
-    channel.port1.onmessage = () => waiting.shift()?.();
-    taskChannel = { post: (resolve) => (waiting.push(resolve), channel.port2.postMessage(null)) };
-  }
-  const { post } = taskChannel;
-  return new Promise((resolve) => post(resolve));
-}
-let taskChannel: { post(resolve: () => void): void } | null = null;
 
 function isOpened(m: ModelLocation | OpenedModel): m is OpenedModel {
   return typeof m === 'object' && m !== null && 'tensors' in m && 'config' in m;

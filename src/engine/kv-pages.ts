@@ -3,6 +3,9 @@
  * K and one V buffer per layer, `[numPages, pageSize, nKv, headDim]`; a token at position p of a
  * sequence lives in page `table[p / pageSize]` at offset `p % pageSize`.
  */
+import { KvCacheFullError } from './errors';
+
+export { KvCacheFullError };
 export class KvPages {
   private readonly free: number[] = [];
   private readonly tables = new Map<number, number[]>();
@@ -68,13 +71,5 @@ export class KvPages {
 
   table(seq: number): readonly number[] {
     return this.tables.get(seq) ?? [];
-  }
-}
-
-export class KvCacheFullError extends Error {
-  override readonly name = 'KvCacheFullError';
-  readonly code = 'kv_cache_full';
-  constructor(needed: number, free: number, pageSize: number) {
-    super(`The KV cache is full: ${needed} more pages of ${pageSize} tokens are needed but ${free} are free. Shorten the prompt or max_tokens.`);
   }
 }

@@ -4,6 +4,7 @@
  * fills them for a step and uploads only the used prefix.
  */
 import { createBuffer, STORAGE, UNIFORM } from '../gpu/buffers';
+import { ContextLengthError } from './errors';
 import type { KvPages } from './kv-pages';
 
 /** One sequence's part of a step: `tokens` continue it from its current KV length. */
@@ -83,7 +84,7 @@ export class StepBuffers {
       work.forEach((w, s) => {
         const start = kv.length(w.seq);
         if (kv.pagesNeeded(w.seq, w.tokens.length) + kv.table(w.seq).length > maxPagesPerSeq) {
-          throw new RangeError(`sequence ${w.seq} would exceed ${maxPagesPerSeq * kv.pageSize} tokens of context`);
+          throw new ContextLengthError(`sequence ${w.seq} would exceed ${maxPagesPerSeq * kv.pageSize} tokens of context`);
         }
         const slots = kv.append(w.seq, w.tokens.length);
         reserved.push([w.seq, start]);

@@ -1,0 +1,75 @@
+/**
+ * Typed errors of the backends (GPU engine and CPU reference). Each has a stable `code` and the
+ * HTTP `status` it means to a client: 400 for a request the model cannot take (it will never
+ * succeed as sent), 503 for a state that passes (the KV cache full under load, an engine being
+ * unloaded), 500 for a fault of ours. The API layer (`toApiError`) maps them by these fields.
+ */
+export type BackendErrorCode =
+  | 'invalid_prompt' // a prompt id outside the vocabulary, or an empty prompt
+  | 'context_length_exceeded' // prompt (+ output) longer than the context
+  | 'kv_cache_full' // no free KV pages for the step
+  | 'backend_disposed' // generate() after dispose()
+  | 'precision_unsupported' // f16 asked on a GPU without shader-f16
+  | 'grammar_refused'; // the grammar refused a token its own mask allowed
+
+export class BackendError extends Error {
+  override name = 'BackendError';
+  constructor(
+    readonly code: BackendErrorCode,
+    /** The HTTP status this error means to a client. */
+    readonly status: 400 | 500 | 503,
+    message: string,
+    /** The request field at fault, when there is one. */
+    readonly param: string | null = null,
+  ) {
+    super(message);
+  }
+
+  toJSON(): { name: string; code: BackendErrorCode; message: string } {
+    return { name: this.name, code: this.code, message: this.message };
+  }
+}
+
+export class InvalidPromptError extends BackendError {
+  override name = 'InvalidPromptError';
+  constructor(message: string) {
+    super('invalid_prompt', 400, message, 'prompt');
+  }
+}
+
+export class ContextLengthError extends BackendError {
+  override name = 'ContextLengthError';
+  constructor(message: string) {
+    super('context_length_exceeded', 400, message, 'messages');
+  }
+}
+
+/** No free KV pages: passes as other sequences finish, so a 503 (retry), not the client's fault. */
+export class KvCacheFullError extends BackendError {
+  override name = 'KvCacheFullError';
+  constructor(needed: number, free: number, pageSize: number) {
+    super('kv_cache_full', 503, `The KV cache is full: ${needed} more pages of ${pageSize} tokens are needed but ${free} are free. Retry later, or shorten the prompt or max_tokens.`);
+  }
+}
+
+export class BackendDisposedError extends BackendError {
+  override name = 'BackendDisposedError';
+  constructor(backend: string) {
+    super('backend_disposed', 503, `${backend}: generate() after dispose(): the model was unloaded`);
+  }
+}
+
+export class PrecisionUnsupportedError extends BackendError {
+  override name = 'PrecisionUnsupportedError';
+  constructor() {
+    super('precision_unsupported', 500, 'precision f16 needs the shader-f16 feature, which this GPU does not offer');
+  }
+}
+
+/** The grammar refused a token its own mask allowed: a fault of the grammar engine, not of the request. */
+export class GrammarRefusedError extends BackendError {
+  override name = 'GrammarRefusedError';
+  constructor(readonly token: number) {
+    super('grammar_refused', 500, `structured output: the grammar refused token ${token}, which its mask allowed`);
+  }
+}

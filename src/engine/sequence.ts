@@ -1,0 +1,237 @@
+/**
+ * One request's life while it generates, written once for every Backend (the GPU engine and the
+ * CPU reference): what it feeds next (prompt chunks, then its last token), the enders (EOS and
+ * stop ids, max_tokens clamped to the context), the min_tokens ban, the CPU sampler built with
+ * the DRY sequence breakers, the grammar's accept/terminate, logprobs, abort and the finish.
+ *
+ * A backend only runs steps: `StepRunner.step(batch)` feeds each sequence's `work()` through the
+ * model and hands back either raw logits (`sampleLogits`) or a token its GPU sampler drew
+ * (`record`). `runSequence` is the loop between steps. It drives one sequence per step today
+ * (the backends hold one sequence's KV); continuous batching makes it a scheduler that passes
+ * many sequences to the same `step`.
+ */
+import type { SeqSampling } from '../kernels/sample';
+import type { Constraint } from '../structured/grammar';
+import type { TextTokenizer } from '../text/tokenizer';
+import { nextTask, resultFor } from './backend-util';
+import { GrammarRefusedError } from './errors';
+import { logprobsOf, TokenSampler } from './logit-processors';
+import type { FinishReason, GenerateRequest, GeneratedToken, GenerationResult, SamplingParams } from './types';
+
+/** What a sequence needs from its backend. */
+export interface SequenceEnv {
+  /** The tokenizer's end-of-sequence ids (they end generation unless `ignoreEos`). */
+  eosIds: readonly number[];
+  /** Tokens per sequence: max_tokens is clamped so prompt + output fit. */
+  contextLength: number;
+  /** Ids that are DRY sequence breakers for a breaker list (`BreakerTable.of`). */
+  breakers(list: readonly string[]): (id: number) => boolean;
+}
+
+/** The tokens a sequence feeds in its next step, and whether that step samples a token. */
+export interface SeqStep {
+  tokens: readonly number[];
+  samples: boolean;
+}
+
+/** A backend's step: runs `batch` (one step for each) and calls `sampleLogits` or `record` on those whose step samples. */
+export interface StepRunner {
+  step(batch: readonly Sequence[]): Promise<void>;
+}
+
+export class Sequence {
+  readonly promptIds: readonly number[];
+  readonly sampling: SamplingParams;
+  readonly minTokens: number;
+  /** The request's seed, or one drawn for it, in the samplers' range 0..2^53. */
+  readonly seed: number;
+  /** Tokens it may generate: max_tokens, clamped to the context left after the prompt. */
+  readonly maxTokens: number;
+  readonly enders: ReadonlySet<number>;
+  readonly constraint: Constraint | undefined;
+  /** The grammar's bitmask words for the next token (allocated once), when there is a grammar. */
+  readonly maskBits: Uint32Array | null;
+  /** Whether EOS/stop ids are banned before min_tokens: under a grammar the grammar decides where output may end. */
+  readonly bansEnds: boolean;
+  /** Prompt tokens whose KV was reused (set by the backend when it places the sequence). */
+  cachedTokens = 0;
+  /** Prompt tokens in the KV so far (cached or computed). */
+  private fed = 0;
+  private readonly output: number[] = [];
+  private readonly sampler: TokenSampler;
+  private readonly signal: AbortSignal | undefined;
+  private sampled: GeneratedToken | null = null;
+  private result: GenerationResult | null = null;
+  private readonly resultOf: ReturnType<typeof resultFor>;
+
+  constructor(request: GenerateRequest, env: SequenceEnv) {
+    const { promptIds, sampling } = request;
+    this.promptIds = promptIds;
+    this.minTokens = request.minTokens;
+    const seed = sampling.seed ?? Math.floor(Math.random() * 2 ** 32);
+    // The GPU sampler takes seeds in 0..2^53; negative request seeds map into that range.
+    this.seed = ((seed % 2 ** 53) + 2 ** 53) % 2 ** 53;
+    this.sampling = { ...sampling, seed: this.seed };
+    this.maxTokens = Math.max(0, Math.min(request.maxTokens, env.contextLength - promptIds.length));
+    this.enders = new Set([...(request.ignoreEos ? [] : env.eosIds), ...request.stopTokenIds]);
+    this.constraint = request.constraint;
+    this.maskBits = request.constraint ? new Uint32Array(request.constraint.words) : null;
+    this.bansEnds = !request.constraint;
+    this.sampler = new TokenSampler(this.sampling, { promptIds, isBreaker: env.breakers(sampling.dry.sequenceBreakers) });
+    this.signal = request.signal;
+    this.resultOf = resultFor(promptIds.length);
+  }
+
+  /** Tokens generated so far. */
+  get generated(): number {
+    return this.output.length;
+  }
+
+  /** The result once the sequence ended, else null. */
+  get finish(): GenerationResult | null {
+    return this.result;
+  }
+
+  get aborted(): boolean {
+    return this.signal?.aborted ?? false;
+  }
+
+  /** The backend reused `tokens` prompt tokens from its cache: the prefill starts after them. */
+  reuse(tokens: number): void {
+    this.cachedTokens = tokens;
+    this.fed = tokens;
+  }
+
+  /**
+   * This step's work: the next prompt chunk of at most `chunk` tokens (only the last one samples),
+   * then the last generated token. Call `advance` once the step ran.
+   */
+  work(chunk: number): SeqStep {
+    if (this.fed < this.promptIds.length) {
+      const tokens = this.promptIds.slice(this.fed, this.fed + chunk);
+      return { tokens, samples: this.fed + tokens.length === this.promptIds.length };
+    }
+    return { tokens: [this.output.at(-1)!], samples: true };
+  }
+
+  /** The step that fed `work` ran. */
+  advance(work: SeqStep): void {
+    if (this.fed < this.promptIds.length) this.fed += work.tokens.length;
+  }
+
+  /** Ids that may not be drawn at this step: EOS and stop ids before min_tokens. */
+  banned(): number[] {
+    return this.output.length < this.minTokens && this.bansEnds ? [...this.enders] : [];
+  }
+
+  /** The GPU sampler's parameters for this step (its RNG counter is the output length, as the CPU sampler's). */
+  gpuSampling(): SeqSampling {
+    const p = this.sampling;
+    return {
+      temperature: p.temperature,
+      topK: p.topK,
+      topP: p.topP,
+      minP: p.minP,
+      seed: this.seed,
+      step: this.output.length,
+      logprobs: p.logprobs,
+      topLogprobs: p.logprobs ? p.topLogprobs : 0,
+    };
+  }
+
+  /**
+   * Draws this step's token on the CPU from its logits (raw, after the grammar's mask): every
+   * logit processor, then the draw; logprobs are of these logits.
+   */
+  sampleLogits(logits: Float32Array): void {
+    const id = this.sampler.sample(logits, this.banned());
+    const p = this.sampling;
+    this.record({ id, ...(p.logprobs ? logprobsOf(logits, id, p.topLogprobs) : {}) });
+  }
+
+  /**
+   * Takes this step's token (drawn on the CPU or by a GPU sampler): the grammar accepts it, and
+   * a stop id, the grammar's end or max_tokens ends the sequence.
+   */
+  record(token: GeneratedToken): void {
+    if (this.constraint && !this.constraint.accept(token.id)) {
+      throw new GrammarRefusedError(token.id);
+    }
+    this.output.push(token.id);
+    this.sampled = token;
+    const n = this.output.length;
+    if (this.enders.has(token.id)) this.end('stop', token.id);
+    else if (this.constraint?.isTerminated()) this.end('stop');
+    else if (n >= this.maxTokens) this.end('length');
+  }
+
+  /** The token recorded at the last step, once (null after a prefill chunk). */
+  take(): GeneratedToken | null {
+    const t = this.sampled;
+    this.sampled = null;
+    return t;
+  }
+
+  /** Ends the sequence; the first reason given stands. */
+  end(reason: FinishReason, stopTokenId?: number): void {
+    this.result ??= this.resultOf(reason, this.output.length, this.cachedTokens, stopTokenId);
+  }
+
+  /**
+   * At a step boundary: ends the sequence if it was aborted, or if it may sample nothing more
+   * (max_tokens 0: no prefill is run for it). Returns whether it ended.
+   */
+  checkEnd(): boolean {
+    if (this.result) return true;
+    if (this.aborted) this.end('abort');
+    else if (this.output.length >= this.maxTokens) this.end('length');
+    return this.result !== null;
+  }
+}
+
+/**
+ * The loop between steps for one sequence: run a step, yield its token, and at each boundary
+ * give the event loop a turn (so an abort, e.g. a closed connection, is seen) and check the
+ * abort. Before the first step: an already aborted request does no work.
+ */
+export async function* runSequence(seq: Sequence, runner: StepRunner): AsyncGenerator<GeneratedToken, GenerationResult, void> {
+  let first = true;
+  while (!seq.checkEnd()) {
+    if (!first) {
+      await nextTask();
+      if (seq.checkEnd()) break;
+    }
+    first = false;
+    await runner.step([seq]);
+    const token = seq.take();
+    if (token) yield token;
+  }
+  return seq.finish!;
+}
+
+/**
+ * Which token ids contain a DRY sequence breaker, per breaker list: computed once per list by
+ * decoding the vocabulary, then a set lookup per id. One per backend (per tokenizer).
+ */
+export class BreakerTable {
+  private readonly sets = new Map<string, Set<number>>();
+
+  constructor(private readonly tokenizer: Pick<TextTokenizer, 'vocabSize' | 'decode'>) {}
+
+  of(list: readonly string[]): (id: number) => boolean {
+    const key = JSON.stringify(list);
+    let set = this.sets.get(key);
+    if (!set) {
+      set = new Set();
+      if (list.some((b) => b.length > 0)) {
+        for (let id = 0; id < this.tokenizer.vocabSize; id++) {
+          const text = this.tokenizer.decode([id]);
+          if (list.some((b) => b.length > 0 && text.includes(b))) set.add(id);
+        }
+      }
+      this.sets.set(key, set);
+    }
+    const s = set;
+    return (id) => s.has(id);
+  }
+}
