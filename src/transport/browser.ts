@@ -1,7 +1,9 @@
-/** createEngine() for pages (and workers): in a dedicated Worker by default, or in this thread. */
-import { defaultModelCache } from '../loader/open';
+/**
+ * createEngine() for pages (and workers): in a dedicated Worker by default, or in this thread.
+ * Everything under the engine (loader, tokenizers, templates, GPU code) is imported dynamically
+ * here, so that a page using the default Worker loads only the transport (comlink, fetch shim).
+ */
 import type { CachedModel } from '../loader/cache';
-import { createLocalEngine } from './local';
 import { createWorkerEngine } from './worker-client';
 import type { CreateEngineOptions, EngineHandle } from './types';
 
@@ -9,6 +11,7 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
   const w = options.worker ?? true;
   if (w === false || (w === true && typeof Worker === 'undefined')) {
     const { worker: _, ...rest } = options;
+    const { createLocalEngine } = await import('./local');
     return createLocalEngine(rest);
   }
   return createWorkerEngine(options, w === true ? undefined : w);
@@ -16,12 +19,14 @@ export async function createEngine(options: CreateEngineOptions): Promise<Engine
 
 /** The models in this origin's model cache (OPFS or the Cache API). */
 export async function listCachedModels(): Promise<CachedModel[]> {
+  const { defaultModelCache } = await import('../loader/open');
   const cache = await defaultModelCache();
   return cache ? cache.list() : [];
 }
 
 /** Removes a cached model by its `modelKey` (from listCachedModels); false when it was not cached. */
 export async function deleteCachedModel(modelKey: string): Promise<boolean> {
+  const { defaultModelCache } = await import('../loader/open');
   const cache = await defaultModelCache();
   return cache ? cache.delete(modelKey) : false;
 }
