@@ -3,6 +3,8 @@
  * body, and the mapping of every other error (template, tokenizer, GPU) onto it.
  */
 import { WebGPUError } from '../gpu/errors';
+import { BackendError } from '../engine/errors';
+import { ModelError } from '../model/errors';
 import { TemplateError, TokenizerError } from '../text/errors';
 
 export type ErrorType = 'invalid_request_error' | 'authentication_error' | 'not_found_error' | 'server_error' | 'service_unavailable';
@@ -46,6 +48,11 @@ export function toApiError(e: unknown): ApiError {
     return new ApiError(400, `chat template: ${e.message}`, 'invalid_request_error', param, e.code, { cause: e });
   }
   if (e instanceof TokenizerError) return new ApiError(400, e.message, 'invalid_request_error', e.field ?? null, e.code, { cause: e });
+  if (e instanceof BackendError) {
+    const type: ErrorType = e.status === 400 ? 'invalid_request_error' : e.status === 503 ? 'service_unavailable' : 'server_error';
+    return new ApiError(e.status, e.message, type, e.param, e.code, { cause: e });
+  }
+  if (e instanceof ModelError) return new ApiError(500, `model: ${e.message}`, 'server_error', e.field ?? null, e.code, { cause: e });
   if (e instanceof WebGPUError) {
     const msg = `GPU fault (${e.code}): ${e.message}`;
     return new ApiError(500, msg, 'server_error', null, e.code, { cause: e });

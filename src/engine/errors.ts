@@ -33,14 +33,14 @@ export class BackendError extends Error {
 export class InvalidPromptError extends BackendError {
   override name = 'InvalidPromptError';
   constructor(message: string) {
-    super('invalid_prompt', 400, message, 'prompt');
+    super('invalid_prompt', 400, message);
   }
 }
 
 export class ContextLengthError extends BackendError {
   override name = 'ContextLengthError';
   constructor(message: string) {
-    super('context_length_exceeded', 400, message, 'messages');
+    super('context_length_exceeded', 400, message);
   }
 }
 
