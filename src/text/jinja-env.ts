@@ -8,6 +8,7 @@
 import { Environment, Interpreter, parse, tokenize } from '@huggingface/jinja';
 import { TemplateError } from './errors';
 import { strftime } from './strftime';
+import { callStrMethod, format as pyStrFormat, PyStrError, pyCapitalize, pyLen, STR_METHODS, titleFilter, trim, wordcount } from './py-str';
 
 /** The runtime value classes are not exported by the package; take them from conversions. */
 type RV = { type: string; value: any; __bool__(): { value: boolean } };
@@ -72,6 +73,9 @@ export function joinContinuedStrings(text: string): string {
   }
   return out;
 }
+
+/** The string the library wraps a string in; its own methods (strip, split...) are not Python's. */
+const isStr = (v: RV): boolean => v instanceof StringValue;
 
 /** Thrown by the template's `raise_exception`; kept apart so its message reaches the user verbatim. */
 class RaisedByTemplate extends Error {}
@@ -226,7 +230,7 @@ type FilterFn = (operand: RV, args: RV[], kwargs: Map<string, RV>, env: Environm
 
 /** Filters jinja2 has and the library lacks. Returning undefined defers to the library. */
 const EXTRA_FILTERS: Record<string, FilterFn> = {
-  count: (x) => (x instanceof ArrayValue || x instanceof StringValue ? new IntegerValue(x.value.length) : x instanceof ObjectValue ? new IntegerValue(x.value.size) : undefined),
+  count: (x) => (x instanceof ArrayValue ? new IntegerValue(x.value.length) : isStr(x) ? new IntegerValue(pyLen(x.value)) : x instanceof ObjectValue ? new IntegerValue(x.value.size) : undefined),
   round: (x, args, kwargs) => {
     const precision = num(args[0] ?? kwargs.get('precision') ?? new IntegerValue(0));
     const method = String((args[1] ?? kwargs.get('method') ?? new StringValue('common')).value);
@@ -241,6 +245,14 @@ const EXTRA_FILTERS: Record<string, FilterFn> = {
   reject: (x, args, _kw, env) => selectLike(x, args, env, false, false),
   selectattr: (x, args, _kw, env) => selectLike(x, args, env, true, true),
   rejectattr: (x, args, _kw, env) => selectLike(x, args, env, false, true),
+  // jinja2's string filters, on Python's str (the library's use JavaScript's trim and case rules).
+  trim: (x, args, kwargs) => (isStr(x) ? new StringValue(trim(x.value, toJs(args[0] ?? kwargs.get('chars') ?? new NullValue()))) : undefined),
+  upper: (x) => (isStr(x) ? new StringValue(callStrMethod('upper', x.value, [], new Map())) : undefined),
+  lower: (x) => (isStr(x) ? new StringValue(callStrMethod('lower', x.value, [], new Map())) : undefined),
+  title: (x) => (isStr(x) ? new StringValue(titleFilter(x.value)) : undefined),
+  capitalize: (x) => (isStr(x) ? new StringValue(pyCapitalize(x.value)) : undefined),
+  length: (x) => (isStr(x) ? new IntegerValue(pyLen(x.value)) : undefined),
+  wordcount: (x) => (isStr(x) ? new IntegerValue(wordcount(x.value)) : undefined),
   tojson: undefined as unknown as FilterFn, // the library's tojson already matches transformers
   dictsort: (x) => (x instanceof ObjectValue ? fromJs(Object.entries(toJs(x) as object).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : undefined),
 };
@@ -280,6 +292,18 @@ interface Node {
   negate?: boolean;
 }
 
+/** Hands the library an already evaluated value as an identifier bound for the duration of `use`. */
+let tmp = 0;
+function withValue<T>(env: Environment, value: RV, use: (ident: Node) => T): T {
+  const name = `__evaluated_${tmp++}`;
+  env.setVariable(name, value as never);
+  try {
+    return use({ type: 'Identifier', value: name });
+  } finally {
+    env.variables.delete(name);
+  }
+}
+
 /** Replaces a few interpreter methods on this instance only (they are private in the typings). */
 function patchInterpreter(interp: Interpreter): void {
   const self = interp as unknown as Record<string, (...a: any[]) => any>;
@@ -299,6 +323,25 @@ function patchInterpreter(interp: Interpreter): void {
       if (r !== undefined) return r;
     }
     return origFilter(operand, node, env);
+  };
+
+  // `s.strip(...)`, `s.split(...)` and every other str method call on a string run Python's
+  // definition (py-str.ts); calls on other values go to the library with the object evaluated once.
+  const origCall = self.evaluateCallExpression.bind(interp);
+  self.evaluateCallExpression = (node: Node & { callee: Node & { computed?: boolean; object?: Node; property?: Node } }, env: Environment) => {
+    const callee = node.callee;
+    const name = callee.type === 'MemberExpression' && !callee.computed && callee.property?.type === 'Identifier' ? callee.property.value! : '';
+    if (!Object.hasOwn(STR_METHODS, name) && name !== 'format') return origCall(node, env);
+    const target = evaluate(callee.object!, env);
+    if (!isStr(target)) return withValue(env, target, (object) => origCall({ ...node, callee: { ...callee, object } }, env));
+    const [args, kwargs] = self.evaluateArguments.call(interp, node.args, env) as [RV[], Map<string, RV>];
+    try {
+      if (name === 'format') return new StringValue(pyStrFormat(target.value, args.map(pyStr), new Map([...kwargs].map(([k, v]) => [k, pyStr(v)]))));
+      return fromJs(callStrMethod(name, target.value, args.map(toJs), new Map([...kwargs].map(([k, v]) => [k, toJs(v)]))));
+    } catch (e) {
+      if (e instanceof PyStrError) throw new Error(`str.${name}(): ${e.message}`, { cause: e });
+      throw e;
+    }
   };
 
   // `~` converts both sides with Python's str(): `'a' ~ none` is 'aNone', not an error.
@@ -331,21 +374,13 @@ function patchInterpreter(interp: Interpreter): void {
 
   // Python iterates strings (by character) and Undefined (nothing); the library throws on both.
   const origFor = self.evaluateFor.bind(interp);
-  let tmp = 0;
   self.evaluateFor = (node: Node & { iterable: Node & { lhs?: Node } }, env: Environment) => {
     const isSelect = node.iterable.type === 'SelectExpression';
     const source = isSelect ? node.iterable.lhs! : node.iterable;
     let value = evaluate(source, env);
     if (value instanceof UndefinedValue) value = new ArrayValue([]);
     else if (value instanceof StringValue) value = new ArrayValue(Array.from(value.value as string, (c) => new StringValue(c)));
-    const name = `__for_iterable_${tmp++}`;
-    env.setVariable(name, value as never);
-    const ident = { type: 'Identifier', value: name };
-    try {
-      return origFor({ ...node, iterable: isSelect ? { ...node.iterable, lhs: ident } : ident }, env);
-    } finally {
-      env.variables.delete(name);
-    }
+    return withValue(env, value, (ident) => origFor({ ...node, iterable: isSelect ? { ...node.iterable, lhs: ident } : ident }, env));
   };
 
   self.evaluateTestExpression = (node: Node, env: Environment) => {
