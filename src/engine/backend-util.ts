@@ -6,13 +6,33 @@ import type { GenerationResult } from './types';
 export class RequestQueue {
   private tail: Promise<void> = Promise.resolve();
 
-  /** Resolves when the previous holder released; call the returned function to release. */
-  async acquire(): Promise<() => void> {
+  /**
+   * Resolves when the previous holder released; call the returned function to release. With a
+   * `signal` aborted while it waits, resolves at once with null (a request that left its queue
+   * frees its place without waiting its turn); the order of the others is kept.
+   */
+  acquire(): Promise<() => void>;
+  acquire(signal: AbortSignal | undefined): Promise<(() => void) | null>;
+  async acquire(signal?: AbortSignal): Promise<(() => void) | null> {
     let release!: () => void;
     const prev = this.tail;
     this.tail = new Promise<void>((ok) => (release = ok));
-    await prev;
-    return release;
+    if (!signal) {
+      await prev;
+      return release;
+    }
+    let onAbort = (): void => undefined;
+    const aborted = new Promise<'abort'>((ok) => {
+      onAbort = () => ok('abort');
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    });
+    const won = await Promise.race([prev.then(() => 'turn' as const), aborted]);
+    signal.removeEventListener('abort', onAbort);
+    if (won === 'turn') return release;
+    // Our place passes on once the previous holder is done, so no one behind us overtakes it.
+    void prev.then(release);
+    return null;
   }
 }
 

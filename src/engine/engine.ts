@@ -3,6 +3,8 @@
  * a grammar: the forward pass runs while the CPU computes the token mask); the only readback is
  * the sampled token ids (and logprobs when asked). Requests run one at a time; the KV of the
  * previous request's tokens stays cached so a prompt sharing its prefix skips that prefill.
+ * A request's lifecycle (what to feed, enders, min_tokens, CPU sampler, grammar, abort) is the
+ * shared `Sequence` (./sequence.ts, as the reference backend's); the engine runs its steps.
  */
 import { acquireGPU, type GPUContext } from '../gpu/device';
 import { createBuffer, READBACK, STORAGE } from '../gpu/buffers';
@@ -195,9 +197,11 @@ export class GpuEngine implements Backend, StepRunner {
     if (promptIds.length >= this.contextLength) {
       throw new ContextLengthError(`the prompt has ${promptIds.length} tokens; this engine's context holds ${this.contextLength}`);
     }
-    const release = await this.queue.acquire();
+    const seq = new Sequence(request, this.env);
+    // Aborted while waiting for its turn: it ends without waiting for the request ahead.
+    const release = await this.queue.acquire(request.signal);
+    if (!release) return (seq.end('abort'), seq.finish!);
     try {
-      const seq = new Sequence(request, this.env);
       if (!seq.aborted) this.place(seq, request.cachePrompt ?? true);
       return yield* runSequence(seq, this);
     } finally {

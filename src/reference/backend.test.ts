@@ -59,6 +59,20 @@ describe('ReferenceBackend', () => {
     expect(r.ids).toHaveLength(2);
   });
 
+  it('ends a request aborted while it waits for its turn at once, and the one ahead is undisturbed', async () => {
+    const prompt = backend.tokenizer.encode('one two');
+    const ahead = backend.generate({ promptIds: prompt, maxTokens: 6, sampling, stopTokenIds: [], ignoreEos: true, minTokens: 0 });
+    const first = await ahead.next();
+    const ctl = new AbortController();
+    const queued = backend.generate({ promptIds: prompt, maxTokens: 6, sampling, stopTokenIds: [], ignoreEos: true, minTokens: 0, signal: ctl.signal });
+    const waiting = queued.next();
+    ctl.abort();
+    expect(await waiting).toMatchObject({ done: true, value: { finishReason: 'abort', completionTokens: 0 } });
+    const ids = [(first.value as GeneratedToken).id];
+    for (let r = await ahead.next(); !r.done; r = await ahead.next()) ids.push(r.value.id);
+    expect(ids).toEqual(greedy(oracle, prompt, 6));
+  });
+
   it('scores a prompt with teacher forcing', async () => {
     const ids = backend.tokenizer.encode('one two three');
     const scores = await backend.scorePrompt(ids, 2);

@@ -4,9 +4,11 @@
  * prefix shared with the previous request. The API layer is built and tested against it until the
  * WebGPU engine lands, and it stays the oracle the engine's API answers are compared with.
  *
- * One sequence at a time: the reference model has one KV cache, so requests queue.
+ * One sequence at a time: the reference model has one KV cache, so requests queue. The request's
+ * lifecycle (enders, min_tokens, sampler, grammar, abort) is the engine's own `Sequence`
+ * (src/engine/sequence.ts): this backend only runs its steps.
  */
-import { checkPromptIds, RequestQueue, resultFor, reusablePrefix } from '../engine/backend-util';
+import { checkPromptIds, RequestQueue, reusablePrefix } from '../engine/backend-util';
 import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, TokenLogprob } from '../engine/types';
 import { logprobsOf } from '../engine/logit-processors';
 import { BreakerTable, runSequence, Sequence, type SequenceEnv, type StepRunner } from '../engine/sequence';
@@ -75,9 +77,11 @@ export class ReferenceBackend implements Backend, StepRunner {
   async *generate(request: ReferenceGenerateRequest): AsyncGenerator<GeneratedToken, GenerationResult, void> {
     if (this.disposed) throw new BackendDisposedError('ReferenceBackend');
     checkPromptIds(request.promptIds, this.config.vocabSize);
-    const release = await this.queue.acquire();
+    const seq = new Sequence(request, this.env);
+    // Aborted while waiting for its turn: it ends without waiting for the request ahead.
+    const release = await this.queue.acquire(request.signal);
+    if (!release) return (seq.end('abort'), seq.finish!);
     try {
-      const seq = new Sequence(request, this.env);
       if (!seq.aborted) seq.reuse(this.reuse(request.promptIds, request.cachePrompt ?? true));
       return yield* runSequence(seq, this);
     } finally {
