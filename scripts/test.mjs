@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm test`: typecheck, unit tests in Node on Dawn, kernel and browser tests in headless Chromium,
-// then Playwright e2e against the Vite-served demo. Finds Chromium, or installs Debian's with apt
+// Playwright e2e against the Vite-served demo, then the packed library in scratch apps. Finds
+// Chromium, or installs Debian's with apt
 // when running as root on Debian; otherwise says how to install one.
 import { execSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -47,6 +48,8 @@ const steps = [
   ['f16 (Node, Dawn on lavapipe)', 'npx', ['vitest', 'run', '--project', 'node', '-t', 'f16', 'src/kernels', 'src/engine', 'src/gpu'], 'lavapipe'],
   ['browser (Chromium)', 'npx', ['vitest', 'run', '--project', 'browser']],
   ['e2e (Playwright)', 'npx', ['playwright', 'test']],
+  // The packed library installed into scratch apps (Vite, webpack, esbuild, no bundler): e2e/apps.
+  ['packed library in apps (Playwright)', 'npx', ['playwright', 'test', '-c', 'e2e/apps']],
 ];
 
 ensureBrowserAndVulkan();

@@ -19,6 +19,8 @@ const CONTENT_TYPES: Record<string, string> = {
   '.txt': 'text/plain; charset=utf-8',
   '.jinja': 'text/plain; charset=utf-8',
   '.html': 'text/html; charset=utf-8',
+  // Module scripts and workers load only with a JavaScript type (the scratch apps of e2e/apps).
+  '.js': 'text/javascript',
 };
 
 const CORS = {

@@ -1,0 +1,44 @@
+// The scratch app of e2e/apps/bundlers.e2e.ts, written as a user of the installed package writes
+// it: the README's createEngine (the engine in the library's Worker), the custom-worker recipe and
+// the service worker, each answering one chat. `?model=URL` names the model.
+import { createEngine, registerServiceWorker } from 'webgpu-llm';
+import { startWorker } from './custom-worker.js';
+
+const model = new URL(location.href).searchParams.get('model');
+const request = { model: 'tiny', messages: [{ role: 'user', content: 'Say hi' }], max_tokens: 4, temperature: 0 };
+
+async function chat(fetchFn, url) {
+  const response = await fetchFn(url, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(request) });
+  const body = await response.json();
+  return { status: response.status, object: body.object ?? null, content: body.choices?.[0]?.message?.content ?? null, error: body.error ?? null };
+}
+
+/** Runs `f` with a loaded engine and unloads it, also when `f` fails. */
+async function withEngine(options, f) {
+  const engine = await createEngine({ model, id: 'tiny', cache: false, ...options });
+  try {
+    return await f(engine);
+  } finally {
+    await engine.unload();
+  }
+}
+
+window.scenarios = {
+  defaultWorker: () => withEngine({}, (engine) => chat(engine.fetch, 'http://localhost/v1/chat/completions')),
+  customWorker: () => withEngine({ worker: startWorker() }, (engine) => chat(engine.fetch, 'http://localhost/v1/chat/completions')),
+  serviceWorker: () =>
+    withEngine({}, async (engine) => {
+      // The script is the library's dist/service-worker.js, copied to /webgpu-llm-sw.js (the default URL).
+      const host = await registerServiceWorker(engine);
+      try {
+        await navigator.serviceWorker.ready;
+        if (!navigator.serviceWorker.controller) {
+          await new Promise((ok) => navigator.serviceWorker.addEventListener('controllerchange', ok, { once: true }));
+        }
+        return await chat(fetch, '/v1/chat/completions');
+      } finally {
+        host.stop();
+      }
+    }),
+};
+document.querySelector('#status').dataset.state = 'ready';
