@@ -31,8 +31,6 @@ let models: StaticServer;
 let modelURL: string;
 const servers: Array<{ close(): Promise<void> }> = [];
 
-test.describe.configure({ mode: 'serial' });
-
 test.beforeAll(async () => {
   test.setTimeout(300_000);
   scratch = mkdtempSync(join(tmpdir(), 'webgpu-llm-apps-'));
@@ -218,7 +216,7 @@ test('Vite build', async ({ browser }) => {
 });
 
 test('Vite dev server', async ({ browser }) => {
-  const dir = join(scratch, 'vite');
+  const dir = makeApp('vite-dev', 'vite', html(moduleScript('./main.js')), 'public');
   const server = await viteServer({ root: dir, configFile: false, logLevel: 'warn', server: { host: '127.0.0.1', port: 5191, strictPort: false } });
   await server.listen();
   servers.push(server);
