@@ -4,7 +4,11 @@ import { ChatTemplate, type ChatMessage, type ChatTool } from '../text/index';
 
 const cache = new WeakMap<Backend, Map<string, ChatTemplate>>();
 
-/** The backend's template, parsed once; the `tool_use` variant when tools are given and it has one. */
+/**
+ * The backend's template, parsed once; the `tool_use` variant when tools are given and it has one.
+ * Its load-time probe (does it render `content: null`? see ChatTemplate.inputRules) runs once per
+ * backend and variant through this cache, never per request.
+ */
 export function chatTemplateOf(backend: Backend, tools: boolean): ChatTemplate {
   let byKind = cache.get(backend);
   if (!byKind) cache.set(backend, (byKind = new Map()));

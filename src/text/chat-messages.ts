@@ -34,6 +34,43 @@ export interface ChatTool {
   function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean };
 }
 
+/**
+ * How a template wants the messages, read once per template (ChatTemplate holds it) rather
+ * than per request.
+ */
+export interface TemplateInputRules {
+  /** Keep OpenAI content parts: the template loops over them itself. */
+  contentParts: boolean;
+  /** Keep tool-call `arguments` as the JSON string: the template concatenates them (DeepSeek-R1). */
+  stringArguments: boolean;
+  /**
+   * Pass `content: null` through as null. Some templates test `content is none` on tool-call
+   * turns (DeepSeek-R1) and render them wrongly with ''; others concatenate content and fail on
+   * null (Qwen3, ChatML, Phi-3.5, Granite, gpt-oss). ChatTemplate decides by rendering
+   * NULL_CONTENT_PROBE once at load; when false, null becomes ''.
+   */
+  nullContent: boolean;
+}
+
+/**
+ * A user turn and an assistant tool-call turn with `content: null`, as the `openai` SDK sends it.
+ * A template that renders this without error gets null content (what llama.cpp does).
+ * render_golden.py probes with the same conversation.
+ */
+export const NULL_CONTENT_PROBE: readonly ChatMessage[] = [
+  { role: 'user', content: 'Hi' },
+  {
+    role: 'assistant',
+    content: null,
+    tool_calls: [{ id: 'call12345', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }],
+  },
+];
+
+/** The rules a template's text settles by itself (nullContent needs a render: see ChatTemplate). */
+export function templateInputRules(template: string, nullContent = false): TemplateInputRules {
+  return { contentParts: templateWantsContentParts(template), stringArguments: templateWantsStringArguments(template), nullContent };
+}
+
 /** Templates that loop over `message.content` handle OpenAI content parts themselves. */
 export function templateWantsContentParts(template: string): boolean {
   return /for\s+\w+\s+in\s+\w+(?:\.content|\[\s*['"]content['"]\s*\])/.test(template);
@@ -48,14 +85,15 @@ const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'func
 
 /**
  * - `developer` becomes `system` and legacy `function` becomes `tool` (templates know neither);
- * - `content: null` becomes `''` (templates concatenate content, e.g. on tool-call turns);
+ * - `content: null` (or left out of an assistant turn) stays null where the template renders it
+ *   (`rules.nullContent`), else becomes `''`;
  * - content parts become one string (text parts joined by newlines) unless the template loops over them;
  * - tool-call `arguments` JSON strings become objects unless the template concatenates them.
  * Keys the caller left out stay out, so `is defined` tests in templates behave as in Python.
+ * A template text in place of `rules` reads the rules from it with `nullContent` false.
  */
-export function normaliseMessages(messages: readonly ChatMessage[], template: string): Record<string, unknown>[] {
-  const keepParts = templateWantsContentParts(template);
-  const stringArgs = templateWantsStringArguments(template);
+export function normaliseMessages(messages: readonly ChatMessage[], rules: TemplateInputRules | string): Record<string, unknown>[] {
+  const { contentParts: keepParts, stringArguments: stringArgs, nullContent } = typeof rules === 'string' ? templateInputRules(rules) : rules;
   return messages.map((message, i) => {
     if (message === null || typeof message !== 'object' || typeof message.role !== 'string')
       throw new TemplateError('invalid_messages', `messages[${i}] must be an object with a string role`);
@@ -64,7 +102,9 @@ export function normaliseMessages(messages: readonly ChatMessage[], template: st
     const m: Record<string, unknown> = { ...message };
     if (m.role === 'developer') m.role = 'system';
     else if (m.role === 'function') m.role = 'tool';
-    if ('content' in m && m.content == null) m.content = '';
+    // OpenAI lets an assistant tool-call turn leave content out: the same as null.
+    if (m.role === 'assistant' && !('content' in m)) m.content = null;
+    if ('content' in m && m.content == null) m.content = nullContent ? null : '';
     else if (Array.isArray(m.content) && !keepParts) m.content = partsToText(m.content as ChatContentPart[], i);
     if (Array.isArray(m.tool_calls)) m.tool_calls = (m.tool_calls as ChatToolCall[]).map((c) => normaliseToolCall(c, stringArgs));
     return m;

@@ -13,6 +13,8 @@ const FIXED_NOW = () => new Date(2026, 2, 5, 12, 0, 0); // = render_golden.py's 
 
 interface Golden {
   template: string;
+  /** render_golden.py's answer to the null-content probe: does the template render `content: None`? */
+  null_content: boolean;
   results: Record<string, { output?: string; error?: string; kind?: string }>;
 }
 
@@ -40,6 +42,9 @@ describe.skipIf(files.length === 0)('chat templates render exactly as Python jin
       const tokens = cases.specialTokens[name] ?? cases.specialTokens.default;
       let parsed: ChatTemplate | undefined;
       const tpl = () => (parsed ??= new ChatTemplate(text, { bosToken: tokens.bos_token, eosToken: tokens.eos_token, now: FIXED_NOW }));
+      it(`passes content null as ${golden.null_content ? 'null' : "''"}, as the probe in Python decides`, () => {
+        expect(tpl().inputRules.nullContent).toBe(golden.null_content);
+      });
       for (const c of cases.cases) {
         const want = golden.results[c.name];
         it(`renders ${c.name}${want.error ? ' to the same error' : ''}`, () => {

@@ -68,7 +68,8 @@ describe('rendering', () => {
   });
 
   it('passes chat_template_kwargs, and normalises roles, null content and tool arguments', () => {
-    const t = new ChatTemplate('{{ enable_thinking }}|{% for m in messages %}{{ m.role }}:{{ m.content }}{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments.x }}{% endif %};{% endfor %}');
+    // `+ ''` fails on None in Python, so this template gets '' for content null (see the probe below).
+    const t = new ChatTemplate("{{ enable_thinking }}|{% for m in messages %}{{ m.role }}:{{ m.content + '' }}{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments.x }}{% endif %};{% endfor %}");
     const r = t.render({
       messages: [
         { role: 'developer', content: 'dev' },
@@ -80,6 +81,23 @@ describe('rendering', () => {
     expect(r.prompt).toBe('False|system:dev;assistant:7;tool:out;');
     expect(normaliseMessages([{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'image_url' }, { type: 'text', text: 'b' }] }], '')[0].content).toBe('a\nb');
     expect(() => normaliseMessages([{ role: 'robot' as never, content: '' }], '')).toThrow(TemplateError);
+  });
+
+  it("passes content null as null to a template that renders it, as '' to one that fails on it (probed once at load)", () => {
+    const call = { id: 'call12345', type: 'function' as const, function: { name: 'f', arguments: '{}' } };
+    const messages = [
+      { role: 'user' as const, content: 'q' },
+      { role: 'assistant' as const, content: null, tool_calls: [call] },
+      { role: 'assistant' as const, tool_calls: [call] }, // content left out: the same as null
+    ];
+    // DeepSeek-R1's rule: a tool-call turn is written only when its content is none.
+    const isNone = new ChatTemplate("{% for m in messages %}{% if m.content is none %}[call]{% else %}<{{ m.content }}>{% endif %}{% endfor %}");
+    expect(isNone.inputRules.nullContent).toBe(true);
+    expect(isNone.render({ messages }).prompt).toBe('<q>[call][call]');
+    // ChatML's rule: content is concatenated, which raises on None in Python.
+    const concat = new ChatTemplate("{% for m in messages %}{{ '<' + m.content + '>' }}{% endfor %}");
+    expect(concat.inputRules.nullContent).toBe(false);
+    expect(concat.render({ messages }).prompt).toBe('<q><><>');
   });
 
   it('continue_final_message cuts after the final assistant content', () => {

@@ -3,7 +3,15 @@
  * transformers (Python jinja2) would, and mark user-supplied text so that control-token strings
  * typed by a user are encoded as plain text (see `literalRanges`).
  */
-import { finalMessageText, normaliseMessages, type ChatMessage, type ChatTool } from './chat-messages';
+import {
+  finalMessageText,
+  normaliseMessages,
+  NULL_CONTENT_PROBE,
+  templateInputRules,
+  type ChatMessage,
+  type ChatTool,
+  type TemplateInputRules,
+} from './chat-messages';
 import { TemplateError } from './errors';
 import { parseTemplate, renderParsed, type ParsedTemplate } from './jinja-env';
 
@@ -93,6 +101,8 @@ const MARKERS = /[\uFDD0\uFDD1]/g;
 export class ChatTemplate {
   private readonly parsed: ParsedTemplate;
   private readonly specials: string[];
+  /** How this template wants the messages; settled once, here, with one probe render. */
+  readonly inputRules: TemplateInputRules;
 
   constructor(
     readonly text: string,
@@ -103,6 +113,25 @@ export class ChatTemplate {
     this.parsed = parseTemplate(text);
     // Longest first, so `<|im_end|>` wins over a shorter token that is its prefix.
     this.specials = [...new Set(opts.specialTokens ?? [])].filter((s) => s.length > 0).sort((a, b) => b.length - a.length);
+    this.inputRules = templateInputRules(text, this.rendersNullContent());
+  }
+
+  /** True when the template renders NULL_CONTENT_PROBE with `content: null` without raising. */
+  private rendersNullContent(): boolean {
+    try {
+      renderParsed(this.parsed, this.variables(normaliseMessages(NULL_CONTENT_PROBE, templateInputRules(this.text, true)), {}, null, false), { now: this.opts.now });
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** The variables a render sees, as transformers passes them. */
+  private variables(messages: unknown[], kwargs: object, tools: unknown, addGenerationPrompt: boolean): Record<string, unknown> {
+    const vars: Record<string, unknown> = { ...kwargs, messages, tools, documents: null, add_generation_prompt: addGenerationPrompt };
+    if (this.opts.bosToken != null) vars.bos_token = this.opts.bosToken;
+    if (this.opts.eosToken != null) vars.eos_token = this.opts.eosToken;
+    return vars;
   }
 
   /** Builds from tokenizer_config's `chat_template` (string or named list) or GGUF's. */
@@ -119,16 +148,9 @@ export class ChatTemplate {
     if (req.continue_final_message && last?.role !== 'assistant')
       throw new TemplateError('continue_final_message', 'continue_final_message needs the final message to be an assistant message');
 
-    const messages = this.mark(normaliseMessages(req.messages, this.text)) as Record<string, unknown>[];
-    const vars: Record<string, unknown> = {
-      ...this.mark(req.chat_template_kwargs ?? {}) as object,
-      messages,
-      tools: req.tools && req.tools.length ? this.mark(req.tools) : null,
-      documents: null,
-      add_generation_prompt: !!req.add_generation_prompt,
-    };
-    if (this.opts.bosToken != null) vars.bos_token = this.opts.bosToken;
-    if (this.opts.eosToken != null) vars.eos_token = this.opts.eosToken;
+    const messages = this.mark(normaliseMessages(req.messages, this.inputRules)) as Record<string, unknown>[];
+    const tools = req.tools && req.tools.length ? this.mark(req.tools) : null;
+    const vars = this.variables(messages, this.mark(req.chat_template_kwargs ?? {}) as object, tools, !!req.add_generation_prompt);
 
     let marked = renderParsed(this.parsed, vars, { now: this.opts.now });
     if (req.continue_final_message) marked = cutAfterFinal(marked, this.markString(finalMessageText(last)));

@@ -246,13 +246,20 @@ const EXTRA_FILTERS: Record<string, FilterFn> = {
   selectattr: (x, args, _kw, env) => selectLike(x, args, env, true, true),
   rejectattr: (x, args, _kw, env) => selectLike(x, args, env, false, true),
   // jinja2's string filters, on Python's str (the library's use JavaScript's trim and case rules).
-  trim: (x, args, kwargs) => (isStr(x) ? new StringValue(trim(x.value, toJs(args[0] ?? kwargs.get('chars') ?? new NullValue()))) : undefined),
-  upper: (x) => (isStr(x) ? new StringValue(callStrMethod('upper', x.value, [], new Map())) : undefined),
-  lower: (x) => (isStr(x) ? new StringValue(callStrMethod('lower', x.value, [], new Map())) : undefined),
-  title: (x) => (isStr(x) ? new StringValue(titleFilter(x.value)) : undefined),
-  capitalize: (x) => (isStr(x) ? new StringValue(pyCapitalize(x.value)) : undefined),
+  // Like jinja2 they take str() of any other value: `none | trim` is 'None' (Gemma 2 does this).
+  trim: (x, args, kwargs) => new StringValue(trim(pyStr(x), toJs(args[0] ?? kwargs.get('chars') ?? new NullValue()))),
+  upper: (x) => new StringValue(pyStr(x).toUpperCase()),
+  lower: (x) => new StringValue(pyStr(x).toLowerCase()),
+  title: (x) => new StringValue(titleFilter(pyStr(x))),
+  capitalize: (x) => new StringValue(pyCapitalize(pyStr(x))),
+  wordcount: (x) => new IntegerValue(wordcount(pyStr(x))),
+  replace: (x, args, kwargs) => {
+    const [old, repl, count] = [args[0] ?? kwargs.get('old'), args[1] ?? kwargs.get('new'), args[2] ?? kwargs.get('count')];
+    if (!old || !repl) return undefined;
+    const n = count === undefined || count instanceof NullValue ? -1 : toJs(count);
+    return new StringValue(callStrMethod('replace', pyStr(x), [pyStr(old), pyStr(repl), n], new Map()) as string);
+  },
   length: (x) => (isStr(x) ? new IntegerValue(pyLen(x.value)) : undefined),
-  wordcount: (x) => (isStr(x) ? new IntegerValue(wordcount(x.value)) : undefined),
   tojson: undefined as unknown as FilterFn, // the library's tojson already matches transformers
   dictsort: (x) => (x instanceof ObjectValue ? fromJs(Object.entries(toJs(x) as object).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : undefined),
 };

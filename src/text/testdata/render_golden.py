@@ -4,6 +4,10 @@ transformers sets it up (trim_blocks, lstrip_blocks, loopcontrols, its own tojso
 raise_exception and strftime_now), and writes the results as golden JSON files beside this
 script (golden/<template>.json). The TypeScript renderer must reproduce them exactly.
 
+Messages are normalised as chat-messages.ts does. `content: None` is passed as None only to
+templates that render NULL_CONTENT_PROBE without raising (the probe ChatTemplate runs once at
+load, as llama.cpp does); the others get ''. Each golden records the probe's answer.
+
 Usage: python3 src/text/testdata/render_golden.py [TEMPLATE_DIR ...]
 Default directories: ../shared/templates (relative to the repository root) and
 src/testing/fixtures/templates when they exist.
@@ -54,7 +58,31 @@ CONTENT_LOOP = re.compile(r"for\s+\w+\s+in\s+\w+(?:\.content|\[\s*['\"]content['
 ARGS_CONCAT = re.compile(r"arguments(?:['\"]\])?\s*\+")
 
 
-def normalise_messages(messages, template_text):
+# Must match NULL_CONTENT_PROBE in chat-messages.ts: an assistant tool-call turn with null content.
+NULL_CONTENT_PROBE = [
+    {'role': 'user', 'content': 'Hi'},
+    {
+        'role': 'assistant',
+        'content': None,
+        'tool_calls': [{'id': 'call12345', 'type': 'function', 'function': {'name': 'get_weather', 'arguments': '{"city": "Paris"}'}}],
+    },
+]
+
+
+def renders_null_content(env, template_text, tokens):
+    """The probe ChatTemplate runs once at load: does the template render NULL_CONTENT_PROBE
+    with content None? If it raises (None + str, `in None`...), null content is passed as ''."""
+    kwargs = {k: v for k, v in tokens.items() if v is not None}
+    try:
+        env.from_string(template_text).render(
+            messages=normalise_messages(NULL_CONTENT_PROBE, template_text, null_content=True),
+            tools=None, documents=None, add_generation_prompt=False, **kwargs)
+        return True
+    except Exception:
+        return False
+
+
+def normalise_messages(messages, template_text, null_content):
     """The same normalisation as normaliseMessages() in chat-messages.ts."""
     keep_parts = CONTENT_LOOP.search(template_text) is not None
     string_args = ARGS_CONCAT.search(template_text) is not None
@@ -65,9 +93,11 @@ def normalise_messages(messages, template_text):
             m['role'] = 'system'
         elif m['role'] == 'function':
             m['role'] = 'tool'
+        if m['role'] == 'assistant' and 'content' not in m:
+            m['content'] = None  # OpenAI: an assistant tool-call turn may leave content out
         content = m.get('content')
         if 'content' in m and content is None:
-            m['content'] = ''  # assistant tool-call turns: templates concatenate content
+            m['content'] = None if null_content else ''  # '' where the template fails on None
         elif isinstance(content, list) and not keep_parts:
             m['content'] = '\n'.join(p['text'] for p in content if p.get('type') == 'text')
         if 'tool_calls' in m and m['tool_calls'] is not None:
@@ -102,11 +132,11 @@ def continue_final(rendered, final_message):
     return rendered[:loc + len(final_message.strip())]
 
 
-def render_case(env, template_text, case, tokens, tools):
+def render_case(env, template_text, case, tokens, tools, null_content):
     template = env.from_string(template_text)
     kwargs = {k: v for k, v in tokens.items() if v is not None}
     kwargs.update(case.get('chat_template_kwargs', {}))
-    messages = normalise_messages(case['messages'], template_text)
+    messages = normalise_messages(case['messages'], template_text, null_content)
     try:
         out = template.render(
             messages=messages,
@@ -149,9 +179,11 @@ def main():
             with open(os.path.join(d, name), encoding='utf-8') as f:
                 text = f.read()
             tokens = spec['specialTokens'].get(name, spec['specialTokens']['default'])
-            results = {c['name']: render_case(env, text, c, tokens, spec['tools']) for c in spec['cases']}
+            null_content = renders_null_content(env, text, tokens)
+            results = {c['name']: render_case(env, text, c, tokens, spec['tools'], null_content) for c in spec['cases']}
             golden = {
                 'template': name,
+                'null_content': null_content,
                 'sha256': hashlib.sha256(text.encode('utf-8')).hexdigest(),
                 'jinja2': jinja2.__version__,
                 'now': FIXED_NOW.isoformat(),
@@ -161,7 +193,7 @@ def main():
                 json.dump(golden, f, ensure_ascii=False, indent=1)
                 f.write('\n')
             errors = sum(1 for r in results.values() if 'error' in r)
-            print(f'{name}: {len(results)} cases, {errors} raised')
+            print(f'{name}: {len(results)} cases, {errors} raised, content None passed as {"None" if null_content else repr("")}')
 
 
 if __name__ == '__main__':
