@@ -31,10 +31,49 @@ export type ParsedTemplate = ReturnType<typeof parse>;
 /** Parses with the block-whitespace rules transformers uses (trim_blocks, lstrip_blocks). */
 export function parseTemplate(text: string): ParsedTemplate {
   try {
-    return parse(tokenize(joinContinuedStrings(text), { lstrip_blocks: true, trim_blocks: true }));
+    return parse(trailingCommas(tokenize(joinContinuedStrings(text), { lstrip_blocks: true, trim_blocks: true })));
   } catch (e) {
     throw new TemplateError('syntax', `chat template does not parse: ${(e as Error).message}`, { cause: e });
   }
+}
+
+type Token = ReturnType<typeof tokenize>[number];
+/** Identifiers that are operators or keywords: a `(` after them opens a group, not a call. */
+const KEYWORDS = new Set(['in', 'and', 'or', 'not', 'if', 'else', 'elif', 'is', 'for', 'set', 'return']);
+const OPENERS = new Set(['OpenParen', 'OpenSquareBracket', 'OpenCurlyBracket']);
+const CLOSERS = new Set(['CloseParen', 'CloseSquareBracket', 'CloseCurlyBracket']);
+
+/**
+ * jinja2 takes a comma before `)`: `f(a,)` is `f(a)`, `(a, b,)` is `(a, b)` and `(a,)` is a
+ * one-element tuple (`s.startswith(("<think>",))`); the library's parser rejects all three. The
+ * comma is dropped, and a one-element tuple becomes a one-element list, which every read-only use
+ * (iteration, `in`, indexing, `tojson`, startswith/endswith) treats alike.
+ */
+export function trailingCommas(tokens: Token[]): Token[] {
+  const out = [...tokens];
+  for (let i = 0; i < out.length; i++) {
+    if (out[i].type !== 'Comma' || out[i + 1]?.type !== 'CloseParen') continue;
+    let depth = 0;
+    let commas = 0;
+    let j = i - 1;
+    for (; j >= 0; j--) {
+      const t = out[j].type;
+      if (CLOSERS.has(t)) depth++;
+      else if (OPENERS.has(t)) {
+        if (depth === 0) break;
+        depth--;
+      } else if (t === 'Comma' && depth === 0) commas++;
+    }
+    if (j < 0) continue; // unbalanced: let the parser report it
+    const before = out[j - 1];
+    const call = before !== undefined && ((before.type === 'Identifier' && !KEYWORDS.has(before.value)) || CLOSERS.has(before.type));
+    if (call || commas > 0) out.splice(i--, 1);
+    else {
+      out[j] = { ...out[j], type: 'OpenSquareBracket', value: '[' } as Token;
+      out.splice(i, 2, { ...out[i + 1], type: 'CloseSquareBracket', value: ']' } as Token);
+    }
+  }
+  return out;
 }
 
 /**
@@ -299,6 +338,13 @@ interface Node {
   negate?: boolean;
 }
 
+/** The value with every tuple (`("a", "b")`) inside it made a list. */
+function untuple(v: RV): RV {
+  if (v instanceof ArrayValue) return new ArrayValue((v.value as RV[]).map(untuple));
+  if (v instanceof ObjectValue && v.type === 'ObjectValue') return new ObjectValue(new Map([...(v.value as Map<string, RV>)].map(([k, x]) => [k, untuple(x)])));
+  return v;
+}
+
 /** Hands the library an already evaluated value as an identifier bound for the duration of `use`. */
 let tmp = 0;
 function withValue<T>(env: Environment, value: RV, use: (ident: Node) => T): T {
@@ -323,6 +369,8 @@ function patchInterpreter(interp: Interpreter): void {
     const name = node.type === 'Identifier' ? node.value! : node.callee?.value;
     // jinja2's Undefined behaves as '' in string filters and has length 0.
     if (operand instanceof UndefinedValue && name && UNDEFINED_AS_EMPTY.has(name)) operand = new StringValue('');
+    // Python's json.dumps writes a tuple as a list; the library's tojson refuses tuples.
+    if (name === 'tojson') operand = untuple(operand);
     const extra = name ? EXTRA_FILTERS[name] : undefined;
     if (extra) {
       const [args, kwargs] = node.type === 'CallExpression' ? self.evaluateArguments.call(interp, node.args, env) : [[], new Map()];

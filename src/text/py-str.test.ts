@@ -33,7 +33,8 @@ for (const c of table.cases) groups.set(c.group, [...(groups.get(c.group) ?? [])
 
 describe('Python str methods and string filters inside templates behave as in Python', () => {
   for (const [group, cases] of groups) {
-    it(`${group.startsWith('|') ? 'the filter ' + group : 'str.' + group + '()'} gives Python's result for every case`, () => {
+    const what = group.startsWith('|') ? 'the filter ' + group : group.includes(' ') ? group : 'str.' + group + '()';
+    it(`${what} gives Python's result for every case`, () => {
       // All mismatches of a group at once, each with its input, so a failure reads as a table.
       const mismatches = cases.flatMap((c) => {
         const got = ours(c);

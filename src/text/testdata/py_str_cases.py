@@ -40,7 +40,7 @@ RECEIVERS = [
 STRIP_ARGS = [[], [None], ['\n'], [' \n'], [''], ['!H'], ['\n <>'], ['🚀!x']]
 SPLIT_ARGS = [[], [None], [None, 1], [None, 0], [','], [',', 1], [',', 0], [',', -1], [' '], [' ', 2], ['</think>'], ['🚀'], ['']]
 SPLIT_KWARGS = [{'sep': ',', 'maxsplit': 2}, {'maxsplit': 1}, {'sep': None}]
-AFFIX_ARGS = [['Hel'], [['x', '  ']], [['\n', 'a']], [''], ['lo', 3], ['H', 0, 1], ['l', -4], ['!'], ['🚀x'], [['<think>', '</think>']]]
+AFFIX_ARGS = [['Hel'], [['x', '  ']], [['\n', 'a']], [''], ['lo', 3], ['H', 0, 1], ['l', -4], ['!'], ['🚀x'], [['<think>', '</think>']], [['<think>']], [['\n'], 1]]
 FIND_ARGS = [['l'], ['l', 3], ['l', 3, 8], ['l', -5], ['zz'], [''], ['', 3], ['🚀'], ['x'], [',']]
 METHODS = {
     'strip': STRIP_ARGS,
@@ -97,6 +97,18 @@ FORMAT_CASES = [
     ('{}', [None], {}),
     ('{} {}', [True, 3], {}),
 ]
+TRAILING_COMMAS = [
+    '{{ s.split("l",) | tojson }}',
+    '{{ s.replace("l", "L", 1,) | tojson }}',
+    '{{ ("a", "b",) | tojson }}',
+    '{{ ("a",) | tojson }}',
+    '{{ ((1, 2),) | tojson }}',
+    '{{ [("x",), ("y", "z",)] | tojson }}',
+    '{% for x in ("ab",) %}{{ x }};{% endfor %}',
+    '{{ "a" in ("a",) }}',
+    '{{ s.strip().endswith(("d", "!",)) }}',
+    '{{ (s.strip(),)[0] }}',
+]
 # Filters templates apply to strings (`| trim` is in five of the real templates).
 FILTER_CALLS = {
     'trim': [[], ['\n'], [' !H']],
@@ -109,6 +121,10 @@ FILTER_CALLS = {
     'replace': [['l', 'L'], ['l', 'L', 1], ['', '-']],
     'wordcount': [[]],
 }
+
+
+def tuple_literal(items):
+    return '(' + ', '.join(json.dumps(x) for x in items) + (',)' if len(items) == 1 else ')')
 
 
 def render(env, text, variables):
@@ -138,10 +154,10 @@ def main():
     for name, arg_sets in METHODS.items():
         for s in RECEIVERS:
             for args in arg_sets:
-                # Tuples (the only form startswith/endswith take) are written as literals; not as
-                # one-element `(x,)`, which the template parser (@huggingface/jinja) rejects.
+                # Tuples (the only form startswith/endswith take) are written as literals, the
+                # one-element ones as Python writes them: `("<think>",)`.
                 if any(isinstance(a, list) for a in args) and name in ('startswith', 'endswith'):
-                    lit = ', '.join('(' + ', '.join(json.dumps(x) for x in a) + ')' if isinstance(a, list) else json.dumps(a) for a in args)
+                    lit = ', '.join(tuple_literal(a) if isinstance(a, list) else json.dumps(a) for a in args)
                     add(name, '{{ s.%s(%s) | tojson }}' % (name, lit), {'s': s})
                 else:
                     add(name, call % name, {'s': s, 'args': args, 'kwargs': {}})
@@ -151,6 +167,9 @@ def main():
         add('join', call % 'join', {'s': s, 'args': args, 'kwargs': {}})
     for s, args, kwargs in FORMAT_CASES:
         add('format', call % 'format', {'s': s, 'args': args, 'kwargs': kwargs})
+    # jinja2 syntax around these calls: trailing commas in calls and tuples, one-element tuples.
+    for text in TRAILING_COMMAS:
+        add('trailing commas', text, {'s': RECEIVERS[1]})
     for name, arg_sets in FILTER_CALLS.items():
         for s in RECEIVERS:
             for args in arg_sets:
