@@ -89,7 +89,8 @@ export interface Backend {
   readonly contextLength: number;
   /**
    * Streams generated tokens. The iterator's return value is the result; breaking out of the loop
-   * or aborting `signal` stops generation at the next step and frees the sequence's KV pages.
+   * or aborting `signal` stops generation at the next step (between prefill chunks too, and at
+   * once while the request still waits its turn) and frees the sequence's KV pages.
    */
   generate(request: GenerateRequest): AsyncGenerator<GeneratedToken, GenerationResult, void>;
   /** Teacher-forced logprobs of given tokens (for `echo` with `logprobs`). */
