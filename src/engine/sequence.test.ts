@@ -146,6 +146,15 @@ describe('Sequence and runSequence', () => {
     expect(pieces.map((_, id) => isBreaker(id))).toEqual([false, true, true, false, true, false]);
     table.of(['\n', ':', '"', '*']);
     expect(decodes).toBe(pieces.length);
-    expect(table.of([]) (1)).toBe(false);
+    expect(table.of([])(1)).toBe(false);
+  });
+
+  it('asks for the breaker table only when DRY is on', () => {
+    const asked: string[][] = [];
+    const counting: SequenceEnv = { ...env, breakers: (list) => (asked.push([...list]), () => false) };
+    new Sequence(request({ sampling: { ...GREEDY, dry: { ...GREEDY.dry, sequenceBreakers: ['\n'] } } }), counting);
+    expect(asked).toEqual([]);
+    new Sequence(request({ sampling: { ...GREEDY, dry: { ...GREEDY.dry, multiplier: 0.8, sequenceBreakers: ['\n'] } } }), counting);
+    expect(asked).toEqual([['\n']]);
   });
 });

@@ -77,7 +77,9 @@ export class Sequence {
     this.constraint = request.constraint;
     this.maskBits = request.constraint ? new Uint32Array(request.constraint.words) : null;
     this.bansEnds = !request.constraint;
-    this.sampler = new TokenSampler(this.sampling, { promptIds, isBreaker: env.breakers(sampling.dry.sequenceBreakers) });
+    // The breaker table decodes the vocabulary once per breaker list: only build it for DRY.
+    const isBreaker = sampling.dry.multiplier !== 0 ? env.breakers(sampling.dry.sequenceBreakers) : undefined;
+    this.sampler = new TokenSampler(this.sampling, { promptIds, ...(isBreaker ? { isBreaker } : {}) });
     this.signal = request.signal;
     this.resultOf = resultFor(promptIds.length);
   }
