@@ -109,6 +109,19 @@ TRAILING_COMMAS = [
     '{{ s.strip().endswith(("d", "!",)) }}',
     '{{ (s.strip(),)[0] }}',
 ]
+# jinja2's string filters take str() of other values (Gemma 2 writes `message['content'] | trim`).
+OTHER_OPERANDS = [
+    '{{ none | trim }}',
+    '{{ none | upper }}',
+    '{{ none | title }}',
+    '{{ none | capitalize }}',
+    '{{ none | replace("N", "n") }}',
+    '{{ 12 | trim }}',
+    '{{ true | lower }}',
+    '{{ ["a ", "b"] | trim }}',
+    '{{ undefined_name | trim }}|{{ undefined_name | upper }}',
+    '{{ none | length }}',
+]
 # Filters templates apply to strings (`| trim` is in five of the real templates).
 FILTER_CALLS = {
     'trim': [[], ['\n'], [' !H']],
@@ -170,6 +183,8 @@ def main():
     # jinja2 syntax around these calls: trailing commas in calls and tuples, one-element tuples.
     for text in TRAILING_COMMAS:
         add('trailing commas', text, {'s': RECEIVERS[1]})
+    for text in OTHER_OPERANDS:
+        add('filters on other values', text, {'s': RECEIVERS[0]})
     for name, arg_sets in FILTER_CALLS.items():
         for s in RECEIVERS:
             for args in arg_sets:
