@@ -127,7 +127,7 @@ async function runScenarios(browser: Browser, url: string) {
     await page.goto(`${url}?model=${encodeURIComponent(modelURL)}`);
     await expect(page.locator('#status')).toHaveAttribute('data-state', 'ready', { timeout: 60_000 });
     const answers: Record<string, unknown> = {};
-    for (const scenario of ['defaultWorker', 'customWorker', 'serviceWorker']) {
+    for (const scenario of ['defaultWorker', 'serviceWorker', 'customWorker']) {
       const answer = await page
         .evaluate((s) => (window as unknown as { scenarios: Record<string, () => Promise<unknown>> }).scenarios[s]!(), scenario)
         .catch((e: Error) => ({ failed: e.message, log: log.slice(-10) }));

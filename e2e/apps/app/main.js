@@ -13,32 +13,36 @@ async function chat(fetchFn, url) {
   return { status: response.status, object: body.object ?? null, content: body.choices?.[0]?.message?.content ?? null, error: body.error ?? null };
 }
 
-/** Runs `f` with a loaded engine and unloads it, also when `f` fails. */
-async function withEngine(options, f) {
-  const engine = await createEngine({ model, id: 'tiny', cache: false, ...options });
-  try {
-    return await f(engine);
-  } finally {
-    await engine.unload();
-  }
-}
+const load = (options = {}) => createEngine({ model, id: 'tiny', cache: false, ...options });
+let engine;
 
+// In this order: the service worker relays to the engine of the first scenario (one load fewer).
 window.scenarios = {
-  defaultWorker: () => withEngine({}, (engine) => chat(engine.fetch, 'http://localhost/v1/chat/completions')),
-  customWorker: () => withEngine({ worker: startWorker() }, (engine) => chat(engine.fetch, 'http://localhost/v1/chat/completions')),
-  serviceWorker: () =>
-    withEngine({}, async (engine) => {
-      // The script is the library's dist/service-worker.js, copied to /webgpu-llm-sw.js (the default URL).
-      const host = await registerServiceWorker(engine);
-      try {
-        await navigator.serviceWorker.ready;
-        if (!navigator.serviceWorker.controller) {
-          await new Promise((ok) => navigator.serviceWorker.addEventListener('controllerchange', ok, { once: true }));
-        }
-        return await chat(fetch, '/v1/chat/completions');
-      } finally {
-        host.stop();
+  async defaultWorker() {
+    engine = await load();
+    return chat(engine.fetch, 'http://localhost/v1/chat/completions');
+  },
+  async serviceWorker() {
+    // The script is the library's dist/service-worker.js, copied to /webgpu-llm-sw.js (the default URL).
+    const host = await registerServiceWorker(engine);
+    try {
+      await navigator.serviceWorker.ready;
+      if (!navigator.serviceWorker.controller) {
+        await new Promise((ok) => navigator.serviceWorker.addEventListener('controllerchange', ok, { once: true }));
       }
-    }),
+      return await chat(fetch, '/v1/chat/completions');
+    } finally {
+      host.stop();
+      await engine.unload();
+    }
+  },
+  async customWorker() {
+    const custom = await load({ worker: startWorker() });
+    try {
+      return await chat(custom.fetch, 'http://localhost/v1/chat/completions');
+    } finally {
+      await custom.unload();
+    }
+  },
 };
 document.querySelector('#status').dataset.state = 'ready';
