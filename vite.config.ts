@@ -31,6 +31,9 @@ const LIBRARY = {
 } as const;
 type LibraryPart = keyof typeof LIBRARY;
 
+/** The modules the page (the default Worker's client) and the Worker both import. */
+const PAGE_AND_WORKER = /\/node_modules\/comlink\/|\/src\/transport\/(errors|wire|fetch|internals|sw-protocol)\.ts$/;
+
 /**
  * The engine Worker is started with `new Worker(new URL('../worker.ts', import.meta.url))`, which
  * Vite's dev server and vitest bundle on the fly. In the library it must stay that pattern,
@@ -116,7 +119,9 @@ function libraryBuild(part: LibraryPart): BuildEnvironmentOptions {
           : // Node's chunks apart from the browser's, so that dist/*.js (but node.js, cli.js) is what browsers load.
             part === 'node'
             ? { chunkFileNames: 'node/[name]-[hash].js' }
-            : {},
+            : // What both the page and the engine's Worker import, in a chunk of its own: the page's
+              // bundle then carries the transport only, not the engine code it would share a file with.
+              { codeSplitting: { groups: [{ name: 'transport', test: PAGE_AND_WORKER } ] } },
     },
   };
 }

@@ -6,7 +6,7 @@ try {
   cli = await import('../dist/cli.js');
 } catch (e) {
   if (e?.code !== 'ERR_MODULE_NOT_FOUND' || !String(e.message).includes('dist/cli.js')) throw e;
-  console.error('webgpu-llm: dist/cli.js is missing; build it with `npm run build` (or `npx vite build`).');
+  console.error('webgpu-llm: dist/cli.js is missing; build it with `npm run build`.');
   process.exit(1);
 }
 const code = await cli.main(process.argv.slice(2));

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // `npm test`: typecheck, unit tests in Node on Dawn, kernel and browser tests in headless Chromium,
 // Playwright e2e against the Vite-served demo, then the packed library in scratch apps. Finds
-// Chromium, or installs Debian's with apt
-// when running as root on Debian; otherwise says how to install one.
+// Chromium, or installs Debian's with apt when running as root on Debian; otherwise says how to
+// install one.
 import { execSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chromiumPath } from './chromium.mjs';
