@@ -5,7 +5,8 @@
  * - Node without the optional `webgpu` peer: the entry and the CLI say what to install;
  * - the same small app (app/main.js) built by Vite (build and dev server), webpack 5 and esbuild,
  *   and served with no bundler at all (an import map naming dist/), each running the default
- *   createEngine, the custom-worker recipe and the service worker with one chat in Chromium.
+ *   createEngine, the service worker, `worker: false` and the custom-worker recipe with one chat
+ *   in Chromium.
  * Production builds are measured: the page's own JavaScript (what it loads before any engine)
  * stays under MAIN_THREAD_LIMIT, and no output imports a Node module.
  */
@@ -127,7 +128,7 @@ async function runScenarios(browser: Browser, url: string) {
     await page.goto(`${url}?model=${encodeURIComponent(modelURL)}`);
     await expect(page.locator('#status')).toHaveAttribute('data-state', 'ready', { timeout: 60_000 });
     const answers: Record<string, unknown> = {};
-    for (const scenario of ['defaultWorker', 'serviceWorker', 'customWorker']) {
+    for (const scenario of ['defaultWorker', 'serviceWorker', 'inPage', 'customWorker']) {
       const answer = await page
         .evaluate((s) => (window as unknown as { scenarios: Record<string, () => Promise<unknown>> }).scenarios[s]!(), scenario)
         .catch((e: Error) => ({ failed: e.message, log: log.slice(-10) }));

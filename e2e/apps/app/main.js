@@ -1,6 +1,7 @@
 // The scratch app of e2e/apps/bundlers.e2e.ts, written as a user of the installed package writes
-// it: the README's createEngine (the engine in the library's Worker), the custom-worker recipe and
-// the service worker, each answering one chat. `?model=URL` names the model.
+// it: the README's createEngine (the engine in the library's Worker), the service worker, the
+// engine in the page (`worker: false`) and the custom-worker recipe, each answering one chat.
+// `?model=URL` names the model.
 import { createEngine, registerServiceWorker } from 'webgpu-llm';
 import { startWorker } from './custom-worker.js';
 
@@ -34,6 +35,15 @@ window.scenarios = {
     } finally {
       host.stop();
       await engine.unload();
+    }
+  },
+  async inPage() {
+    // worker: false: the engine comes into the page as a dynamic import.
+    const local = await load({ worker: false });
+    try {
+      return await chat(local.fetch, 'http://localhost/v1/chat/completions');
+    } finally {
+      await local.unload();
     }
   },
   async customWorker() {
