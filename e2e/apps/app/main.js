@@ -8,10 +8,11 @@ import { startWorker } from './custom-worker.js';
 const model = new URL(location.href).searchParams.get('model');
 const request = { model: 'tiny', messages: [{ role: 'user', content: 'Say hi' }], max_tokens: 4, temperature: 0 };
 
-async function chat(fetchFn, url) {
-  const response = await fetchFn(url, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(request) });
-  const body = await response.json();
-  return { status: response.status, object: body.object ?? null, content: body.choices?.[0]?.message?.content ?? null, error: body.error ?? null };
+async function chat(fetchFn, url, extra = {}) {
+  const body = JSON.stringify({ ...request, ...extra });
+  const response = await fetchFn(url, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+  const answer = await response.json();
+  return { status: response.status, object: answer.object ?? null, content: answer.choices?.[0]?.message?.content ?? null, error: answer.error ?? null };
 }
 
 const load = (options = {}) => createEngine({ model, id: 'tiny', cache: false, ...options });
@@ -23,6 +24,8 @@ window.scenarios = {
     engine = await load();
     return chat(engine.fetch, 'http://localhost/v1/chat/completions');
   },
+  // The grammar engine (xgrammar) is a lazy chunk of the Worker, loaded on the first constrained request.
+  structured: () => chat(engine.fetch, 'http://localhost/v1/chat/completions', { response_format: { type: 'json_object' } }),
   async serviceWorker() {
     // The script is the library's dist/service-worker.js, copied to /webgpu-llm-sw.js (the default URL).
     const host = await registerServiceWorker(engine);
