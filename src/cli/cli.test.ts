@@ -1,7 +1,7 @@
 /**
- * The built CLI as a user runs it: `vite build` into a scratch folder, then `bin/webgpu-llm.js
- * generate` as a child process on the tiny fixture (a GGUF path, and a Hugging Face folder over
- * HTTP), compared with the CPU reference's greedy tokens.
+ * The built CLI as a user runs it: `vite build --mode node` (the library's Node part) into a
+ * scratch folder, then `bin/webgpu-llm.js generate` as a child process on the tiny fixture (a GGUF
+ * path, and a Hugging Face folder over HTTP), compared with the CPU reference's greedy tokens.
  */
 import { execFile } from 'node:child_process';
 import { copyFile, mkdir } from 'node:fs/promises';
@@ -56,7 +56,7 @@ describe('webgpu-llm generate (the built CLI in a child process)', () => {
     server = await serveDirectory(paths.root);
     await mkdir(join(SCRATCH, 'bin'), { recursive: true });
     await copyFile(join(ROOT, 'bin', 'webgpu-llm.js'), BIN);
-    await run(process.execPath, [join(ROOT, 'node_modules', 'vite', 'bin', 'vite.js'), 'build', '--outDir', join(SCRATCH, 'dist'), '--emptyOutDir', '--logLevel', 'error'], {
+    await run(process.execPath, [join(ROOT, 'node_modules', 'vite', 'bin', 'vite.js'), 'build', '--mode', 'node', '--outDir', join(SCRATCH, 'dist'), '--emptyOutDir', '--logLevel', 'error'], {
       cwd: ROOT,
     });
   });
