@@ -10,6 +10,7 @@ import { ApiError, invalid, toApiError } from './errors';
 import { parseChatRequest, readMessages } from './protocol/chat';
 import { asBody, bool, str, type Json } from './protocol/common';
 import { parseCompletionRequest } from './protocol/completions';
+import { checkJsonDepth, DEFAULT_LIMITS, readBodyText, type RequestLimits } from './limits';
 import { sseStream } from './sse';
 import { renderChat } from './template';
 import { nowSeconds } from './choices';
@@ -21,6 +22,8 @@ export interface AppOptions {
   loading?: () => boolean;
   /** When set, every request but `/health` and CORS preflights needs `Authorization: Bearer <apiKey>`. */
   apiKey?: string;
+  /** Request limits (src/api/limits.ts); each defaults to DEFAULT_LIMITS'. */
+  limits?: Partial<RequestLimits>;
 }
 
 export interface App {
@@ -29,7 +32,7 @@ export interface App {
 
 const CORS: Record<string, string> = {
   'Access-Control-Allow-Origin': '*',
-  'Access-Control-Allow-Methods': 'GET, POST, OPTIONS',
+  'Access-Control-Allow-Methods': 'GET, POST, DELETE, OPTIONS',
   'Access-Control-Allow-Headers': 'Authorization, Content-Type, OpenAI-Organization, OpenAI-Project, X-Stainless-*',
   'Access-Control-Max-Age': '86400',
 };
@@ -45,35 +48,33 @@ function errorResponse(e: unknown): Response {
 
 const notFound = (what: string) => new ApiError(404, what, 'invalid_request_error', null, 'not_found');
 
-type Route = 'chat' | 'completions' | 'models' | 'model' | 'tokenize' | 'detokenize' | 'apply-template' | 'health';
-
-/** The route a path ends with, and the model id for `/models/{id}`. */
-function route(path: string): { route: Route; arg?: string } | null {
-  const p = path.replace(/\/+$/, '');
-  if (p.endsWith('/chat/completions')) return { route: 'chat' };
-  if (p.endsWith('/completions')) return { route: 'completions' };
-  if (p.endsWith('/models')) return { route: 'models' };
-  const m = /\/models\/([^/]+)$/.exec(p);
-  if (m) return { route: 'model', arg: decodeURIComponent(m[1]) };
-  for (const r of ['tokenize', 'detokenize', 'apply-template', 'health'] as const) if (p.endsWith('/' + r) || p === r) return { route: r };
-  if (p.endsWith('/apply_template')) return { route: 'apply-template' };
-  return null;
+/**
+ * One route: a method and the path it ends with (any prefix works), or a pattern whose first
+ * group is the route's argument. `open` routes need no API key.
+ */
+interface Route {
+  method: 'GET' | 'POST' | 'DELETE';
+  path: string | RegExp;
+  open?: boolean;
+  run(request: Request, arg: string | undefined): Promise<Response> | Response;
 }
 
-const METHOD: Record<Route, string> = {
-  chat: 'POST',
-  completions: 'POST',
-  models: 'GET',
-  model: 'GET',
-  tokenize: 'POST',
-  detokenize: 'POST',
-  'apply-template': 'POST',
-  health: 'GET',
-};
+/** The argument a path gives a route, or null when the route's path does not match. */
+function matchPath(route: Route, path: string): { arg?: string } | null {
+  if (typeof route.path === 'string') return path.endsWith(route.path) || path === route.path.slice(1) ? {} : null;
+  const m = route.path.exec(path);
+  if (!m) return null;
+  try {
+    return { arg: m[1] === undefined ? undefined : decodeURIComponent(m[1]) };
+  } catch {
+    throw invalid(null, `the path ${JSON.stringify(path)} is not valid percent-encoding`, 'invalid_path');
+  }
+}
 
 export function createApp(options: AppOptions): App {
   const backends = () => (typeof options.backends === 'function' ? options.backends() : options.backends);
   const loading = () => options.loading?.() ?? false;
+  const limits = { ...DEFAULT_LIMITS, ...options.limits };
 
   /** `model` to a backend: its id, `"default"` for the only one; `base:adapter` names a LoRA adapter (none exist yet). */
   function resolve(model: string | undefined, required: boolean): Backend {
@@ -92,13 +93,10 @@ export function createApp(options: AppOptions): App {
     throw new ApiError(404, `The model \`${model}\` does not exist. Loaded: ${all.map((b) => b.id).join(', ')}`, 'invalid_request_error', 'model', 'model_not_found');
   }
 
+  /** The body as a JSON object, within the size and nesting limits. */
   async function body(request: Request): Promise<Json> {
-    let text: string;
-    try {
-      text = await request.text();
-    } catch (e) {
-      throw invalid(null, `could not read the request body: ${(e as Error).message}`);
-    }
+    const text = await readBodyText(request, limits.maxBodyBytes);
+    checkJsonDepth(text, limits.maxJsonDepth);
     try {
       return asBody(JSON.parse(text));
     } catch (e) {
@@ -111,45 +109,72 @@ export function createApp(options: AppOptions): App {
     if (loading()) throw new ApiError(503, 'the model is still loading; retry when GET /health answers 200', 'service_unavailable', null, 'model_loading');
   }
 
+  /** Every route, in match order (`/chat/completions` before `/completions`). */
+  const routes: Route[] = [
+    {
+      method: 'POST',
+      path: '/chat/completions',
+      async run(request) {
+        const req = parseChatRequest(await body(request));
+        ensureReady();
+        return reply(await prepareChat(req, resolve(req.model, true), request.signal));
+      },
+    },
+    {
+      method: 'POST',
+      path: '/completions',
+      async run(request) {
+        const req = parseCompletionRequest(await body(request));
+        ensureReady();
+        return reply(await prepareCompletion(req, resolve(req.model, true), request.signal));
+      },
+    },
+    { method: 'GET', path: '/models', run: () => json({ object: 'list', data: backends().map(modelCard) }) },
+    {
+      method: 'GET',
+      path: /\/models\/([^/]+)$/,
+      run(_request, id) {
+        const b = backends().find((x) => x.id === id);
+        if (!b) throw new ApiError(404, `The model \`${id}\` does not exist`, 'invalid_request_error', 'model', 'model_not_found');
+        return json(modelCard(b));
+      },
+    },
+    { method: 'POST', path: '/tokenize', run: async (request) => tokenize(await body(request)) },
+    { method: 'POST', path: '/detokenize', run: async (request) => detokenize(await body(request)) },
+    { method: 'POST', path: '/apply-template', run: async (request) => applyTemplate(await body(request)) },
+    { method: 'POST', path: '/apply_template', run: async (request) => applyTemplate(await body(request)) },
+    {
+      method: 'GET',
+      path: '/health',
+      open: true,
+      run: () => (loading() || backends().length === 0 ? json({ status: 'loading' }, 503) : json({ status: 'ok' })),
+    },
+  ];
+
   async function dispatch(request: Request): Promise<Response> {
-    const r = route(new URL(request.url, 'http://localhost').pathname);
-    if (!r) throw notFound(`no route for ${request.method} ${new URL(request.url, 'http://localhost').pathname}`);
-    if (request.method !== METHOD[r.route])
-      throw new ApiError(405, `${request.method} is not allowed here; use ${METHOD[r.route]}`, 'invalid_request_error', null, 'method_not_allowed');
-    if (r.route === 'health') {
-      if (loading() || backends().length === 0) return json({ status: 'loading' }, 503);
-      return json({ status: 'ok' });
+    let path: string;
+    try {
+      path = new URL(request.url, 'http://localhost').pathname.replace(/\/+$/, '');
+    } catch {
+      throw invalid(null, `the request target ${JSON.stringify(request.url)} is not a valid URL`, 'invalid_path');
     }
-    if (options.apiKey !== undefined) {
+    // The first route whose path matches decides; its siblings on the same path share the method check.
+    const first = routes.find((r) => matchPath(r, path));
+    if (!first) throw notFound(`no route for ${request.method} ${path || '/'}`);
+    const same = routes.filter((r) => String(r.path) === String(first.path));
+    const r = same.find((x) => x.method === request.method);
+    if (!r) {
+      const allow = [...new Set(same.map((x) => x.method)), 'OPTIONS'].join(', ');
+      const err = new ApiError(405, `${request.method} is not allowed here; use ${allow}`, 'invalid_request_error', null, 'method_not_allowed');
+      return new Response(JSON.stringify(err.toJSON()), { status: 405, headers: { ...CORS, 'Content-Type': 'application/json', Allow: allow } });
+    }
+    if (!r.open && options.apiKey !== undefined) {
+      // On the headers alone, before any of the body is read.
       const auth = request.headers.get('authorization') ?? '';
       if (auth !== `Bearer ${options.apiKey}`)
         throw new ApiError(401, 'Incorrect or missing API key: send "Authorization: Bearer <key>"', 'authentication_error', null, 'invalid_api_key');
     }
-    switch (r.route) {
-      case 'models':
-        return json({ object: 'list', data: backends().map(modelCard) });
-      case 'model': {
-        const b = backends().find((x) => x.id === r.arg);
-        if (!b) throw new ApiError(404, `The model \`${r.arg}\` does not exist`, 'invalid_request_error', 'model', 'model_not_found');
-        return json(modelCard(b));
-      }
-      case 'completions': {
-        const req = parseCompletionRequest(await body(request));
-        ensureReady();
-        return reply(await prepareCompletion(req, resolve(req.model, true), request.signal));
-      }
-      case 'chat': {
-        const req = parseChatRequest(await body(request));
-        ensureReady();
-        return reply(await prepareChat(req, resolve(req.model, true), request.signal));
-      }
-      case 'tokenize':
-        return tokenize(await body(request));
-      case 'detokenize':
-        return detokenize(await body(request));
-      case 'apply-template':
-        return applyTemplate(await body(request));
-    }
+    return r.run(request, matchPath(r, path)?.arg);
   }
 
   /** SSE for a stream; otherwise the stream folded into one JSON reply. */

@@ -7,6 +7,7 @@ import { ChatOutputParser, detectToolCallFormat, promptOpensReasoning, templateH
 import { choiceOptions, forcedToolGrammar, newId, nowSeconds, strictToolGrammar, structuredGrammar, UsageTracker, withChoiceSeed } from './choices';
 import { runChoice, type TokenOut } from './generate';
 import { merge } from './merge';
+import { checkPromptBound } from './limits';
 import { fitPrompt } from './prompt';
 import type { ChatChunkChoice, ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse, ChatDelta, ChatLogprobs, ChatToolCall } from './protocol/chat';
 import { toSamplingParams } from './sampling';
@@ -25,6 +26,7 @@ export interface ChatRun {
 export async function prepareChat(req: ChatCompletionRequest, backend: Backend, signal?: AbortSignal): Promise<ChatRun> {
   const tok = backend.tokenizer;
   const { prompt, literalRanges, template } = renderChat(backend, req);
+  if (!req.truncate_sequence) checkPromptBound(prompt, tok.vocab, backend.contextLength, 'messages');
   const maxParam = req.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens';
   const { promptIds, maxTokens } = fitPrompt(chatPromptIds(backend, prompt, literalRanges), backend, {
     maxTokens: req.max_completion_tokens ?? req.max_tokens,

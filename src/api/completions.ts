@@ -8,6 +8,7 @@ import { choiceOptions, newId, nowSeconds, structuredGrammar, UsageTracker, with
 import { invalid } from './errors';
 import { runChoice, type TokenOut } from './generate';
 import { merge } from './merge';
+import { checkPromptBound } from './limits';
 import { fitPrompt } from './prompt';
 import type { CompletionChunk, CompletionLogprobs, CompletionRequest, CompletionResponse, PromptInput } from './protocol/completions';
 import { toSamplingParams } from './sampling';
@@ -33,6 +34,7 @@ interface PreparedPrompt {
 export async function prepareCompletion(req: CompletionRequest, backend: Backend, signal?: AbortSignal): Promise<CompletionRun> {
   const tok = backend.tokenizer;
   const prompts = req.prompt.map((p, i) => {
+    if (typeof p === 'string' && !req.truncate_sequence) checkPromptBound(p, tok.vocab, backend.contextLength, 'prompt');
     const ids = req.suffix !== undefined ? fimIds(tok, p, req.suffix) : promptIds(tok, p, req.prompt.length > 1 ? `prompt[${i}]` : 'prompt');
     if (ids.length === 0) throw invalid('prompt', 'the prompt is empty (it has no tokens)');
     const fit = fitPrompt(ids, backend, { maxTokens: req.max_tokens, maxTokensParam: 'max_tokens', promptParam: 'prompt', truncate: !!req.truncate_sequence });

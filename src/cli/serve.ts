@@ -16,6 +16,7 @@ Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, ...) f
   --id NAME                the model's id in the API (default: its architecture)
   --precision P            auto (default), f32 or f16
   --context-length N       tokens per sequence, prompt and completion
+  --max-body-size BYTES    largest request body (default 33554432, 32 MiB; larger ones get a 413)
   --no-cache               read remote models without keeping a copy
   --help, -h               this text`;
 
@@ -33,6 +34,7 @@ export interface ServeArgs {
   precision: 'auto' | 'f32' | 'f16';
   contextLength?: number;
   cache: boolean;
+  maxBodyBytes?: number;
 }
 
 /** Parses the flags after `serve` (`--flag value` or `--flag=value`); null for --help. */
@@ -77,6 +79,9 @@ export function parseServeArgs(args: string[], env: Record<string, string | unde
       case '--context-length':
         out.contextLength = int(1, 1 << 24);
         break;
+      case '--max-body-size':
+        out.maxBodyBytes = int(1024, 2 ** 40);
+        break;
       case '--precision': {
         const p = need();
         if (p !== 'auto' && p !== 'f32' && p !== 'f16') throw new UsageError(`--precision must be auto, f32 or f16, got "${p}"`);
@@ -117,6 +122,7 @@ export async function serveCommand(args: string[], log: (line: string) => void =
     id: a.id,
     precision: a.precision,
     contextLength: a.contextLength,
+    maxBodyBytes: a.maxBodyBytes,
     cache: a.cache,
     onProgress: (p) => {
       const line = progressLine(p);

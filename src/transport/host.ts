@@ -4,6 +4,7 @@
  * one of these.
  */
 import { createApp } from '../api/app';
+import type { RequestLimits } from '../api/limits';
 import { acquireGPU, type GPUContext } from '../gpu/device';
 import type { WebGPUError } from '../gpu/errors';
 import { GpuEngine } from '../engine/engine';
@@ -33,7 +34,7 @@ export interface EngineHost {
   /** The API app over this engine (no API key). */
   handle(request: Request): Promise<Response>;
   /** Another app over the same engine, e.g. with an API key (Node's server). */
-  handler(apiKey?: string): (request: Request) => Promise<Response>;
+  handler(apiKey?: string, limits?: Partial<RequestLimits>): (request: Request) => Promise<Response>;
   onError(listener: (e: StructuredError) => void): () => void;
   /** Destroys the GPU device as a driver reset would (for tests of loss handling). */
   loseDevice(): void;
@@ -84,7 +85,7 @@ function hostOf(engine: GpuEngine, gpu: GPUContext, warnings: string[]): EngineH
 
   const backend = guardedBackend(engine, () => lost, gpu.lost);
   const backends = () => (unloaded ? [] : [backend]);
-  const handler = (apiKey?: string) => createApp({ backends, apiKey }).handle;
+  const handler = (apiKey?: string, limits?: Partial<RequestLimits>) => createApp({ backends, apiKey, limits }).handle;
   const handle = handler();
 
   return {

@@ -4,6 +4,7 @@
  * sent at once); a client that disconnects aborts its generation.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Readable } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import { internalsOf } from './internals';
 import { createEngine, type NodeEngineOptions } from './node-engine';
@@ -16,6 +17,8 @@ export type ServeOptions = ({ engine: EngineHandle; model?: undefined } | ({ eng
   host?: string;
   /** When set, every request but `/health` and CORS preflights needs `Authorization: Bearer <apiKey>`. */
   apiKey?: string;
+  /** Largest request body in bytes (default DEFAULT_LIMITS.maxBodyBytes, 32 MiB); larger ones get a 413. */
+  maxBodyBytes?: number;
 };
 
 export interface Server {
@@ -29,9 +32,9 @@ export interface Server {
 type Handle = (request: Request) => Promise<Response>;
 
 /** The API handler with the key check: the engine's own app when it runs in this process. */
-function handlerFor(engine: EngineHandle, apiKey?: string): Handle {
+function handlerFor(engine: EngineHandle, apiKey?: string, maxBodyBytes?: number): Handle {
   const host = internalsOf(engine)?.host;
-  if (host) return host.handler(apiKey);
+  if (host) return host.handler(apiKey, maxBodyBytes === undefined ? undefined : { maxBodyBytes });
   // Any other EngineHandle: the same rule as the API app's, in front of its fetch.
   return async (request) => {
     const path = new URL(request.url).pathname;
@@ -44,20 +47,33 @@ function handlerFor(engine: EngineHandle, apiKey?: string): Handle {
   };
 }
 
-function toRequest(req: IncomingMessage, body: Buffer | null, origin: string, signal: AbortSignal): Request {
+/**
+ * The Node request as a fetch `Request` whose body streams from the socket: nothing is read
+ * before the app asks (the API key is checked on the headers first) and the app counts the bytes
+ * against its body limit as they arrive. Null when the request target is not a valid URL.
+ */
+function toRequest(req: IncomingMessage, origin: string, signal: AbortSignal): Request | null {
   const headers = new Headers();
   for (const [k, v] of Object.entries(req.headers)) {
     if (v === undefined) continue;
     for (const one of Array.isArray(v) ? v : [v]) headers.append(k, one);
   }
-  return new Request(new URL(req.url ?? '/', origin), { method: req.method, headers, body: body as BodyInit | null, signal });
+  let url: URL;
+  try {
+    url = new URL(req.url ?? '/', origin);
+  } catch {
+    return null;
+  }
+  const body = req.method === 'GET' || req.method === 'HEAD' ? null : (Readable.toWeb(req) as ReadableStream<Uint8Array>);
+  return new Request(url, { method: req.method, headers, body, signal, duplex: 'half' } as RequestInit);
 }
 
-async function readBody(req: IncomingMessage): Promise<Buffer | null> {
-  if (req.method === 'GET' || req.method === 'HEAD') return null;
-  const chunks: Buffer[] = [];
-  for await (const c of req) chunks.push(c as Buffer);
-  return Buffer.concat(chunks);
+/** Methods fetch's `Request` refuses to carry (CONNECT, TRACE, TRACK): no route takes them. */
+const FORBIDDEN_METHODS = new Set(['CONNECT', 'TRACE', 'TRACK']);
+const ALLOWED = 'GET, POST, DELETE, OPTIONS';
+
+function refusal(status: number, message: string, code: string, headers: Record<string, string> = {}): Response {
+  return Response.json({ error: { message, type: 'invalid_request_error', param: null, code } }, { status, headers });
 }
 
 async function respond(handle: Handle, req: IncomingMessage, res: ServerResponse, origin: string): Promise<void> {
@@ -66,7 +82,13 @@ async function respond(handle: Handle, req: IncomingMessage, res: ServerResponse
   res.on('close', () => {
     if (!res.writableFinished) controller.abort();
   });
-  const response = await handle(toRequest(req, await readBody(req), origin, controller.signal));
+  const method = (req.method ?? 'GET').toUpperCase();
+  const request = FORBIDDEN_METHODS.has(method) ? null : toRequest(req, origin, controller.signal);
+  const response = request
+    ? await handle(request)
+    : FORBIDDEN_METHODS.has(method)
+      ? refusal(405, `${method} is not allowed; use ${ALLOWED}`, 'method_not_allowed', { Allow: ALLOWED })
+      : refusal(400, `the request target ${JSON.stringify(req.url)} is not a valid URL`, 'invalid_path');
   const headers = [...response.headers].flat();
   if (response.statusText) res.writeHead(response.status, response.statusText, headers);
   else res.writeHead(response.status, headers);
@@ -88,13 +110,16 @@ async function respond(handle: Handle, req: IncomingMessage, res: ServerResponse
   }
 }
 
-export async function serve(options: ServeOptions): Promise<Server> {
-  const owned = !options.engine;
-  const engine = options.engine ?? (await createEngine(options as NodeEngineOptions));
-  const handle = handlerFor(engine, options.apiKey);
+/** A listening `node:http` server around any `handle(Request)`. */
+export interface Listener {
+  url: string;
+  close(): Promise<void>;
+}
+
+/** Serves `handle` over HTTP on `host:port` (loopback and 8080 by default). */
+export async function listen(handle: Handle, options: { port?: number; host?: string } = {}): Promise<Listener> {
   const host = options.host ?? '127.0.0.1';
   let origin = '';
-
   const server = createServer((req, res) => {
     respond(handle, req, res, origin).catch((e: unknown) => {
       // handle() never throws; this is a broken request stream or socket.
@@ -114,15 +139,26 @@ export async function serve(options: ServeOptions): Promise<Server> {
   });
   const { port } = server.address() as AddressInfo;
   origin = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
-
   return {
     url: origin,
-    engine,
     async close() {
       const closed = new Promise<void>((ok) => server.close(() => ok()));
       // Keep-alive connections would hold close() open until they time out.
       server.closeAllConnections();
       await closed;
+    },
+  };
+}
+
+export async function serve(options: ServeOptions): Promise<Server> {
+  const owned = !options.engine;
+  const engine = options.engine ?? (await createEngine(options as NodeEngineOptions));
+  const listener = await listen(handlerFor(engine, options.apiKey, options.maxBodyBytes), options);
+  return {
+    url: listener.url,
+    engine,
+    async close() {
+      await listener.close();
       if (owned) await engine.unload();
     },
   };

@@ -3,6 +3,7 @@
  * stream options, the field readers that validate a JSON body (every failure names its field and
  * the allowed range), and the refusal of fields we know but do not support yet.
  */
+import { checkPatternLength } from '../limits';
 import type { ConstraintSpec } from '../../structured/grammar';
 import { readConstraintSpec } from '../../structured/request';
 import { invalid, unsupported } from '../errors';
@@ -220,6 +221,7 @@ export function readSamplingFields(b: Json): SamplingFields {
 function readRegexes(b: Json): string[] | undefined {
   const list = strings(b, 'stop_regex', { nonEmpty: true });
   for (const s of list ?? []) {
+    checkPatternLength(s, 'stop_regex');
     try {
       new RegExp(s, 'u');
     } catch (e) {
