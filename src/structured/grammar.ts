@@ -9,7 +9,9 @@
 import type { TextTokenizer } from '../text/tokenizer';
 import type { ToolCallFormat } from '../text/tool-calls';
 import { autoToolCallsTag, forcedToolCallsTag } from './tool-tags';
-import { loadXGrammar, withFatalMessage } from './xgrammar';
+import { StructuredOutputError } from './errors';
+import { checkGrammar, checkRegex, checkSchema } from './limits';
+import { discardXGrammar, loadXGrammar, withFatalMessage, xgrammarGeneration } from './xgrammar';
 
 type XGrammar = typeof import('@mlc-ai/web-xgrammar');
 type CompiledGrammar = InstanceType<XGrammar['CompiledGrammar']>;
@@ -35,17 +37,7 @@ export interface ForcedTool {
   parameters?: unknown;
 }
 
-/** A schema, regex or grammar xgrammar refused: a 400 naming the request field. */
-export class StructuredOutputError extends Error {
-  override name = 'StructuredOutputError';
-  constructor(
-    readonly param: string,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
-}
+export { StructuredOutputError };
 
 /** One choice's grammar state. Not shareable between choices: make one per choice. */
 export interface Constraint {
@@ -66,9 +58,17 @@ export interface CompiledConstraint {
   start(): Promise<Constraint>;
 }
 
+interface Compiled {
+  xg: XGrammar;
+  grammar: CompiledGrammar;
+}
+
 interface TokenizerState {
+  /** The xgrammar instance the compiler and grammars belong to (xgrammarGeneration). */
+  generation: number;
+  xg: Promise<XGrammar>;
   compiler: Promise<GrammarCompiler>;
-  grammars: Map<string, Promise<CompiledGrammar>>;
+  grammars: Map<string, Promise<Compiled>>;
 }
 
 const perTokenizer = new WeakMap<TextTokenizer, Map<number, TokenizerState>>();
@@ -79,14 +79,15 @@ function stateFor(tokenizer: TextTokenizer, vocabSize: number): TokenizerState {
   let bySize = perTokenizer.get(tokenizer);
   if (!bySize) perTokenizer.set(tokenizer, (bySize = new Map()));
   let s = bySize.get(vocabSize);
-  if (!s) {
+  if (!s || s.generation !== xgrammarGeneration()) {
+    const instance = loadXGrammar();
     const compiler = (async () => {
-      const xg = await loadXGrammar();
+      const xg = await instance;
       const vocab = [...tokenizer.vocab];
       const info = await xg.TokenizerInfo.createTokenizerInfo(vocab, tokenizer.vocabType, tokenizer.prependSpace, vocabSize, [...tokenizer.eosIds]);
       return xg.GrammarCompiler.createGrammarCompiler(info);
     })();
-    bySize.set(vocabSize, (s = { compiler, grammars: new Map() }));
+    bySize.set(vocabSize, (s = { generation: xgrammarGeneration(), xg: instance, compiler, grammars: new Map() }));
   }
   return s;
 }
@@ -101,23 +102,35 @@ const defaultParam = (spec: ConstraintSpec): string =>
  */
 export async function compileConstraint(tokenizer: TextTokenizer, spec: ConstraintSpec, vocabSize = tokenizer.vocabSize): Promise<CompiledConstraint> {
   const param = defaultParam(spec);
+  checkLimits(spec, param);
   const key = cacheKey(spec, param);
-  const state = stateFor(tokenizer, Math.max(vocabSize, tokenizer.vocabSize));
-  let pending = state.grammars.get(key);
-  if (!pending) {
-    pending = compileNow(await loadXGrammar(), await state.compiler, spec, param);
-    state.grammars.set(key, pending);
-    if (state.grammars.size > MAX_CACHED) state.grammars.delete(state.grammars.keys().next().value!);
-    // A failed compile is not cached: the next request gets the same error afresh.
-    pending.catch(() => state.grammars.delete(key));
+  let compiled: Compiled;
+  try {
+    compiled = await compileCached(tokenizer, spec, param, key, vocabSize);
+  } catch (e) {
+    // Any failure inside the wasm leaves the instance unsound: never reuse it. A trap the input
+    // did not cause (its state was already bad) gets one retry on a fresh instance; an input that
+    // fails there too is refused with xgrammar's reason.
+    if (!fromWasm(e) || !discardXGrammar()) throw e;
+    if (e instanceof StructuredOutputError) throw e;
+    compiled = await compileCached(tokenizer, spec, param, key, vocabSize).catch((again: unknown) => {
+      if (fromWasm(again)) discardXGrammar();
+      throw again instanceof StructuredOutputError ? again : new StructuredOutputError(param, `${param}: the grammar engine failed on it: ${(again as Error).message}`, { cause: again });
+    });
   }
-  const compiled = await pending;
   const words = Math.ceil(vocabSize / 32);
   return {
     spec,
     async start() {
-      const xg = await loadXGrammar();
-      const matcher = await xg.GrammarMatcher.createGrammarMatcher(compiled);
+      let matcher;
+      try {
+        matcher = await compiled.xg.GrammarMatcher.createGrammarMatcher(compiled.grammar);
+      } catch (e) {
+        // The instance this grammar was compiled on has trapped since: compile it on a fresh one.
+        if (!fromWasm(e) || !discardXGrammar()) throw e;
+        compiled = await compileCached(tokenizer, spec, param, key, vocabSize);
+        matcher = await compiled.xg.GrammarMatcher.createGrammarMatcher(compiled.grammar);
+      }
       return {
         words,
         async mask(out: Uint32Array) {
@@ -132,6 +145,48 @@ export async function compileConstraint(tokenizer: TextTokenizer, spec: Constrai
       };
     },
   };
+}
+
+/** The grammar compiled on the current instance, with that instance (its matchers must come from it). */
+async function compileCached(tokenizer: TextTokenizer, spec: ConstraintSpec, param: string, key: string, vocabSize: number): Promise<Compiled> {
+  const state = stateFor(tokenizer, Math.max(vocabSize, tokenizer.vocabSize));
+  let pending = state.grammars.get(key);
+  if (!pending) {
+    pending = (async () => ({ xg: await state.xg, grammar: await compileNow(await state.xg, await state.compiler, spec, param) }))();
+    state.grammars.set(key, pending);
+    if (state.grammars.size > MAX_CACHED) state.grammars.delete(state.grammars.keys().next().value!);
+    // A failed compile is not cached: the next request gets the same error afresh.
+    pending.catch(() => state.grammars.delete(key));
+  }
+  return pending;
+}
+
+/** An error raised inside xgrammar's wasm (an abort, a trap, a stack overflow), not by our checks. */
+function fromWasm(e: unknown): boolean {
+  for (let x = e, i = 0; x && i < 4; x = (x as { cause?: unknown }).cause, i++) {
+    if (x instanceof WebAssembly.RuntimeError) return true;
+    if (x instanceof RangeError && /call stack/i.test(x.message)) return true;
+    if (x instanceof Error && /Aborted\(|memory access out of bounds|unreachable/.test(x.message)) return true;
+  }
+  return false;
+}
+
+/** The request's grammar within GRAMMAR_LIMITS, before xgrammar sees it. */
+function checkLimits(spec: ConstraintSpec, param: string): void {
+  switch (spec.kind) {
+    case 'regex':
+      return checkRegex(spec.pattern, param);
+    case 'ebnf':
+      return checkGrammar(spec.grammar, param);
+    case 'json_schema':
+      return checkSchema(spec.schema, param);
+    case 'tool_calls':
+    case 'tool_calls_auto':
+      for (const t of spec.tools) if (t.parameters !== undefined) checkSchema(t.parameters, param);
+      return;
+    case 'json_object':
+      return;
+  }
 }
 
 function cacheKey(spec: ConstraintSpec, param: string): string {

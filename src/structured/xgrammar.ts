@@ -20,6 +20,8 @@ type XGrammar = typeof import('@mlc-ai/web-xgrammar');
 let loading: Promise<XGrammar> | null = null;
 /** The last `[FATAL]` message xgrammar printed. */
 let lastFatal: string | null = null;
+/** Bumped each time the instance is discarded: what was built on an older one must be rebuilt. */
+let generation = 0;
 
 export function loadXGrammar(): Promise<XGrammar> {
   loading ??= (isNode() ? loadInNode() : loadInBrowser()).catch((e) => {
@@ -27,6 +29,26 @@ export function loadXGrammar(): Promise<XGrammar> {
     throw e;
   });
   return loading;
+}
+
+/** Which xgrammar instance `loadXGrammar` gives now; compilers and tokenizer infos belong to one. */
+export function xgrammarGeneration(): number {
+  return generation;
+}
+
+/**
+ * Drops the current instance after it failed inside its wasm: an emscripten module that aborted
+ * or trapped (out-of-bounds access, stack overflow) has undefined state: it may answer the next
+ * call with another trap, or spin forever on a lock the aborted call held. The next
+ * `loadXGrammar` builds a fresh one (Node evaluates the package again). Returns false where a
+ * fresh instance cannot be had: in browsers the bundled module is evaluated once per realm, so
+ * there the limits checked before compiling (src/structured/limits.ts) are what keeps it sound.
+ */
+export function discardXGrammar(): boolean {
+  if (!isNode()) return false;
+  loading = null;
+  generation++;
+  return true;
 }
 
 /** Runs `fn`, turning xgrammar's abort into an Error carrying the message it printed. */
