@@ -12,7 +12,7 @@ import { fitPrompt } from './prompt';
 import type { ChatChunkChoice, ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse, ChatDelta, ChatLogprobs, ChatToolCall } from './protocol/chat';
 import { toSamplingParams } from './sampling';
 import { chatPromptIds, renderChat } from './template';
-import { tokenBytes, tokenText } from './tokens';
+import { tokenBytes, tokenText } from '../text/token-bytes';
 
 /** Control tokens that open tool calls; kept in the text for the tool-call parser. */
 const TOOL_MARKERS = ['[TOOL_CALLS]', '<|python_tag|>'];

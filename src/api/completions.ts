@@ -12,7 +12,7 @@ import { checkPromptBound } from './limits';
 import { fitPrompt } from './prompt';
 import type { CompletionChunk, CompletionLogprobs, CompletionRequest, CompletionResponse, PromptInput } from './protocol/completions';
 import { toSamplingParams } from './sampling';
-import { tokenText } from './tokens';
+import { tokenText } from '../text/token-bytes';
 
 const FIM = { prefix: '<|fim_prefix|>', suffix: '<|fim_suffix|>', middle: '<|fim_middle|>' };
 

@@ -11,6 +11,7 @@ import type { ToolCallFormat } from '../text/tool-calls';
 import { autoToolCallsTag, forcedToolCallsTag } from './tool-tags';
 import { StructuredOutputError } from './errors';
 import { checkGrammar, checkRegex, checkSchema } from './limits';
+import { Utf8Guard, utf8Tables } from './utf8-guard';
 import { discardXGrammar, loadXGrammar, withFatalMessage, xgrammarGeneration } from './xgrammar';
 
 type XGrammar = typeof import('@mlc-ai/web-xgrammar');
@@ -131,6 +132,8 @@ export async function compileConstraint(tokenizer: TextTokenizer, spec: Constrai
         compiled = await compileCached(tokenizer, spec, param, key, vocabSize);
         matcher = await compiled.xg.GrammarMatcher.createGrammarMatcher(compiled.grammar);
       }
+      // Whatever the grammar allows, the output stays valid UTF-8 (see utf8-guard.ts).
+      const utf8 = new Utf8Guard(utf8Tables(tokenizer, vocabSize));
       return {
         words,
         async mask(out: Uint32Array) {
@@ -138,8 +141,13 @@ export async function compileConstraint(tokenizer: TextTokenizer, spec: Constrai
           const n = Math.min(bits.length, out.length);
           out.set(new Uint32Array(bits.buffer, bits.byteOffset, n));
           out.fill(0, n);
+          utf8.apply(out);
         },
-        accept: (id: number) => matcher.acceptToken(id),
+        accept: (id: number) => {
+          const ok = matcher.acceptToken(id);
+          if (ok) utf8.accept(id);
+          return ok;
+        },
         isTerminated: () => matcher.isTerminated(),
         dispose: () => matcher.dispose(),
       };

@@ -153,7 +153,7 @@ export function fuzzCase(rng: Rng): FuzzCase {
     return post(what, body);
   }
   if (kind === 7) {
-    const headers = pick(rng, [{ 'Content-Type': 'text/plain' }, { 'Content-Type': 'application/x-www-form-urlencoded' }, {}]);
+    const headers = pick<Record<string, string>>(rng, [{ 'Content-Type': 'text/plain' }, { 'Content-Type': 'application/x-www-form-urlencoded' }, {}]);
     return post(`content type ${JSON.stringify(headers)}`, JSON.stringify(chat ? baseChat() : baseCompletion()), headers);
   }
   if (kind === 8) {

@@ -1,5 +1,5 @@
 /** A token's text and raw bytes, for logprobs (a token may hold only part of a UTF-8 character). */
-import type { TextTokenizer } from '../text/index';
+import type { TextTokenizer } from './tokenizer';
 
 let byteLevelDecoder: Map<string, number> | undefined;
 
