@@ -19,8 +19,10 @@ override TK: u32 = 16;  // keys per tile
 override D4: u32 = HEAD_DIM / 4u;
 // Tile rows padded by one vec4 so the QK dots of neighbouring keys fall in different banks.
 override ROW: u32 = D4 + 1u;
-// Output vec4s per thread: thread lid owns (row, column) = divmod(lid + i * WG, D4).
-override OUTS: u32 = TQ * D4 / WG;
+// Output vec4s per thread: thread lid owns (row, column) = divmod(lid + i * WG, D4) for the
+// i that keep lid + i * WG below TQ * D4 (the last round is partial when WG does not divide it,
+// as with head dims that are not a multiple of 16: 24, 40, 72, ...).
+override OUTS: u32 = (TQ * D4 + WG - 1u) / WG;
 const MAX_OUTS = 8u;
 
 struct Counts {
@@ -128,11 +130,13 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     }
     for (var o = 0u; o < OUTS; o++) {
       let i = lid + o * WG;
-      let r = i / D4;
-      let col = i % D4;
-      var a = acc[o] * rowAlpha[r];
-      for (var j = 0u; j < n; j++) { a += s[r * TK + j] * kv[j * ROW + col]; }
-      acc[o] = a;
+      if (i < TQ * D4) {
+        let r = i / D4;
+        let col = i % D4;
+        var a = acc[o] * rowAlpha[r];
+        for (var j = 0u; j < n; j++) { a += s[r * TK + j] * kv[j * ROW + col]; }
+        acc[o] = a;
+      }
     }
   }
 
@@ -140,7 +144,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   for (var o = 0u; o < OUTS; o++) {
     let i = lid + o * WG;
     let r = i / D4;
-    if (r < count) {
+    if (i < TQ * D4 && r < count) {
       out[((first + r) * p.nHeads + h) * D4 + i % D4] = vec4<act>(acc[o] / rowSum[r]);
     }
   }

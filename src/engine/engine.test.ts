@@ -4,6 +4,7 @@
  * compared teacher-forced at every step within LOGIT_TOLERANCE, and greedy tokens must be
  * identical up to the first step where the reference's top-2 margin is below that tolerance.
  */
+import { relative } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
 import type { Arch } from '../model/config';
@@ -12,6 +13,7 @@ import { greedy, ReferenceModel } from '../reference/forward';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
 import { useFixtureURLs } from '../testing/fixture-server';
+import { serveDirectory } from '../testing/server';
 import { GpuEngine } from './engine';
 import { expectModelMatchesReference, generateGreedy } from '../testing/engine-check';
 import { GREEDY } from '../testing/sampling';
@@ -59,6 +61,22 @@ describe('the GPU engine across prefill chunks and a cached prefix', () => {
       expect(r.value.cachedTokens).toBe(prompt.length - 1);
     } finally {
       await engine.dispose();
+    }
+  });
+});
+
+describe('the GPU engine at head dims that are not a multiple of 16', () => {
+  // One KV head for every query head; head dims 24 and 40 (odd multiples of 8) once made
+  // attn_prefill refuse to load.
+  it.each([24, 40])('head dim %i with 1 KV head: greedy tokens and teacher-forced logits match the reference', async (headDim) => {
+    const gpu = await testGPU();
+    const paths = await ensureFixture({ arch: 'qwen3', preset: 'tiny', heads: { numHeads: 4, numKvHeads: 1, headDim } }, { hf: ['F32'], gguf: [] });
+    const server = await serveDirectory(paths.root);
+    try {
+      const url = `${server.url}/${relative(paths.root, paths.hf.F32!).split('\\').join('/')}`;
+      await expectModelMatchesReference(gpu, url, { precision: 'f32', steps: 16, tolerance: LOGIT_TOLERANCE, salt: headDim });
+    } finally {
+      await server.close();
     }
   });
 });

@@ -178,6 +178,27 @@ describe('paged attention kernels', () => {
     expect(maxRelDiff(prefill.got, decode.got)).toBeLessThan(1e-5);
   });
 
+  // Every head dim a config can state (a multiple of 4: the kernels read vec4s), with the specs
+  // the engine picks by default: odd multiples of 8, the common sizes, 256, and 20/36/4.
+  const sweep: [number, Precision][] = [
+    ...[4, 20, 24, 40, 72, 80, 96, 112, 256].map((d) => [d, 'f32'] as [number, Precision]),
+    ...[24, 40, 72].map((d) => [d, 'f16'] as [number, Precision]),
+  ];
+  for (const [headDim, precision] of sweep) {
+    const c: Case = { nHeads: 2, nKv: 1, headDim, pageSize: 16, seqs: [{ len: 21, fresh: 1 }, { len: 19, fresh: 19 }], precision };
+    it(`runs both paths with the default specs at headDim ${headDim} (${precision})`, async (ctx) => {
+      if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
+      for (const mode of ['decode', 'prefill'] as const) {
+        const { got, want } = await run(c, mode, headDim);
+        expect(maxRelDiff(got, want), `${mode}`).toBeLessThan(TOLERANCE[precision]);
+      }
+    });
+  }
+
+  it('refuses a head dim that is not a multiple of 4 at creation, saying why', async () => {
+    await expect(run({ nHeads: 2, nKv: 1, headDim: 18, pageSize: 16, seqs: [{ len: 3, fresh: 1 }] }, 'prefill')).rejects.toThrow(/multiple of 4/);
+  });
+
   it('picks default splits and tiles that fit the device', async () => {
     const { device } = await testGPU();
     const { op } = await run({ nHeads: 2, nKv: 1, headDim: 128, pageSize: 16, seqs: [{ len: 20, fresh: 20 }] }, 'prefill');

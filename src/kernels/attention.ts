@@ -145,10 +145,13 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
   if (prefillWorkgroupBytes(headDim, tq, tk) > limit) {
     throw new RangeError(`attn_prefill tile ${tq}×${tk} at headDim ${headDim} needs ${prefillWorkgroupBytes(headDim, tq, tk)} B of workgroup memory; the device has ${limit}`);
   }
-  const prefillWg = a.prefill?.wg ?? Math.min(64, tq * d4);
-  const outs = (tq * d4) / prefillWg;
-  if (!Number.isInteger(outs) || outs < 1 || outs > 8) {
-    throw new RangeError(`attn_prefill: tq·headDim/4 = ${tq * d4} must be 1 to 8 times the workgroup size ${prefillWg}`);
+  // Each thread owns up to 8 output vec4s of the tile (MAX_OUTS): wide heads (256) get a wider
+  // workgroup; any head dim works, the last round of outputs partial when WG does not divide it.
+  const maxWg = device.limits.maxComputeInvocationsPerWorkgroup;
+  const prefillWg = a.prefill?.wg ?? Math.min(maxWg, Math.max(Math.min(64, tq * d4), Math.ceil((tq * d4) / 8 / 32) * 32));
+  const outs = Math.ceil((tq * d4) / prefillWg);
+  if (outs > 8 || prefillWg > maxWg) {
+    throw new RangeError(`attn_prefill: a ${tq}-token tile at headDim ${headDim} needs ${outs} outputs per thread of ${prefillWg} (at most 8 of at most ${maxWg})`);
   }
   const prefillPipeline = await ctx.cache.get(attnPrefillKernel, {
     precision: ctx.precision,

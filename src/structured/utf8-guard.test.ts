@@ -91,7 +91,7 @@ describe('constrained masks', () => {
     const xg = await loadXGrammar();
     const info = await xg.TokenizerInfo.createTokenizerInfo([...tok.vocab], tok.vocabType, tok.prependSpace, tok.vocabSize, [...tok.eosIds]);
     const compiler = await xg.GrammarCompiler.createGrammarCompiler(info);
-    const raw = await xg.GrammarMatcher.createGrammarMatcher(await compiler.compileJSONSchema(JSON.stringify(bounded), -1, [',', ':']));
+    const raw = await xg.GrammarMatcher.createGrammarMatcher(await compiler.compileJSONSchema(JSON.stringify(bounded), false, -1, [',', ':']));
     for (const id of prefix) expect(raw.acceptToken(id)).toBe(true);
     const rawMask = await raw.getNextTokenBitmask();
     const c1 = byteToken(0xc1);
