@@ -358,7 +358,8 @@ export class GpuEngine implements Backend, StepRunner {
       this.forward.destroy();
       this.weights.destroy();
       this.stepBuffers.destroy();
-      const { params, tokens, logprobs, penalties, mask } = this.sampler;
+      const { op, params, tokens, logprobs, penalties, mask } = this.sampler;
+      op.destroy();
       penalties.destroy();
       mask.destroy();
       for (const b of [params, tokens, logprobs, this.readback, this.logitsReadback]) b.destroy();

@@ -284,7 +284,11 @@ export class GpuForward {
     this.lmHead.encode(pass, seqs);
   }
 
+  /** Frees every op's own buffers, then the run state's. */
   destroy(): void {
+    const ops: Op[] = [this.embed, this.gatherLast, this.finalNorm, this.lmHead];
+    for (const layer of this.layers) for (const op of Object.values(layer) as (Op | undefined)[]) if (op) ops.push(op);
+    for (const op of ops) op.destroy();
     for (const b of this.buffers) b.destroy();
   }
 }

@@ -21,6 +21,7 @@ export async function createAddOp(ctx: OpContext, args: { x: GPUBuffer; y: GPUBu
   const bindGroup = bindBuffers(ctx.device, pipeline, [args.x, args.y, params]);
   const groupsX = Math.ceil(args.n / wg);
   return {
+    destroy: () => params.destroy(),
     encode(pass, tokens) {
       pass.setPipeline(pipeline);
       pass.setBindGroup(0, bindGroup);

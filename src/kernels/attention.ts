@@ -36,6 +36,8 @@ export interface AttentionOp {
   readonly scratchBytes: number;
   readonly nSplits: number;
   encode(pass: GPUComputePassEncoder, tokens: number, mode: AttentionMode): void;
+  /** Frees the split scratch and the params. */
+  destroy(): void;
 }
 
 export interface AttentionArgs {
@@ -162,6 +164,9 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
   const prefillGroup = bindBuffers(device, prefillPipeline, [a.q, a.kCache, a.vCache, a.positions, a.blockTable, a.lastToken, a.counts, a.out, prefillParams]);
 
   return {
+    destroy() {
+      for (const b of [partialO, partialML, decodeParams, combineParams, prefillParams]) b.destroy();
+    },
     scratchBytes: partialO.size + partialML.size,
     nSplits,
     encode(pass, tokens, mode) {

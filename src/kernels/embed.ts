@@ -46,6 +46,7 @@ export async function createEmbedOp(
   const bindGroup = bindBuffers(ctx.device, pipeline, [args.tokens, args.table, args.x, params]);
   const groupsX = Math.ceil(args.n / 4 / wg);
   return {
+    destroy: () => params.destroy(),
     encode(pass, tokens) {
       pass.setPipeline(pipeline);
       pass.setBindGroup(0, bindGroup);

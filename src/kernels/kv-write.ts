@@ -41,6 +41,7 @@ export async function createKvWriteOp(
   const bindGroup = bindBuffers(ctx.device, pipeline, [args.k, args.v, args.slotMapping, args.kCache, args.vCache, params]);
   const x = Math.ceil(rowVec4s / wg);
   return {
+    destroy: () => params.destroy(),
     encode(pass, tokens) {
       pass.setPipeline(pipeline);
       pass.setBindGroup(0, bindGroup);

@@ -246,6 +246,8 @@ export async function createLinearOp(
   const fewGrid = matvecGrid(n, few);
 
   return {
+    // The shared `no bias` buffer lives as long as its device.
+    destroy: () => params.destroy(),
     encode(pass, tokens) {
       if (!(tokens >= 1 && tokens <= maxTokens)) throw new RangeError(`a step of ${tokens} tokens; this layer takes 1..${maxTokens}`);
       if (tokens === 1) {

@@ -12,6 +12,8 @@ export interface OpContext {
 /** A prepared dispatch sequence: pipelines and bind groups were made at load; `encode` only records. */
 export interface Op {
   encode(pass: GPUComputePassEncoder, tokens: number): void;
+  /** Frees the buffers the op created (never its inputs and outputs, which its caller owns). */
+  destroy(): void;
 }
 
 /** Bytes per activation element at a precision. */

@@ -39,6 +39,7 @@ export async function createRmsNormOp(
   );
   const bindGroup = bindBuffers(ctx.device, pipeline, [args.x, args.weight, args.y, params]);
   return {
+    destroy: () => params.destroy(),
     encode(pass, tokens) {
       pass.setPipeline(pipeline);
       pass.setBindGroup(0, bindGroup);

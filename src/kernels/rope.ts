@@ -93,6 +93,7 @@ export async function createRopeOp(
   const bindGroup = bindBuffers(ctx.device, pipeline, [args.q, args.k, args.positions, args.invFreq, params]);
   const x = ropeWorkgroups(args.nHeads, args.nKv, args.headDim, wg);
   return {
+    destroy: () => params.destroy(),
     encode(pass, tokens) {
       pass.setPipeline(pipeline);
       pass.setBindGroup(0, bindGroup);

@@ -204,6 +204,7 @@ export async function createSampleOp(
   const uniform = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', args.vocab], ['u32', args.rowStride ?? args.vocab]])), UNIFORM, 'sample params');
   const bindGroup = bindBuffers(ctx.device, pipeline, [args.logits, args.params, args.tokens, args.logprobs, uniform]);
   return {
+    destroy: () => uniform.destroy(),
     encode(pass, seqs) {
       pass.setPipeline(pipeline);
       pass.setBindGroup(0, bindGroup);

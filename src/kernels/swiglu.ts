@@ -56,6 +56,7 @@ export async function createSwigluOp(
   const bindGroup = bindBuffers(ctx.device, pipeline, [args.gate, args.up, args.out, params]);
   const groupsX = Math.ceil(args.n / wg);
   return {
+    destroy: () => params.destroy(),
     encode(pass, tokens) {
       pass.setPipeline(pipeline);
       pass.setBindGroup(0, bindGroup);
