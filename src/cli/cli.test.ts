@@ -4,7 +4,7 @@
  * path, and a Hugging Face folder over HTTP), compared with the CPU reference's greedy tokens.
  */
 import { execFile } from 'node:child_process';
-import { copyFile, mkdir } from 'node:fs/promises';
+import { copyFile, cp, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -96,6 +96,26 @@ describe('the CLI entry', () => {
     expect(await main(['generate', '--model', 'x.gguf', '--prompt', 'hi', '--prompt-ids', '1'], io)).toBe(2);
     expect(io.stderr).toMatch(/exactly one of --prompt and --prompt-ids/);
     expect(await main(['generate', '--model', 'x.gguf', '--prompt-ids', '1,a'], io)).toBe(2);
+  });
+
+  it('names the model file in every load error, as serve does (head count 0, sizes contradicting the tensors)', async () => {
+    const paths = await ensureFixture({ arch: 'qwen3', preset: 'tiny' }, { hf: ['F32'], gguf: [] });
+    const broken: [string, (c: Record<string, number>) => void, RegExp][] = [
+      ['heads-0', (c) => void (c.num_attention_heads = 0), /num_attention_heads/],
+      ['vocab', (c) => void (c.vocab_size += 64), /token_embd.weight has shape/],
+      ['hidden', (c) => void (c.hidden_size += 64), /has shape/],
+    ];
+    for (const [name, change, problem] of broken) {
+      const dir = join(SCRATCH, 'broken', name);
+      await cp(paths.hf.F32!, dir, { recursive: true });
+      const config = JSON.parse(await readFile(join(dir, 'config.json'), 'utf8'));
+      change(config);
+      await writeFile(join(dir, 'config.json'), JSON.stringify(config));
+      const io = capture();
+      expect(await main(['generate', '--model', dir, '--prompt-ids', '1,2', '--max-tokens', '1'], io), name).toBe(1);
+      expect(io.stderr, name).toContain(dir);
+      expect(io.stderr, name).toMatch(problem);
+    }
   });
 
   it('names an unknown command', async () => {

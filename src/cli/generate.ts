@@ -7,7 +7,7 @@ import { toSamplingParams } from '../api/sampling';
 import { GpuEngine } from '../engine/engine';
 import type { GenerationResult } from '../engine/types';
 import { acquireGPU } from '../gpu/device';
-import { openModel } from '../model/open';
+import { openModelWithCache } from '../loader/open';
 import { loadTextModel } from '../text/from-model';
 import { UsageError, type CliIO } from './io';
 import { useSwiftShaderIfNoGPU } from './vulkan';
@@ -103,7 +103,8 @@ export async function generateCommand(argv: string[], io: CliIO): Promise<number
   try {
     const t0 = performance.now();
     // Tokenize first: the engine then holds only as much KV as this request needs.
-    const opened = await openModel(args.model);
+    // The loader serve uses too: every load error names the file (or the folder's config.json).
+    const opened = await openModelWithCache(args.model);
     const promptIds = args.promptIds ?? loadTextModel(opened).tokenizer.encode(args.prompt!);
     engine = await GpuEngine.load(opened, { gpu, precision: args.precision, contextLength: promptIds.length + args.maxTokens + 1 });
     const loadMs = performance.now() - t0;
