@@ -6,7 +6,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp, type App } from './app';
-import { clientFor, loadRig, type Rig } from './test-models';
+import { clientFor, loadRig, type Rig } from '../testing/api-rig';
 
 let rig: Rig;
 let app: App;

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatTemplateConfig } from '../text/index';
-import { appFor, clientFor, loadRig, SpyBackend, type Rig } from './test-models';
+import { appFor, clientFor, loadRig, SpyBackend, type Rig } from '../testing/api-rig';
 import type { App } from './app';
 
 const REPO = join(import.meta.dirname, '..', '..');

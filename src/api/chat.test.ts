@@ -7,7 +7,7 @@ import type OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { greedy } from '../reference/forward';
 import { chatPromptIds, renderChat } from './template';
-import { appFor, clientFor, loadRig, type Rig } from './test-models';
+import { appFor, clientFor, loadRig, type Rig } from '../testing/api-rig';
 
 let rig: Rig;
 let client: OpenAI;

@@ -2,7 +2,7 @@
 import type { Backend, SamplingParams } from '../engine/types';
 import { deriveSeed } from '../engine/logit-processors';
 import type { CompiledConstraint } from '../structured/grammar';
-import { compileForRequest } from '../structured/request';
+import { compileForRequest } from './protocol/structured';
 import type { ToolCallFormat } from '../text/index';
 import { invalid, unsupported } from './errors';
 import type { ChatCompletionRequest } from './protocol/chat';

@@ -6,7 +6,7 @@
 import type OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { greedy } from '../reference/forward';
-import { appFor, clientFor, loadRig, SpyBackend, type Rig } from './test-models';
+import { appFor, clientFor, loadRig, SpyBackend, type Rig } from '../testing/api-rig';
 
 let rig: Rig;
 let client: OpenAI;

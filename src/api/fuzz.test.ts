@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fuzzCases, type FuzzCase } from '../testing/api-fuzz';
 import { listen, type Listener } from '../transport/node-server';
 import { createApp, type App } from './app';
-import { loadRig, type Rig } from './test-models';
+import { loadRig, type Rig } from '../testing/api-rig';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261124);
 const COUNT = 520;

@@ -2,17 +2,10 @@
  * The one place a request becomes sampling parameters. Precedence for every field: the request,
  * then the model's generation_config.json, then OpenAI's default (llama.cpp's for DRY/mirostat).
  */
+import type { GenerationDefaults } from '../model/generation-config';
 import type { SamplingParams } from '../engine/types';
 import type { SamplingFields } from './protocol/common';
 
-/** generation_config.json's sampling defaults (HF names). */
-export interface GenerationDefaults {
-  temperature?: number;
-  top_p?: number;
-  top_k?: number;
-  min_p?: number;
-  repetition_penalty?: number;
-}
 
 /** llama.cpp's DRY defaults. */
 export const DRY_DEFAULTS = { base: 1.75, allowedLength: 2, sequenceBreakers: ['\n', ':', '"', '*'] };
@@ -23,6 +16,8 @@ export interface LogprobFields {
   /** Chat: alternatives per token. */
   top_logprobs?: number;
 }
+
+export type { GenerationDefaults };
 
 export function toSamplingParams(request: SamplingFields & LogprobFields, generationConfig: GenerationDefaults = {}): SamplingParams {
   const r = request;

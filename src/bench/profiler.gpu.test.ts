@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { readBuffer, STORAGE, uploadBuffer } from '../gpu/buffers';
 import { createAddOp } from '../kernels/add';
-import { opContext } from '../kernels/test-helpers';
+import { opContext } from '../testing/kernel-helpers';
 import { testGPU } from '../testing/gpu';
 import { trackBuffers } from './memory';
 import { aggregateByKernel, TimestampProfiler } from './profiler';

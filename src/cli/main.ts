@@ -1,7 +1,7 @@
 /**
  * The `webgpu-llm` command (bin/webgpu-llm.js runs the built dist/cli.js):
  *   webgpu-llm generate --model PATH_OR_URL (--prompt TEXT | --prompt-ids 1,2,3) ...
- *   webgpu-llm serve ...   (src/cli/serve.ts, when present)
+ *   webgpu-llm serve ...   (src/cli/serve.ts)
  */
 import { generateCommand, GENERATE_USAGE } from './generate';
 import { processIO, UsageError, type CliIO } from './io';
@@ -15,23 +15,12 @@ run \`webgpu-llm <command> --help\` for its options.
 
 ${GENERATE_USAGE}`;
 
-// ── serve ─────────────────────────────────────────────────────────────────────────────────────
-// Implemented in ./serve.ts: `serveCommand(args)` resolves once listening (to the server; null
-// after --help). import.meta.glob keeps this file building if serve.ts is absent: the map is empty.
-type ServeModule = { serveCommand(args: string[]): Promise<unknown> };
-const serveModules = import.meta.glob<ServeModule>('./serve.ts');
-
-async function serve(args: string[], io: CliIO): Promise<number | null> {
-  const load = serveModules['./serve.ts'];
-  if (!load) {
-    io.err('serve: not available\n');
-    return 1;
-  }
-  const server = await (await load()).serveCommand(args);
-  // A running server keeps the process alive; it stops itself on SIGINT/SIGTERM.
-  return server === null || server === undefined ? 0 : null;
+/** `serve`: resolves once listening (a running server keeps the process alive; it stops itself on SIGINT/SIGTERM). */
+async function serve(args: string[]): Promise<number | null> {
+  const { serveCommand } = await import('./serve');
+  const server = await serveCommand(args);
+  return server === null ? 0 : null;
 }
-// ──────────────────────────────────────────────────────────────────────────────────────────────
 
 /**
  * Runs one command line; resolves to the exit status, or to null while a long-running command
@@ -46,7 +35,7 @@ export async function main(argv: string[], io: CliIO = processIO): Promise<numbe
       case 'generate':
         return await generateCommand(rest, io);
       case 'serve':
-        return await serve(rest, io);
+        return await serve(rest);
       case undefined:
       case 'help':
       case '--help':

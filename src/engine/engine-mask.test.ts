@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openModel } from '../model/open';
 import type { Constraint } from '../structured/grammar';
-import { maskWords } from '../structured/mask';
+import { maskWords } from '../kernels/mask-ref';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
 import { GREEDY } from '../testing/sampling';

@@ -8,13 +8,12 @@
  */
 import { acquireGPU, type GPUContext } from '../gpu/device';
 import { createBuffer, READBACK, STORAGE } from '../gpu/buffers';
-import { pipelineCache } from '../gpu/run-kernel';
-import type { Precision } from '../gpu/pipelines';
+import { pipelineCache, type Precision } from '../gpu/pipelines';
 import { createSampleOp, LOGPROB_WORDS, packSamplingParams, SAMPLE_PARAM_WORDS, unpackSampled, type SeqSampling } from '../kernels/sample';
 import type { Op } from '../kernels/op';
 import { createPenaltiesOp, needsPenalties, type PenaltiesOp } from '../kernels/penalties';
 import { createApplyMaskOp, type ApplyMaskOp } from '../kernels/apply-mask';
-import type { GenerationDefaults } from '../api/sampling';
+import type { GenerationDefaults } from '../model/generation-config';
 import type { ModelConfig } from '../model/config';
 import { openModel, type ModelLocation, type OpenedModel } from '../model/open';
 import { loadTextModel } from '../text/from-model';

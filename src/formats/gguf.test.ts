@@ -3,7 +3,7 @@ import { readGGUF } from './gguf';
 import { concatChunks, encodeGGUF, meta, type GGUFTensorInput } from './gguf-writer';
 import { dequantize, quantize } from './quants';
 import { httpSource, memorySource, type ByteSource } from './source';
-import { startTestServer, type TestServer } from './test-http-server';
+import { startTestServer, type TestServer } from '../testing/range-server';
 import { DTYPES, FormatError, type DType } from './types';
 import { Rng } from '../testing/fixtures/rng';
 

@@ -3,7 +3,7 @@ import { concatChunks } from './byte-writer';
 import { dequantize, quantize } from './quants';
 import { encodeSafetensors, readSafetensors, readSafetensorsIndex, type SafetensorsTensorInput } from './safetensors';
 import { httpSource, memorySource, type ByteSource } from './source';
-import { startTestServer, type TestServer } from './test-http-server';
+import { startTestServer, type TestServer } from '../testing/range-server';
 import { FormatError } from './types';
 
 const inputs: Array<SafetensorsTensorInput & { values: Float32Array }> = [

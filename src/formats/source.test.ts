@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { blobSource, fileSource, httpSource, memorySource, type ByteSource } from './source';
-import { startTestServer, type TestServer } from './test-http-server';
+import { startTestServer, type TestServer } from '../testing/range-server';
 import { FormatError } from './types';
 
 const bytes = new Uint8Array(5000).map((_, i) => (i * 31 + 7) & 0xff);

@@ -105,3 +105,12 @@ async function compilationMessages(module: GPUShaderModule): Promise<string> {
     return '';
   }
 }
+
+const caches = new WeakMap<GPUDevice, PipelineCache>();
+
+/** The device's one pipeline cache: the engine and the tests share its compiled variants. */
+export function pipelineCache(device: GPUDevice): PipelineCache {
+  let cache = caches.get(device);
+  if (!cache) caches.set(device, (cache = new PipelineCache(device)));
+  return cache;
+}

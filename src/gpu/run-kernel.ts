@@ -1,7 +1,9 @@
 import { createBuffer, readBuffer, STORAGE, UNIFORM, uploadBuffer, bindBuffers } from './buffers';
 import type { GPUContext } from './device';
 import { fromGPUError } from './errors';
-import { PipelineCache, type Kernel, type Specialisation } from './pipelines';
+import { pipelineCache, type Kernel, type Specialisation } from './pipelines';
+
+export { pipelineCache };
 
 /** One binding of a test dispatch; binding index = position in the list. */
 export type TestBinding =
@@ -10,13 +12,6 @@ export type TestBinding =
   | { output: number } // read-write storage of this many bytes, zero-filled, read back
   | { uniform: ArrayBuffer | ArrayBufferView };
 
-const caches = new WeakMap<GPUDevice, PipelineCache>();
-
-export function pipelineCache(device: GPUDevice): PipelineCache {
-  let cache = caches.get(device);
-  if (!cache) caches.set(device, (cache = new PipelineCache(device)));
-  return cache;
-}
 
 /**
  * Runs one kernel once and returns the read-back `inout`/`output` buffers, in binding order.

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { testGPU } from '../testing/gpu';
 import { ADD_WG, addRef, createAddOp } from './add';
-import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } from './test-helpers';
+import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } from '../testing/kernel-helpers';
 
 describe('add kernel', () => {
   // One f32 addition: exact up to rounding; f16 rounds the sum once (2^-11 relative).

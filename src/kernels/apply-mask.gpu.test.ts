@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createBuffer, readBuffer, STORAGE, writeBuffer } from '../gpu/buffers';
 import { testGPU } from '../testing/gpu';
 import { APPLY_MASK_WG, applyMaskRef, createApplyMaskOp, maskWords } from './apply-mask';
-import { opContext, random } from './test-helpers';
+import { opContext, random } from '../testing/kernel-helpers';
 
 /** Not a multiple of 32 (the last mask word is partial) nor of any workgroup size. */
 const V = 1000;

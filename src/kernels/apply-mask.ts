@@ -6,10 +6,10 @@
 import source from '../../shaders/apply_mask.wgsl';
 import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
-import { maskWords } from '../structured/mask';
+import { maskWords } from './mask-ref';
 import type { OpContext } from './op';
 
-export { applyMaskRef, maskWords } from '../structured/mask';
+export { applyMaskRef, maskWords } from './mask-ref';
 
 export const applyMaskKernel: Kernel = { name: 'apply_mask', source };
 

@@ -3,8 +3,8 @@ import { createBuffer, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
 import type { Precision } from '../gpu/pipelines';
 import { testGPU } from '../testing/gpu';
 import { attentionRef, createAttentionOp, DECODE_KEY_TILES, PREFILL_TILES, type AttentionArgs, type AttentionMode } from './attention';
-import { makePagedBatch, type SeqSpec } from './attention-fixture';
-import { actRound, maxRelDiff, opContext, readAct, runPass, uploadAct } from './test-helpers';
+import { makePagedBatch, type SeqSpec } from '../testing/attention-batch';
+import { actRound, maxRelDiff, opContext, readAct, runPass, uploadAct } from '../testing/kernel-helpers';
 
 interface Case {
   nHeads: number;

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createBuffer, readBuffer, STORAGE, uploadBuffer } from '../gpu/buffers';
 import { testGPU } from '../testing/gpu';
 import { COPY_WG, copyRef, createCopyOp, measureCopyBandwidth } from './copy';
-import { opContext, runPass } from './test-helpers';
+import { opContext, runPass } from '../testing/kernel-helpers';
 
 describe('copy kernel', () => {
   for (const wg of COPY_WG) {

@@ -4,7 +4,7 @@ import { DTYPES, type DType } from '../formats/types';
 import { createBuffer, STORAGE, uploadBuffer } from '../gpu/buffers';
 import { testGPU } from '../testing/gpu';
 import { createEmbedOp, EMBED_WG, embedRef } from './embed';
-import { actRound, maxRelDiff, opContext, random, readAct, runPass } from './test-helpers';
+import { actRound, maxRelDiff, opContext, random, readAct, runPass } from '../testing/kernel-helpers';
 import { uploadWeight } from './weights';
 
 describe('embed kernel', () => {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { uploadBuffer } from '../gpu/buffers';
 import { testGPU } from '../testing/gpu';
 import { createKvWriteOp, KV_WRITE_WG, kvWriteRef } from './kv-write';
-import { actRound, opContext, random, readAct, runPass, shuffled, uploadAct } from './test-helpers';
+import { actRound, opContext, random, readAct, runPass, shuffled, uploadAct } from '../testing/kernel-helpers';
 
 describe('kv_write kernel', () => {
   for (const precision of ['f32', 'f16'] as const) {

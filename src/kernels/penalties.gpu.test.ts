@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createBuffer, readBuffer, STORAGE, writeBuffer } from '../gpu/buffers';
 import { testGPU } from '../testing/gpu';
 import { createPenaltiesOp, PENALTIES_WG, penaltiesRef, type PenaltiesOp, type PenaltySettings } from './penalties';
-import { opContext, random, runPass } from './test-helpers';
+import { opContext, random, runPass } from '../testing/kernel-helpers';
 
 /** Not a multiple of 32 (the bitset's last word is partial) nor of any workgroup size. */
 const V = 1000;

@@ -12,7 +12,7 @@
 import source from '../../shaders/penalties.wgsl';
 import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, writeBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
-import { applyFrequencyPresence, applyLogitBias, applyRepetitionPenalty } from '../engine/logit-processors';
+import { applyFrequencyPresence, applyLogitBias, applyRepetitionPenalty } from './penalties-ref';
 import type { Op, OpContext } from './op';
 
 export const penaltiesKernel: Kernel = { name: 'penalties', source };

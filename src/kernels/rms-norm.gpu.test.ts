@@ -4,7 +4,7 @@ import { pipelineCache } from '../gpu/run-kernel';
 import { runKernel } from '../gpu/run-kernel';
 import { maxAbsDiff, testGPU } from '../testing/gpu';
 import { createRmsNormOp, RMS_NORM_WG, rmsNormKernel, rmsNormRef } from './rms-norm';
-import { actRound, maxRelDiff, opContext, readAct, runPass, uploadAct } from './test-helpers';
+import { actRound, maxRelDiff, opContext, readAct, runPass, uploadAct } from '../testing/kernel-helpers';
 
 function random(n: number, seed: number): Float32Array {
   const out = new Float32Array(n);

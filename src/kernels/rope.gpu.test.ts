@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest';
 import type { Precision } from '../gpu/pipelines';
 import { createBuffer, STORAGE, uploadBuffer } from '../gpu/buffers';
 import { testGPU } from '../testing/gpu';
-import { applyRope } from '../reference/rope';
+import { applyRope } from '../model/rope';
 import { createRopeOp, ROPE_WG, ropeInvFreq, ropeRef, type RopeStyle } from './rope';
-import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } from './test-helpers';
+import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } from '../testing/kernel-helpers';
 
 const llama3 = { type: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192 } as const;
 

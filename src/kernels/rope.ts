@@ -2,7 +2,7 @@ import source from '../../shaders/rope.wgsl';
 import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { ModelConfig } from '../model/config';
-import { ropeInvFreqs } from '../reference/rope';
+import { ropeInvFreqs } from '../model/rope';
 import type { OpContext, Op } from './op';
 
 export const ropeKernel: Kernel = { name: 'rope', source };

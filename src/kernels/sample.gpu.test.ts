@@ -12,7 +12,7 @@ import {
   type SampledToken,
   type SeqSampling,
 } from './sample';
-import { opContext, random, runPass } from './test-helpers';
+import { opContext, random, runPass } from '../testing/kernel-helpers';
 
 const BASE: SeqSampling = { temperature: 1, topK: 0, topP: 1, minP: 0, seed: 1234, step: 0, logprobs: false, topLogprobs: 0 };
 

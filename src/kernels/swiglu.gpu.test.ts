@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createBuffer, STORAGE } from '../gpu/buffers';
 import { testGPU } from '../testing/gpu';
 import { createSwigluOp, SWIGLU_WG, swigluRef, type SwigluLayout } from './swiglu';
-import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } from './test-helpers';
+import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } from '../testing/kernel-helpers';
 
 describe('swiglu kernel', () => {
   // f32: exp and one division, a few ulps. f16: the output's own rounding (2^-11) dominates.

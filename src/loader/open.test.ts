@@ -15,7 +15,7 @@ import { nodeDirCache } from './cache-node';
 import { LoadError } from './errors';
 import { openModelWithCache } from './open';
 import type { LoadProgress } from './progress';
-import { startCountingProxy, type CountingProxy } from './test-proxy';
+import { startCountingProxy, type CountingProxy } from '../testing/hf-proxy';
 import { uploadTensors } from './upload';
 
 const HF_FILES = ['config.json', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json', 'model.safetensors'];

@@ -13,8 +13,8 @@ import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, TokenL
 import { logprobsOf } from '../engine/logit-processors';
 import { BreakerTable, runSequence, Sequence, type SequenceEnv, type StepRunner } from '../engine/sequence';
 import { BackendDisposedError } from '../engine/errors';
-import { applyMaskRef } from '../structured/mask';
-import type { GenerationDefaults } from '../api/sampling';
+import { applyMaskRef } from '../kernels/mask-ref';
+import type { GenerationDefaults } from '../model/generation-config';
 import type { ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
 import { chatTemplateOf, loadTextModel } from '../text/from-model';

@@ -6,7 +6,7 @@
 import { layerWindow, type ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
 import { expectedTensors } from '../model/tensors';
-import { applyRope, ropeInvFreqs } from './rope';
+import { applyRope, ropeInvFreqs } from '../model/rope';
 
 interface LayerWeights {
   attnNorm: Float32Array; // (dim)

@@ -6,10 +6,10 @@
 import Ajv2020 from 'ajv/dist/2020';
 import type OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { appFor, clientFor, loadRig, type Rig } from '../api/test-models';
+import { appFor, clientFor, loadRig, type Rig } from '../testing/api-rig';
 import { GpuEngine } from '../engine/engine';
 import { testGPU } from '../testing/gpu';
-import { SCHEMAS } from './schemas';
+import { SCHEMAS } from '../testing/schemas';
 
 let rig: Rig;
 let engine: GpuEngine;

@@ -7,7 +7,7 @@ import Ajv2020 from 'ajv/dist/2020';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createEngine, installFetchShim, type EngineHandle } from '../index';
-import { SCHEMAS } from './schemas';
+import { SCHEMAS } from '../testing/schemas';
 
 const MODEL = () => `${inject('fixturesURL')}/${inject('fixtures').qwen3!['Q8_0']}`;
 const BASE = { model: 'default', messages: [{ role: 'user' as const, content: 'JSON please' }], max_tokens: 80, chat_template_kwargs: { enable_thinking: false } };

@@ -6,8 +6,8 @@
 import Ajv2020 from 'ajv/dist/2020';
 import type OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { appFor, clientFor, loadRig, type Rig } from '../api/test-models';
-import { SCHEMAS } from './schemas';
+import { appFor, clientFor, loadRig, type Rig } from '../testing/api-rig';
+import { SCHEMAS } from '../testing/schemas';
 
 let rig: Rig;
 let client: OpenAI;

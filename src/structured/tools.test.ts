@@ -8,7 +8,7 @@
 import Ajv2020 from 'ajv/dist/2020';
 import type OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { appFor, clientFor, loadRig, type Rig } from '../api/test-models';
+import { appFor, clientFor, loadRig, type Rig } from '../testing/api-rig';
 import { openModel } from '../model/open';
 import { ReferenceBackend } from '../reference/backend';
 import { ensureFixture } from '../testing/fixtures/shared';

@@ -7,7 +7,7 @@
 import Ajv from 'ajv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp, type App } from '../api/app';
-import { clientFor, loadRig, type Rig } from '../api/test-models';
+import { clientFor, loadRig, type Rig } from '../testing/api-rig';
 import { Rng } from '../testing/fixtures/rng';
 import type { TextTokenizer } from '../text/tokenizer';
 import { compileConstraint } from './grammar';

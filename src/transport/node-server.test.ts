@@ -8,7 +8,7 @@ import { connect } from 'node:net';
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../api/app';
-import { loadRig, type Rig } from '../api/test-models';
+import { loadRig, type Rig } from '../testing/api-rig';
 import { listen, type Listener } from './node-server';
 
 let rig: Rig;

@@ -5,7 +5,7 @@
  */
 import { checkPatternLength } from '../limits';
 import type { ConstraintSpec } from '../../structured/grammar';
-import { readConstraintSpec } from '../../structured/request';
+import { readConstraintSpec } from './structured';
 import { invalid, unsupported } from '../errors';
 
 export type Json = Record<string, unknown>;
@@ -83,7 +83,7 @@ export interface SamplingFields {
   cache_prompt?: boolean;
   /**
    * Structured output, read from `response_format`, `json_schema`, `regex`, `ebnf` or `grammar`
-   * (src/structured/request.ts): not a wire field itself.
+   * (src/api/protocol/structured.ts): not a wire field itself.
    */
   structured?: ConstraintSpec;
 }

@@ -4,7 +4,7 @@
  * static server for other tests is src/testing's serveDirectory.)
  */
 import { createServer, type Server } from 'node:http';
-import { listenLocal } from '../testing/server';
+import { listenLocal } from './server';
 
 export interface TestServerOptions {
   /** Answer 200 with the whole file to range requests, as some servers do. */

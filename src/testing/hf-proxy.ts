@@ -4,7 +4,7 @@
  * servers: ignore Range, cut a body short, answer with a page of its own.
  */
 import { createServer, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
-import { listenLocal } from '../testing/server';
+import { listenLocal } from './server';
 
 export interface ProxyRequest {
   method: string;

@@ -7,10 +7,10 @@ import OpenAI from 'openai';
 import { openModel, type OpenedModel } from '../model/open';
 import { ReferenceBackend } from '../reference/backend';
 import { ReferenceModel } from '../reference/forward';
-import { ensureFixture } from '../testing/fixtures/shared';
-import { serveDirectory, type StaticServer } from '../testing/server';
+import { ensureFixture } from './fixtures/shared';
+import { serveDirectory, type StaticServer } from './server';
 import type { Backend, GenerateRequest, GeneratedToken, GenerationResult } from '../engine/types';
-import { createApp, type App, type AppOptions } from './app';
+import { createApp, type App, type AppOptions } from '../api/app';
 
 export interface TestModel {
   backend: ReferenceBackend;

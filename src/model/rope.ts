@@ -1,4 +1,4 @@
-import type { ModelConfig } from '../model/config';
+import type { ModelConfig } from './config';
 
 /**
  * Inverse frequency of each rotated pair i (headDim/2 of them): theta^(-2i/headDim), then

@@ -3,7 +3,7 @@ import { f16ArrayToF32, f32ArrayToF16 } from '../formats/halfs';
 import { readBuffer, STORAGE, uploadBuffer } from '../gpu/buffers';
 import type { Precision } from '../gpu/pipelines';
 import { pipelineCache } from '../gpu/run-kernel';
-import type { OpContext } from './op';
+import type { OpContext } from '../kernels/op';
 
 /** Uniform values in [-scale, scale) from a seeded LCG. */
 export function random(n: number, seed: number, scale = 1): Float32Array {

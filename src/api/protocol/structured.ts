@@ -7,9 +7,9 @@
  *   - llama.cpp: `grammar` as GBNF text; mistral.rs: `grammar: {type: 'regex' | 'json_schema' | 'gbnf' | 'ebnf', value}`.
  * Every failure is a 400 naming the field; compiling (which can also fail) is `compileForRequest`.
  */
-import { ApiError, invalid, unsupported } from '../api/errors';
-import type { TextTokenizer } from '../text/tokenizer';
-import { compileConstraint, StructuredOutputError, type CompiledConstraint, type ConstraintSpec } from './grammar';
+import { ApiError, invalid, unsupported } from '../errors';
+import type { TextTokenizer } from '../../text/tokenizer';
+import { compileConstraint, StructuredOutputError, type CompiledConstraint, type ConstraintSpec } from '../../structured/grammar';
 
 type Json = Record<string, unknown>;
 

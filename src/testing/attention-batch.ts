@@ -2,7 +2,7 @@
  * Test data for the attention kernels: random dense K/V histories for a few sequences, scattered
  * into a paged cache through a shuffled block table, plus the step buffers of one ragged batch.
  */
-import { random, shuffled } from './test-helpers';
+import { random, shuffled } from './kernel-helpers';
 
 export interface SeqSpec {
   /** Context length after the step. */
