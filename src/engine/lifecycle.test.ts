@@ -10,7 +10,7 @@ import { DRY_DEFAULTS } from '../api/sampling';
 import { ReferenceBackend } from '../reference/backend';
 import { useFixtureURLs } from '../testing/fixture-server';
 import { testGPU } from '../testing/gpu';
-import { GREEDY } from '../testing/sampling';
+import { greedyRequest } from '../testing/sampling';
 import { GpuEngine } from './engine';
 import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, SamplingParams } from './types';
 
@@ -33,15 +33,7 @@ describe('one request lifecycle for the GPU engine and the reference backend', (
   let engine: GpuEngine;
   let reference: ReferenceBackend;
   let prompt: number[];
-  const request = (sampling: Partial<SamplingParams>, extra: Partial<GenerateRequest> = {}): GenerateRequest => ({
-    promptIds: prompt,
-    maxTokens: 8,
-    sampling: { ...GREEDY, ...sampling },
-    stopTokenIds: [],
-    ignoreEos: true,
-    minTokens: 0,
-    ...extra,
-  });
+  const request = (sampling: Partial<SamplingParams>, extra: Partial<GenerateRequest> = {}): GenerateRequest => greedyRequest(prompt, 8, sampling, extra);
 
   beforeAll(async () => {
     const opened = await openModel(urls()['F32']!);

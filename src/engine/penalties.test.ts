@@ -9,7 +9,7 @@ import { penaltiesRef } from '../kernels/penalties';
 import { ReferenceBackend } from '../reference/backend';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
-import { GREEDY } from '../testing/sampling';
+import { greedyRequest } from '../testing/sampling';
 import { GpuEngine } from './engine';
 import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, SamplingParams } from './types';
 
@@ -37,15 +37,7 @@ describe('penalties on the GPU engine', () => {
   let engine: GpuEngine;
   let reference: ReferenceBackend;
   let prompt: number[];
-  const request = (sampling: Partial<SamplingParams>, extra: Partial<GenerateRequest> = {}): GenerateRequest => ({
-    promptIds: prompt,
-    maxTokens: 16,
-    sampling: { ...GREEDY, ...sampling },
-    stopTokenIds: [],
-    ignoreEos: true,
-    minTokens: 0,
-    ...extra,
-  });
+  const request = (sampling: Partial<SamplingParams>, extra: Partial<GenerateRequest> = {}): GenerateRequest => greedyRequest(prompt, 16, sampling, extra);
 
   beforeAll(async () => {
     const gpu = await testGPU();

@@ -4,10 +4,10 @@
  * how and when it ends.
  */
 import { describe, expect, it } from 'vitest';
-import { GREEDY } from '../testing/sampling';
+import { drainGeneration, GREEDY } from '../testing/sampling';
 import { GrammarRefusedError } from './errors';
 import { BreakerTable, runSequence, Sequence, type SeqStep, type SequenceEnv, type StepRunner } from './sequence';
-import type { GenerateRequest, GeneratedToken, GenerationResult } from './types';
+import type { GenerateRequest } from './types';
 
 const VOCAB = 8;
 const EOS = 7;
@@ -48,16 +48,7 @@ const request = (extra: Partial<GenerateRequest> = {}): GenerateRequest => ({
   ...extra,
 });
 
-async function drain(seq: Sequence, runner: StepRunner, onToken?: (n: number) => void): Promise<{ ids: number[]; result: GenerationResult }> {
-  const gen = runSequence(seq, runner);
-  const ids: number[] = [];
-  for (;;) {
-    const r: IteratorResult<GeneratedToken, GenerationResult> = await gen.next();
-    if (r.done) return { ids, result: r.value };
-    ids.push(r.value.id);
-    onToken?.(ids.length);
-  }
-}
+const drain = (seq: Sequence, runner: StepRunner, onToken?: (n: number) => void) => drainGeneration(runSequence(seq, runner), onToken);
 
 describe('Sequence and runSequence', () => {
   it('feeds the prompt in chunks after the reused prefix (only the last chunk samples), then each new token', async () => {

@@ -1,7 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { GeneratedToken, GenerateRequest, GenerationResult, SamplingParams } from '../engine/types';
+import type { GeneratedToken, GenerateRequest, SamplingParams } from '../engine/types';
 import { openModel } from '../model/open';
 import { ensureFixture } from '../testing/fixtures/shared';
+import { drainGeneration } from '../testing/sampling';
 import { ReferenceBackend } from './backend';
 import { greedy, logitsFor, ReferenceModel } from './forward';
 
@@ -21,14 +22,7 @@ beforeAll(async () => {
 });
 
 async function collect(req: Partial<GenerateRequest> & { promptIds: number[] }, onToken?: (n: number) => void) {
-  const gen = backend.generate({ maxTokens: 8, sampling, stopTokenIds: [], ignoreEos: true, minTokens: 0, ...req });
-  const ids: number[] = [];
-  for (;;) {
-    const r: IteratorResult<GeneratedToken, GenerationResult> = await gen.next();
-    if (r.done) return { ids, result: r.value };
-    ids.push(r.value.id);
-    onToken?.(ids.length);
-  }
+  return drainGeneration(backend.generate({ maxTokens: 8, sampling, stopTokenIds: [], ignoreEos: true, minTokens: 0, ...req }), onToken);
 }
 
 describe('ReferenceBackend', () => {
