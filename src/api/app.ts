@@ -11,6 +11,7 @@ import { parseChatRequest, readMessages } from './protocol/chat';
 import { asBody, bool, str, type Json } from './protocol/common';
 import { parseCompletionRequest } from './protocol/completions';
 import { checkJsonDepth, DEFAULT_LIMITS, readBodyText, type RequestLimits } from './limits';
+import { createResponses, responsesSse } from './responses/responses';
 import { sseStream } from './sse';
 import { renderChat } from './template';
 import { nowSeconds } from './choices';
@@ -109,6 +110,24 @@ export function createApp(options: AppOptions): App {
     if (loading()) throw new ApiError(503, 'the model is still loading; retry when GET /health answers 200', 'service_unavailable', null, 'model_loading');
   }
 
+  // OpenAI's Responses API runs as a streamed chat completion (src/api/responses/).
+  const responses = createResponses({
+    async runChat(chat, signal) {
+      const req = parseChatRequest(chat);
+      ensureReady();
+      const run = await prepareChat(req, resolve(req.model, true), signal);
+      return { req, chunks: run.chunks };
+    },
+  });
+
+  async function responseReply(run: Awaited<ReturnType<typeof responses.create>>): Promise<Response> {
+    if (run.stream)
+      return new Response(responsesSse(run.events), {
+        headers: { ...CORS, 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache', Connection: 'keep-alive' },
+      });
+    return json(await run.fold());
+  }
+
   /** Every route, in match order (`/chat/completions` before `/completions`). */
   const routes: Route[] = [
     {
@@ -143,6 +162,9 @@ export function createApp(options: AppOptions): App {
     { method: 'POST', path: '/detokenize', run: async (request) => detokenize(await body(request)) },
     { method: 'POST', path: '/apply-template', run: async (request) => applyTemplate(await body(request)) },
     { method: 'POST', path: '/apply_template', run: async (request) => applyTemplate(await body(request)) },
+    { method: 'POST', path: '/responses', run: async (request) => responseReply(await responses.create(await body(request), request.signal ?? new AbortController().signal)) },
+    { method: 'GET', path: /\/responses\/([^/]+)$/, run: (_request, id) => json(responses.get(id!)) },
+    { method: 'DELETE', path: /\/responses\/([^/]+)$/, run: (_request, id) => json(responses.delete(id!)) },
     {
       method: 'GET',
       path: '/health',
