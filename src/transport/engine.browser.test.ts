@@ -45,6 +45,18 @@ describe('createEngine in a worker', () => {
     expect(finish).toBe(whole.choices[0].finish_reason);
   });
 
+  it('answers the Responses API through engine.fetch (create and the stream helper) with the chat endpoint\'s greedy text', async () => {
+    const client = clientFor(engine.fetch);
+    const chat = await client.chat.completions.create({ ...GREEDY, messages });
+    const r = await client.responses.create({ model: 'default', input: 'Say hi', temperature: 0, max_output_tokens: 4 });
+    expect(r.output_text).toBe(chat.choices[0].message.content);
+    const stream = client.responses.stream({ model: 'default', input: 'Say hi', temperature: 0, max_output_tokens: 4 });
+    let text = '';
+    for await (const e of stream) if (e.type === 'response.output_text.delta') text += e.delta;
+    expect(text).toBe(r.output_text);
+    expect((await stream.finalResponse()).output_text).toBe(r.output_text);
+  });
+
   it('turns a bad request into an APIError with status 400 naming the field', async () => {
     const err = await clientFor(engine.fetch)
       .chat.completions.create({ ...GREEDY, messages, temperature: 7 })
