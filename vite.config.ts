@@ -139,7 +139,7 @@ export default defineConfig(({ command, mode }) => {
     base: command === 'build' ? './' : '/',
     plugins: [wgsl(), engineWorkerURL(), ...(browserPart ? [nodeOnlyModules(), selfContained()] : [])],
     // Discovered mid-run otherwise (it is imported lazily), which fails the first browser test run.
-    optimizeDeps: { include: ['@mlc-ai/web-xgrammar'] },
+    optimizeDeps: { include: ['@mlc-ai/web-xgrammar', 'ai', '@ai-sdk/openai'] },
     // Worker bundles (new Worker(new URL(...))) are built separately and need the plugin too.
     worker: { format: 'es', plugins: () => [wgsl()] },
     build: libraryBuild(part),

@@ -57,6 +57,18 @@ describe('createEngine in a worker', () => {
     expect((await stream.finalResponse()).output_text).toBe(r.output_text);
   });
 
+  it('answers the Vercel AI SDK\'s default provider (POST /v1/responses) through engine.fetch, generated and streamed', async () => {
+    const { createOpenAI } = await import('@ai-sdk/openai');
+    const { generateText, streamText } = await import('ai');
+    const model = createOpenAI({ baseURL: 'http://localhost/v1', apiKey: 'unused', fetch: engine.fetch })('default');
+    const chat = await clientFor(engine.fetch).chat.completions.create({ ...GREEDY, messages });
+    const a = await generateText({ model, prompt: 'Say hi', temperature: 0, maxOutputTokens: 4 });
+    expect(a.text).toBe(chat.choices[0].message.content);
+    let text = '';
+    for await (const part of streamText({ model, prompt: 'Say hi', temperature: 0, maxOutputTokens: 4 }).textStream) text += part;
+    expect(text).toBe(a.text);
+  });
+
   it('turns a bad request into an APIError with status 400 naming the field', async () => {
     const err = await clientFor(engine.fetch)
       .chat.completions.create({ ...GREEDY, messages, temperature: 7 })
