@@ -108,11 +108,11 @@ describe('structured output with the engine in its Worker', () => {
   });
 
   it('answers a schema xgrammar rejects with a 400 naming the field and its reason', async () => {
-    const bad = { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 7 } } } } } };
+    const bad = { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'integer', minimum: 5, maximum: 1 } } } } } };
     const e = (await chat(clientFor(engine.fetch), bad).catch((x: unknown) => x)) as InstanceType<typeof OpenAI.APIError>;
     expect(e).toBeInstanceOf(OpenAI.BadRequestError);
     expect(e.param).toBe('response_format.json_schema.schema');
     // xgrammar's own words, read from its stderr (without the capture: "Aborted()").
-    expect(e.message).toContain('Type should be a string');
+    expect(e.message).toContain('Invalid range: minimum greater than maximum');
   });
 });

@@ -139,7 +139,8 @@ describe('the other ways to ask for structure', () => {
 
 describe('invalid structured-output requests', () => {
   const cases: Array<[string, Extra, string]> = [
-    ['a schema xgrammar rejects', { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 7 } } } } } }, 'response_format.json_schema.schema'],
+    ['a schema xgrammar rejects', { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 'integer', minimum: 5, maximum: 1 } } } } } }, 'response_format.json_schema.schema'],
+    ['a schema whose type is not a JSON type', { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', properties: { a: { type: 7 } } } } } }, 'response_format.json_schema.schema'],
     ['a json_schema string that is not JSON', { json_schema: '{nope' }, 'json_schema'],
     ['an unbalanced regex', { regex: '(a' }, 'regex'],
     ['an EBNF grammar without root', { ebnf: 'start ::= "a"' }, 'ebnf'],
