@@ -9,7 +9,9 @@
 // NONE right after a request's reset) to its count. The thread that owns that id does it, so no
 // barrier is needed. Which ids the prompt holds is a bitset uploaded once per request.
 //
-// A 2D grid: x covers the vocabulary, y is the sequence; one thread per logit.
+// A 2D grid: x covers the vocabulary, y is the batch row; one thread per logit. Logits are by row;
+// everything that outlives a step (settings, bias, counts, prompt bits, last token) is by the
+// row's sequence slot (`rowSlot`), since a batch's rows change from step to step.
 
 override WG: u32 = 256;
 
@@ -38,14 +40,17 @@ struct SeqPenalties {
 @group(0) @binding(4) var<storage, read> promptSeen: array<u32>;    // [maxSeqs, seenWords] bit id%32 of word id/32
 @group(0) @binding(5) var<storage, read> lastToken: array<u32>;     // [maxSeqs] the sampler's previous output, or NONE
 @group(0) @binding(6) var<uniform> p: Params;
+@group(0) @binding(7) var<storage, read> rowSlot: array<u32>;       // [S] the slot of each row
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3u) {
   let i = gid.x;
-  let s = gid.y;
-  if (i >= p.vocab || s >= arrayLength(&seqs)) { return; }
+  let r = gid.y;
+  if (i >= p.vocab || r >= arrayLength(&rowSlot)) { return; }
+  let s = rowSlot[r];
+  if (s >= arrayLength(&seqs)) { return; }
   let sp = seqs[s];
-  let at = s * p.rowStride + i;
+  let at = r * p.rowStride + i;
   let row = s * p.vocab + i;
   var l = logits[at];
 

@@ -61,9 +61,12 @@ struct SeqParams {
 
 @group(0) @binding(0) var<storage, read> logits: array<f32>;
 @group(0) @binding(1) var<storage, read> seqs: array<SeqParams>;
-@group(0) @binding(2) var<storage, read_write> tokensOut: array<u32>;
+@group(0) @binding(2) var<storage, read_write> tokensOut: array<u32>; // [slots]: row r's token at rowSlot[r]
 @group(0) @binding(3) var<storage, read_write> logprobsOut: array<u32>; // [S, LP_WORDS]
 @group(0) @binding(4) var<uniform> p: Params;
+// The sequence slot of each row: a batch's rows change from step to step, a sequence's slot does
+// not, so the token lands where the next step's penalties (and the engine's readback) find it.
+@group(0) @binding(5) var<storage, read> rowSlot: array<u32>;
 
 var<workgroup> redKey: array<u32, WG>;
 var<workgroup> redIdx: array<u32, WG>;
@@ -429,7 +432,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     draw(base, lid, tau, lmax, sp.invTemperature, uniform01(sp.seedLo, sp.seedHi, sp.step));
   }
   let token = workgroupUniformLoad(&sToken);
-  if (lid == 0u) { tokensOut[row] = token; }
+  if (lid == 0u) { tokensOut[rowSlot[row]] = token; }
 
   // 4. Logprobs of the raw logits.
   if (sp.logprobs != 0u) {

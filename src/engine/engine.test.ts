@@ -44,12 +44,13 @@ describe('the GPU engine across prefill chunks and a cached prefix', () => {
     const paths = await ensureFixture({ arch: 'llama', preset: 'tiny' });
     const opened = await openModel(paths.gguf.Q8_0!);
     const ref = await ReferenceModel.load(opened);
-    const engine = await GpuEngine.load(opened, { gpu, precision: 'f32', prefillChunk: 8 });
+    // Pages of 4 tokens: the prefix cache shares whole pages, so 28 of the 29 tokens are cached.
+    const engine = await GpuEngine.load(opened, { gpu, precision: 'f32', prefillChunk: 8, pageSize: 4 });
     try {
       const prompt = Array.from({ length: 29 }, (_, i) => (i * 31 + 5) % opened.config.vocabSize);
       const want = greedy(ref, prompt, 12);
       expect(await generateGreedy(engine, prompt, 12)).toEqual(want);
-      // Same prompt again: all but its last token come from the KV cache.
+      // Same prompt again: all but its last token come from the prefix cache.
       const again = engine.generate({ promptIds: prompt, maxTokens: 12, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0 });
       const ids: number[] = [];
       let r = await again.next();

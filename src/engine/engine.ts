@@ -1,15 +1,16 @@
 /**
- * The WebGPU engine: a loaded model that generates tokens. One command buffer per step (two under
- * a grammar: the forward pass runs while the CPU computes the token mask); the only readback is
- * the sampled token ids (and logprobs when asked). Requests run one at a time; the KV of the
- * previous request's tokens stays cached so a prompt sharing its prefix skips that prefill.
+ * The WebGPU engine: a loaded model serving many sequences at once. A scheduler (./scheduler.ts)
+ * batches every request in flight into ragged steps over one pool of KV pages with a prefix cache
+ * shared by all requests; this file runs those steps on the GPU (`runBatch`): one command buffer
+ * per step (two when a row has a grammar: the forward pass runs while the CPU computes the masks),
+ * sampling on the GPU, and only the sampled ids (and logprobs when asked) read back.
  * A request's lifecycle (what to feed, enders, min_tokens, CPU sampler, grammar, abort) is the
- * shared `Sequence` (./sequence.ts, as the reference backend's); the engine runs its steps.
+ * shared `Sequence` (./sequence.ts, as the reference backend's).
  */
 import { acquireGPU, type GPUContext } from '../gpu/device';
 import { createBuffer, READBACK, STORAGE } from '../gpu/buffers';
 import { pipelineCache, type Precision } from '../gpu/pipelines';
-import { createSampleOp, LOGPROB_WORDS, packSamplingParams, SAMPLE_PARAM_WORDS, unpackSampled, type SeqSampling } from '../kernels/sample';
+import { createSampleOp, LOGPROB_WORDS, packSamplingParams, SAMPLE_PARAM_WORDS, unpackSampled } from '../kernels/sample';
 import type { Op } from '../kernels/op';
 import { createPenaltiesOp, needsPenalties, type PenaltiesOp } from '../kernels/penalties';
 import { createApplyMaskOp, type ApplyMaskOp } from '../kernels/apply-mask';
@@ -22,12 +23,13 @@ import { ProgressEmitter, type ProgressCallback } from '../loader/progress';
 import { logprobsOf } from './logit-processors';
 import { GpuForward } from './forward';
 import { uploadWeights, type GpuWeights, type UploadProgress } from './gpu-weights';
-import { checkPromptIds, nextTask, RequestQueue, reusablePrefix } from './backend-util';
+import { checkPromptIds, nextTask } from './backend-util';
 import { BackendDisposedError, ContextLengthError, PrecisionUnsupportedError } from './errors';
-import { BreakerTable, runSequence, Sequence, type SequenceEnv, type StepRunner } from './sequence';
+import { BreakerTable, Sequence, type SequenceEnv } from './sequence';
 import { KvPages } from './kv-pages';
-import { StepBuffers, type SeqWork } from './step';
-import type { Constraint } from '../structured/grammar';
+import { Scheduler, type BatchItem, type BatchRunner } from './scheduler';
+import { StepBuffers } from './step';
+import { maskWords } from '../kernels/mask-ref';
 import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, SamplingParams, TokenLogprob } from './types';
 
 export interface EngineOptions {
@@ -37,10 +39,14 @@ export interface EngineOptions {
   precision?: Precision | 'auto';
   /** Tokens per sequence (prompt + completion); default min(model's max positions, 4096). */
   contextLength?: number;
-  /** Prompt tokens per prefill step (default 128). */
+  /** Prompt tokens per step for prefill chunks (default 128); a step also holds one decode token per running sequence. */
   prefillChunk?: number;
   /** KV page size in tokens (default 16). */
   pageSize?: number;
+  /** Sequences decoded together: requests, `n` choices and batched prompts in flight at once (default 16). */
+  maxBatch?: number;
+  /** Tokens the KV page pool holds for all sequences and the prefix cache (default: see kvPoolPages). */
+  kvCacheTokens?: number;
   /** Model id in the API (default: the arch). */
   id?: string;
   onUpload?: UploadProgress;
@@ -61,12 +67,6 @@ export interface StepProfiler {
   end(encoder: GPUCommandEncoder): void;
 }
 
-/** A grammar's mask for `runStep`: the matcher and the request's bitmask words (allocated once per request). */
-interface StepMask {
-  constraint: Constraint;
-  bits: Uint32Array;
-}
-
 /**
  * Whether a step reads the logits back and samples on the CPU. logit_bias, the min_tokens ban and
  * the repetition/frequency/presence penalties run on the GPU (`penalized`: the penalties op,
@@ -80,10 +80,15 @@ function needsCpuSampling(p: SamplingParams, penalized: boolean): boolean {
   return p.dry.multiplier !== 0 || p.mirostat.mode !== 0 || (penalized && p.logprobs);
 }
 
-/** The KV slot of the one sequence a step runs (until the scheduler runs many). */
-const SLOT = 0;
+/** Whether this step of `seq` samples on the CPU: its settings need it, or it is teacher-forced. */
+function sampledOnCpu(seq: Sequence): boolean {
+  return seq.wantsLogits || needsCpuSampling(seq.sampling, needsPenalties(seq.sampling, seq.banned().length > 0));
+}
 
-export class GpuEngine implements Backend, StepRunner {
+/** Penalty settings that make a slot's penalties a no-op (a sequence that does not use them). */
+const NO_PENALTIES = { logitBias: {}, repetitionPenalty: 1, frequencyPenalty: 0, presencePenalty: 0 } as const;
+
+export class GpuEngine implements Backend, BatchRunner {
   readonly id: string;
   readonly config: ModelConfig;
   readonly tokenizer: TextTokenizer;
@@ -91,19 +96,23 @@ export class GpuEngine implements Backend, StepRunner {
   readonly contextLength: number;
   readonly precision: Precision;
   readonly generationConfig?: GenerationDefaults;
+  /** Sequences in flight at once (slots), and tokens per step. */
+  readonly limits: { maxSeqs: number; maxTokens: number; numPages: number; pageSize: number };
 
   private readonly kv: KvPages;
+  private readonly scheduler: Scheduler;
   private readonly stepBuffers: StepBuffers;
   private readonly samplingParams: ArrayBuffer;
-  private readonly readback: GPUBuffer; // MAP_READ: token id, then logprob words
-  private readonly logitsReadback: GPUBuffer; // MAP_READ f32 [vocab] for the CPU sampling path
-  /** Token ids whose K/V sequence 0 holds, in order. */
-  private cached: number[] = [];
-  private readonly queue = new RequestQueue();
+  private readonly readback: GPUBuffer; // MAP_READ: [maxSeqs] token ids by slot, then [maxSeqs, LOGPROB_WORDS] by row
+  private readonly logitsReadback: GPUBuffer; // MAP_READ f32 [maxSeqs, vocab] for the CPU sampling path
+  /** An all-allowed grammar mask: the rows of unconstrained sequences in a step where another row has a grammar. */
+  private readonly allowAll: Uint32Array;
+  /** Whether each slot's sequence uses the GPU penalties op (its settings were written at placement). */
+  private readonly slotPenalized: boolean[];
   private disposed = false;
   private cpuSteps = 0;
   private prefillSteps = 0;
-  /** The previous prefill chunk's completion, while one is queued on the GPU. */
+  /** The previous prefill-only step's completion, while one is queued on the GPU. */
   private prefillInFlight: Promise<undefined> | null = null;
   private readonly env: SequenceEnv;
   /** Bench hook: while set, steps record through it (more passes; same results). */
@@ -116,9 +125,10 @@ export class GpuEngine implements Backend, StepRunner {
     private readonly sampler: { op: Op; params: GPUBuffer; tokens: GPUBuffer; logprobs: GPUBuffer; penalties: PenaltiesOp; mask: ApplyMaskOp },
     text: { tokenizer: TextTokenizer; chatTemplate: ChatTemplateConfig },
     opened: OpenedModel,
-    opts: { id?: string; contextLength: number; precision: Precision; pageSize: number; step: StepBuffers },
+    opts: { id?: string; contextLength: number; precision: Precision; step: StepBuffers },
   ) {
     const { device } = gpu;
+    const { maxSeqs, maxTokens, numPages, pageSize } = forward.limits;
     this.id = opts.id ?? opened.config.arch;
     this.config = opened.config;
     this.tokenizer = text.tokenizer;
@@ -127,10 +137,14 @@ export class GpuEngine implements Backend, StepRunner {
     this.generationConfig = opened.generationConfig as GenerationDefaults | undefined;
     this.precision = opts.precision;
     this.stepBuffers = opts.step;
-    this.kv = new KvPages(forward.limits.numPages, opts.pageSize);
-    this.samplingParams = new ArrayBuffer(SAMPLE_PARAM_WORDS * 4);
-    this.readback = createBuffer(device, (1 + LOGPROB_WORDS) * 4, READBACK, 'readback');
-    this.logitsReadback = createBuffer(device, this.config.vocabSize * 4, READBACK, 'logits readback');
+    this.limits = { maxSeqs, maxTokens, numPages, pageSize };
+    this.kv = new KvPages(numPages, pageSize);
+    this.scheduler = new Scheduler(this.kv, this, { maxSeqs, prefillTokens: maxTokens - maxSeqs });
+    this.samplingParams = new ArrayBuffer(maxSeqs * SAMPLE_PARAM_WORDS * 4);
+    this.readback = createBuffer(device, maxSeqs * (1 + LOGPROB_WORDS) * 4, READBACK, 'readback');
+    this.logitsReadback = createBuffer(device, maxSeqs * this.config.vocabSize * 4, READBACK, 'logits readback');
+    this.allowAll = new Uint32Array(maskWords(this.config.vocabSize)).fill(0xffffffff);
+    this.slotPenalized = new Array<boolean>(maxSeqs).fill(false);
     const breakers = new BreakerTable(this.tokenizer);
     this.env = { eosIds: this.tokenizer.eosIds, contextLength: this.contextLength, breakers: (list) => breakers.of(list) };
   }
@@ -145,12 +159,17 @@ export class GpuEngine implements Backend, StepRunner {
     const contextLength = Math.min(opts.contextLength ?? 4096, config.maxPositionEmbeddings);
     const pageSize = opts.pageSize ?? 16;
     const maxPagesPerSeq = Math.ceil(contextLength / pageSize);
-    const limits = { maxTokens: opts.prefillChunk ?? 128, maxSeqs: 1, numPages: maxPagesPerSeq, pageSize, maxPagesPerSeq };
+    const maxSeqs = Math.max(1, Math.floor(opts.maxBatch ?? DEFAULT_MAX_BATCH));
+    const weightBytes = [...opened.tensors.values()].reduce((n, t) => n + t.info.byteLength, 0);
+    const numPages = kvPoolPages({ config, precision, pageSize, contextLength, maxSeqs, weightBytes, limits: gpu.device.limits, tokens: opts.kvCacheTokens });
+    // A step holds a decode token for every sequence plus prefill chunks of `prefillChunk` tokens in all.
+    const prefillChunk = Math.max(1, Math.floor(opts.prefillChunk ?? 128));
+    const limits = { maxTokens: prefillChunk + maxSeqs, maxSeqs, numPages, pageSize, maxPagesPerSeq };
     const text = loadTextModel(opened);
     const emulated = gpu.info.isFallbackAdapter || gpu.info.architecture === 'swiftshader';
     const ctx = { device: gpu.device, cache: pipelineCache(gpu.device), precision, emulated };
     const progress = opts.onProgress instanceof ProgressEmitter ? opts.onProgress : new ProgressEmitter(opts.onProgress);
-    const upload = progress.phase('upload').file('weights', [...opened.tensors.values()].reduce((n, t) => n + t.info.byteLength, 0));
+    const upload = progress.phase('upload').file('weights', weightBytes);
     let uploaded = 0;
     const weights = await uploadWeights(gpu.device, opened, (name, done, total) => {
       upload.add(done - uploaded);
@@ -162,16 +181,17 @@ export class GpuEngine implements Backend, StepRunner {
     // Compile progress counts layers whose pipelines and bind groups are ready (+ embedding and head).
     const compile = progress.phase('compile').file('kernels', config.numLayers + 2);
     const forward = await GpuForward.create(ctx, config, weights, step, limits, opened.ropeFreqFactors, () => compile.add(1));
-    const params = createBuffer(gpu.device, SAMPLE_PARAM_WORDS * 4, STORAGE, 'sampling params');
-    const tokens = createBuffer(gpu.device, 4, STORAGE, 'sampled tokens'); // u32 [1]
-    const logprobs = createBuffer(gpu.device, LOGPROB_WORDS * 4, STORAGE, 'sampled logprobs'); // u32 [LOGPROB_WORDS]
-    const op = await createSampleOp(ctx, { logits: forward.state.logits, params, tokens, logprobs, vocab: config.vocabSize });
-    // Bias row, counts and prompt bits for the one sequence slot; it counts the sampler's `tokens`.
-    const penalties = await createPenaltiesOp(ctx, { logits: forward.state.logits, lastToken: tokens, vocab: config.vocabSize, maxSeqs: 1 });
-    // Structured output's token mask, applied before the penalties and the sampler.
-    const mask = await createApplyMaskOp(ctx, { logits: forward.state.logits, vocab: config.vocabSize, maxSeqs: 1 });
+    const params = createBuffer(gpu.device, maxSeqs * SAMPLE_PARAM_WORDS * 4, STORAGE, 'sampling params');
+    const tokens = createBuffer(gpu.device, maxSeqs * 4, STORAGE, 'sampled tokens'); // u32 [maxSeqs] by slot
+    const logprobs = createBuffer(gpu.device, maxSeqs * LOGPROB_WORDS * 4, STORAGE, 'sampled logprobs'); // u32 [maxSeqs, LOGPROB_WORDS] by row
+    const { logits } = forward.state;
+    const op = await createSampleOp(ctx, { logits, params, tokens, logprobs, vocab: config.vocabSize, rowSlot: step.rowSlot });
+    // Bias rows, counts and prompt bits per slot; they count the sampler's `tokens` (by slot too).
+    const penalties = await createPenaltiesOp(ctx, { logits, lastToken: tokens, vocab: config.vocabSize, maxSeqs, rowSlot: step.rowSlot });
+    // Structured output's token mask (by row), applied before the penalties and the sampler.
+    const mask = await createApplyMaskOp(ctx, { logits, vocab: config.vocabSize, maxSeqs });
     compile.done();
-    return new GpuEngine(gpu, weights, forward, { op, params, tokens, logprobs, penalties, mask }, text, opened, { id: opts.id, contextLength, precision, pageSize, step });
+    return new GpuEngine(gpu, weights, forward, { op, params, tokens, logprobs, penalties, mask }, text, opened, { id: opts.id, contextLength, precision, step });
   }
 
   /** Bench hook: GPU bytes of the weight matrices (what a decode step reads at least) and of the KV cache. */
@@ -179,7 +199,13 @@ export class GpuEngine implements Backend, StepRunner {
     return { matrixBytes: this.weights.matrixBytes, kvCacheBytes: this.forward.kvCacheBytes };
   }
 
-  /** Sampled steps of `generate()` that read the logits back and sampled on the CPU (see needsCpuSampling). */
+  /** The page pool and the scheduler now: pages used by sequences, held by the prefix cache, free; sequences running and waiting. */
+  get kvStats(): { pageSize: number; pages: { total: number; used: number; cached: number; free: number }; running: number; waiting: number; steps: number; preemptions: number } {
+    const { steps, preemptions } = this.scheduler.counters;
+    return { pageSize: this.kv.pageSize, pages: this.kv.stats, running: this.scheduler.runningCount, waiting: this.scheduler.waitingCount, steps, preemptions };
+  }
+
+  /** Sampled rows of steps that read the logits back and sampled on the CPU (see needsCpuSampling). */
   get cpuSampledSteps(): number {
     return this.cpuSteps;
   }
@@ -196,152 +222,160 @@ export class GpuEngine implements Backend, StepRunner {
     if (promptIds.length >= this.contextLength) {
       throw new ContextLengthError(`the prompt has ${promptIds.length} tokens; this engine's context holds ${this.contextLength}`);
     }
-    const seq = new Sequence(request, this.env);
-    // Aborted while waiting for its turn: it ends without waiting for the request ahead.
-    const release = await this.queue.acquire(request.signal);
-    if (!release) return (seq.end('abort'), seq.finish!);
+    return yield* this.run(new Sequence(request, this.env), request.cachePrompt ?? true, request.signal);
+  }
+
+  /**
+   * Hands a sequence to the scheduler and yields its tokens as steps produce them. An abort, or a
+   * consumer that stops iterating, ends it: it leaves the batch at the next step.
+   */
+  private async *run(seq: Sequence, useCache: boolean, signal?: AbortSignal): AsyncGenerator<GeneratedToken, GenerationResult, void> {
+    const onAbort = () => this.scheduler.wakeUp();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const tokens = this.scheduler.submit(seq, useCache);
     try {
-      if (!seq.aborted) this.place(seq, request.cachePrompt ?? true);
-      return yield* runSequence(seq, this);
+      for (;;) {
+        const t = await tokens.next();
+        if (!t) return seq.finish!;
+        yield t;
+      }
     } finally {
-      release();
+      signal?.removeEventListener('abort', onAbort);
+      if (!seq.finish) {
+        seq.end('abort');
+        this.scheduler.wakeUp();
+      }
     }
   }
 
   /**
-   * Puts a sequence in the (one) KV slot: reuses the cached prefix it shares with the previous
-   * request (always recomputing at least the last prompt token, for its logits) and writes the
-   * penalties op's per-request state. That state then follows the sampled tokens on the GPU; the
-   * min_tokens ban can only end during a request, so if any step uses the op, step 0 does.
+   * A sequence takes a slot (BatchRunner): the penalties op's per-slot state. That state then
+   * follows the sampled tokens on the GPU; a sequence placed again after preemption brings its
+   * output's counts. The min_tokens ban can only end during a request, so if any step of the
+   * sequence uses the op, its first one does.
    */
-  private place(seq: Sequence, cachePrompt: boolean): void {
-    const common = cachePrompt ? reusablePrefix(this.cached, seq.promptIds) : 0;
-    this.kv.truncate(SLOT, common);
-    this.cached.length = common;
-    seq.reuse(common);
+  place(seq: Sequence, slot: number): void {
     const banned = seq.banned();
     const penalized = needsPenalties(seq.sampling, banned.length > 0);
-    if (penalized && !needsCpuSampling(seq.sampling, penalized)) this.sampler.penalties.reset(SLOT, seq.sampling, seq.promptIds, banned);
+    const gpu = penalized && !sampledOnCpu(seq);
+    this.slotPenalized[slot] = gpu;
+    if (gpu) this.sampler.penalties.reset(slot, seq.sampling, seq.promptIds, banned, seq.tokens.slice(seq.promptIds.length));
+    else this.sampler.penalties.reset(slot, NO_PENALTIES, [], []);
   }
 
   /**
-   * One step of `batch` (the StepRunner the shared lifecycle drives; one sequence per step until
-   * the scheduler batches them): its next prompt chunk, or its last token. A chunk that does not
-   * sample is submitted and the step returns once the chunk before it has run on the GPU, so at
-   * most two chunks are queued and an abort between chunks leaves the GPU free at once. A step
-   * that samples reads back the token (or the logits, for the CPU sampler) and records it.
+   * One step of the batch (BatchRunner). Rows are ordered: sequences sampled on the GPU, then
+   * those sampled on the CPU (their logits are read back), then prefill chunks that sample
+   * nothing; the sampler, penalties and mask run over the sampling rows only. Unmasked, the step
+   * is one command buffer; with a grammar in any row it is two: the forward pass is submitted
+   * first, the CPU computes the grammars' bitmasks while the GPU runs it, and a second small
+   * buffer applies the masks, the penalties and the sampler and copies the results out. A step
+   * that samples nothing returns once the step before it has run, so at most two are queued
+   * and an abort between prefill chunks leaves the GPU free at once.
    */
-  async step(batch: readonly Sequence[]): Promise<void> {
-    if (batch.length !== 1) throw new RangeError(`GpuEngine runs one sequence per step, got ${batch.length}`);
-    const seq = batch[0]!;
-    const work = seq.work(this.forward.limits.maxTokens);
-    const kv: SeqWork = { seq: SLOT, tokens: work.tokens };
-    if (!work.samples) {
-      await this.runStep(kv, null);
-      this.cached.push(...work.tokens);
-      seq.advance(work);
-      this.prefillSteps++;
-      const previous = this.prefillInFlight;
-      this.prefillInFlight = this.gpu.device.queue.onSubmittedWorkDone();
-      await previous;
-      return;
-    }
-    this.prefillInFlight = null; // this step's readback waits for all earlier work anyway
-    const banned = seq.banned();
-    const penalized = needsPenalties(seq.sampling, banned.length > 0);
-    const slow = needsCpuSampling(seq.sampling, penalized);
-    const gpuPenalties = penalized && !slow;
-    // min_tokens reached: the bias row goes back to logit_bias alone (one write per request).
-    if (gpuPenalties && seq.generated > 0 && seq.generated === seq.minTokens) this.sampler.penalties.setBias(SLOT, seq.sampling, []);
-    const mask: StepMask | null = seq.constraint ? { constraint: seq.constraint, bits: seq.maskBits! } : null;
-    const sampled = await this.runStep(kv, slow ? 'logits' : seq.gpuSampling(), gpuPenalties, mask);
-    this.cached.push(...work.tokens);
-    seq.advance(work);
-    if (sampled instanceof Float32Array) {
-      this.cpuSteps++;
-      seq.sampleLogits(sampled);
-    } else {
-      const s = sampled!;
-      seq.record({ id: s.token, ...(s.logprob !== undefined ? { logprob: s.logprob, top: s.top ?? [] } : {}) });
-    }
-  }
-
-  /**
-   * One forward step. `sample`: null = no sampling (a prefill chunk); 'logits' = read back the
-   * logits (CPU sampling path); otherwise sample on the GPU and read back the token (and
-   * logprobs), after the penalties op when `penalize`. Unmasked, the step is one command buffer.
-   * With `mask` (a grammar) it is two: the forward pass up to the logits is submitted first, the
-   * CPU computes the grammar's bitmask while the GPU runs it, and a second small buffer applies
-   * the mask (before the penalties and either sampling path), samples and copies the result out.
-   */
-  private async runStep(work: SeqWork, sample: SeqSampling | 'logits' | null, penalize = false, mask: StepMask | null = null): Promise<ReturnType<typeof unpackSampled>[number] | Float32Array | null> {
+  async runBatch(items: BatchItem[]): Promise<void> {
     const { device } = this.gpu;
-    const { tokens, seqs } = this.stepBuffers.write([work], this.kv);
+    const gpuRows: BatchItem[] = [];
+    const cpuRows: BatchItem[] = [];
+    const rest: BatchItem[] = [];
+    for (const item of items) {
+      const { seq, slot, work } = item;
+      if (!work.samples) {
+        rest.push(item);
+        continue;
+      }
+      if (sampledOnCpu(seq)) cpuRows.push(item);
+      else gpuRows.push(item);
+      // min_tokens reached: the bias row goes back to logit_bias alone (one write per request).
+      if (this.slotPenalized[slot] && seq.minTokens > 0 && seq.generated === seq.minTokens) this.sampler.penalties.setBias(slot, seq.sampling, []);
+    }
+    const rows = [...gpuRows, ...cpuRows, ...rest];
+    const sampling = gpuRows.length + cpuRows.length;
+    const { tokens, seqs } = this.stepBuffers.write(
+      rows.map((r) => ({ seq: r.slot, tokens: r.work.tokens })),
+      this.kv,
+    );
     this.forward.prepare(device, seqs);
-    if (sample && sample !== 'logits') {
-      packSamplingParams([sample], this.samplingParams);
-      device.queue.writeBuffer(this.sampler.params, 0, this.samplingParams);
+    const params = gpuRows.map((r) => r.seq.gpuSampling());
+    if (params.length) {
+      packSamplingParams(params, this.samplingParams);
+      device.queue.writeBuffer(this.sampler.params, 0, this.samplingParams, 0, params.length * SAMPLE_PARAM_WORDS * 4);
     }
     let encoder = device.createCommandEncoder();
     let pass = this.profiler ? this.profiler.begin(encoder) : encoder.beginComputePass();
     this.forward.encode(pass, tokens, seqs);
-    if (sample && mask) {
+    const masked = rows.slice(0, sampling).some((r) => r.seq.constraint);
+    if (masked) {
       pass.end();
       device.queue.submit([encoder.finish()]);
       // A browser may hand submitted work to its GPU process only once the microtask queue drains
       // (Blink flushes at the end of a microtask checkpoint), and xgrammar's mask is synchronous
-      // wasm behind a promise: yield a task so the forward pass runs while the mask is computed.
-      // Queue writes land in order between submits, so the second buffer reads this step's mask.
+      // wasm behind a promise: yield a task so the forward pass runs while the masks are computed.
+      // Queue writes land in order between submits, so the second buffer reads this step's masks.
       await nextTask();
-      await mask.constraint.mask(mask.bits);
-      this.sampler.mask.write(0, mask.bits);
+      for (let row = 0; row < sampling; row++) {
+        const seq = rows[row]!.seq;
+        if (seq.constraint) await seq.constraint.mask(seq.maskBits!);
+        this.sampler.mask.write(row, seq.constraint ? seq.maskBits! : this.allowAll);
+      }
       encoder = device.createCommandEncoder();
       pass = this.profiler ? this.profiler.begin(encoder, true) : encoder.beginComputePass();
-      this.sampler.mask.encode(pass, seqs);
+      this.sampler.mask.encode(pass, sampling);
     }
-    if (sample && sample !== 'logits') {
-      if (penalize) this.sampler.penalties.encode(pass, seqs);
-      this.sampler.op.encode(pass, seqs);
+    if (gpuRows.length) {
+      // The op runs over every sampling row; rows whose slot does not use it are left as they are.
+      if (gpuRows.some((r) => this.slotPenalized[r.slot])) this.sampler.penalties.encode(pass, gpuRows.length);
+      this.sampler.op.encode(pass, gpuRows.length);
     }
     pass.end();
     this.profiler?.end(encoder);
-    if (sample === 'logits') {
-      encoder.copyBufferToBuffer(this.forward.state.logits, 0, this.logitsReadback, 0, this.config.vocabSize * 4);
-    } else if (sample) {
-      encoder.copyBufferToBuffer(this.sampler.tokens, 0, this.readback, 0, 4);
-      if (sample.logprobs) encoder.copyBufferToBuffer(this.sampler.logprobs, 0, this.readback, 4, LOGPROB_WORDS * 4);
+    const { maxSeqs } = this.limits;
+    const V = this.config.vocabSize;
+    const wantLogprobs = params.some((p) => p.logprobs);
+    if (gpuRows.length) {
+      encoder.copyBufferToBuffer(this.sampler.tokens, 0, this.readback, 0, maxSeqs * 4);
+      if (wantLogprobs) encoder.copyBufferToBuffer(this.sampler.logprobs, 0, this.readback, maxSeqs * 4, gpuRows.length * LOGPROB_WORDS * 4);
     }
+    if (cpuRows.length) encoder.copyBufferToBuffer(this.forward.state.logits, gpuRows.length * V * 4, this.logitsReadback, 0, cpuRows.length * V * 4);
     device.queue.submit([encoder.finish()]);
-    if (!sample) return null;
-    if (sample === 'logits') {
-      await this.logitsReadback.mapAsync(GPUMapMode.READ);
-      const logits = new Float32Array(this.logitsReadback.getMappedRange().slice(0));
-      this.logitsReadback.unmap();
-      return logits;
+    for (const r of rows) r.seq.advance(r.work);
+    this.prefillSteps += rest.length;
+
+    if (!sampling) {
+      const previous = this.prefillInFlight;
+      this.prefillInFlight = device.queue.onSubmittedWorkDone();
+      await previous;
+      return;
     }
-    await this.readback.mapAsync(GPUMapMode.READ);
-    const words = new Uint32Array(this.readback.getMappedRange());
-    const [result] = unpackSampled(words.subarray(0, 1), sample.logprobs ? words.subarray(1) : undefined, [sample]);
-    this.readback.unmap();
-    return result!;
+    this.prefillInFlight = null; // this step's readback waits for all earlier work anyway
+    await Promise.all([gpuRows.length ? this.readback.mapAsync(GPUMapMode.READ) : null, cpuRows.length ? this.logitsReadback.mapAsync(GPUMapMode.READ) : null]);
+    if (gpuRows.length) {
+      const words = new Uint32Array(this.readback.getMappedRange());
+      gpuRows.forEach((item, row) => {
+        const at = maxSeqs + row * LOGPROB_WORDS;
+        const [s] = unpackSampled(words.subarray(item.slot, item.slot + 1), wantLogprobs ? words.subarray(at, at + LOGPROB_WORDS) : undefined, [params[row]!]);
+        guard(item, () => item.seq.record({ id: s!.token, ...(s!.logprob !== undefined ? { logprob: s!.logprob, top: s!.top ?? [] } : {}) }));
+      });
+      this.readback.unmap();
+    }
+    if (cpuRows.length) {
+      const all = new Float32Array(this.logitsReadback.getMappedRange(0, cpuRows.length * V * 4));
+      cpuRows.forEach((item, i) => {
+        this.cpuSteps++;
+        guard(item, () => item.seq.sampleLogits(all.slice(i * V, (i + 1) * V)));
+      });
+      this.logitsReadback.unmap();
+    }
   }
 
   /** Logits after each of `ids`, fed one token per step from an empty cache (tests, echo + logprobs). */
   async teacherForcedLogits(ids: readonly number[]): Promise<Float32Array[]> {
+    if (this.disposed) throw new BackendDisposedError('GpuEngine');
     checkPromptIds(ids, this.config.vocabSize);
-    const release = await this.queue.acquire();
-    try {
-      this.kv.truncate(SLOT, 0);
-      this.cached = [];
-      const out: Float32Array[] = [];
-      for (const id of ids) {
-        out.push((await this.runStep({ seq: SLOT, tokens: [id] }, 'logits')) as Float32Array);
-        this.cached.push(id);
-      }
-      return out;
-    } finally {
-      release();
-    }
+    const out: Float32Array[] = [];
+    const seq = Sequence.teacherForced(ids, this.env, (logits) => out.push(logits));
+    for await (const _ of this.run(seq, false));
+    return out;
   }
 
   async scorePrompt(ids: number[], topLogprobs: number): Promise<Array<{ logprob: number | null; top: TokenLogprob[] }>> {
@@ -352,20 +386,64 @@ export class GpuEngine implements Backend, StepRunner {
   async dispose(): Promise<void> {
     if (this.disposed) return;
     this.disposed = true;
-    const release = await this.queue.acquire();
-    try {
-      this.forward.destroy();
-      this.weights.destroy();
-      this.stepBuffers.destroy();
-      const { op, params, tokens, logprobs, penalties, mask } = this.sampler;
-      op.destroy();
-      penalties.destroy();
-      mask.destroy();
-      for (const b of [params, tokens, logprobs, this.readback, this.logitsReadback]) b.destroy();
-    } finally {
-      release();
-    }
+    // Sequences in flight end with the error; the step under way finishes first.
+    await this.scheduler.stop(new BackendDisposedError('GpuEngine'));
+    await this.prefillInFlight;
+    this.forward.destroy();
+    this.weights.destroy();
+    this.stepBuffers.destroy();
+    const { op, params, tokens, logprobs, penalties, mask } = this.sampler;
+    op.destroy();
+    penalties.destroy();
+    mask.destroy();
+    for (const b of [params, tokens, logprobs, this.readback, this.logitsReadback]) b.destroy();
   }
+}
+
+/** Runs one sequence's part of a step's results; its failure (e.g. a grammar refusing the token) is its own. */
+function guard(item: BatchItem, fn: () => void): void {
+  try {
+    fn();
+  } catch (e) {
+    item.error = e;
+  }
+}
+
+/** Sequences decoded together by default. */
+export const DEFAULT_MAX_BATCH = 16;
+
+/**
+ * Pages in the KV pool. By default the pool gets the weights' size in bytes, between 64 MiB and
+ * 2 GiB (a model's KV needs grow with its size; a page has no way to ask how much memory the GPU
+ * has), at least one full context and at most a full context for every slot; and every layer's K
+ * (and V) buffer must fit one storage binding.
+ */
+export function kvPoolPages(a: {
+  config: ModelConfig;
+  precision: Precision;
+  pageSize: number;
+  contextLength: number;
+  maxSeqs: number;
+  weightBytes: number;
+  limits: Pick<GPUSupportedLimits, 'maxStorageBufferBindingSize' | 'maxBufferSize'>;
+  tokens?: number;
+}): number {
+  const perLayerToken = a.config.numKvHeads * a.config.headDim * (a.precision === 'f16' ? 2 : 4);
+  const pageBytes = 2 * a.config.numLayers * a.pageSize * perLayerToken;
+  const perContext = Math.ceil(a.contextLength / a.pageSize);
+  const bindingPages = Math.floor(Math.min(a.limits.maxStorageBufferBindingSize, a.limits.maxBufferSize) / (a.pageSize * perLayerToken));
+  let pages: number;
+  if (a.tokens !== undefined) pages = Math.ceil(a.tokens / a.pageSize);
+  else {
+    const budget = Math.min(2 * 2 ** 30, Math.max(64 * 2 ** 20, a.weightBytes));
+    pages = Math.min(a.maxSeqs * perContext, Math.floor(budget / Math.max(1, pageBytes)));
+  }
+  pages = Math.max(pages, perContext);
+  if (pages > bindingPages) {
+    if (bindingPages < perContext) throw new RangeError(`one context of ${a.contextLength} tokens needs ${perContext} KV pages per layer buffer; this GPU's binding limit holds ${bindingPages}: lower contextLength`);
+    pages = bindingPages;
+  }
+  return pages;
 }
 
 function isOpened(m: ModelLocation | OpenedModel): m is OpenedModel {

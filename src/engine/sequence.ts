@@ -53,20 +53,47 @@ export class Sequence {
   readonly maskBits: Uint32Array | null;
   /** Whether EOS/stop ids are banned before min_tokens: under a grammar the grammar decides where output may end. */
   readonly bansEnds: boolean;
-  /** Prompt tokens whose KV was reused (set by the backend when it places the sequence). */
+  /** Prompt tokens whose KV was reused (set by the backend when it first places the sequence). */
   cachedTokens = 0;
-  /** Prompt tokens in the KV so far (cached or computed). */
+  /** Tokens (prompt, then output) whose K/V the backend holds so far, cached or computed. */
   private fed = 0;
-  private readonly output: number[] = [];
+  private placed = false;
+  /** The prompt, then every token generated: what the KV holds, in order (and its last token still to feed). */
+  private readonly ids: number[];
   private readonly sampler: TokenSampler;
   private readonly signal: AbortSignal | undefined;
   private sampled: GeneratedToken | null = null;
   private result: GenerationResult | null = null;
   private readonly resultOf: ReturnType<typeof resultFor>;
 
+  /**
+   * A sequence that scores `ids` (tests, `echo` with logprobs): fed one token per step from an
+   * empty cache, each step's logits go to `onLogits` (through the CPU path) and the next of `ids`
+   * is recorded instead of a draw.
+   */
+  static teacherForced(ids: readonly number[], env: SequenceEnv, onLogits: (logits: Float32Array) => void): Sequence {
+    const sampling: SamplingParams = {
+      temperature: 0, topP: 1, topK: 0, minP: 0, seed: 0, frequencyPenalty: 0, presencePenalty: 0, repetitionPenalty: 1, logitBias: {},
+      dry: { multiplier: 0, base: 1.75, allowedLength: 2, sequenceBreakers: [] }, mirostat: { mode: 0, tau: 5, eta: 0.1 }, topLogprobs: 0, logprobs: false,
+    };
+    const request: GenerateRequest = { promptIds: [ids[0]!], maxTokens: ids.length, sampling, stopTokenIds: [], ignoreEos: true, minTokens: 0 };
+    const seq = new Sequence(request, { ...env, contextLength: Math.max(env.contextLength, ids.length + 1) });
+    seq.forced = { ids, onLogits };
+    return seq;
+  }
+
+  /** Teacher forcing (see `teacherForced`): logits are read back every step and `ids` recorded. */
+  private forced: { ids: readonly number[]; onLogits(logits: Float32Array): void } | null = null;
+
+  /** Whether each step's logits must come back to the CPU (teacher forcing). */
+  get wantsLogits(): boolean {
+    return this.forced !== null;
+  }
+
   constructor(request: GenerateRequest, env: SequenceEnv) {
     const { promptIds, sampling } = request;
     this.promptIds = promptIds;
+    this.ids = [...promptIds];
     this.minTokens = request.minTokens;
     const seed = sampling.seed ?? Math.floor(Math.random() * 2 ** 32);
     // The GPU sampler takes seeds in 0..2^53; negative request seeds map into that range.
@@ -86,7 +113,17 @@ export class Sequence {
 
   /** Tokens generated so far. */
   get generated(): number {
-    return this.output.length;
+    return this.ids.length - this.promptIds.length;
+  }
+
+  /** The prompt and the tokens generated so far (read-only view; the prefix cache keys pages by it). */
+  get tokens(): readonly number[] {
+    return this.ids;
+  }
+
+  /** Tokens whose K/V the backend holds (see `reuse`, `advance`, `restart`). */
+  get kvLength(): number {
+    return this.fed;
   }
 
   /** The result once the sequence ended, else null. */
@@ -98,32 +135,44 @@ export class Sequence {
     return this.signal?.aborted ?? false;
   }
 
-  /** The backend reused `tokens` prompt tokens from its cache: the prefill starts after them. */
+  /**
+   * The backend holds the K/V of the first `tokens` tokens already (a cached prefix): feeding
+   * starts after them. The first placement's count is the request's `cachedTokens`.
+   */
   reuse(tokens: number): void {
-    this.cachedTokens = tokens;
+    if (!this.placed) this.cachedTokens = tokens;
+    this.placed = true;
     this.fed = tokens;
   }
 
+  /** The backend dropped this sequence's K/V (preempted): it is fed again from the start (or a cached prefix). */
+  restart(): void {
+    this.fed = 0;
+  }
+
+  /** Tokens still to feed before the next draw: the rest of the prompt (and, after a restart, of the output), else the last token. */
+  get pending(): number {
+    return this.ids.length - this.fed;
+  }
+
   /**
-   * This step's work: the next prompt chunk of at most `chunk` tokens (only the last one samples),
-   * then the last generated token. Call `advance` once the step ran.
+   * This step's work: the next chunk of at most `chunk` of the tokens not yet fed (the prompt,
+   * or the prompt and output again after a restart; normally just the last generated token).
+   * Only a chunk that reaches the last known token samples. Call `advance` once the step ran.
    */
   work(chunk: number): SeqStep {
-    if (this.fed < this.promptIds.length) {
-      const tokens = this.promptIds.slice(this.fed, this.fed + chunk);
-      return { tokens, samples: this.fed + tokens.length === this.promptIds.length };
-    }
-    return { tokens: [this.output.at(-1)!], samples: true };
+    const tokens = this.ids.slice(this.fed, this.fed + chunk);
+    return { tokens, samples: this.fed + tokens.length === this.ids.length };
   }
 
   /** The step that fed `work` ran. */
   advance(work: SeqStep): void {
-    if (this.fed < this.promptIds.length) this.fed += work.tokens.length;
+    this.fed += work.tokens.length;
   }
 
   /** Ids that may not be drawn at this step: EOS and stop ids before min_tokens. */
   banned(): number[] {
-    return this.output.length < this.minTokens && this.bansEnds ? [...this.enders] : [];
+    return this.generated < this.minTokens && this.bansEnds ? [...this.enders] : [];
   }
 
   /** The GPU sampler's parameters for this step (its RNG counter is the output length, as the CPU sampler's). */
@@ -135,7 +184,7 @@ export class Sequence {
       topP: p.topP,
       minP: p.minP,
       seed: this.seed,
-      step: this.output.length,
+      step: this.generated,
       logprobs: p.logprobs,
       topLogprobs: p.logprobs ? p.topLogprobs : 0,
     };
@@ -146,6 +195,11 @@ export class Sequence {
    * logit processor, then the draw; logprobs are of these logits.
    */
   sampleLogits(logits: Float32Array): void {
+    if (this.forced) {
+      this.forced.onLogits(logits);
+      this.record({ id: this.forced.ids[this.generated + 1] ?? 0 });
+      return;
+    }
     const id = this.sampler.sample(logits, this.banned());
     const p = this.sampling;
     this.record({ id, ...(p.logprobs ? logprobsOf(logits, id, p.topLogprobs) : {}) });
@@ -159,9 +213,9 @@ export class Sequence {
     if (this.constraint && !this.constraint.accept(token.id)) {
       throw new GrammarRefusedError(token.id);
     }
-    this.output.push(token.id);
+    this.ids.push(token.id);
     this.sampled = token;
-    const n = this.output.length;
+    const n = this.generated;
     if (this.enders.has(token.id)) this.end('stop', token.id);
     else if (this.constraint?.isTerminated()) this.end('stop');
     else if (n >= this.maxTokens) this.end('length');
@@ -176,7 +230,7 @@ export class Sequence {
 
   /** Ends the sequence; the first reason given stands. */
   end(reason: FinishReason, stopTokenId?: number): void {
-    this.result ??= this.resultOf(reason, this.output.length, this.cachedTokens, stopTokenId);
+    this.result ??= this.resultOf(reason, this.generated, this.cachedTokens, stopTokenId);
   }
 
   /**
@@ -186,7 +240,7 @@ export class Sequence {
   checkEnd(): boolean {
     if (this.result) return true;
     if (this.aborted) this.end('abort');
-    else if (this.output.length >= this.maxTokens) this.end('length');
+    else if (this.generated >= this.maxTokens) this.end('length');
     return this.result !== null;
   }
 }

@@ -27,6 +27,7 @@ export class StepBuffers {
   readonly blockTable: GPUBuffer; // [maxSeqs × maxPagesPerSeq] u32 page ids
   readonly slotMapping: GPUBuffer; // [maxTokens] u32 page × pageSize + offset of each new token
   readonly lastToken: GPUBuffer; // [maxSeqs] u32 index (in the step) of each sequence's last token
+  readonly rowSlot: GPUBuffer; // [maxSeqs] u32 the sequence slot (KV id) of each row: where per-sequence state lives
   /** Uniform `{ T: u32, S: u32, pad, pad }`: this step's token and sequence counts. */
   readonly counts: GPUBuffer;
 
@@ -38,6 +39,7 @@ export class StepBuffers {
     blockTable: Uint32Array<ArrayBuffer>;
     slotMapping: Uint32Array<ArrayBuffer>;
     lastToken: Uint32Array<ArrayBuffer>;
+    rowSlot: Uint32Array<ArrayBuffer>;
     counts: Uint32Array<ArrayBuffer>;
   };
 
@@ -54,6 +56,7 @@ export class StepBuffers {
       blockTable: new Uint32Array(maxSeqs * maxPagesPerSeq),
       slotMapping: new Uint32Array(maxTokens),
       lastToken: new Uint32Array(maxSeqs),
+      rowSlot: new Uint32Array(maxSeqs),
       counts: new Uint32Array(4),
     };
     const make = (name: keyof StepBuffers['cpu'], usage = STORAGE) =>
@@ -65,6 +68,7 @@ export class StepBuffers {
     this.blockTable = make('blockTable');
     this.slotMapping = make('slotMapping');
     this.lastToken = make('lastToken');
+    this.rowSlot = make('rowSlot');
     this.counts = make('counts', UNIFORM);
   }
 
@@ -95,6 +99,7 @@ export class StepBuffers {
           c.slotMapping[t] = slots[i]!;
         }
         c.lastToken[s] = t - 1;
+        c.rowSlot[s] = w.seq;
         c.seqLens[s] = start + w.tokens.length;
         const table = kv.table(w.seq);
         c.blockTable.fill(0, s * maxPagesPerSeq, (s + 1) * maxPagesPerSeq);
@@ -114,12 +119,13 @@ export class StepBuffers {
     q.writeBuffer(this.slotMapping, 0, c.slotMapping, 0, T);
     q.writeBuffer(this.seqLens, 0, c.seqLens, 0, S);
     q.writeBuffer(this.lastToken, 0, c.lastToken, 0, S);
+    q.writeBuffer(this.rowSlot, 0, c.rowSlot, 0, S);
     q.writeBuffer(this.blockTable, 0, c.blockTable, 0, S * maxPagesPerSeq);
     q.writeBuffer(this.counts, 0, c.counts);
     return { tokens: T, seqs: S };
   }
 
   destroy(): void {
-    for (const b of [this.tokens, this.positions, this.tokenSeq, this.seqLens, this.blockTable, this.slotMapping, this.lastToken, this.counts]) b.destroy();
+    for (const b of [this.tokens, this.positions, this.tokenSeq, this.seqLens, this.blockTable, this.slotMapping, this.lastToken, this.rowSlot, this.counts]) b.destroy();
   }
 }

@@ -49,6 +49,11 @@ export async function readBuffer(device: GPUDevice, buffer: GPUBuffer, size = bu
  * Packs a `Params` uniform: fields in declaration order, each a u32, i32 or f32 (WGSL's 4-byte
  * scalars), padded to 16 bytes as uniform buffers require.
  */
+/** A u32 buffer [n] holding 0, 1, …, n−1: the default row → slot map of the sampler and the penalties op. */
+export function identityRows(device: GPUDevice, n: number, label?: string): GPUBuffer {
+  return uploadBuffer(device, Uint32Array.from({ length: n }, (_, i) => i), STORAGE, label);
+}
+
 export function packParams(fields: Array<['u32' | 'i32' | 'f32', number]>): ArrayBuffer {
   const buffer = new ArrayBuffer(Math.max(16, Math.ceil((fields.length * 4) / 16) * 16));
   const view = new DataView(buffer);

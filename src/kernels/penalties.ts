@@ -10,7 +10,7 @@
  * `penaltiesRef` in the order TokenSampler applies it.
  */
 import source from '../../shaders/penalties.wgsl';
-import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, writeBuffer, bindBuffers } from '../gpu/buffers';
+import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, writeBuffer, bindBuffers, identityRows } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { applyFrequencyPresence, applyLogitBias, applyRepetitionPenalty } from './penalties-ref';
 import type { Op, OpContext } from './op';
@@ -109,9 +109,10 @@ export interface PenaltiesOp extends Op {
   readonly counts: GPUBuffer;
   /**
    * Starts a request in slot `seq`: its settings, bias row (with `banned` ids at −inf), prompt
-   * bitset, zeroed counts, and `lastToken[seq]` = NO_TOKEN. Once per request, never per token.
+   * bitset, counts (zero, or those of `generated` for a sequence placed again after preemption),
+   * and `lastToken[seq]` = NO_TOKEN. Once per placement, never per token.
    */
-  reset(seq: number, p: PenaltySettings, promptIds: readonly number[], banned: readonly number[]): void;
+  reset(seq: number, p: PenaltySettings, promptIds: readonly number[], banned: readonly number[], generated?: readonly number[]): void;
   /** Rewrites slot `seq`'s bias row, e.g. without the ban once min_tokens were generated. */
   setBias(seq: number, p: PenaltySettings, banned: readonly number[]): void;
   destroy(): void;
@@ -119,14 +120,15 @@ export interface PenaltiesOp extends Op {
 
 /**
  * The processors over `logits` ([maxSeqs, rowStride] f32, the first `vocab` of each row used),
- * counting the ids the sampler wrote to `lastToken` ([maxSeqs] u32, its `tokens` output) the step
- * before. Every buffer, and the CPU staging for the bias row and bitset, is made here, at load.
- * `encode(pass, seqs)` dispatches over the first `seqs` slots; it must run once per sampled step
- * of a request that uses counts, before the sampler, so each sampled token is counted once.
+ * counting the ids the sampler wrote to `lastToken` ([maxSeqs] u32 by slot, its `tokens` output)
+ * the step before. Row r's state is slot `rowSlot[r]`'s (default: r). Every buffer, and the CPU
+ * staging for the bias row and bitset, is made here, at load. `encode(pass, rows)` dispatches
+ * over the first `rows` rows; it must run once per sampled step of a request that uses counts,
+ * before the sampler, so each sampled token is counted once.
  */
 export async function createPenaltiesOp(
   ctx: OpContext,
-  args: { logits: GPUBuffer; lastToken: GPUBuffer; vocab: number; maxSeqs: number; rowStride?: number; wg?: number },
+  args: { logits: GPUBuffer; lastToken: GPUBuffer; vocab: number; maxSeqs: number; rowStride?: number; wg?: number; rowSlot?: GPUBuffer },
 ): Promise<PenaltiesOp> {
   const { device } = ctx;
   const { vocab, maxSeqs } = args;
@@ -145,7 +147,8 @@ export async function createPenaltiesOp(
   const bias = createBuffer(device, maxSeqs * vocab * 4, STORAGE, 'penalties bias'); // f32 [maxSeqs, vocab]
   const counts = createBuffer(device, maxSeqs * vocab * 4, STORAGE, 'penalties counts'); // u32 [maxSeqs, vocab]
   const seen = createBuffer(device, maxSeqs * seenWords * 4, STORAGE, 'penalties prompt bits'); // u32 [maxSeqs, seenWords]
-  const bindGroup = bindBuffers(device, pipeline, [args.logits, params, bias, counts, seen, args.lastToken, uniform]);
+  const identity = args.rowSlot ? null : identityRows(device, maxSeqs, 'penalties rowSlot');
+  const bindGroup = bindBuffers(device, pipeline, [args.logits, params, bias, counts, seen, args.lastToken, uniform, args.rowSlot ?? identity!]);
   const cpu = {
     params: new DataView(new ArrayBuffer(PENALTY_PARAM_WORDS * 4)),
     bias: new Float32Array(vocab),
@@ -168,14 +171,21 @@ export async function createPenaltiesOp(
 
   return {
     counts,
-    reset(seq, p, promptIds, banned) {
+    reset(seq, p, promptIds, banned, generated = []) {
       setBias(seq, p, banned);
       if (usesCounts(p)) {
         fillPromptBits(cpu.bits, promptIds);
         writeBuffer(device, seen, seq * seenWords * 4, cpu.bits);
-        const encoder = device.createCommandEncoder();
-        encoder.clearBuffer(counts, seq * vocab * 4, vocab * 4);
-        device.queue.submit([encoder.finish()]);
+        if (generated.length) {
+          // A sequence placed again after preemption: its counts so far, from its output.
+          const row = new Uint32Array(vocab);
+          for (const id of generated) row[id]!++;
+          writeBuffer(device, counts, seq * vocab * 4, row);
+        } else {
+          const encoder = device.createCommandEncoder();
+          encoder.clearBuffer(counts, seq * vocab * 4, vocab * 4);
+          device.queue.submit([encoder.finish()]);
+        }
       }
       writeBuffer(device, args.lastToken, seq * 4, cpu.none);
     },
@@ -187,6 +197,7 @@ export async function createPenaltiesOp(
     },
     destroy() {
       for (const b of [uniform, params, bias, counts, seen]) b.destroy();
+      identity?.destroy();
     },
   };
 }

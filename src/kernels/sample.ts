@@ -4,7 +4,7 @@
  * RNG in TypeScript (`sampleRef`, `uniform01`), and builds the op.
  */
 import source from '../../shaders/sample.wgsl';
-import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
+import { bindBuffers, identityRows, packParams, UNIFORM, uploadBuffer } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { Op, OpContext } from './op';
 
@@ -189,12 +189,13 @@ export function sampleRef(logits: Float32Array, s: SeqSampling, u: number): Samp
 /**
  * Samples one token per sequence from `logits` ([maxSeqs, rowStride] f32, the first `vocab` of
  * each row used). `params` holds `packSamplingParams` for up to maxSeqs sequences and is written
- * each step; `tokens` receives [S] u32 and `logprobs` [S, LOGPROB_WORDS] u32 (floats as bits).
+ * each step; `tokens` ([slots] u32) receives row r's token at `rowSlot[r]` (its sequence's slot;
+ * default: r) and `logprobs` [S, LOGPROB_WORDS] u32 (floats as bits), by row.
  * `encode(pass, seqs)` dispatches one workgroup per sequence. Logits must not be NaN.
  */
 export async function createSampleOp(
   ctx: OpContext,
-  args: { logits: GPUBuffer; params: GPUBuffer; tokens: GPUBuffer; logprobs: GPUBuffer; vocab: number; rowStride?: number; wg?: number },
+  args: { logits: GPUBuffer; params: GPUBuffer; tokens: GPUBuffer; logprobs: GPUBuffer; vocab: number; rowStride?: number; wg?: number; rowSlot?: GPUBuffer },
 ): Promise<Op> {
   const wg = args.wg ?? 256;
   if (!Number.isInteger(Math.log2(wg))) throw new RangeError(`the sampler's workgroup size must be a power of two, got ${wg}`);
@@ -202,9 +203,14 @@ export async function createSampleOp(
   // Logits stay f32 whatever the activation precision: no f16 variant.
   const pipeline = await ctx.cache.get(sampleKernel, { constants: { WG: wg } });
   const uniform = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', args.vocab], ['u32', args.rowStride ?? args.vocab]])), UNIFORM, 'sample params');
-  const bindGroup = bindBuffers(ctx.device, pipeline, [args.logits, args.params, args.tokens, args.logprobs, uniform]);
+  // Without a row → slot map, row r writes tokens[r].
+  const identity = args.rowSlot ? null : identityRows(ctx.device, args.tokens.size / 4, 'sample rowSlot');
+  const bindGroup = bindBuffers(ctx.device, pipeline, [args.logits, args.params, args.tokens, args.logprobs, uniform, args.rowSlot ?? identity!]);
   return {
-    destroy: () => uniform.destroy(),
+    destroy: () => {
+      uniform.destroy();
+      identity?.destroy();
+    },
     encode(pass, seqs) {
       pass.setPipeline(pipeline);
       pass.setBindGroup(0, bindGroup);

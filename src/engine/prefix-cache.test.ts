@@ -1,0 +1,77 @@
+import { describe, expect, it } from 'vitest';
+import { KvPages } from './kv-pages';
+import { PrefixCache } from './prefix-cache';
+
+const ids = (n: number, base = 0) => Array.from({ length: n }, (_, i) => base + i);
+
+describe('PrefixCache', () => {
+  it('matches whole cached pages of a prompt, leaving its last token to compute', () => {
+    const kv = new KvPages(8, 4);
+    const cache = new PrefixCache(kv);
+    kv.append(1, 10);
+    cache.extend(ids(10), kv.table(1), cache.cursor());
+    expect(cache.size).toBe(2); // two full pages of the ten tokens
+    expect(cache.match(ids(12), 11)).toEqual(kv.table(1).slice(0, 2));
+    // A prompt of exactly 8 tokens keeps its last one to compute: only the first page.
+    expect(cache.match(ids(8), 7)).toEqual(kv.table(1).slice(0, 1));
+    // Another prefix: nothing.
+    expect(cache.match(ids(12, 1), 11)).toEqual([]);
+  });
+
+  it('keeps a finished sequence’s pages cached, shares them by reference and frees its partial page', () => {
+    const kv = new KvPages(6, 4);
+    const cache = new PrefixCache(kv);
+    kv.append(1, 10);
+    const cursor = cache.extend(ids(10), kv.table(1), cache.cursor());
+    expect(cursor.pages).toBe(2);
+    kv.release(1);
+    expect(kv.stats).toEqual({ total: 6, used: 0, cached: 2, free: 4 });
+    const pages = cache.match(ids(9), 8);
+    kv.adopt(2, pages);
+    expect(kv.length(2)).toBe(8);
+    expect(kv.stats).toEqual({ total: 6, used: 2, cached: 0, free: 4 });
+    expect(kv.availablePages).toBe(4);
+    kv.release(2);
+    expect(kv.availablePages).toBe(6);
+  });
+
+  it('evicts the least recently used unreferenced leaves when the pool runs dry, never a page in use', () => {
+    const kv = new KvPages(4, 2);
+    const cache = new PrefixCache(kv);
+    // A: pages [a0 a1]; B: [b0]; both finished, B used last.
+    kv.append(1, 4);
+    cache.extend(ids(4, 100), kv.table(1), cache.cursor());
+    kv.release(1);
+    kv.append(2, 2);
+    cache.extend(ids(2, 200), kv.table(2), cache.cursor());
+    kv.release(2);
+    // C reuses B's page and holds it.
+    kv.adopt(3, cache.match(ids(3, 200), 2));
+    expect(kv.freePages).toBe(1);
+    expect(kv.availablePages).toBe(3);
+    // D needs 3 pages: the free one, then A's leaf, then A's root page; never B's (C holds it).
+    const held = kv.table(3)[0]!;
+    kv.append(4, 6);
+    expect(kv.table(4)).not.toContain(held);
+    expect(cache.match(ids(4, 100), 4)).toEqual([]);
+    expect(cache.match(ids(3, 200), 2)).toEqual([held]);
+    expect(() => kv.append(5, 1)).toThrow();
+  });
+
+  it('keeps its own page when a twin sequence computed the same prefix, and offers pages from a cursor', () => {
+    const kv = new KvPages(8, 2);
+    const cache = new PrefixCache(kv);
+    kv.append(1, 4);
+    kv.append(2, 4);
+    let c1 = cache.extend(ids(4), kv.table(1), cache.cursor(), 2);
+    expect(c1.pages).toBe(1);
+    c1 = cache.extend(ids(4), kv.table(1), c1);
+    const c2 = cache.extend(ids(4), kv.table(2), cache.cursor());
+    expect(c2.pages).toBe(2);
+    expect(cache.size).toBe(2);
+    expect(cache.match(ids(5), 4)).toEqual(kv.table(1));
+    // Sequence 2's copies stay private: released, they go straight back to the pool.
+    kv.release(2);
+    expect(kv.freePages).toBe(6);
+  });
+});

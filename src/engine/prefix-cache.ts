@@ -1,0 +1,132 @@
+/**
+ * The prefix cache shared by every request: a radix tree over token ids whose edges are whole KV
+ * pages (as SGLang's RadixAttention, at page granularity, as vLLM's block hashing): the path from
+ * the root spells a token prefix, and each node holds the page with that prefix's last
+ * `pageSize` tokens' K/V. A new sequence walks the tree with its prompt and adopts the pages it
+ * finds instead of computing them; a sequence's full pages enter the tree as it fills them.
+ *
+ * Pages are reference-counted by `KvPages` (one per sequence using them); the tree holds its pages
+ * apart from those counts. A node whose page no sequence uses is evictable; eviction takes the
+ * least recently used leaf first, so a prefix never loses its start while its continuation is
+ * kept. Because a sequence references every page of its path, an unreferenced node's descendants
+ * are unreferenced too: all of them can be evicted, leaf by leaf.
+ */
+import type { KvPages, PageReclaimer } from './kv-pages';
+
+/** A position in the tree (opaque outside this file). */
+export interface PrefixCursor {
+  readonly node: Node;
+  readonly pages: number;
+}
+
+interface Node {
+  page: number;
+  key: string;
+  parent: Node | null;
+  children: Map<string, Node>;
+  lastUse: number;
+}
+
+export class PrefixCache implements PageReclaimer {
+  private readonly root: Node = { page: -1, key: '', parent: null, children: new Map(), lastUse: 0 };
+  private readonly byPage = new Map<number, Node>();
+  private clock = 0;
+
+  constructor(private readonly kv: KvPages) {
+    kv.setReclaimer(this);
+  }
+
+  /** Pages the tree holds. */
+  get size(): number {
+    return this.byPage.size;
+  }
+
+
+  private keyOf(ids: readonly number[], page: number): string {
+    const ps = this.kv.pageSize;
+    return ids.slice(page * ps, (page + 1) * ps).join(',');
+  }
+
+  /**
+   * The cached pages of `ids`' longest prefix of whole pages, at most `maxTokens` tokens long
+   * (a prompt keeps at least its last token to compute, for its logits). Marks them used now.
+   */
+  match(ids: readonly number[], maxTokens: number): number[] {
+    const ps = this.kv.pageSize;
+    const pages: number[] = [];
+    let node = this.root;
+    const now = ++this.clock;
+    for (let p = 0; (p + 1) * ps <= Math.min(maxTokens, ids.length); p++) {
+      const child = node.children.get(this.keyOf(ids, p));
+      if (!child) break;
+      child.lastUse = now;
+      pages.push(child.page);
+      node = child;
+    }
+    return pages;
+  }
+
+  /** Where a sequence's pages stop in the tree, so offering its next page starts there. */
+  cursor(): PrefixCursor {
+    return { node: this.root, pages: 0 };
+  }
+
+  /**
+   * Offers the full pages of a sequence holding `ids` in `table` (page i holds ids[i·ps, (i+1)·ps)),
+   * from `cursor` on (the pages offered before), up to the first `limit` tokens (those whose K/V
+   * the sequence holds). Pages whose prefix the tree lacks enter it; where
+   * it already holds the same prefix in another page (two sequences computed it side by side), the
+   * tree keeps its own and the sequence's copy stays private to it. Returns the new cursor.
+   */
+  extend(ids: readonly number[], table: readonly number[], cursor: PrefixCursor, limit = ids.length): PrefixCursor {
+    const ps = this.kv.pageSize;
+    const full = Math.min(table.length, Math.floor(Math.min(limit, ids.length) / ps));
+    let { node, pages } = cursor;
+    // The cursor's node left the tree (evicted while only its twin page was in use): start again.
+    if (node !== this.root && this.byPage.get(node.page) !== node) (node = this.root), (pages = 0);
+    const now = ++this.clock;
+    for (let p = pages; p < full; p++) {
+      const key = this.keyOf(ids, p);
+      let child = node.children.get(key);
+      if (!child) {
+        const page = table[p]!;
+        child = { page, key, parent: node, children: new Map(), lastUse: now };
+        node.children.set(key, child);
+        this.byPage.set(page, child);
+        this.kv.markCached(page);
+      } else {
+        child.lastUse = now;
+      }
+      node = child;
+    }
+    return { node, pages: Math.max(pages, full) };
+  }
+
+  /** Evicts up to `n` unreferenced pages, least recently used leaves first; returns how many. */
+  reclaim(n: number): number {
+    let freed = 0;
+    while (freed < n) {
+      let victim: Node | null = null;
+      for (const node of this.byPage.values()) {
+        if (node.children.size === 0 && this.kv.refCount(node.page) === 0 && (!victim || node.lastUse < victim.lastUse)) victim = node;
+      }
+      if (!victim) break;
+      this.remove(victim);
+      freed++;
+    }
+    return freed;
+  }
+
+  /** Forgets everything (pages no sequence uses go back to the pool). */
+  clear(): void {
+    for (const node of [...this.byPage.values()]) this.kv.uncache(node.page);
+    this.byPage.clear();
+    this.root.children.clear();
+  }
+
+  private remove(node: Node): void {
+    node.parent!.children.delete(node.key);
+    this.byPage.delete(node.page);
+    this.kv.uncache(node.page);
+  }
+}

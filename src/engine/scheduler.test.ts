@@ -1,0 +1,178 @@
+/**
+ * The scheduler on the CPU, against a runner that simulates the paged KV cache: each step writes
+ * the fed tokens' ids into the slots of their pages and checks that every position a sequence
+ * attends to holds its own token. A page freed or overwritten while another sequence still reads
+ * it (a prefix-cache or preemption bug) fails that check. The "model" draws the next token from a
+ * hash of the whole sequence, so a sequence's output is the same however it was batched,
+ * preempted or served from the cache, exactly when the scheduler feeds it the right tokens.
+ */
+import { describe, expect, it } from 'vitest';
+import { KvPages } from './kv-pages';
+import { Scheduler, type BatchItem, type BatchRunner } from './scheduler';
+import { Sequence, type SequenceEnv } from './sequence';
+import type { GenerateRequest, GenerationResult } from './types';
+import { GREEDY } from '../testing/sampling';
+
+const VOCAB = 50;
+const env: SequenceEnv = { eosIds: [], contextLength: 256, breakers: () => () => false };
+
+function nextToken(tokens: readonly number[]): number {
+  let h = 2166136261;
+  for (const t of tokens) h = Math.imul(h ^ t, 16777619) >>> 0;
+  return h % VOCAB;
+}
+
+/** What a sequence produces alone: the hash chain from its prompt. */
+function alone(prompt: readonly number[], n: number): number[] {
+  const all = [...prompt];
+  for (let i = 0; i < n; i++) all.push(nextToken(all));
+  return all.slice(prompt.length);
+}
+
+class SimulatedKv implements BatchRunner {
+  readonly cells: Int32Array;
+  steps: Array<{ rows: number; tokens: number }> = [];
+  placed = 0;
+  constructor(readonly kv: KvPages) {
+    this.cells = new Int32Array(kv.numPages * kv.pageSize).fill(-1);
+  }
+  place(): void {
+    this.placed++;
+  }
+  async runBatch(items: BatchItem[]): Promise<void> {
+    this.steps.push({ rows: items.length, tokens: items.reduce((n, i) => n + i.work.tokens.length, 0) });
+    for (const { seq, slot, work } of items) {
+      const start = this.kv.length(slot);
+      expect(start).toBe(seq.kvLength);
+      const slots = this.kv.append(slot, work.tokens.length);
+      work.tokens.forEach((t, i) => (this.cells[slots[i]!] = t));
+      // Everything it attends to must be its own tokens.
+      const table = this.kv.table(slot);
+      const ps = this.kv.pageSize;
+      for (let p = 0; p < start + work.tokens.length; p++) {
+        const cell = this.cells[table[Math.floor(p / ps)]! * ps + (p % ps)];
+        if (cell !== seq.tokens[p]) throw new Error(`slot ${slot} position ${p}: the KV holds ${cell}, the sequence has ${seq.tokens[p]}`);
+      }
+    }
+    await Promise.resolve();
+    for (const { seq, work } of items) {
+      seq.advance(work);
+      if (work.samples) seq.record({ id: nextToken(seq.tokens) });
+    }
+  }
+}
+
+function request(prompt: number[], maxTokens: number, signal?: AbortSignal): GenerateRequest {
+  return { promptIds: prompt, maxTokens, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0, signal };
+}
+
+async function drain(s: Scheduler, seq: Sequence, useCache = true): Promise<{ ids: number[]; result: GenerationResult }> {
+  const stream = s.submit(seq, useCache);
+  const ids: number[] = [];
+  for (let t = await stream.next(); t; t = await stream.next()) ids.push(t.id);
+  return { ids, result: seq.finish! };
+}
+
+function rig(pages: number, pageSize: number, maxSeqs = 16, prefillTokens = 32) {
+  const kv = new KvPages(pages, pageSize);
+  const runner = new SimulatedKv(kv);
+  const scheduler = new Scheduler(kv, runner, { maxSeqs, prefillTokens });
+  return { kv, runner, scheduler };
+}
+
+const prompt = (seed: number, n: number) => Array.from({ length: n }, (_, i) => (seed * 7 + i * 3) % VOCAB);
+
+describe('Scheduler', () => {
+  it('runs 16 sequences in the same steps, each with its output alone', async () => {
+    const { scheduler, runner, kv } = rig(256, 4, 16, 256);
+    const reqs = Array.from({ length: 16 }, (_, i) => ({ p: prompt(i, 3 + i), n: 5 + (i % 7) }));
+    const outs = await Promise.all(reqs.map(({ p, n }) => drain(scheduler, new Sequence(request(p, n), env))));
+    outs.forEach((o, i) => expect(o.ids).toEqual(alone(reqs[i]!.p, reqs[i]!.n)));
+    expect(Math.max(...runner.steps.map((s) => s.rows))).toBe(16);
+    expect(kv.stats.used).toBe(0);
+  });
+
+  it('mixes prefill chunks with decode tokens under the prefill budget', async () => {
+    const { scheduler, runner } = rig(256, 4, 4, 8);
+    const short = drain(scheduler, new Sequence(request(prompt(1, 3), 30), env));
+    const long = drain(scheduler, new Sequence(request(prompt(2, 60), 4), env));
+    const [a, b] = await Promise.all([short, long]);
+    expect(a.ids).toEqual(alone(prompt(1, 3), 30));
+    expect(b.ids).toEqual(alone(prompt(2, 60), 4));
+    // The long prompt came in chunks of at most 8 tokens while the short one kept decoding.
+    expect(Math.max(...runner.steps.map((s) => s.tokens))).toBeLessThanOrEqual(9);
+    expect(runner.steps.filter((s) => s.rows === 2).length).toBeGreaterThanOrEqual(8);
+  });
+
+  it('preempts the newest sequence when the pool runs dry, and every output stays exact', async () => {
+    // 24 pages of 4 tokens: far less than 8 sequences of up to 40 tokens need at once.
+    const { scheduler, kv } = rig(24, 4, 8, 16);
+    const reqs = Array.from({ length: 8 }, (_, i) => ({ p: prompt(i + 3, 6 + i), n: 30 }));
+    const outs = await Promise.all(reqs.map(({ p, n }) => drain(scheduler, new Sequence(request(p, n), env))));
+    outs.forEach((o, i) => expect(o.ids).toEqual(alone(reqs[i]!.p, reqs[i]!.n)));
+    expect(scheduler.counters.preemptions).toBeGreaterThan(0);
+    expect(kv.stats.used).toBe(0);
+    expect(kv.stats.free + kv.stats.cached).toBe(24);
+  });
+
+  it('serves interleaved conversations from their own cached prefixes, counting cached tokens exactly', async () => {
+    const { scheduler } = rig(64, 4);
+    const convo = (seed: number) => prompt(seed, 13);
+    let a = convo(11);
+    let b = convo(29);
+    for (let turn = 0; turn < 3; turn++) {
+      for (const which of ['a', 'b'] as const) {
+        const p = which === 'a' ? a : b;
+        const out = await drain(scheduler, new Sequence(request(p, 6), env));
+        expect(out.ids).toEqual(alone(p, 6));
+        // What the previous turn left in whole pages: its prompt and output, less its last token (never fed).
+        const prev = turn === 0 ? 0 : Math.floor((p.length - 3 - 1) / 4) * 4;
+        expect(out.result.cachedTokens).toBe(Math.min(prev, Math.floor((p.length - 1) / 4) * 4));
+        const next = [...p, ...out.ids, 1, 2, 3];
+        if (which === 'a') a = next;
+        else b = next;
+      }
+    }
+  });
+
+  it('shares the prompt pages of choices that start together (the twin waits for the first prefill)', async () => {
+    const { scheduler, runner } = rig(64, 4);
+    const p = prompt(5, 17);
+    const outs = await Promise.all([0, 1, 2].map(() => drain(scheduler, new Sequence(request(p, 4), env))));
+    for (const o of outs) expect(o.ids).toEqual(alone(p, 4));
+    expect(outs.map((o) => o.result.cachedTokens).sort()).toEqual([0, 16, 16]);
+    // The prompt once (17 tokens), then a token of each choice's decode (3 + 3 × 1 + 2 × 3 more).
+    expect(runner.steps.reduce((n, s) => n + s.tokens, 0)).toBe(17 + 3 + 2 * (1 + 3));
+  });
+
+  it('frees every page of 100 sequences aborted at random points, and the others stay exact', async () => {
+    const { scheduler, kv } = rig(128, 4, 8, 16);
+    let seed = 1;
+    const rand = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+    const runs: Promise<void>[] = [];
+    for (let i = 0; i < 130; i++) {
+      const p = prompt(i, 3 + Math.floor(rand() * 20));
+      const n = 5 + Math.floor(rand() * 20);
+      const ctl = new AbortController();
+      const abortAt = i < 100 ? Math.floor(rand() * n) : -1;
+      runs.push(
+        (async () => {
+          const seq = new Sequence(request(p, n, ctl.signal), env);
+          const stream = scheduler.submit(seq, true);
+          const ids: number[] = [];
+          if (abortAt === 0) (ctl.abort(), scheduler.wakeUp());
+          for (let t = await stream.next(); t; t = await stream.next()) {
+            ids.push(t.id);
+            if (ids.length === abortAt) (ctl.abort(), scheduler.wakeUp());
+          }
+          if (abortAt < 0) expect(ids).toEqual(alone(p, n));
+          else expect(seq.finish!.finishReason).toBe('abort');
+        })(),
+      );
+    }
+    await Promise.all(runs);
+    expect(kv.stats.used).toBe(0);
+    expect(kv.stats.free + kv.stats.cached).toBe(128);
+    expect(scheduler.runningCount + scheduler.waitingCount).toBe(0);
+  });
+});

@@ -1,0 +1,310 @@
+/**
+ * Continuous batching: one loop drives every sequence in flight. Each step is one ragged batch
+ * (./step.ts): a token for every running sequence that decodes, plus prefill chunks of those still
+ * reading their prompt, under a per-step token budget, so a long prompt never stalls the streams
+ * already running. New requests join at the next step; ended or aborted ones leave at once.
+ *
+ * Memory is one pool of KV pages (./kv-pages.ts) with a prefix cache over it (./prefix-cache.ts):
+ * a new sequence adopts the cached pages of its prompt's longest cached prefix, and its own full
+ * pages enter the cache as it fills them. When a step needs more pages than the pool can give, the
+ * newest running sequence is preempted: its pages go back (its full ones stay cached, so it
+ * usually finds them again), and it waits at the head of the queue to be fed its prompt and output
+ * again. Sampling depends only on (seed, tokens so far), so its output is what it would have been.
+ *
+ * The scheduler knows nothing of the GPU: a `BatchRunner` (the engine) runs the steps.
+ */
+import { nextTask } from './backend-util';
+import type { KvPages } from './kv-pages';
+import { PrefixCache, type PrefixCursor } from './prefix-cache';
+import type { SeqStep, Sequence } from './sequence';
+import type { GeneratedToken } from './types';
+
+/** One sequence's part of a step. */
+export interface BatchItem {
+  readonly seq: Sequence;
+  /** Its slot: the KV sequence id and the row of per-sequence GPU state, fixed while it runs. */
+  readonly slot: number;
+  readonly work: SeqStep;
+  /** Set by the runner when this sequence alone failed (e.g. its grammar refused a token). */
+  error?: unknown;
+}
+
+export interface BatchRunner {
+  /** A sequence takes `slot` (again, after a preemption): set its per-slot state. */
+  place(seq: Sequence, slot: number): void;
+  /**
+   * Runs one step: reserves each item's KV (the scheduler made sure the pages are there), feeds
+   * its tokens, advances it and records the tokens it samples. Throws only when the whole step
+   * failed; one sequence's failure goes in its item's `error`.
+   */
+  runBatch(items: BatchItem[]): Promise<void>;
+}
+
+export interface SchedulerLimits {
+  /** Sequences in one step (and slots). */
+  maxSeqs: number;
+  /** Prompt tokens in one step, over all its prefill chunks (a step holds up to this plus one decode token per sequence). */
+  prefillTokens: number;
+}
+
+/** The tokens of one sequence, from the loop to its consumer (`generate`'s iterator). */
+class TokenStream {
+  private readonly queue: GeneratedToken[] = [];
+  private wake: (() => void) | null = null;
+  private closed = false;
+  private error: unknown = null;
+
+  push(t: GeneratedToken): void {
+    this.queue.push(t);
+    this.notify();
+  }
+
+  close(error?: unknown): void {
+    this.closed = true;
+    if (error !== undefined) this.error = error;
+    this.notify();
+  }
+
+  /** The next token, or null once the sequence ended (throws its error, if it failed). */
+  async next(): Promise<GeneratedToken | null> {
+    for (;;) {
+      if (this.queue.length) return this.queue.shift()!;
+      if (this.error !== null) throw this.error;
+      if (this.closed) return null;
+      await new Promise<void>((resolve) => (this.wake = resolve));
+    }
+  }
+
+  private notify(): void {
+    const w = this.wake;
+    this.wake = null;
+    w?.();
+  }
+}
+
+interface Running {
+  seq: Sequence;
+  slot: number;
+  stream: TokenStream;
+  /** Where its pages stop in the prefix cache. */
+  cursor: PrefixCursor;
+  /** Whether the prefix cache may serve its prompt (the API's cache_prompt). */
+  useCache: boolean;
+}
+
+interface Waiting {
+  seq: Sequence;
+  stream: TokenStream;
+  useCache: boolean;
+}
+
+export class Scheduler {
+  readonly prefix: PrefixCache;
+  private readonly waiting: Waiting[] = [];
+  /** In admission order: the newest is preempted first. */
+  private running: Running[] = [];
+  private readonly freeSlots: number[] = [];
+  private loop: Promise<void> | null = null;
+  private stopped: Error | null = null;
+  /** Steps run, and preemptions (tests and the bench read them). */
+  readonly counters = { steps: 0, preemptions: 0, batchedRows: 0 };
+
+  constructor(
+    private readonly kv: KvPages,
+    private readonly runner: BatchRunner,
+    readonly limits: SchedulerLimits,
+  ) {
+    this.prefix = new PrefixCache(kv);
+    for (let s = limits.maxSeqs - 1; s >= 0; s--) this.freeSlots.push(s);
+  }
+
+  /** Sequences admitted and not yet ended. */
+  get runningCount(): number {
+    return this.running.length;
+  }
+
+  get waitingCount(): number {
+    return this.waiting.length;
+  }
+
+  /** Queues a sequence; its tokens arrive through the returned iterator. Ending it early: `seq.end('abort')`. */
+  submit(seq: Sequence, useCache: boolean): { next(): Promise<GeneratedToken | null> } {
+    if (this.stopped) throw this.stopped;
+    const stream = new TokenStream();
+    this.waiting.push({ seq, stream, useCache });
+    this.wakeUp();
+    return stream;
+  }
+
+  /** The loop looks again (a sequence was aborted, or a new one queued). */
+  wakeUp(): void {
+    this.loop ??= this.run().finally(() => (this.loop = null));
+  }
+
+  /** Ends every sequence with `error` and refuses new ones; resolves when the loop has stopped. */
+  async stop(error: Error): Promise<void> {
+    this.stopped = error;
+    this.wakeUp();
+    await this.loop;
+    for (const w of this.waiting.splice(0)) w.stream.close(error);
+    for (const r of this.running.splice(0)) this.leave(r, error);
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopped) {
+      this.reap();
+      if (!this.waiting.length && !this.running.length) return;
+      const items = this.plan();
+      if (!items.length) {
+        // Nothing can run this step (a prompt waits for a twin's prefill that is itself waiting): let events in.
+        await nextTask();
+        continue;
+      }
+      try {
+        await this.runner.runBatch(items);
+      } catch (e) {
+        // The step as a whole failed (e.g. the device was lost): every sequence in it ends with the error.
+        for (const item of items) item.error ??= e;
+      }
+      this.counters.steps++;
+      this.counters.batchedRows += items.length;
+      for (const item of items) this.afterStep(item);
+      // Between steps: timers, aborts and new requests get their turn.
+      await nextTask();
+    }
+  }
+
+  /** Delivers a step's token, offers new full pages to the prefix cache, and lets ended sequences go. */
+  private afterStep(item: BatchItem): void {
+    const r = this.running.find((x) => x.seq === item.seq);
+    if (!r) return;
+    if (item.error !== undefined) {
+      this.leave(r, item.error);
+      return;
+    }
+    const token = r.seq.take();
+    if (token) r.stream.push(token);
+    r.cursor = this.prefix.extend(r.seq.tokens, this.kv.table(r.slot), r.cursor, r.seq.kvLength);
+    if (r.seq.finish) this.leave(r);
+  }
+
+  /** Ends running and waiting sequences that were aborted (or may not sample at all). */
+  private reap(): void {
+    for (let i = this.waiting.length - 1; i >= 0; i--) {
+      const w = this.waiting[i]!;
+      if (w.seq.checkEnd()) {
+        this.waiting.splice(i, 1);
+        w.stream.close();
+      }
+    }
+    for (const r of [...this.running]) if (r.seq.checkEnd()) this.leave(r);
+  }
+
+  /** A running sequence ends: its full pages stay in the prefix cache, the rest go back to the pool. */
+  private leave(r: Running, error?: unknown): void {
+    this.running = this.running.filter((x) => x !== r);
+    if (error === undefined) this.prefix.extend(r.seq.tokens, this.kv.table(r.slot), r.cursor, r.seq.kvLength);
+    this.kv.release(r.slot);
+    this.freeSlots.push(r.slot);
+    r.stream.close(error);
+  }
+
+  /** Frees a running sequence's pages and puts it back at the head of the queue, to be fed again. */
+  private preempt(r: Running): void {
+    this.counters.preemptions++;
+    this.running = this.running.filter((x) => x !== r);
+    this.prefix.extend(r.seq.tokens, this.kv.table(r.slot), r.cursor, r.seq.kvLength);
+    this.kv.release(r.slot);
+    this.freeSlots.push(r.slot);
+    r.seq.restart();
+    this.waiting.unshift({ seq: r.seq, stream: r.stream, useCache: r.useCache });
+  }
+
+  /**
+   * This step's batch. Running sequences first, oldest first: a decode token each, or a prefill
+   * chunk from what the budget leaves. If the pool cannot hold them, the newest running sequence
+   * is preempted (possibly the one being placed). Then waiting sequences are admitted, oldest
+   * first, while a slot, budget and pages are left.
+   */
+  private plan(): BatchItem[] {
+    // Prefill chunks share the step's prefill budget; every decode token comes on top of it.
+    let budget = this.limits.prefillTokens;
+    let pages = 0; // pages this batch needs beyond what its sequences hold
+    const items: BatchItem[] = [];
+    const planned = new Set<Running>();
+    // Decoding sequences take one token each before any prefill chunk.
+    const order = [...this.running].sort((a, b) => Number(a.seq.pending > 1) - Number(b.seq.pending > 1));
+    for (const r of order) {
+      const decodes = r.seq.pending === 1;
+      if (!this.running.includes(r) || (!decodes && budget === 0)) continue;
+      const n = decodes ? 1 : Math.min(r.seq.pending, budget);
+      let need = this.kv.pagesNeeded(r.slot, n);
+      // Not enough pages: preempt the newest running sequence not yet in this batch (or this one).
+      while (pages + need > this.kv.availablePages) {
+        const victim = [...this.running].reverse().find((x) => !planned.has(x));
+        if (!victim) break;
+        this.preempt(victim);
+        if (victim === r) break;
+        need = this.kv.pagesNeeded(r.slot, n);
+      }
+      if (!this.running.includes(r) || pages + need > this.kv.availablePages) continue;
+      const work = r.seq.work(n);
+      items.push({ seq: r.seq, slot: r.slot, work });
+      planned.add(r);
+      pages += need;
+      if (!decodes) budget -= work.tokens.length;
+    }
+    // Admit waiting sequences while slots, budget and pages last.
+    for (let i = 0; i < this.waiting.length && budget > 0 && this.freeSlots.length; ) {
+      const w = this.waiting[i]!;
+      if (this.twinPrefilling(w)) {
+        i++;
+        continue;
+      }
+      const matched = w.useCache ? this.prefix.match(w.seq.tokens, w.seq.tokens.length - 1) : [];
+      const cached = matched.length * this.kv.pageSize;
+      const left = w.seq.tokens.length - cached;
+      const n = left === 1 ? 1 : Math.min(left, budget);
+      // Adopting cached pages takes them out of what can be reclaimed.
+      const adoptedReclaimable = matched.filter((p) => this.kv.refCount(p) === 0).length;
+      const need = Math.ceil((cached + n) / this.kv.pageSize) - matched.length;
+      if (pages + need + adoptedReclaimable > this.kv.availablePages) break; // keep the queue's order
+      this.waiting.splice(i, 1);
+      const slot = this.freeSlots.pop()!;
+      this.kv.adopt(slot, matched);
+      w.seq.reuse(cached);
+      const r: Running = { seq: w.seq, slot, stream: w.stream, cursor: this.prefix.cursor(), useCache: w.useCache };
+      r.cursor = this.prefix.extend(w.seq.tokens, matched, r.cursor, cached);
+      this.running.push(r);
+      this.runner.place(w.seq, slot);
+      const work = w.seq.work(n);
+      items.push({ seq: w.seq, slot, work });
+      planned.add(r);
+      pages += need;
+      if (n > 1) budget -= work.tokens.length;
+    }
+    return items;
+  }
+
+  /**
+   * Whether a waiting sequence should wait for a running one that is still computing pages of the
+   * same prompt (the `n` choices of one request, or the prompts of a batch that share a prefix):
+   * admitted once those pages are cached, it adopts them instead of computing them twice.
+   */
+  private twinPrefilling(w: Waiting): boolean {
+    if (!w.useCache) return false;
+    const ps = this.kv.pageSize;
+    const ids = w.seq.tokens;
+    for (const r of this.running) {
+      const fed = r.seq.kvLength;
+      const theirs = r.seq.tokens;
+      if (fed >= r.seq.promptIds.length) continue; // done with its prompt: what it shares is cached
+      let common = 0;
+      const max = Math.min(ids.length - 1, theirs.length);
+      while (common < max && ids[common] === theirs[common]) common++;
+      // It will compute at least one whole page we could adopt.
+      if (Math.floor(common / ps) > Math.floor(fed / ps)) return true;
+    }
+    return false;
+  }
+}
