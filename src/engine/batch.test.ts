@@ -1,0 +1,152 @@
+/**
+ * The GPU engine serving many sequences at once: concurrent requests share steps, and each one's
+ * output is what it is alone (sampling depends on the seed and the tokens so far, penalties and
+ * masks live per sequence), greedy batches equal the CPU reference, a pool too small for the batch
+ * preempts and still finishes every request exactly, and aborted sequences give their pages back.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { maskWords } from '../kernels/mask-ref';
+import { openModel, type OpenedModel } from '../model/open';
+import { greedy, ReferenceModel } from '../reference/forward';
+import type { Constraint } from '../structured/grammar';
+import { ensureFixture } from '../testing/fixtures/shared';
+import { testGPU } from '../testing/gpu';
+import { drainGeneration, greedyRequest } from '../testing/sampling';
+import type { GPUContext } from '../gpu/device';
+import { GpuEngine } from './engine';
+import type { GenerateRequest } from './types';
+
+let gpu: GPUContext;
+let opened: OpenedModel;
+let engine: GpuEngine;
+
+beforeAll(async () => {
+  gpu = await testGPU();
+  const paths = await ensureFixture({ arch: 'llama', preset: 'tiny' });
+  opened = await openModel(paths.gguf.Q8_0!);
+  engine = await GpuEngine.load(opened, { gpu, precision: 'f32', contextLength: 128, pageSize: 4, prefillChunk: 16 });
+});
+afterAll(() => engine?.dispose());
+
+const V = () => engine.config.vocabSize;
+const prompt = (seed: number, n: number) => Array.from({ length: n }, (_, i) => (seed * 131 + i * 17 + 3) % V());
+
+/** Allows the tokens ≡ k (mod 3) at step k: a grammar whose mask changes every step. */
+function modThree(vocab: number): Constraint {
+  let step = 0;
+  return {
+    words: maskWords(vocab),
+    async mask(out) {
+      out.fill(0);
+      for (let id = step % 3; id < vocab; id += 3) out[id >>> 5]! |= 1 << (id & 31);
+    },
+    accept: (id) => id % 3 === step++ % 3,
+    isTerminated: () => false,
+    dispose() {},
+  };
+}
+
+/** Sixteen requests, each with its own settings: every sampling path and per-sequence processor. */
+function sixteen(): Array<() => GenerateRequest> {
+  const vocab = V();
+  return [
+    () => greedyRequest(prompt(1, 5), 12),
+    () => greedyRequest(prompt(2, 23), 9),
+    () => greedyRequest(prompt(3, 9), 14, { temperature: 0.9, seed: 11 }),
+    () => greedyRequest(prompt(4, 31), 10, { temperature: 1.2, topK: 20, seed: 12 }),
+    () => greedyRequest(prompt(5, 7), 16, { temperature: 0.8, topP: 0.7, seed: 13 }),
+    () => greedyRequest(prompt(6, 13), 11, { temperature: 1, minP: 0.05, seed: 14 }),
+    () => greedyRequest(prompt(7, 17), 12, { frequencyPenalty: 0.8, presencePenalty: 0.4 }),
+    () => greedyRequest(prompt(8, 4), 13, { repetitionPenalty: 1.5, temperature: 0.7, seed: 15 }),
+    () => greedyRequest(prompt(9, 11), 10, { logitBias: { 7: 5, 9: -100 } }),
+    () => greedyRequest(prompt(10, 19), 8, { logprobs: true, topLogprobs: 3 }),
+    () => greedyRequest(prompt(11, 6), 12, {}, { minTokens: 6, ignoreEos: false, stopTokenIds: [prompt(11, 6)[2]!] }),
+    () => greedyRequest(prompt(12, 15), 9, {}, { stopTokenIds: [5, 6, 7, 8, 9, 10, 11, 12] }),
+    () => greedyRequest(prompt(13, 8), 10, { dry: { multiplier: 0.8, base: 1.75, allowedLength: 2, sequenceBreakers: ['\n'] } }),
+    () => greedyRequest(prompt(14, 10), 9, { temperature: 1, seed: 16 }, { constraint: modThree(vocab) }),
+    () => greedyRequest(prompt(15, 27), 11, { temperature: 0.6, seed: 17, frequencyPenalty: 0.5, logprobs: true, topLogprobs: 2 }),
+    () => greedyRequest(prompt(16, 3), 15, { mirostat: { mode: 2, tau: 5, eta: 0.1 }, temperature: 1, seed: 18 }),
+  ];
+}
+
+describe('the GPU engine with many sequences in flight', () => {
+  it('gives 16 concurrent requests with different settings each its output alone', async () => {
+    const makers = sixteen();
+    const alone = [];
+    for (const make of makers) alone.push(await drainGeneration(engine.generate(make())));
+    const stepsBefore = engine.kvStats.steps;
+    const together = await Promise.all(makers.map((make) => drainGeneration(engine.generate(make()))));
+    const steps = engine.kvStats.steps - stepsBefore;
+    together.forEach((t, i) => {
+      expect(t.ids, `request ${i}`).toEqual(alone[i]!.ids);
+      expect(t.result.finishReason, `request ${i}`).toBe(alone[i]!.result.finishReason);
+    });
+    // Batched: far fewer steps than the tokens produced.
+    const tokens = together.reduce((n, t) => n + t.ids.length, 0);
+    expect(steps).toBeLessThan(tokens / 4);
+    expect(engine.kvStats.pages.used).toBe(0);
+  });
+
+  it('batches greedy sequences that equal the CPU reference token for token', async () => {
+    const ref = await ReferenceModel.load(opened);
+    const prompts = [prompt(21, 6), prompt(22, 19), prompt(23, 2), prompt(24, 33)];
+    const outs = await Promise.all(prompts.map((p) => drainGeneration(engine.generate(greedyRequest(p, 12, {}, { cachePrompt: false })))));
+    prompts.forEach((p, i) => expect(outs[i]!.ids).toEqual(greedy(ref, p, 12)));
+  });
+
+  it('returns the logprobs a request gets alone, in a batch', async () => {
+    const req = () => greedyRequest(prompt(31, 9), 6, { logprobs: true, topLogprobs: 4 });
+    const alone: number[] = [];
+    for await (const t of engine.generate(req())) alone.push(t.logprob!);
+    const [mine] = await Promise.all([
+      (async () => {
+        const lp: number[] = [];
+        for await (const t of engine.generate(req())) lp.push(t.logprob!);
+        return lp;
+      })(),
+      drainGeneration(engine.generate(greedyRequest(prompt(32, 14), 8, { temperature: 1, seed: 3 }))),
+    ]);
+    mine.forEach((lp, i) => expect(lp).toBeCloseTo(alone[i]!, 4));
+  });
+
+  it('preempts when the page pool runs dry and finishes every request exactly', async () => {
+    // 48 tokens of KV for 6 sequences of up to 36 tokens each.
+    const small = await GpuEngine.load(opened, { gpu, precision: 'f32', contextLength: 48, pageSize: 4, prefillChunk: 16, kvCacheTokens: 48 });
+    try {
+      const reqs = Array.from({ length: 6 }, (_, i) => () => greedyRequest(prompt(40 + i, 6 + 2 * i), 20, i % 2 ? { temperature: 1, seed: i, frequencyPenalty: 0.5 } : {}));
+      const alone = [];
+      for (const r of reqs) alone.push((await drainGeneration(small.generate(r()))).ids);
+      const together = await Promise.all(reqs.map((r) => drainGeneration(small.generate(r()))));
+      together.forEach((t, i) => expect(t.ids, `request ${i}`).toEqual(alone[i]));
+      expect(small.kvStats.preemptions).toBeGreaterThan(0);
+      expect(small.kvStats.pages.used).toBe(0);
+    } finally {
+      await small.dispose();
+    }
+  });
+
+  it('gives back every page of aborted sequences, and the others finish exactly', async () => {
+    const keep = () => greedyRequest(prompt(51, 12), 16);
+    const want = (await drainGeneration(engine.generate(keep()))).ids;
+    const aborts = Array.from({ length: 12 }, (_, i) => {
+      const ctl = new AbortController();
+      const gen = engine.generate({ ...greedyRequest(prompt(60 + i, 5 + i), 30), signal: ctl.signal });
+      return drainGeneration(gen, (n) => n === 1 + (i % 5) && ctl.abort());
+    });
+    const [kept, ...ended] = await Promise.all([drainGeneration(engine.generate(keep())), ...aborts]);
+    expect(kept.ids).toEqual(want);
+    for (const e of ended) expect(e.result.finishReason).toBe('abort');
+    const { pages } = engine.kvStats;
+    expect(pages.used).toBe(0);
+    expect(pages.free + pages.cached).toBe(pages.total);
+  });
+
+  it('serves a repeated prompt from the prefix cache and reports the cached tokens', async () => {
+    // Counting down from the top of the vocabulary: no other prompt here starts this way.
+    const p = Array.from({ length: 30 }, (_, i) => V() - 1 - 5 * i);
+    const first = await drainGeneration(engine.generate(greedyRequest(p, 4)));
+    const second = await drainGeneration(engine.generate(greedyRequest([...p, 1, 2], 4)));
+    expect(first.result.cachedTokens).toBe(0);
+    expect(second.result.cachedTokens).toBe(28); // whole pages of 4 of the 30 shared tokens
+  });
+});
