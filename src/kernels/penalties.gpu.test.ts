@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createBuffer, readBuffer, STORAGE, writeBuffer } from '../gpu/buffers';
+import { createBuffer, readBuffer, STORAGE, uploadBuffer, writeBuffer } from '../gpu/buffers';
 import { testGPU } from '../testing/gpu';
 import { createPenaltiesOp, PENALTIES_WG, penaltiesRef, type PenaltiesOp, type PenaltySettings } from './penalties';
 import { opContext, random, runPass } from '../testing/kernel-helpers';
@@ -144,6 +144,40 @@ describe('penalties kernel', () => {
     await runRequests(env, [second], 3);
     await expectCounts(env.op, [second]);
     env.op.destroy();
+  });
+
+  it('reads each row’s state from its sequence slot (rowSlot), and a slot placed with a history starts from its counts', async () => {
+    const { device } = await testGPU();
+    const maxSeqs = 4;
+    const logits = createBuffer(device, maxSeqs * V * 4, STORAGE);
+    const lastToken = createBuffer(device, maxSeqs * 4, STORAGE);
+    // Row 0 is slot 3, row 1 is slot 0 (a batch's rows change from step to step; slots do not).
+    const rowSlot = uploadBuffer(device, new Uint32Array([3, 0, 0, 0]));
+    const op = await createPenaltiesOp(opContext(device, 'f32'), { logits, lastToken, vocab: V, maxSeqs, wg: 64, rowSlot });
+    const a: SeqCase = { p: { logitBias: randomBias(13), repetitionPenalty: 1.2, frequencyPenalty: 0.4, presencePenalty: 0.3 }, prompt, generated: ids(6, 51, 40) };
+    const b: SeqCase = { p: { ...OFF, frequencyPenalty: 0.9 }, prompt: ids(9, 52, 30), generated: ids(6, 53, 30) };
+    // Slot 3 comes back after a preemption: three tokens already generated.
+    const history = ids(3, 54, 40);
+    op.reset(3, a.p, a.prompt, [], history);
+    op.reset(0, b.p, b.prompt, []);
+    for (let k = 0; k <= a.generated.length; k++) {
+      const raw = [random(V, 900 + k, 5), random(V, 950 + k, 5)];
+      raw.forEach((row, r) => writeBuffer(device, logits, r * V * 4, row));
+      if (k > 0) {
+        const last = new Uint32Array(maxSeqs);
+        last[3] = a.generated[k - 1]!;
+        last[0] = b.generated[k - 1]!;
+        device.queue.writeBuffer(lastToken, 0, last);
+      }
+      await runPass(device, (pass) => op.encode(pass, 2));
+      const got = new Float32Array(await readBuffer(device, logits, 2 * V * 4));
+      const wantA = penaltiesRef(raw[0]!, a.p, [], a.prompt, [...history, ...a.generated.slice(0, k)]);
+      const wantB = penaltiesRef(raw[1]!, b.p, [], b.prompt, b.generated.slice(0, k));
+      expect(worstDiff(got.subarray(0, V), wantA), `row 0 (slot 3), step ${k}`).toBeLessThan(TOLERANCE);
+      expect(worstDiff(got.subarray(V, 2 * V), wantB), `row 1 (slot 0), step ${k}`).toBeLessThan(TOLERANCE);
+    }
+    op.destroy();
+    rowSlot.destroy();
   });
 
   it('drops the min_tokens ban when setBias rewrites the row, keeping logit_bias', async () => {

@@ -45,6 +45,22 @@ function tiedLogits(n: number, seed: number): Float32Array {
 const argmaxOf = (x: Float32Array) => x.reduce((best, v, i) => (v > x[best]! ? i : best), 0);
 
 describe('sample kernel', () => {
+  it('writes row r’s token at its sequence slot rowSlot[r]', async () => {
+    const { device } = await testGPU();
+    const V = 300;
+    const list = [0, 1, 2].map((r) => ({ ...BASE, seed: 40 + r, temperature: r === 1 ? 0 : 0.8 }));
+    const logits = random(3 * V, 5, 4);
+    const tokens = uploadBuffer(device, new Uint32Array([9999, 9999, 9999, 9999, 9999]));
+    const logprobs = createBuffer(device, 3 * LOGPROB_WORDS * 4, STORAGE);
+    const rowSlot = uploadBuffer(device, new Uint32Array([4, 0, 2]));
+    const op = await createSampleOp(opContext(device, 'f32'), { logits: uploadBuffer(device, logits), params: uploadBuffer(device, new Uint8Array(packSamplingParams(list))), tokens, logprobs, vocab: V, rowSlot });
+    await runPass(device, (pass) => op.encode(pass, 3));
+    const got = new Uint32Array(await readBuffer(device, tokens, 5 * 4));
+    const want = list.map((s, r) => sampleRef(logits.subarray(r * V, (r + 1) * V), s, uniform01(s.seed, s.step)).token);
+    expect(Array.from(got)).toEqual([want[1], 9999, want[2], 9999, want[0]]);
+    op.destroy();
+  });
+
   it('picks the argmax greedily over a 150k vocabulary, with its top logprobs', async () => {
     const V = 150_001;
     const logits = random(V, 7, 10);
