@@ -72,7 +72,7 @@ function sixteen(): Array<() => GenerateRequest> {
 describe('the GPU engine with many sequences in flight', () => {
   it('gives 16 concurrent requests with different settings each its output alone', async () => {
     const makers = sixteen();
-    const alone = [];
+    const alone: Array<Awaited<ReturnType<typeof drainGeneration>>> = [];
     for (const make of makers) alone.push(await drainGeneration(engine.generate(make())));
     const stepsBefore = engine.kvStats.steps;
     const together = await Promise.all(makers.map((make) => drainGeneration(engine.generate(make()))));
@@ -114,7 +114,7 @@ describe('the GPU engine with many sequences in flight', () => {
     const small = await GpuEngine.load(opened, { gpu, precision: 'f32', contextLength: 48, pageSize: 4, prefillChunk: 16, kvCacheTokens: 48 });
     try {
       const reqs = Array.from({ length: 6 }, (_, i) => () => greedyRequest(prompt(40 + i, 6 + 2 * i), 20, i % 2 ? { temperature: 1, seed: i, frequencyPenalty: 0.5 } : {}));
-      const alone = [];
+      const alone: number[][] = [];
       for (const r of reqs) alone.push((await drainGeneration(small.generate(r()))).ids);
       const together = await Promise.all(reqs.map((r) => drainGeneration(small.generate(r()))));
       together.forEach((t, i) => expect(t.ids, `request ${i}`).toEqual(alone[i]));

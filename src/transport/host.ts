@@ -22,6 +22,8 @@ export interface HostOptions {
   onProgress?: (p: LoadProgress) => void;
   precision?: 'auto' | 'f32' | 'f16';
   contextLength?: number;
+  maxBatch?: number;
+  kvCacheTokens?: number;
   cache?: boolean;
   id?: string;
   signal?: AbortSignal;
@@ -56,6 +58,8 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
       gpu,
       precision: options.precision ?? 'auto',
       contextLength: options.contextLength,
+      maxBatch: options.maxBatch,
+      kvCacheTokens: options.kvCacheTokens,
       id: options.id,
       onProgress: progress,
     });
@@ -89,7 +93,7 @@ function hostOf(engine: GpuEngine, gpu: GPUContext, warnings: string[]): EngineH
   const handle = handler();
 
   return {
-    info: { model: engine.id, gpu: gpu.info, precision: engine.precision, contextLength: engine.contextLength, warnings },
+    info: { model: engine.id, gpu: gpu.info, precision: engine.precision, contextLength: engine.contextLength, maxBatch: engine.limits.maxSeqs, kvCacheTokens: engine.limits.numPages * engine.limits.pageSize, warnings },
     handle,
     handler,
     onError(listener) {

@@ -20,6 +20,10 @@ export interface CreateEngineOptions {
   precision?: 'auto' | 'f32' | 'f16';
   /** Tokens per sequence, prompt and completion (default min(model's maximum, 4096)). */
   contextLength?: number;
+  /** Sequences generated together: concurrent requests, `n` choices, batched prompts (default 16). */
+  maxBatch?: number;
+  /** Tokens of KV cache shared by all sequences and the prefix cache (default: from the model's size; see docs/ARCHITECTURE.md). */
+  kvCacheTokens?: number;
   /** Keep downloads in the model cache (default true: OPFS / Cache API in browsers, a directory in Node). */
   cache?: boolean;
   /** The model's id in the API (`model` field, `/v1/models`); default: the architecture. */
@@ -33,6 +37,9 @@ export interface EngineInfo {
   gpu: GPUDescription;
   precision: 'f32' | 'f16';
   contextLength: number;
+  /** Sequences generated together, and the KV pool's size in tokens (all sequences and the prefix cache). */
+  maxBatch: number;
+  kvCacheTokens: number;
   /** Things that work but not as well as they could (a software adapter, no shader-f16, a clamped context). */
   warnings: string[];
 }

@@ -19,6 +19,8 @@ export interface WorkerLoadOptions {
   model: WireModel;
   precision?: 'auto' | 'f32' | 'f16';
   contextLength?: number;
+  maxBatch?: number;
+  kvCacheTokens?: number;
   cache?: boolean;
   id?: string;
 }
@@ -69,6 +71,8 @@ export function createWorkerApi(): EngineWorkerApi {
           model: toModelInput(options.model),
           precision: options.precision,
           contextLength: options.contextLength,
+          maxBatch: options.maxBatch,
+          kvCacheTokens: options.kvCacheTokens,
           cache: options.cache,
           id: options.id,
           signal,

@@ -59,7 +59,7 @@ export async function createWorkerEngine(options: CreateEngineOptions, given?: W
     const onProgress = options.onProgress;
     info = await call(
       api.load(
-        { model: toWireModel(options.model), precision: options.precision, contextLength: options.contextLength, cache: options.cache, id: options.id },
+        { model: toWireModel(options.model), precision: options.precision, contextLength: options.contextLength, maxBatch: options.maxBatch, kvCacheTokens: options.kvCacheTokens, cache: options.cache, id: options.id },
         onProgress ? Comlink.proxy((p: LoadProgress) => onProgress(p)) : undefined,
         Comlink.transfer(abort.port2, [abort.port2]),
       ),
