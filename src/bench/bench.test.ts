@@ -56,7 +56,14 @@ describe('bench settings', () => {
     expect(asked.settings.promptLengths).toEqual([128, 1024]);
     expect(asked.settings.decodeTokens).toBe(EMULATED_SETTINGS.decodeTokens);
     expect(asked.notes.join(' ')).not.toMatch(/capped/);
+    expect(capped.notes.join(' ')).toMatch(/batching runs shortened: 16-token prompts and 16 tokens per stream .* 512-token repeated prefix/);
+    expect(capped.notes.join(' ')).toMatch(/goals .* are for real GPUs/);
+    const full = resolveSettings(true, { streamPromptTokens: 128, streamTokens: 64, prefixTokens: 2048 });
+    expect(full.settings).toMatchObject({ streams: [1, 2, 4, 8, 16], streamPromptTokens: 128, streamTokens: 64, prefixTokens: 2048 });
+    expect(full.notes.join(' ')).not.toMatch(/shortened/);
+    expect(resolveSettings(true, { streams: [] }).settings.streams).toEqual([]);
     expect(resolveSettings(false, {})).toEqual({ settings: FULL_SETTINGS, notes: [] });
+    expect(FULL_SETTINGS).toMatchObject({ streams: [1, 2, 4, 8, 16], streamPromptTokens: 128, streamTokens: 64, prefixTokens: 2048 });
   });
 
   it('runs the 1B-shaped fixtures by default on a real GPU and the small preset on an emulated one', () => {
@@ -81,6 +88,7 @@ describe('the bench report', () => {
       memory: { peakBytes: 3 * 1024 * 1024, matrixBytes: 1, kvCacheBytes: 1 },
       bandwidth: { copyGBps: 2, bytesPerToken: 1024 * 1024, decodeGBps: 0.02, ratio: 0.01 },
       breakdown: { decode: [{ kernel: 'matvec', calls: 15, ms: 1.5, share: 0.75 }], prefill: [{ kernel: 'matmul', calls: 14, ms: 9, share: 0.9 }], prefillTokens: 16 },
+      batching: { error: 'Error: no room' },
     };
     const report: BenchReport = {
       date: '2026-01-01',
@@ -105,6 +113,7 @@ describe('the bench report', () => {
     expect(text).toMatch(/^matvec +15 +1\.500 +75\.0/m);
     expect(text).toMatch(/^matmul .*9\.000 +90\.0$/m);
     expect(text).toContain('note: a note');
+    expect(text).toContain('node Q4_0: continuous batching FAILED: Error: no room');
     expect(text).not.toMatch(/grammar mask per token/);
   });
 

@@ -31,7 +31,11 @@ const USAGE = `usage: npm run bench -- [options]
   --decode-tokens N           tokens decoded after the longest prompt
   --profile-steps N           decode steps timed per kernel
   --profile-prefill           also time a prefill chunk per kernel (default on real GPUs)
-  --mask-vocab 128256,151936  vocabulary sizes for the CPU grammar-mask timing (default 128256, Llama 3's; 0: skip)`;
+  --mask-vocab 128256,151936  vocabulary sizes for the CPU grammar-mask timing (default 128256, Llama 3's; 0: skip)
+  --streams 1,2,4,8,16        concurrent streams per batching level (default 1,2,4,8,16; 0: skip)
+  --stream-prompt N           prompt tokens of each concurrent stream (default 128; 16 on emulated adapters)
+  --stream-tokens N           tokens each concurrent stream generates (default 64; 16 on emulated adapters)
+  --prefix-tokens N           the repeated prefix for the prefix-cache TTFT, clamped to the context (default 2048; 512 on emulated adapters; 0: skip)`;
 
 function numbers(s: string | undefined): number[] | undefined {
   return s === undefined ? undefined : s.split(',').map((x) => Number(x.trim()));
@@ -51,6 +55,10 @@ async function main(): Promise<void> {
       'profile-steps': { type: 'string' },
       'profile-prefill': { type: 'boolean' },
       'mask-vocab': { type: 'string', default: String(LLAMA3_VOCAB) },
+      streams: { type: 'string' },
+      'stream-prompt': { type: 'string' },
+      'stream-tokens': { type: 'string' },
+      'prefix-tokens': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -65,11 +73,20 @@ async function main(): Promise<void> {
     decodeTokens: numbers(values['decode-tokens'])?.[0],
     profileSteps: numbers(values['profile-steps'])?.[0],
     profilePrefill: values['profile-prefill'],
+    streamPromptTokens: numbers(values['stream-prompt'])?.[0],
+    streamTokens: numbers(values['stream-tokens'])?.[0],
   };
   for (const [k, v] of Object.entries(overrides)) {
     if (typeof v === 'boolean') continue;
     for (const n of [v].flat()) if (n !== undefined && !(Number.isInteger(n) && (n as number) > 0)) throw new Error(`--${k}: ${v} is not a positive integer`);
   }
+  // These two take 0 (skip).
+  const streams = numbers(values.streams);
+  if (streams && !streams.every((n) => Number.isInteger(n) && n >= 0)) throw new Error(`--streams: ${values.streams} is not a list of integers ≥ 0`);
+  if (streams) overrides.streams = streams.filter((n) => n > 0);
+  const prefixTokens = numbers(values['prefix-tokens'])?.[0];
+  if (prefixTokens !== undefined && !(Number.isInteger(prefixTokens) && prefixTokens >= 0)) throw new Error(`--prefix-tokens: ${values['prefix-tokens']} is not an integer ≥ 0`);
+  if (prefixTokens !== undefined) overrides.prefixTokens = prefixTokens;
   const formats = values.formats!.split(',').map((f) => f.trim()) as GGUFVariant[];
 
   // CPU only, before any GPU work shares the cores with it.

@@ -1,4 +1,5 @@
 /** The bench report: the JSON document and its plain-text tables. */
+import { BATCHING_GOALS, type BatchingResult, type GoalCheck } from './batching';
 import type { MaskCostResult } from './mask-cost';
 import type { ModelBenchResult } from './run';
 import type { TargetResult } from './target';
@@ -85,6 +86,9 @@ export function formatReport(report: BenchReport): string {
         table(['kernel', 'calls', 'decode ms', 'decode %', ...(m.breakdown.prefill ? [`prefill(${m.breakdown.prefillTokens}) ms`, 'prefill %'] : [])], rowsK),
       );
     }
+    for (const m of t.models.filter(ok)) {
+      if (m.batching) out.push('', ...formatBatching(`${t.target} ${m.format}`, m.batching, t.emulated));
+    }
   }
   if (report.maskCost?.length) {
     const m = report.maskCost;
@@ -100,4 +104,61 @@ export function formatReport(report: BenchReport): string {
     );
   }
   return out.join('\n');
+}
+
+const pct = (x: number | null) => (x === null ? 'null' : f(x * 100));
+
+function goal(label: string, c: GoalCheck, show: (v: number) => string): string {
+  const state = c.met === null ? 'not measured' : c.met ? 'met' : 'not met';
+  return `${label}: ${c.value === null ? '-' : show(c.value)} (${state})`;
+}
+
+/** The batching part of one model: the streams table, the prefix line, the goals beside the figures. */
+export function formatBatching(title: string, b: BatchingResult | { error: string }, emulated: boolean): string[] {
+  if ('error' in b) return [`${title}: continuous batching FAILED: ${b.error}`];
+  const out = [
+    `${title}: continuous batching (context ${b.contextLength}, up to ${b.maxBatch} sequences a step; streams of ${b.streamPromptTokens}-token prompts, ${b.streamTokens} tokens each, greedy)`,
+    '   aggregate tok/s = tokens generated after the step that gave the last stream its first token ÷ wall time from then to the last token;',
+    '   host ms = step start (runBatch) to its last queue.submit returning; gap = time between steps outside runBatch; GPU busy = pass timestamps ÷ wall time',
+  ];
+  if (b.levels.length) {
+    out.push(
+      '',
+      table(
+        ['streams', 'agg tok/s', '× 1 stream', 'tokens', 'steps', 'dispatch/step', 'dispatch/token', 'host ms/step', 'step ms', 'host %', 'gap ms', 'GPU busy %', 'preempted'],
+        b.levels.map((l) => [
+          String(l.streams),
+          f(l.tokensPerSecond, 2),
+          l.ratio === null ? '-' : f(l.ratio, 2),
+          String(l.tokens),
+          String(l.steps),
+          f(l.dispatchesPerStep, 1),
+          f(l.dispatchesPerToken, 2),
+          f(l.hostMsPerStep, 3),
+          f(l.stepMs, 2),
+          pct(l.hostShare),
+          f(l.gapMs, 3),
+          pct(l.gpuBusyShare),
+          String(l.preemptions),
+        ]),
+      ),
+    );
+  }
+  const p = b.prefix;
+  if (p) {
+    out.push(
+      '',
+      `prefix cache: A = ${p.promptTokens}-token prompt, TTFT ${f(p.ttftAMs, 0)} ms; B = A + ${p.extraTokens} other tokens, TTFT ${f(p.ttftBMs, 1)} ms, ` +
+        `${p.cachedTokens} tokens cached; TTFT(B)/TTFT(A) = ${f(p.ratio, 4)}`,
+    );
+  }
+  const g = b.goals;
+  out.push(
+    '',
+    `goals${emulated ? ' (for real GPUs; this adapter is CPU-emulated, so only reported)' : ''}:`,
+    `   ${goal(`aggregate at 8 streams ≥ ${BATCHING_GOALS.aggregateRatioAt8}× one stream`, g.aggregateRatioAt8, (v) => `${f(v, 2)}×`)}`,
+    `   ${goal(`prefix TTFT ratio ≤ ${BATCHING_GOALS.prefixTtftRatio}`, g.prefixTtftRatio, (v) => f(v, 4))}`,
+    `   ${goal(`host ≤ ${BATCHING_GOALS.hostShare * 100}% of a step (worst level)`, g.hostShare, (v) => `${f(v * 100)}%`)}`,
+  );
+  return out;
 }

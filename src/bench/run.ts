@@ -1,7 +1,9 @@
 /**
  * One model through the benchmark, the same code in Node (Dawn) and in Chromium: load, prefill at
  * each prompt length (time to first token), decode, peak GPU memory, copy bandwidth on the same
- * device, bytes read per decoded token and the per-kernel breakdown from timestamp queries.
+ * device, bytes read per decoded token and the per-kernel breakdown from timestamp queries; then,
+ * on an engine of its own, continuous batching (./batching.ts): aggregate decode at 1–16 streams,
+ * a repeated long prefix, dispatches and host time per step.
  */
 import type { GPUContext } from '../gpu/device';
 import { pipelineCache } from '../gpu/run-kernel';
@@ -15,6 +17,7 @@ import { GREEDY } from '../testing/sampling';
 import { trackBuffers } from './memory';
 import { BENCH_CONSTRAINT_LABEL, benchConstraintSpec, maskOverhead, msPerGeneratedToken } from './structured';
 import { aggregateByKernel, TimestampProfiler, type KernelTime } from './profiler';
+import { benchBatching, type BatchingResult } from './batching';
 
 export interface BenchSettings {
   /** Prompt lengths for prefill / time to first token (the issue asks for 128 and 1024). */
@@ -29,6 +32,14 @@ export interface BenchSettings {
   profilePrefill: boolean;
   /** Buffer size of the copy-bandwidth probe, in bytes. */
   copyBytes: number;
+  /** Concurrent streams per batching level (1, 2, 4, 8, 16); empty: none. */
+  streams: number[];
+  /** Prompt tokens of each concurrent stream. */
+  streamPromptTokens: number;
+  /** Tokens each concurrent stream generates. */
+  streamTokens: number;
+  /** The repeated prefix's length (clamped to the context); 0: no prefix test. */
+  prefixTokens: number;
 }
 
 export interface PrefillResult {
@@ -71,6 +82,12 @@ export interface ModelBenchResult {
   };
   /** GPU time per step by kernel (null when timestamp-query is not granted). */
   breakdown: { decode: KernelTime[]; prefill: KernelTime[] | null; prefillTokens: number } | null;
+  /**
+   * Continuous batching (./batching.ts), on a second engine loaded after the first is disposed:
+   * null when no level and no prefix were asked for, `{ error }` when that part failed (the figures
+   * above stand). Absent in older reports.
+   */
+  batching?: BatchingResult | { error: string } | null;
 }
 
 export type Log = (line: string) => void;
@@ -203,10 +220,23 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
     );
     const decodeGBps = (bytesPerToken * decode.tokensPerSecond) / 1e9;
     log(`${format}: copy ${copy.gbPerSecond.toFixed(2)} GB/s, decode reads ${decodeGBps.toFixed(2)} GB/s`);
+    // Batching gets an engine of its own (a context for the long prefix, a batch for every stream):
+    // the figures above keep their engine's sizes, and its memory is given back first.
+    const precision = engine.precision;
+    await engine.dispose();
+    engine = undefined;
+    let batching: ModelBenchResult['batching'];
+    try {
+      batching = await benchBatching(gpu, opened, format, s, log);
+    } catch (e) {
+      const error = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+      log(`${format}: batching FAILED ${error}`);
+      batching = { error };
+    }
     return {
       format,
       model: { arch: c.arch, layers: c.numLayers, hidden: c.hiddenSize, intermediate: c.intermediateSize, vocab: c.vocabSize },
-      precision: engine.precision,
+      precision,
       loadMs,
       prefill,
       decode,
@@ -214,6 +244,7 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
       memory: { peakBytes, matrixBytes, kvCacheBytes },
       bandwidth: { copyGBps: copy.gbPerSecond, bytesPerToken, decodeGBps, ratio: decodeGBps / copy.gbPerSecond },
       breakdown,
+      batching,
     };
   } finally {
     tracker.stop();

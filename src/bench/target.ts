@@ -27,6 +27,10 @@ export const FULL_SETTINGS: BenchSettings = {
   profileSteps: 8,
   profilePrefill: true,
   copyBytes: 256 << 20,
+  streams: [1, 2, 4, 8, 16],
+  streamPromptTokens: 128,
+  streamTokens: 64,
+  prefixTokens: 2048,
 };
 
 /**
@@ -40,6 +44,10 @@ export const EMULATED_SETTINGS: BenchSettings = {
   profileSteps: 2,
   profilePrefill: false,
   copyBytes: 16 << 20,
+  streams: [1, 2, 4, 8, 16],
+  streamPromptTokens: 16,
+  streamTokens: 16,
+  prefixTokens: 512,
 };
 
 export function isEmulated(info: GPUDescription): boolean {
@@ -63,6 +71,14 @@ export function resolveSettings(emulated: boolean, overrides: Partial<BenchSetti
           'and the breakdown at decode steps, to keep the run short; pass --prompt-lengths 128,1024 --decode-tokens 64 --profile-prefill for the full run.',
       );
     }
+    const batchingAsked = overrides.streamPromptTokens !== undefined || overrides.streamTokens !== undefined || overrides.prefixTokens !== undefined;
+    if (!batchingAsked) {
+      notes.push(
+        `batching runs shortened: ${settings.streamPromptTokens}-token prompts and ${settings.streamTokens} tokens per stream (not 128 and 64), ` +
+          `a ${settings.prefixTokens}-token repeated prefix (not 2048); pass --stream-prompt 128 --stream-tokens 64 --prefix-tokens 2048 for the full sizes.`,
+      );
+    }
+    notes.push('batching goals (≥ 6× aggregate at 8 streams, prefix TTFT ratio ≤ 0.1, host ≤ 5% of a step) are for real GPUs: here they are only reported.');
   }
   return { settings, notes };
 }

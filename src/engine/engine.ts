@@ -388,7 +388,6 @@ export class GpuEngine implements Backend, BatchRunner {
     this.disposed = true;
     // Sequences in flight end with the error; the step under way finishes first.
     await this.scheduler.stop(new BackendDisposedError('GpuEngine'));
-    await this.prefillInFlight;
     this.forward.destroy();
     this.weights.destroy();
     this.stepBuffers.destroy();
