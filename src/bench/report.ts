@@ -119,13 +119,14 @@ export function formatBatching(title: string, b: BatchingResult | { error: strin
   const out = [
     `${title}: continuous batching (context ${b.contextLength}, up to ${b.maxBatch} sequences a step; streams of ${b.streamPromptTokens}-token prompts, ${b.streamTokens} tokens each, greedy)`,
     '   aggregate tok/s = tokens generated after the step that gave the last stream its first token ÷ wall time from then to the last token;',
-    '   host ms = step start (runBatch) to its last queue.submit returning; gap = time between steps outside runBatch; GPU busy = pass timestamps ÷ wall time',
+    '   host ms = step start (runBatch) to its last queue.submit returning (submit ms: the part inside queue.submit); step ms = window ÷ steps;',
+    '   gap = time between steps outside runBatch; GPU busy = the steps\' pass timestamps ÷ wall time (null without timestamp-query)',
   ];
   if (b.levels.length) {
     out.push(
       '',
       table(
-        ['streams', 'agg tok/s', '× 1 stream', 'tokens', 'steps', 'dispatch/step', 'dispatch/token', 'host ms/step', 'step ms', 'host %', 'gap ms', 'GPU busy %', 'preempted'],
+        ['streams', 'agg tok/s', '× 1 stream', 'tokens', 'steps', 'dispatch/step', 'dispatch/token', 'host ms/step', 'submit ms', 'step ms', 'host %', 'gap ms', 'GPU busy %', 'preempted'],
         b.levels.map((l) => [
           String(l.streams),
           f(l.tokensPerSecond, 2),
@@ -135,6 +136,7 @@ export function formatBatching(title: string, b: BatchingResult | { error: strin
           f(l.dispatchesPerStep, 1),
           f(l.dispatchesPerToken, 2),
           f(l.hostMsPerStep, 3),
+          f(l.submitMsPerStep, 3),
           f(l.stepMs, 2),
           pct(l.hostShare),
           f(l.gapMs, 3),
