@@ -200,22 +200,24 @@ export class Scheduler {
     for (const r of [...this.running]) if (r.seq.checkEnd()) this.leave(r);
   }
 
-  /** A running sequence ends: its full pages stay in the prefix cache, the rest go back to the pool. */
+  /** A running sequence ends: its full pages stay in the prefix cache (unless it failed), the rest go back to the pool. */
   private leave(r: Running, error?: unknown): void {
+    this.unslot(r, error === undefined);
+    r.stream.close(error);
+  }
+
+  /** Takes a sequence out of the running set: its pages go back (its full ones offered to the prefix cache first, when `keep`) and its slot is free. */
+  private unslot(r: Running, keep: boolean): void {
     this.running = this.running.filter((x) => x !== r);
-    if (error === undefined) this.prefix.extend(r.seq.tokens, this.kv.table(r.slot), r.cursor, r.seq.kvLength);
+    if (keep) this.prefix.extend(r.seq.tokens, this.kv.table(r.slot), r.cursor, r.seq.kvLength);
     this.kv.release(r.slot);
     this.freeSlots.push(r.slot);
-    r.stream.close(error);
   }
 
   /** Frees a running sequence's pages and puts it back at the head of the queue, to be fed again. */
   private preempt(r: Running): void {
     this.counters.preemptions++;
-    this.running = this.running.filter((x) => x !== r);
-    this.prefix.extend(r.seq.tokens, this.kv.table(r.slot), r.cursor, r.seq.kvLength);
-    this.kv.release(r.slot);
-    this.freeSlots.push(r.slot);
+    this.unslot(r, true);
     r.seq.restart();
     this.waiting.unshift({ seq: r.seq, stream: r.stream, useCache: r.useCache });
   }
