@@ -1,13 +1,15 @@
 /**
  * The service worker relay: page A hosts the engine and registers the service worker; page B
  * (another tab, no engine) calls /v1 with plain fetch and the OpenAI client. The service worker is
- * then stopped (CDP) and must serve again from scratch; with no host left it answers 503.
+ * then stopped (CDP) and must serve again from scratch; with no host left it answers 503. Two
+ * client pages streaming at once share the engine's steps rather than queue one behind the other.
  */
 import { expect, test, type BrowserContext, type Page } from '@playwright/test';
 import Ajv2020 from 'ajv/dist/2020.js';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { serveDirectory, type StaticServer } from '../src/testing/server';
+import type { TimedStream } from './pages/client';
 
 const PAGES = 'http://localhost:5180';
 let fixtures: StaticServer;
@@ -36,12 +38,26 @@ async function hostAndClient(context: BrowserContext): Promise<{ a: Page; b: Pag
   const a = await context.newPage();
   await a.goto(`${PAGES}/host.html?model=${encodeURIComponent(modelURL)}`);
   await expect(a.locator('#status')).toHaveAttribute('data-state', 'ready', { timeout: 90_000 });
-  const b = await context.newPage();
-  await b.goto(`${PAGES}/client.html`);
-  await expect(b.locator('#status')).toHaveAttribute('data-state', 'ready');
-  expect(await b.evaluate(() => navigator.serviceWorker.controller !== null)).toBe(true);
-  return { a, b };
+  return { a, b: await clientPage(context) };
 }
+
+/** Another tab without an engine, controlled by the service worker (registered by the host). */
+async function clientPage(context: BrowserContext): Promise<Page> {
+  const page = await context.newPage();
+  await page.goto(`${PAGES}/client.html`);
+  await expect(page.locator('#status')).toHaveAttribute('data-state', 'ready');
+  expect(await page.evaluate(() => navigator.serviceWorker.controller !== null)).toBe(true);
+  return page;
+}
+
+type Timed = {
+  startTimedStream(request: object): void;
+  timedFirstToken(): Promise<void>;
+  timedEnd(): Promise<TimedStream>;
+};
+const startTimedStream = (page: Page, request: object) => page.evaluate((r) => (window as unknown as Timed).startTimedStream(r), request);
+const timedFirstToken = (page: Page) => page.evaluate(() => (window as unknown as Timed).timedFirstToken());
+const timedEnd = (page: Page) => page.evaluate(() => (window as unknown as Timed).timedEnd());
 
 test('a page without an engine gets answers through the service worker, also after it restarts', async ({ context }) => {
   const { a, b } = await hostAndClient(context);
@@ -96,4 +112,35 @@ test('a json_schema request through the service worker gets JSON valid against i
   expect(streamed).toBe(text);
   expect(loads.length).toBeGreaterThan(0);
   expect(loads.filter((l) => l.fromServiceWorker)).toEqual([]);
+});
+
+test('two pages stream through the service worker at once: the second starts while the first streams, both get what they get alone', async ({ context }) => {
+  const { b } = await hostAndClient(context);
+  const c = await clientPage(context);
+  // Greedy, and past EOS to exactly max_tokens: the long stream lasts 48 steps whatever the random
+  // weights draw (about 1 s on SwiftShader), and the short one joins within a few, so they overlap
+  // by construction, not by timing luck.
+  const long = { messages: [{ role: 'user', content: 'Tell me a long story' }], max_tokens: 48, temperature: 0, ignore_eos: true };
+  const short = { messages: [{ role: 'user', content: 'Say hi' }], max_tokens: 6, temperature: 0, ignore_eos: true };
+  const alone = async (page: Page, request: object) => {
+    await startTimedStream(page, request);
+    return timedEnd(page);
+  };
+  const longAlone = await alone(b, long);
+  const shortAlone = await alone(c, short);
+
+  await startTimedStream(b, long);
+  await timedFirstToken(b);
+  await startTimedStream(c, short);
+  const [l, s] = await Promise.all([timedEnd(b), timedEnd(c)]);
+
+  // A sequence's row of a batched step does not depend on the other rows: each page gets its text alone.
+  for (const [name, got, request, solo] of [['long', l, long, longAlone], ['short', s, short, shortAlone]] as const) {
+    expect(got.finish, name).toBe('length');
+    expect(got.completionTokens, name).toBe(request.max_tokens);
+    expect(got.text, name).toBe(solo.text);
+  }
+  // Neither waited for the other: the short stream's first text came while the long one still streamed.
+  const since = (t: number) => Math.round(t - l.tokenTimes[0]!);
+  expect(since(s.tokenTimes[0]!), "ms from the long stream's first text to the short one's first, and to the long one's last").toBeLessThan(since(l.tokenTimes.at(-1)!));
 });

@@ -40,6 +40,51 @@ async function schemaAnswers(schema: Record<string, unknown>): Promise<{ status:
   return { status: r.status, whole, streamed };
 }
 
-Object.assign(window, { plainFetch, openaiStream, schemaAnswers });
+/** A streamed chat completion as this page saw it; times on a clock all pages of the browser share. */
+export interface TimedStream {
+  text: string;
+  finish: string | null;
+  completionTokens: number | null;
+  /**
+   * When each chunk with text arrived: not the role-only first chunk, sent before any token, nor a
+   * token whose text is held back (part of a UTF-8 character), hence `completionTokens` for counts.
+   */
+  tokenTimes: number[];
+}
+
+let timed: { firstToken: Promise<void>; end: Promise<TimedStream> } | null = null;
+
+/**
+ * Starts a streamed chat request and returns at once, so that the test can start another page's
+ * while this one streams: `timedFirstToken` resolves at its first text, `timedEnd` with all of it.
+ */
+function startTimedStream(request: Record<string, unknown>): void {
+  let tokenSeen!: () => void;
+  const seen = new Promise<void>((ok) => (tokenSeen = ok));
+  const end = (async (): Promise<TimedStream> => {
+    const client = new OpenAI({ baseURL: `${location.origin}/v1`, apiKey: 'unused', dangerouslyAllowBrowser: true, maxRetries: 0 });
+    const body = { model: 'default', ...request, stream: true, stream_options: { include_usage: true } };
+    const stream = await client.chat.completions.create(body as unknown as OpenAI.ChatCompletionCreateParamsStreaming);
+    const out: TimedStream = { text: '', finish: null, completionTokens: null, tokenTimes: [] };
+    for await (const chunk of stream) {
+      const now = performance.timeOrigin + performance.now();
+      const content = chunk.choices[0]?.delta?.content ?? '';
+      if (content) {
+        out.tokenTimes.push(now);
+        tokenSeen();
+      }
+      out.text += content;
+      out.finish = chunk.choices[0]?.finish_reason ?? out.finish;
+      out.completionTokens = chunk.usage?.completion_tokens ?? out.completionTokens;
+    }
+    return out;
+  })();
+  // A stream that fails or ends without text settles firstToken too, rather than hang the test.
+  timed = { firstToken: Promise.race([seen, end.then(() => undefined)]), end };
+}
+const timedFirstToken = () => timed!.firstToken;
+const timedEnd = () => timed!.end;
+
+Object.assign(window, { plainFetch, openaiStream, schemaAnswers, startTimedStream, timedFirstToken, timedEnd });
 const status = document.querySelector<HTMLParagraphElement>('#status')!;
 status.dataset.state = 'ready';
