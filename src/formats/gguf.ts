@@ -5,7 +5,7 @@
 import { HeaderCursor } from './header-cursor';
 import { alignUp, FIXED_SIZE, GGML_MAX_DIMS, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUFType, type GGUFValue } from './gguf-common';
 import type { ByteSource } from './source';
-import { DTYPE_INFO, dtypeFromGgmlType, FormatError, GGML_TYPE_NAMES, tensorByteLength, type TensorInfo } from './types';
+import { DTYPE_INFO, DTYPES, dtypeFromGgmlType, FormatError, GGML_TYPE_NAMES, tensorByteLength, type TensorInfo } from './types';
 
 export type { GGUFValue } from './gguf-common';
 
@@ -162,7 +162,7 @@ export async function readGGUF(src: ByteSource): Promise<GGUFFile> {
     if (!dtype) {
       const known = GGML_TYPE_NAMES[typeId];
       throw known
-        ? new FormatError('unsupported_dtype', file, `tensor "${name}" has ggml type ${known} (id ${typeId}), which webgpu-llm cannot load (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)`)
+        ? new FormatError('unsupported_dtype', file, `tensor "${name}" has ggml type ${known} (id ${typeId}), which webgpu-llm cannot load (${DTYPES.join(', ')})`)
         : new FormatError('unknown_type', file, `tensor "${name}" has unknown ggml type id ${typeId}`);
     }
     const elements = dims.reduce((a, b) => a * b, 1);

@@ -9,10 +9,10 @@
 import { ByteWriter } from './byte-writer';
 import { quantize } from './quants';
 import type { ByteSource } from './source';
-import { DTYPE_INFO, elementCount, FormatError, type TensorInfo } from './types';
+import { DTYPE_INFO, elementCount, FormatError, SAFETENSORS_DTYPES, type SafetensorsDType, type TensorInfo } from './types';
 
-export type SafetensorsDType = 'F32' | 'F16' | 'BF16';
-const SUPPORTED = new Set<string>(['F32', 'F16', 'BF16']);
+export type { SafetensorsDType } from './types';
+const SUPPORTED = new Set<string>(SAFETENSORS_DTYPES);
 
 /** The reference implementation refuses headers above 100 MB; so do we (a corrupt length otherwise reads the whole file). */
 const MAX_HEADER = 100_000_000;
@@ -76,7 +76,7 @@ export async function readSafetensors(src: ByteSource): Promise<SafetensorsFile>
       throw new FormatError('bad_header', file, `tensor "${name}" needs dtype, shape and data_offsets [begin, end]`);
     }
     if (!SUPPORTED.has(e.dtype)) {
-      throw new FormatError('unsupported_dtype', file, `tensor "${name}" is ${e.dtype}; webgpu-llm reads F32, F16 and BF16 safetensors (convert it, or use a GGUF)`);
+      throw new FormatError('unsupported_dtype', file, `tensor "${name}" is ${e.dtype}; webgpu-llm reads ${SAFETENSORS_DTYPES.join(', ')} safetensors (convert it, or use a GGUF)`);
     }
     const dtype = e.dtype as SafetensorsDType;
     const [begin, end] = offsets as [number, number];
@@ -114,7 +114,7 @@ export function encodeSafetensors(tensors: SafetensorsTensorInput[], metadata?: 
   if (metadata) header.__metadata__ = metadata;
   let at = 0;
   const layout = tensors.map((t) => {
-    if (!SUPPORTED.has(t.dtype)) throw new RangeError(`tensor "${t.name}": safetensors output supports F32, F16, BF16, not ${t.dtype}`);
+    if (!SUPPORTED.has(t.dtype)) throw new RangeError(`tensor "${t.name}": safetensors output supports ${SAFETENSORS_DTYPES.join(', ')}, not ${t.dtype}`);
     if (t.name === '__metadata__' || Object.hasOwn(header, t.name)) throw new Error(`tensor name "${t.name}" is reserved or given twice`);
     if (!t.shape.every(isIndex)) throw new RangeError(`tensor "${t.name}": bad shape [${t.shape}]`);
     const count = elementCount(t.shape);

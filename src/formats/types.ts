@@ -1,12 +1,10 @@
 /**
- * Tensor types shared by every format reader and writer, the ggml block table, and the typed
- * error every reader throws.
+ * What every format reader and writer shares: a tensor's description, the typed error every
+ * reader throws, and (re-exported) the weight-type codec table of `dtypes.ts`.
  */
+import type { DType } from './dtypes';
 
-/** Element types webgpu-llm can load. Quantised types are ggml blocks along the innermost dim. */
-export type DType = 'F32' | 'F16' | 'BF16' | 'Q8_0' | 'Q4_0' | 'Q4_K' | 'Q6_K';
-
-export const DTYPES: readonly DType[] = ['F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q4_K', 'Q6_K'];
+export * from './dtypes';
 
 /** One tensor inside a file. */
 export interface TensorInfo {
@@ -18,59 +16,6 @@ export interface TensorInfo {
   offset: number;
   /** Bytes the tensor occupies (whole ggml blocks for quantised types). */
   byteLength: number;
-}
-
-export interface DTypeInfo {
-  /** The `ggml_type` enum value GGUF stores. */
-  ggmlType: number;
-  /** Elements per block (1 for plain floats). */
-  blockSize: number;
-  /** Bytes per block. */
-  bytesPerBlock: number;
-}
-
-export const DTYPE_INFO: Readonly<Record<DType, DTypeInfo>> = {
-  F32: { ggmlType: 0, blockSize: 1, bytesPerBlock: 4 },
-  F16: { ggmlType: 1, blockSize: 1, bytesPerBlock: 2 },
-  BF16: { ggmlType: 30, blockSize: 1, bytesPerBlock: 2 },
-  Q8_0: { ggmlType: 8, blockSize: 32, bytesPerBlock: 34 }, // f16 d + 32 x int8
-  Q4_0: { ggmlType: 2, blockSize: 32, bytesPerBlock: 18 }, // f16 d + 16 bytes of nibbles
-  Q4_K: { ggmlType: 12, blockSize: 256, bytesPerBlock: 144 }, // f16 d, f16 dmin, 12 scale bytes, 128 nibble bytes
-  Q6_K: { ggmlType: 14, blockSize: 256, bytesPerBlock: 210 }, // 128 ql, 64 qh, 16 int8 scales, f16 d
-};
-
-/**
- * Names of every ggml type id we know of, so an unsupported tensor's error can say what it is
- * ("Q5_K") rather than only a number. Ids missing here are unknown to us altogether.
- */
-export const GGML_TYPE_NAMES: Readonly<Record<number, string>> = {
-  0: 'F32', 1: 'F16', 2: 'Q4_0', 3: 'Q4_1', 6: 'Q5_0', 7: 'Q5_1', 8: 'Q8_0', 9: 'Q8_1',
-  10: 'Q2_K', 11: 'Q3_K', 12: 'Q4_K', 13: 'Q5_K', 14: 'Q6_K', 15: 'Q8_K',
-  16: 'IQ2_XXS', 17: 'IQ2_XS', 18: 'IQ3_XXS', 19: 'IQ1_S', 20: 'IQ4_NL', 21: 'IQ3_S', 22: 'IQ2_S',
-  23: 'IQ4_XS', 24: 'I8', 25: 'I16', 26: 'I32', 27: 'I64', 28: 'F64', 29: 'IQ1_M', 30: 'BF16',
-  34: 'TQ1_0', 35: 'TQ2_0', 39: 'MXFP4',
-};
-
-const BY_GGML_TYPE = new Map<number, DType>(DTYPES.map((d) => [DTYPE_INFO[d].ggmlType, d]));
-
-/** The DType for a ggml type id, or undefined when we cannot load that type. */
-export function dtypeFromGgmlType(id: number): DType | undefined {
-  return BY_GGML_TYPE.get(id);
-}
-
-/**
- * Bytes needed for `elementCount` elements of `dtype`. Quantised types need whole blocks, so the
- * count must be a multiple of the block size (a RangeError otherwise: a caller bug, not a file's).
- */
-export function tensorByteLength(dtype: DType, elementCount: number): number {
-  const { blockSize, bytesPerBlock } = DTYPE_INFO[dtype];
-  if (!Number.isSafeInteger(elementCount) || elementCount < 0) {
-    throw new RangeError(`element count must be a non-negative integer, got ${elementCount}`);
-  }
-  if (elementCount % blockSize !== 0) {
-    throw new RangeError(`${dtype} needs a multiple of ${blockSize} elements, got ${elementCount}`);
-  }
-  return (elementCount / blockSize) * bytesPerBlock;
 }
 
 /** Product of a shape's dims (1 for a scalar). */

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import dequantLib from '../../shaders/lib/dequant.wgsl';
 import { quantize } from '../formats/quants';
 import { DTYPE_INFO, DTYPES } from '../formats/types';
-import { gpuBytesPerRow, GPU_BYTES_PER_BLOCK, repackForGPU, WTYPE } from './weights';
+import { gpuBytesPerRow, repackForGPU, WTYPE } from './weights';
 
 function values(n: number): Float32Array {
   return Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.37) * 2);
@@ -12,7 +13,7 @@ describe('repackForGPU', () => {
     for (const [dtype, qs] of [['Q8_0', 32], ['Q4_0', 16]] as const) {
       const ggml = quantize(dtype, values(64));
       const gpu = repackForGPU(dtype, ggml);
-      const [src, dst] = [DTYPE_INFO[dtype].bytesPerBlock, GPU_BYTES_PER_BLOCK[dtype]];
+      const [src, dst] = [DTYPE_INFO[dtype].bytesPerBlock, DTYPE_INFO[dtype].gpu.bytesPerBlock];
       expect(gpu.length).toBe(2 * dst);
       for (let b = 0; b < 2; b++) {
         expect([...gpu.subarray(b * dst, b * dst + 2)]).toEqual([...ggml.subarray(b * src, b * src + 2)]);
@@ -50,7 +51,7 @@ describe('gpuBytesPerRow', () => {
     for (const dtype of DTYPES) {
       const bytes = gpuBytesPerRow(dtype, 512);
       expect(bytes % 4).toBe(0);
-      expect(bytes).toBe((512 / DTYPE_INFO[dtype].blockSize) * GPU_BYTES_PER_BLOCK[dtype]);
+      expect(bytes).toBe((512 / DTYPE_INFO[dtype].blockSize) * DTYPE_INFO[dtype].gpu.bytesPerBlock);
     }
     expect(gpuBytesPerRow('Q6_K', 256)).toBe(212);
   });
@@ -62,7 +63,13 @@ describe('gpuBytesPerRow', () => {
 });
 
 describe('WTYPE', () => {
-  it('uses the ggml type ids that shaders/lib/dequant.wgsl names', () => {
+  it('is each type\'s ggml id', () => {
     expect(WTYPE).toEqual({ F32: 0, F16: 1, BF16: 30, Q8_0: 8, Q4_0: 2, Q4_K: 12, Q6_K: 14 });
+  });
+
+  it.each(DTYPES)('%s: shaders/lib/dequant.wgsl names its WTYPE and, when quantised, its GPU block in words', (dtype) => {
+    const constant = (name: string) => new RegExp(`const ${name}: u32 = (\\d+)u;`).exec(dequantLib)?.[1];
+    expect(constant(`WT_${dtype}`)).toBe(String(WTYPE[dtype]));
+    if (DTYPE_INFO[dtype].blockSize > 1) expect(constant(`${dtype}_WORDS`)).toBe(String(DTYPE_INFO[dtype].gpu.bytesPerBlock / 4));
   });
 });

@@ -1,0 +1,165 @@
+/**
+ * The weight-type codec table: one row per element type webgpu-llm loads, holding all that a type
+ * means anywhere in the library: its ggml id and block (files), its layout on the GPU (kernels)
+ * and its CPU codec (fixtures, the reference, dequantising norms at load).
+ *
+ * `DType` is this table's keys, so a new type is one row here, its dequantiser in
+ * `shaders/lib/dequant.wgsl` (a `WT_<name>` constant with the row's ggml id, its `<name>_WORDS`),
+ * and whatever else is keyed `Record<DType, …>`: the compiler names each place.
+ */
+import { bf16ArrayToF32, f16ArrayToF32, f32ArrayToBf16, f32ArrayToF16 } from './halfs';
+import { dequantizeQ4_K, dequantizeQ6_K, quantizeQ4_K, quantizeQ6_K } from './quants-k';
+import { dequantizeQ4_0, dequantizeQ8_0, quantizeQ4_0, quantizeQ8_0 } from './quants-legacy';
+
+/** A field of a ggml block moved for the GPU: byte offset in the ggml block, byte offset on the GPU, length. */
+export type Move = readonly [from: number, to: number, length: number];
+
+export interface DTypeInfo {
+  /**
+   * The `ggml_type` enum value GGUF stores. It is also the kernels' `override WTYPE`, so a shader
+   * and a GGUF header speak the same numbers (`WT_<name>` in shaders/lib/dequant.wgsl).
+   */
+  ggmlType: number;
+  /** Elements per block (1 for plain floats); quantised blocks run along a row. */
+  blockSize: number;
+  /** Bytes per block in ggml's layout: in files and on the CPU. */
+  bytesPerBlock: number;
+  /**
+   * The block as the GPU holds it. Kernels read every weight as `array<u32>`, so fields are moved
+   * onto 4-byte boundaries (the gaps are zero); element order inside a field is ggml's. Without
+   * `moves` the ggml block is used as it is (a tensor of plain floats is padded to a whole word).
+   */
+  gpu: { bytesPerBlock: number; moves?: readonly Move[] };
+  /** safetensors stores this type under the same name. */
+  safetensors: boolean;
+  /** Encodes `values` (whole blocks) into `out`, exactly their bytes, as ggml does. */
+  quantize(values: Float32Array, out: Uint8Array): void;
+  /** Decodes `y.length` elements (whole blocks) from the start of `bytes`. */
+  dequantize(bytes: Uint8Array, y: Float32Array): void;
+}
+
+const ROWS = {
+  F32: {
+    ggmlType: 0,
+    blockSize: 1,
+    bytesPerBlock: 4,
+    gpu: { bytesPerBlock: 4 },
+    safetensors: true,
+    quantize: (x, out) => out.set(new Uint8Array(x.buffer, x.byteOffset, x.byteLength)),
+    dequantize: (bytes, y) => y.set(view(bytes, Float32Array, y.length)),
+  },
+  F16: {
+    ggmlType: 1,
+    blockSize: 1,
+    bytesPerBlock: 2,
+    gpu: { bytesPerBlock: 2 },
+    safetensors: true,
+    quantize: (x, out) => f32ArrayToF16(x, new Uint16Array(out.buffer, out.byteOffset, x.length)),
+    dequantize: (bytes, y) => f16ArrayToF32(view(bytes, Uint16Array, y.length), y),
+  },
+  BF16: {
+    ggmlType: 30,
+    blockSize: 1,
+    bytesPerBlock: 2,
+    gpu: { bytesPerBlock: 2 },
+    safetensors: true,
+    quantize: (x, out) => f32ArrayToBf16(x, new Uint16Array(out.buffer, out.byteOffset, x.length)),
+    dequantize: (bytes, y) => bf16ArrayToF32(view(bytes, Uint16Array, y.length), y),
+  },
+  // ggml [d:f16, qs:32 × i8] (34 B); GPU [d:f16, pad:2, qs:32] (36 B).
+  Q8_0: {
+    ggmlType: 8,
+    blockSize: 32,
+    bytesPerBlock: 34,
+    gpu: { bytesPerBlock: 36, moves: [[0, 0, 2], [2, 4, 32]] },
+    safetensors: false,
+    quantize: quantizeQ8_0,
+    dequantize: dequantizeQ8_0,
+  },
+  // ggml [d:f16, qs:16 bytes of nibbles] (18 B); GPU [d:f16, pad:2, qs:16] (20 B).
+  Q4_0: {
+    ggmlType: 2,
+    blockSize: 32,
+    bytesPerBlock: 18,
+    gpu: { bytesPerBlock: 20, moves: [[0, 0, 2], [2, 4, 16]] },
+    safetensors: false,
+    quantize: quantizeQ4_0,
+    dequantize: dequantizeQ4_0,
+  },
+  // [d:f16, dmin:f16, scales:12, qs:128] (144 B): already word-aligned, so the GPU takes it as it is.
+  Q4_K: {
+    ggmlType: 12,
+    blockSize: 256,
+    bytesPerBlock: 144,
+    gpu: { bytesPerBlock: 144 },
+    safetensors: false,
+    quantize: quantizeQ4_K,
+    dequantize: dequantizeQ4_K,
+  },
+  // ggml [ql:128, qh:64, scales:16 × i8, d:f16] (210 B); GPU the same plus 2 bytes of pad (212 B).
+  Q6_K: {
+    ggmlType: 14,
+    blockSize: 256,
+    bytesPerBlock: 210,
+    gpu: { bytesPerBlock: 212, moves: [[0, 0, 210]] },
+    safetensors: false,
+    quantize: quantizeQ6_K,
+    dequantize: dequantizeQ6_K,
+  },
+} satisfies Record<string, DTypeInfo>;
+
+/** Element types webgpu-llm can load: the codec table's rows. */
+export type DType = keyof typeof ROWS;
+
+export const DTYPE_INFO: Readonly<Record<DType, DTypeInfo>> = ROWS;
+
+/** Every DType, in the table's order. */
+export const DTYPES = Object.keys(ROWS) as readonly DType[];
+
+/** The DTypes safetensors stores (under the same names). */
+export type SafetensorsDType = { [D in DType]: (typeof ROWS)[D]['safetensors'] extends true ? D : never }[DType];
+
+export const SAFETENSORS_DTYPES = DTYPES.filter((d) => DTYPE_INFO[d].safetensors) as readonly SafetensorsDType[];
+
+/**
+ * Names of every ggml type id we know of, so an unsupported tensor's error can say what it is
+ * ("Q5_K") rather than only a number. Ids missing here are unknown to us altogether.
+ */
+export const GGML_TYPE_NAMES: Readonly<Record<number, string>> = {
+  0: 'F32', 1: 'F16', 2: 'Q4_0', 3: 'Q4_1', 6: 'Q5_0', 7: 'Q5_1', 8: 'Q8_0', 9: 'Q8_1',
+  10: 'Q2_K', 11: 'Q3_K', 12: 'Q4_K', 13: 'Q5_K', 14: 'Q6_K', 15: 'Q8_K',
+  16: 'IQ2_XXS', 17: 'IQ2_XS', 18: 'IQ3_XXS', 19: 'IQ1_S', 20: 'IQ4_NL', 21: 'IQ3_S', 22: 'IQ2_S',
+  23: 'IQ4_XS', 24: 'I8', 25: 'I16', 26: 'I32', 27: 'I64', 28: 'F64', 29: 'IQ1_M', 30: 'BF16',
+  34: 'TQ1_0', 35: 'TQ2_0', 39: 'MXFP4',
+};
+
+const BY_GGML_TYPE = new Map<number, DType>(DTYPES.map((d) => [DTYPE_INFO[d].ggmlType, d]));
+
+/** The DType for a ggml type id, or undefined when we cannot load that type. */
+export function dtypeFromGgmlType(id: number): DType | undefined {
+  return BY_GGML_TYPE.get(id);
+}
+
+/**
+ * Bytes needed for `elementCount` elements of `dtype`. Quantised types need whole blocks, so the
+ * count must be a multiple of the block size (a RangeError otherwise: a caller bug, not a file's).
+ */
+export function tensorByteLength(dtype: DType, elementCount: number): number {
+  const { blockSize, bytesPerBlock } = DTYPE_INFO[dtype];
+  if (!Number.isSafeInteger(elementCount) || elementCount < 0) {
+    throw new RangeError(`element count must be a non-negative integer, got ${elementCount}`);
+  }
+  if (elementCount % blockSize !== 0) {
+    throw new RangeError(`${dtype} needs a multiple of ${blockSize} elements, got ${elementCount}`);
+  }
+  return (elementCount / blockSize) * bytesPerBlock;
+}
+
+type TypedArrayOf<T> = { new (buffer: ArrayBufferLike, byteOffset: number, length: number): T; BYTES_PER_ELEMENT: number };
+
+/** `count` elements of `bytes` as `Type`, copying first only when the offset is not aligned for it. */
+function view<T>(bytes: Uint8Array, Type: TypedArrayOf<T>, count: number): T {
+  const width = Type.BYTES_PER_ELEMENT;
+  if (bytes.byteOffset % width === 0) return new Type(bytes.buffer, bytes.byteOffset, count);
+  return new Type(bytes.slice(0, count * width).buffer, 0, count);
+}
