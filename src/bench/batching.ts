@@ -230,13 +230,13 @@ class StepHooks implements StepProfiler {
     private readonly device: GPUDevice,
     private readonly timestamps: boolean,
   ) {
-    const run = engine.runBatch.bind(engine);
-    // The scheduler calls `this.runner.runBatch`: an own property of the instance takes precedence.
-    engine.runBatch = async (items: BatchItem[]) => {
+    const submit = engine.submit.bind(engine);
+    // The scheduler calls `this.runner.submit`: an own property of the instance takes precedence.
+    engine.submit = async (items: BatchItem[]) => {
       const rec: StepRecord = { step: ++this.stepNo, start: performance.now(), submitted: NaN, submitMs: 0, end: NaN, dispatches: 0, gpuNs: null };
       this.current = rec;
       try {
-        await run(items);
+        return await submit(items);
       } finally {
         rec.end = performance.now();
         this.current = null;

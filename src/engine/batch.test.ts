@@ -149,4 +149,23 @@ describe('the GPU engine with many sequences in flight', () => {
     expect(first.result.cachedTokens).toBe(0);
     expect(second.result.cachedTokens).toBe(28); // whole pages of 4 of the 30 shared tokens
   });
+  it('submits each decode step before the step before it is read back (the loop never waits on the CPU)', async () => {
+    const events: Array<'submit' | 'readback'> = [];
+    engine.trace = (e) => events.push(e);
+    try {
+      const reqs = [greedyRequest(prompt(71, 6), 10), greedyRequest(prompt(72, 9), 10, { temperature: 1, seed: 5, frequencyPenalty: 0.5 })];
+      const outs = await Promise.all(reqs.map((r) => drainGeneration(engine.generate(r))));
+      for (const o of outs) expect(o.ids.length).toBe(10);
+    } finally {
+      engine.trace = null;
+    }
+    // The j-th readback (every step here samples) comes after the (j+1)-th submit, but for the
+    // last steps, which have no step after them.
+    const readbacks = events.flatMap((e, i) => (e === 'readback' ? [i] : []));
+    expect(readbacks.length).toBeGreaterThanOrEqual(10);
+    readbacks.slice(0, -1).forEach((at, j) => {
+      const submitted = events.slice(0, at).filter((e) => e === 'submit').length;
+      expect(submitted, `readback ${j + 1}`).toBeGreaterThanOrEqual(j + 2);
+    });
+  });
 });

@@ -10,7 +10,7 @@
 import { acquireGPU, type GPUContext } from '../gpu/device';
 import { createBuffer, READBACK, STORAGE } from '../gpu/buffers';
 import { pipelineCache, type Precision } from '../gpu/pipelines';
-import { createSampleOp, LOGPROB_WORDS, packSamplingParams, SAMPLE_PARAM_WORDS, unpackSampled } from '../kernels/sample';
+import { createSampleOp, LOGPROB_WORDS, packSamplingParams, SAMPLE_PARAM_WORDS, unpackSampled, type SeqSampling } from '../kernels/sample';
 import type { Op } from '../kernels/op';
 import { createPenaltiesOp, needsPenalties, type PenaltiesOp } from '../kernels/penalties';
 import { createApplyMaskOp, type ApplyMaskOp } from '../kernels/apply-mask';
@@ -27,7 +27,7 @@ import { checkPromptIds, nextTask } from './backend-util';
 import { BackendDisposedError, ContextLengthError, PrecisionUnsupportedError } from './errors';
 import { BreakerTable, Sequence, type SequenceEnv } from './sequence';
 import { KvPages } from './kv-pages';
-import { Scheduler, type BatchItem, type BatchRunner } from './scheduler';
+import { Scheduler, type BatchItem, type BatchRunner, type StepCompletion } from './scheduler';
 import { StepBuffers } from './step';
 import { maskWords } from '../kernels/mask-ref';
 import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, SamplingParams, TokenLogprob } from './types';
@@ -103,8 +103,9 @@ export class GpuEngine implements Backend, BatchRunner {
   private readonly scheduler: Scheduler;
   private readonly stepBuffers: StepBuffers;
   private readonly samplingParams: ArrayBuffer;
-  private readonly readback: GPUBuffer; // MAP_READ: [maxSeqs] token ids by slot, then [maxSeqs, LOGPROB_WORDS] by row
-  private readonly logitsReadback: GPUBuffer; // MAP_READ f32 [maxSeqs, vocab] for the CPU sampling path
+  /** Readback buffers of the steps in flight: step n's while step n+1 runs. */
+  private readonly ring: Readback[];
+  private submitted = 0;
   /** An all-allowed grammar mask: the rows of unconstrained sequences in a step where another row has a grammar. */
   private readonly allowAll: Uint32Array;
   /** Whether each slot's sequence uses the GPU penalties op (its settings were written at placement). */
@@ -112,17 +113,17 @@ export class GpuEngine implements Backend, BatchRunner {
   private disposed = false;
   private cpuSteps = 0;
   private prefillSteps = 0;
-  /** The previous prefill-only step's completion, while one is queued on the GPU. */
-  private prefillInFlight: Promise<undefined> | null = null;
   private readonly env: SequenceEnv;
   /** Bench hook: while set, steps record through it (more passes; same results). */
   profiler: StepProfiler | null = null;
+  /** Test hook: called as each step is submitted and as a sampling step's results reach the CPU. */
+  trace: ((event: 'submit' | 'readback') => void) | null = null;
 
   private constructor(
     readonly gpu: GPUContext,
     private readonly weights: GpuWeights,
     private readonly forward: GpuForward,
-    private readonly sampler: { op: Op; params: GPUBuffer; tokens: GPUBuffer; logprobs: GPUBuffer; penalties: PenaltiesOp; mask: ApplyMaskOp },
+    private readonly sampler: { op: Op; params: GPUBufferBinding; tokens: GPUBuffer; logprobs: GPUBuffer; penalties: PenaltiesOp; mask: ApplyMaskOp },
     text: { tokenizer: TextTokenizer; chatTemplate: ChatTemplateConfig },
     opened: OpenedModel,
     opts: { id?: string; contextLength: number; precision: Precision; step: StepBuffers },
@@ -141,8 +142,10 @@ export class GpuEngine implements Backend, BatchRunner {
     this.kv = new KvPages(numPages, pageSize);
     this.scheduler = new Scheduler(this.kv, this, { maxSeqs, prefillTokens: maxTokens - maxSeqs });
     this.samplingParams = new ArrayBuffer(maxSeqs * SAMPLE_PARAM_WORDS * 4);
-    this.readback = createBuffer(device, maxSeqs * (1 + LOGPROB_WORDS) * 4, READBACK, 'readback');
-    this.logitsReadback = createBuffer(device, maxSeqs * this.config.vocabSize * 4, READBACK, 'logits readback');
+    this.ring = [0, 1].map((i) => ({
+      tokens: createBuffer(device, maxSeqs * (1 + LOGPROB_WORDS) * 4, READBACK, `readback ${i}`),
+      logits: createBuffer(device, maxSeqs * this.config.vocabSize * 4, READBACK, `logits readback ${i}`),
+    }));
     this.allowAll = new Uint32Array(maskWords(this.config.vocabSize)).fill(0xffffffff);
     this.slotPenalized = new Array<boolean>(maxSeqs).fill(false);
     const breakers = new BreakerTable(this.tokenizer);
@@ -177,12 +180,13 @@ export class GpuEngine implements Backend, BatchRunner {
       opts.onUpload?.(name, done, total);
     });
     upload.done();
-    const step = new StepBuffers(gpu.device, limits);
+    const step = new StepBuffers(gpu.device, { ...limits, samplingWords: SAMPLE_PARAM_WORDS });
+    // The sampler's token of each slot; the next step's FEED tokens read it (u32 [maxSeqs]).
+    const tokens = createBuffer(gpu.device, maxSeqs * 4, STORAGE, 'sampled tokens');
     // Compile progress counts layers whose pipelines and bind groups are ready (+ embedding and head).
     const compile = progress.phase('compile').file('kernels', config.numLayers + 2);
-    const forward = await GpuForward.create(ctx, config, weights, step, limits, opened.ropeFreqFactors, () => compile.add(1));
-    const params = createBuffer(gpu.device, maxSeqs * SAMPLE_PARAM_WORDS * 4, STORAGE, 'sampling params');
-    const tokens = createBuffer(gpu.device, maxSeqs * 4, STORAGE, 'sampled tokens'); // u32 [maxSeqs] by slot
+    const forward = await GpuForward.create(ctx, config, weights, step, tokens, limits, opened.ropeFreqFactors, () => compile.add(1));
+    const params = step.sampling;
     const logprobs = createBuffer(gpu.device, maxSeqs * LOGPROB_WORDS * 4, STORAGE, 'sampled logprobs'); // u32 [maxSeqs, LOGPROB_WORDS] by row
     const { logits } = forward.state;
     const op = await createSampleOp(ctx, { logits, params, tokens, logprobs, vocab: config.vocabSize, rowSlot: step.rowSlot });
@@ -264,16 +268,17 @@ export class GpuEngine implements Backend, BatchRunner {
   }
 
   /**
-   * One step of the batch (BatchRunner). Rows are ordered: sequences sampled on the GPU, then
-   * those sampled on the CPU (their logits are read back), then prefill chunks that sample
+   * Records and submits one step (BatchRunner). Rows are ordered: sequences sampled on the GPU,
+   * then those sampled on the CPU (their logits are read back), then prefill chunks that sample
    * nothing; the sampler, penalties and mask run over the sampling rows only. Unmasked, the step
    * is one command buffer; with a grammar in any row it is two: the forward pass is submitted
    * first, the CPU computes the grammars' bitmasks while the GPU runs it, and a second small
-   * buffer applies the masks, the penalties and the sampler and copies the results out. A step
-   * that samples nothing returns once the step before it has run, so at most two are queued
-   * and an abort between prefill chunks leaves the GPU free at once.
+   * buffer applies the masks, the penalties and the sampler and copies the results out, into
+   * this step's readback buffers of the ring (two: the scheduler completes step n after it
+   * submitted step n+1, never later). A token drawn on the GPU without a grammar stays there for
+   * the next step to feed (FEED).
    */
-  async runBatch(items: BatchItem[]): Promise<void> {
+  async submit(items: BatchItem[]): Promise<StepCompletion> {
     const { device } = this.gpu;
     const gpuRows: BatchItem[] = [];
     const cpuRows: BatchItem[] = [];
@@ -287,20 +292,18 @@ export class GpuEngine implements Backend, BatchRunner {
       if (sampledOnCpu(seq)) cpuRows.push(item);
       else gpuRows.push(item);
       // min_tokens reached: the bias row goes back to logit_bias alone (one write per request).
-      if (this.slotPenalized[slot] && seq.minTokens > 0 && seq.generated === seq.minTokens) this.sampler.penalties.setBias(slot, seq.sampling, []);
+      if (this.slotPenalized[slot] && seq.minTokens > 0 && seq.drawCount === seq.minTokens) this.sampler.penalties.setBias(slot, seq.sampling, []);
     }
     const rows = [...gpuRows, ...cpuRows, ...rest];
     const sampling = gpuRows.length + cpuRows.length;
+    const params = gpuRows.map((r) => r.seq.gpuSampling());
+    if (params.length) packSamplingParams(params, this.samplingParams);
     const { tokens, seqs } = this.stepBuffers.write(
       rows.map((r) => ({ seq: r.slot, tokens: r.work.tokens })),
       this.kv,
+      params.length ? new Uint32Array(this.samplingParams, 0, params.length * SAMPLE_PARAM_WORDS) : undefined,
     );
-    this.forward.prepare(device, seqs);
-    const params = gpuRows.map((r) => r.seq.gpuSampling());
-    if (params.length) {
-      packSamplingParams(params, this.samplingParams);
-      device.queue.writeBuffer(this.sampler.params, 0, this.samplingParams, 0, params.length * SAMPLE_PARAM_WORDS * 4);
-    }
+    const ring = this.ring[this.submitted++ % this.ring.length]!;
     let encoder = device.createCommandEncoder();
     let pass = this.profiler ? this.profiler.begin(encoder) : encoder.beginComputePass();
     this.forward.encode(pass, tokens, seqs);
@@ -333,39 +336,62 @@ export class GpuEngine implements Backend, BatchRunner {
     const V = this.config.vocabSize;
     const wantLogprobs = params.some((p) => p.logprobs);
     if (gpuRows.length) {
-      encoder.copyBufferToBuffer(this.sampler.tokens, 0, this.readback, 0, maxSeqs * 4);
-      if (wantLogprobs) encoder.copyBufferToBuffer(this.sampler.logprobs, 0, this.readback, maxSeqs * 4, gpuRows.length * LOGPROB_WORDS * 4);
+      encoder.copyBufferToBuffer(this.sampler.tokens, 0, ring.tokens, 0, maxSeqs * 4);
+      if (wantLogprobs) encoder.copyBufferToBuffer(this.sampler.logprobs, 0, ring.tokens, maxSeqs * 4, gpuRows.length * LOGPROB_WORDS * 4);
     }
-    if (cpuRows.length) encoder.copyBufferToBuffer(this.forward.state.logits, gpuRows.length * V * 4, this.logitsReadback, 0, cpuRows.length * V * 4);
+    if (cpuRows.length) encoder.copyBufferToBuffer(this.forward.state.logits, gpuRows.length * V * 4, ring.logits, 0, cpuRows.length * V * 4);
     device.queue.submit([encoder.finish()]);
-    for (const r of rows) r.seq.advance(r.work);
+    this.trace?.('submit');
+    rows.forEach((r, i) => r.seq.advance(r.work, i < gpuRows.length && !r.seq.constraint));
     this.prefillSteps += rest.length;
 
     if (!sampling) {
-      const previous = this.prefillInFlight;
-      this.prefillInFlight = device.queue.onSubmittedWorkDone();
-      await previous;
-      return;
+      const done = this.untilLost(device.queue.onSubmittedWorkDone());
+      return () => done;
     }
-    this.prefillInFlight = null; // this step's readback waits for all earlier work anyway
-    await Promise.all([gpuRows.length ? this.readback.mapAsync(GPUMapMode.READ) : null, cpuRows.length ? this.logitsReadback.mapAsync(GPUMapMode.READ) : null]);
-    if (gpuRows.length) {
-      const words = new Uint32Array(this.readback.getMappedRange());
-      gpuRows.forEach((item, row) => {
-        const at = maxSeqs + row * LOGPROB_WORDS;
-        const [s] = unpackSampled(words.subarray(item.slot, item.slot + 1), wantLogprobs ? words.subarray(at, at + LOGPROB_WORDS) : undefined, [params[row]!]);
-        guard(item, () => item.seq.record({ id: s!.token, ...(s!.logprob !== undefined ? { logprob: s!.logprob, top: s!.top ?? [] } : {}) }));
-      });
-      this.readback.unmap();
+    return () => this.collect(ring, { gpuRows, cpuRows, params, wantLogprobs });
+  }
+
+  /**
+   * A step's completion: maps its readback buffers once the GPU finished it and records each
+   * row's token. A sequence that ended at the step before (known only now) drew one token too
+   * many here: it is dropped, so the output is what an unpipelined loop gives.
+   */
+  private async collect(
+    ring: Readback,
+    step: { gpuRows: BatchItem[]; cpuRows: BatchItem[]; params: SeqSampling[]; wantLogprobs: boolean },
+  ): Promise<void> {
+    const { gpuRows, cpuRows, params, wantLogprobs } = step;
+    const { maxSeqs } = this.limits;
+    const V = this.config.vocabSize;
+    try {
+      await this.untilLost(Promise.all([gpuRows.length ? ring.tokens.mapAsync(GPUMapMode.READ) : null, cpuRows.length ? ring.logits.mapAsync(GPUMapMode.READ) : null]));
+      this.trace?.('readback');
+      if (gpuRows.length) {
+        const words = new Uint32Array(ring.tokens.getMappedRange());
+        gpuRows.forEach((item, row) => {
+          if (item.seq.finish) return;
+          const at = maxSeqs + row * LOGPROB_WORDS;
+          const [s] = unpackSampled(words.subarray(item.slot, item.slot + 1), wantLogprobs ? words.subarray(at, at + LOGPROB_WORDS) : undefined, [params[row]!]);
+          guard(item, () => item.seq.record({ id: s!.token, ...(s!.logprob !== undefined ? { logprob: s!.logprob, top: s!.top ?? [] } : {}) }));
+        });
+      }
+      if (cpuRows.length) {
+        const all = new Float32Array(ring.logits.getMappedRange(0, cpuRows.length * V * 4));
+        cpuRows.forEach((item, i) => {
+          if (item.seq.finish) return;
+          this.cpuSteps++;
+          guard(item, () => item.seq.sampleLogits(all.slice(i * V, (i + 1) * V)));
+        });
+      }
+    } finally {
+      for (const b of [ring.tokens, ring.logits]) if (b.mapState === 'mapped') b.unmap();
     }
-    if (cpuRows.length) {
-      const all = new Float32Array(this.logitsReadback.getMappedRange(0, cpuRows.length * V * 4));
-      cpuRows.forEach((item, i) => {
-        this.cpuSteps++;
-        guard(item, () => item.seq.sampleLogits(all.slice(i * V, (i + 1) * V)));
-      });
-      this.logitsReadback.unmap();
-    }
+  }
+
+  /** `p`, or a rejection once the device is lost (a lost device may never report work done). */
+  private untilLost<T>(p: Promise<T>): Promise<T> {
+    return Promise.race([p, this.gpu.lost.then((e) => Promise.reject(e))]);
   }
 
   /** Logits after each of `ids`, fed one token per step from an empty cache (tests, echo + logprobs). */
@@ -391,12 +417,18 @@ export class GpuEngine implements Backend, BatchRunner {
     this.forward.destroy();
     this.weights.destroy();
     this.stepBuffers.destroy();
-    const { op, params, tokens, logprobs, penalties, mask } = this.sampler;
+    const { op, tokens, logprobs, penalties, mask } = this.sampler;
     op.destroy();
     penalties.destroy();
     mask.destroy();
-    for (const b of [params, tokens, logprobs, this.readback, this.logitsReadback]) b.destroy();
+    for (const b of [tokens, logprobs, ...this.ring.flatMap((r) => [r.tokens, r.logits])]) b.destroy();
   }
+}
+
+/** One step's readback buffers (MAP_READ): `tokens` [maxSeqs] ids by slot then [maxSeqs, LOGPROB_WORDS] by row; `logits` f32 [maxSeqs, vocab] of CPU-sampled rows. */
+interface Readback {
+  tokens: GPUBuffer;
+  logits: GPUBuffer;
 }
 
 /** Runs one sequence's part of a step's results; its failure (e.g. a grammar refusing the token) is its own. */

@@ -7,6 +7,7 @@ import { createBuffer, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
 import { createAddOp } from '../kernels/add';
 import { createAttentionOp } from '../kernels/attention';
 import { createEmbedOp } from '../kernels/embed';
+import { createFeedOp } from '../kernels/feed';
 import { createKvWriteOp } from '../kernels/kv-write';
 import { createLinearOp, EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC, EMULATED_PREFILL_SPEC } from '../kernels/matmul';
 import { actBytes, type Op, type OpContext } from '../kernels/op';
@@ -27,6 +28,7 @@ export interface ForwardLimits {
 
 /** Activations of one step, allocated once for `maxTokens` (shapes in elements of `act`). */
 interface RunState {
+  ids: GPUBuffer; // u32 [maxTokens] the step's token ids, resolved by the feed op
   x: GPUBuffer; // [maxTokens, hidden] the residual stream
   xb: GPUBuffer; // [maxTokens, hidden] normed block input
   xb2: GPUBuffer; // [maxTokens, hidden] block output before the residual add
@@ -72,12 +74,12 @@ export class GpuForward {
     readonly config: ModelConfig,
     readonly limits: ForwardLimits,
     readonly state: RunState,
+    private readonly feed: Op,
     private readonly embed: Op,
     private readonly layers: LayerOps[],
     private readonly gatherLast: Op,
     private readonly finalNorm: Op,
     private readonly lmHead: Op,
-    private readonly seqCount: GPUBuffer,
     private readonly buffers: GPUBuffer[],
   ) {}
 
@@ -91,6 +93,8 @@ export class GpuForward {
     config: ModelConfig,
     weights: GpuWeights,
     step: StepBuffers,
+    /** u32 [maxSeqs] the sampler's last token of each slot: a step's FEED tokens read it. */
+    sampled: GPUBuffer,
     limits: ForwardLimits,
     ropeFreqFactors?: Float32Array,
     /** Called as each part (embedding, every layer, the head) has its pipelines ready. */
@@ -110,6 +114,7 @@ export class GpuForward {
     const invFreq = uploadBuffer(device, ropeInvFreq({ ...config, freqFactors: ropeFreqFactors }), STORAGE, 'rope invFreq');
     owned.push(invFreq);
     const state: RunState = {
+      ids: buf(T, 'ids', 4),
       x: buf(T * H, 'x'),
       xb: buf(T * H, 'xb'),
       xb2: buf(T * H, 'xb2'),
@@ -132,9 +137,6 @@ export class GpuForward {
 
     // The logits path runs in f32 whatever the activations are: the sampler reads f32 logits.
     const f32 = { ...ctx, precision: 'f32' as const };
-    // A uniform holding S at offset 0: the token count of the last-token (per sequence) matmul.
-    const seqCount = createBuffer(device, 16, UNIFORM, 'seqCount');
-    owned.push(seqCount);
 
     const specs = ctx.emulated ? { decode: EMULATED_DECODE_SPEC, few: EMULATED_FEW_TOKENS_SPEC, prefill: EMULATED_PREFILL_SPEC } : {};
     const linear = (m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer) =>
@@ -142,8 +144,10 @@ export class GpuForward {
     const norm = (x: GPUBuffer, weight: GPUBuffer, y: GPUBuffer, n = H, rowsPerToken = 1) =>
       createRmsNormOp(ctx, { x, weight, y, n, rowsPerToken, maxTokens: T, eps: config.rmsNormEps });
 
+    // Tokens drawn at the step before are read on the GPU: the CPU never waits for them.
+    const feed = await createFeedOp(ctx, { stepTokens: step.tokens, tokenSeq: step.tokenSeq, rowSlot: step.rowSlot, sampled, ids: state.ids, counts: step.counts });
     const embed = await createEmbedOp(ctx, {
-      tokens: step.tokens,
+      tokens: state.ids,
       table: weights.tokenEmbd.buffer,
       x: state.x,
       dtype: weights.tokenEmbd.dtype,
@@ -239,23 +243,16 @@ export class GpuForward {
       k: out.cols,
       x: state.lastNormed,
       y: state.logits,
-      step: seqCount,
+      step: step.seqCount,
       maxTokens: S,
     }, specs);
-    return new GpuForward(config, limits, state, embed, layers, gatherLast, finalNorm, lmHead, seqCount, owned);
-  }
-
-  private readonly seqCountData = new Uint32Array(4);
-
-  /** Per-step values this pass reads beyond the step buffers. Call before `encode`, outside the pass. */
-  prepare(device: GPUDevice, seqs: number): void {
-    this.seqCountData[0] = seqs;
-    device.queue.writeBuffer(this.seqCount, 0, this.seqCountData);
+    return new GpuForward(config, limits, state, feed, embed, layers, gatherLast, finalNorm, lmHead, owned);
   }
 
   /** Records one forward step of `tokens` tokens from `seqs` sequences; logits land in `state.logits`. */
   encode(pass: GPUComputePassEncoder, tokens: number, seqs: number): void {
     const mode = tokens > seqs ? 'prefill' : 'decode';
+    this.feed.encode(pass, tokens);
     this.embed.encode(pass, tokens);
     for (const layer of this.layers) {
       // attention block
@@ -286,7 +283,7 @@ export class GpuForward {
 
   /** Frees every op's own buffers, then the run state's. */
   destroy(): void {
-    const ops: Op[] = [this.embed, this.gatherLast, this.finalNorm, this.lmHead];
+    const ops: Op[] = [this.feed, this.embed, this.gatherLast, this.finalNorm, this.lmHead];
     for (const layer of this.layers) for (const op of Object.values(layer) as (Op | undefined)[]) if (op) ops.push(op);
     for (const op of ops) op.destroy();
     for (const b of this.buffers) b.destroy();

@@ -8,7 +8,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { KvPages } from './kv-pages';
-import { Scheduler, type BatchItem, type BatchRunner } from './scheduler';
+import { FEED } from '../kernels/feed';
+import { Scheduler, type BatchItem, type BatchRunner, type StepCompletion } from './scheduler';
 import { Sequence, type SequenceEnv } from './sequence';
 import type { GenerateRequest, GenerationResult } from './types';
 import { GREEDY } from '../testing/sampling';
@@ -22,16 +23,31 @@ function nextToken(tokens: readonly number[]): number {
   return h % VOCAB;
 }
 
-/** What a sequence produces alone: the hash chain from its prompt. */
-function alone(prompt: readonly number[], n: number): number[] {
+/** What a sequence produces alone: the hash chain from its prompt, to `n` tokens or a stop id. */
+function alone(prompt: readonly number[], n: number, stop: readonly number[] = []): number[] {
   const all = [...prompt];
-  for (let i = 0; i < n; i++) all.push(nextToken(all));
+  for (let i = 0; i < n; i++) {
+    all.push(nextToken(all));
+    if (stop.includes(all.at(-1)!)) break;
+  }
   return all.slice(prompt.length);
 }
 
+/**
+ * The "GPU": writes each step's tokens into its KV cells, draws each sampling row's token from the
+ * hash of what the KV holds for it, and keeps that token by slot, where the next step's FEED reads
+ * it before the CPU has it. Tokens reach the sequences only when the scheduler completes the step.
+ * Sequences in `readBack` have their draws go through the CPU (as a grammar's or a CPU sampler's).
+ */
 class SimulatedKv implements BatchRunner {
   readonly cells: Int32Array;
+  readonly drawn = new Map<number, number>();
+  readonly readBack = new Set<Sequence>();
   steps: Array<{ rows: number; tokens: number }> = [];
+  /** Submits and completions, in order: `s3` step 3 submitted, `c3` its results handed out. */
+  events: string[] = [];
+  /** Called as each completion starts. */
+  onComplete: (() => void) | null = null;
   placed = 0;
   constructor(readonly kv: KvPages) {
     this.cells = new Int32Array(kv.numPages * kv.pageSize).fill(-1);
@@ -39,31 +55,46 @@ class SimulatedKv implements BatchRunner {
   place(): void {
     this.placed++;
   }
-  async runBatch(items: BatchItem[]): Promise<void> {
-    this.steps.push({ rows: items.length, tokens: items.reduce((n, i) => n + i.work.tokens.length, 0) });
-    for (const { seq, slot, work } of items) {
+  async submit(items: BatchItem[]): Promise<StepCompletion> {
+    const step = this.steps.push({ rows: items.length, tokens: items.reduce((n, i) => n + i.work.tokens.length, 0) });
+    const draws: Array<[BatchItem, number]> = [];
+    for (const item of items) {
+      const { seq, slot, work } = item;
       const start = this.kv.length(slot);
       expect(start).toBe(seq.kvLength);
       const slots = this.kv.append(slot, work.tokens.length);
-      work.tokens.forEach((t, i) => (this.cells[slots[i]!] = t));
-      // Everything it attends to must be its own tokens.
+      work.tokens.forEach((t, i) => {
+        if (t === FEED) expect(this.readBack.has(seq)).toBe(false);
+        this.cells[slots[i]!] = t === FEED ? this.drawn.get(slot)! : t;
+      });
+      // Everything it attends to must be its own tokens (the last one may be a draw the CPU has not seen yet).
       const table = this.kv.table(slot);
       const ps = this.kv.pageSize;
+      const held: number[] = [];
       for (let p = 0; p < start + work.tokens.length; p++) {
-        const cell = this.cells[table[Math.floor(p / ps)]! * ps + (p % ps)];
-        if (cell !== seq.tokens[p]) throw new Error(`slot ${slot} position ${p}: the KV holds ${cell}, the sequence has ${seq.tokens[p]}`);
+        const cell = this.cells[table[Math.floor(p / ps)]! * ps + (p % ps)]!;
+        if (p < seq.tokens.length && cell !== seq.tokens[p]) throw new Error(`slot ${slot} position ${p}: the KV holds ${cell}, the sequence has ${seq.tokens[p]}`);
+        held.push(cell);
       }
+      if (work.samples) {
+        const id = nextToken(held);
+        this.drawn.set(slot, id);
+        draws.push([item, id]);
+      }
+      seq.advance(work, !this.readBack.has(seq));
     }
-    await Promise.resolve();
-    for (const { seq, work } of items) {
-      seq.advance(work);
-      if (work.samples) seq.record({ id: nextToken(seq.tokens) });
-    }
+    this.events.push(`s${step}`);
+    return async () => {
+      this.onComplete?.();
+      await Promise.resolve();
+      this.events.push(`c${step}`);
+      for (const [{ seq }, id] of draws) if (!seq.finish) seq.record({ id });
+    };
   }
 }
 
-function request(prompt: number[], maxTokens: number, signal?: AbortSignal): GenerateRequest {
-  return { promptIds: prompt, maxTokens, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0, signal };
+function request(prompt: number[], maxTokens: number, signal?: AbortSignal, stopTokenIds: number[] = []): GenerateRequest {
+  return { promptIds: prompt, maxTokens, sampling: GREEDY, stopTokenIds, ignoreEos: true, minTokens: 0, signal };
 }
 
 async function drain(s: Scheduler, seq: Sequence, useCache = true): Promise<{ ids: number[]; result: GenerationResult }> {
@@ -174,5 +205,49 @@ describe('Scheduler', () => {
     expect(kv.stats.used).toBe(0);
     expect(kv.stats.free + kv.stats.cached).toBe(128);
     expect(scheduler.runningCount + scheduler.waitingCount).toBe(0);
+  });
+  it('submits step n+1 before step n is read back, and a decode feeds the draw it has not seen', async () => {
+    const { scheduler, runner } = rig(64, 4, 4, 16);
+    const outs = await Promise.all([1, 2].map((i) => drain(scheduler, new Sequence(request(prompt(i, 5), 12), env))));
+    outs.forEach((o, i) => expect(o.ids).toEqual(alone(prompt(i + 1, 5), 12)));
+    // Every step but the last is completed only after the next one was submitted.
+    const steps = runner.steps.length;
+    expect(steps).toBeGreaterThanOrEqual(12);
+    for (let k = 1; k < steps; k++) expect(runner.events.indexOf(`s${k + 1}`)).toBeLessThan(runner.events.indexOf(`c${k}`));
+  });
+
+  it('drops the draw made one step after a stop id ended a sequence: outputs equal their runs alone', async () => {
+    const { scheduler, runner } = rig(128, 4, 8, 16);
+    const reqs = Array.from({ length: 8 }, (_, i) => ({ p: prompt(i + 20, 4 + i), n: 40, stop: [i % 5, 11, 23] }));
+    const outs = await Promise.all(reqs.map(({ p, n, stop }) => drain(scheduler, new Sequence(request(p, n, undefined, stop), env))));
+    outs.forEach((o, i) => expect(o.ids).toEqual(alone(reqs[i]!.p, reqs[i]!.n, reqs[i]!.stop)));
+    // Some ended by a stop id while chained: their step after the stop fed and drew a token that was dropped.
+    expect(outs.filter((o) => o.result.finishReason === 'stop').length).toBeGreaterThan(2);
+    expect(runner.steps.length).toBeGreaterThan(0);
+  });
+
+  it('runs sequences whose draws come back to the CPU beside chained ones, a step apart, all exact', async () => {
+    const { scheduler, runner } = rig(128, 4, 8, 16);
+    const seqs = Array.from({ length: 6 }, (_, i) => new Sequence(request(prompt(i + 40, 6), 10), env));
+    for (const seq of seqs.filter((_, i) => i % 2)) runner.readBack.add(seq);
+    const outs = await Promise.all(seqs.map((seq) => drain(scheduler, seq)));
+    outs.forEach((o, i) => expect(o.ids).toEqual(alone(prompt(i + 40, 6), 10)));
+  });
+  it('serves a sequence queued while the loop completes its last step in flight', async () => {
+    const { scheduler, runner } = rig(64, 4, 4, 16);
+    const p = prompt(3, 5);
+    // Ends by a stop id at its second token: the step that drew a third is still to complete when it leaves.
+    const first = new Sequence(request(p, 10, undefined, [alone(p, 2)[1]!]), env);
+    const second = new Sequence(request(prompt(4, 5), 3), env);
+    let stream: ReturnType<Scheduler['submit']> | null = null;
+    runner.onComplete = () => {
+      if (first.finish && !stream) stream = scheduler.submit(second, true);
+    };
+    expect((await drain(scheduler, first)).ids).toEqual(alone(p, 2));
+    await new Promise((r) => setTimeout(r, 0));
+    expect(stream).not.toBeNull();
+    const ids: number[] = [];
+    for (let t = await stream!.next(); t; t = await stream!.next()) ids.push(t.id);
+    expect(ids).toEqual(alone(prompt(4, 5), 3));
   });
 });

@@ -11,6 +11,12 @@
  * usually finds them again), and it waits at the head of the queue to be fed its prompt and output
  * again. Sampling depends only on (seed, tokens so far), so its output is what it would have been.
  *
+ * The loop is pipelined: step n+1 is planned and submitted before step n's tokens are read back.
+ * A sequence whose token step n drew on the GPU is fed that token by step n+1 on the GPU (FEED,
+ * src/kernels/feed.ts); its id reaches the CPU one step later. A sequence that step n ended
+ * (a stop id) is known only then: the token step n+1 drew for it is discarded, never delivered.
+ * Sequences whose draws must come back first (a grammar, a CPU sampler) skip a step instead.
+ *
  * The scheduler knows nothing of the GPU: a `BatchRunner` (the engine) runs the steps.
  */
 import { nextTask } from './backend-util';
@@ -33,11 +39,22 @@ export interface BatchRunner {
   /** A sequence takes `slot` (again, after a preemption): set its per-slot state. */
   place(seq: Sequence, slot: number): void;
   /**
-   * Runs one step: reserves each item's KV (the scheduler made sure the pages are there), feeds
-   * its tokens, advances it and records the tokens it samples. Throws only when the whole step
+   * Records and submits one step: reserves each item's KV (the scheduler made sure the pages are
+   * there), feeds its tokens and advances it. Resolves to the step's completion, which the
+   * scheduler awaits after submitting the next step: it waits for the step's results and records
+   * the tokens it drew (skipping sequences that already ended). Throws only when the whole step
    * failed; one sequence's failure goes in its item's `error`.
    */
-  runBatch(items: BatchItem[]): Promise<void>;
+  submit(items: BatchItem[]): Promise<StepCompletion>;
+}
+
+/** Waits for a submitted step's results and records them into its sequences. */
+export type StepCompletion = () => Promise<void>;
+
+/** A submitted step not yet completed. */
+interface InFlight {
+  items: BatchItem[];
+  complete: StepCompletion;
 }
 
 export interface SchedulerLimits {
@@ -138,7 +155,11 @@ export class Scheduler {
 
   /** The loop looks again (a sequence was aborted, or a new one queued). */
   wakeUp(): void {
-    this.loop ??= this.run().finally(() => (this.loop = null));
+    this.loop ??= this.run().finally(() => {
+      this.loop = null;
+      // A sequence queued while the loop completed its last step in flight: it found the loop still running.
+      if (!this.stopped && this.waiting.length) this.wakeUp();
+    });
   }
 
   /** Ends every sequence with `error` and refuses new ones; resolves when the loop has stopped. */
@@ -151,41 +172,75 @@ export class Scheduler {
   }
 
   private async run(): Promise<void> {
-    while (!this.stopped) {
-      this.reap();
-      if (!this.waiting.length && !this.running.length) return;
-      const items = this.plan();
-      if (!items.length) {
-        // Nothing can run this step (a prompt waits for a twin's prefill that is itself waiting): let events in.
+    // The step submitted and not yet completed: the next one is submitted before it completes.
+    let inFlight: InFlight | null = null;
+    try {
+      while (!this.stopped) {
+        this.reap();
+        if (!this.waiting.length && !this.running.length) break;
+        const items = this.plan(inFlight !== null);
+        if (!items?.length) {
+          if (inFlight) {
+            // Nothing can run before the step in flight is read back (its sequences wait for their
+            // tokens, or pages must be freed by preemption, which only happens between steps).
+            await this.complete(inFlight);
+            inFlight = null;
+          } else {
+            // Nothing can run this step (a prompt waits for a twin's prefill that is itself waiting): let events in.
+            await nextTask();
+          }
+          continue;
+        }
+        let next: InFlight;
+        try {
+          next = { items, complete: await this.runner.submit(items) };
+          // Pages this step fills are cached now: a step submitted later runs after it on the GPU.
+          for (const item of items) this.offer(item.seq);
+        } catch (e) {
+          // The step as a whole failed (e.g. the device was lost): every sequence in it ends with the error.
+          for (const item of items) item.error ??= e;
+          next = { items, complete: async () => {} };
+        }
+        if (inFlight) await this.complete(inFlight);
+        inFlight = next;
+        // Between steps: timers, aborts and new requests get their turn.
         await nextTask();
-        continue;
       }
-      try {
-        await this.runner.runBatch(items);
-      } catch (e) {
-        // The step as a whole failed (e.g. the device was lost): every sequence in it ends with the error.
-        for (const item of items) item.error ??= e;
-      }
-      this.counters.steps++;
-      this.counters.batchedRows += items.length;
-      for (const item of items) this.afterStep(item);
-      // Between steps: timers, aborts and new requests get their turn.
-      await nextTask();
+    } finally {
+      if (inFlight) await this.complete(inFlight);
     }
+  }
+
+  /** Waits for a step's results and hands them out (`afterStep`). */
+  private async complete(step: InFlight): Promise<void> {
+    try {
+      await step.complete();
+    } catch (e) {
+      for (const item of step.items) item.error ??= e;
+    }
+    this.counters.steps++;
+    this.counters.batchedRows += step.items.length;
+    for (const item of step.items) this.afterStep(item);
   }
 
   /** Delivers a step's token, offers new full pages to the prefix cache, and lets ended sequences go. */
   private afterStep(item: BatchItem): void {
     const r = this.running.find((x) => x.seq === item.seq);
-    if (!r) return;
+    if (!r) return; // it left already (ended a step earlier, aborted or failed): what this step drew for it is dropped
     if (item.error !== undefined) {
       this.leave(r, item.error);
       return;
     }
     const token = r.seq.take();
     if (token) r.stream.push(token);
-    r.cursor = this.prefix.extend(r.seq.tokens, this.kv.table(r.slot), r.cursor, r.seq.kvLength);
+    this.offer(r.seq);
     if (r.seq.finish) this.leave(r);
+  }
+
+  /** Offers a running sequence's full pages of known tokens to the prefix cache. */
+  private offer(seq: Sequence): void {
+    const r = this.running.find((x) => x.seq === seq);
+    if (r) r.cursor = this.prefix.extend(seq.tokens, this.kv.table(r.slot), r.cursor, seq.keyedLength);
   }
 
   /** Ends running and waiting sequences that were aborted (or may not sample at all). */
@@ -209,7 +264,7 @@ export class Scheduler {
   /** Takes a sequence out of the running set: its pages go back (its full ones offered to the prefix cache first, when `keep`) and its slot is free. */
   private unslot(r: Running, keep: boolean): void {
     this.running = this.running.filter((x) => x !== r);
-    if (keep) this.prefix.extend(r.seq.tokens, this.kv.table(r.slot), r.cursor, r.seq.kvLength);
+    if (keep) this.prefix.extend(r.seq.tokens, this.kv.table(r.slot), r.cursor, r.seq.keyedLength);
     this.kv.release(r.slot);
     this.freeSlots.push(r.slot);
   }
@@ -225,10 +280,12 @@ export class Scheduler {
   /**
    * This step's batch. Running sequences first, oldest first: a decode token each, or a prefill
    * chunk from what the budget leaves. If the pool cannot hold them, the newest running sequence
-   * is preempted (possibly the one being placed). Then waiting sequences are admitted, oldest
+   * is preempted (possibly the one being placed); with a step in flight (`pipelined`) the plan is
+   * abandoned instead (null): preemption waits until that step completed, when every sequence's
+   * tokens are known and its pages may be freed. Then waiting sequences are admitted, oldest
    * first, while a slot, budget and pages are left.
    */
-  private plan(): BatchItem[] {
+  private plan(pipelined: boolean): BatchItem[] | null {
     // Prefill chunks share the step's prefill budget; every decode token comes on top of it.
     let budget = this.limits.prefillTokens;
     let pages = 0; // pages this batch needs beyond what its sequences hold
@@ -238,9 +295,10 @@ export class Scheduler {
     const order = [...this.running].sort((a, b) => Number(a.seq.pending > 1) - Number(b.seq.pending > 1));
     for (const r of order) {
       const decodes = r.seq.pending === 1;
-      if (!this.running.includes(r) || (!decodes && budget === 0)) continue;
+      if (!this.running.includes(r) || !r.seq.ready || (!decodes && budget === 0)) continue;
       const n = decodes ? 1 : Math.min(r.seq.pending, budget);
       let need = this.kv.pagesNeeded(r.slot, n);
+      if (pages + need > this.kv.availablePages && pipelined) return null;
       // Not enough pages: preempt the newest running sequence not yet in this batch (or this one).
       while (pages + need > this.kv.availablePages) {
         const victim = [...this.running].reverse().find((x) => !planned.has(x));

@@ -10,6 +10,7 @@
  * (the backends hold one sequence's KV); continuous batching makes it a scheduler that passes
  * many sequences to the same `step`.
  */
+import { FEED } from '../kernels/feed';
 import type { SeqSampling } from '../kernels/sample';
 import type { Constraint } from '../structured/grammar';
 import type { TextTokenizer } from '../text/tokenizer';
@@ -57,6 +58,13 @@ export class Sequence {
   cachedTokens = 0;
   /** Tokens (prompt, then output) whose K/V the backend holds so far, cached or computed. */
   private fed = 0;
+  /**
+   * Draws submitted and not yet recorded: a GPU engine reads a step's tokens back while the next
+   * step runs, so a sequence may be one draw (while a step is planned, two) ahead of its `ids`.
+   */
+  private drawn = 0;
+  /** Whether the last draw stays on the GPU where the next step can feed it (FEED) before it is read back. */
+  private drawnOnGpu = false;
   private placed = false;
   /** The prompt, then every token generated: what the KV holds, in order (and its last token still to feed). */
   private readonly ids: number[];
@@ -121,9 +129,28 @@ export class Sequence {
     return this.ids;
   }
 
-  /** Tokens whose K/V the backend holds (see `reuse`, `advance`, `restart`). */
+  /** Tokens whose K/V the backend holds (see `reuse`, `advance`, `restart`), a drawn token fed before it is known included. */
   get kvLength(): number {
     return this.fed;
+  }
+
+  /** Tokens whose K/V the backend holds and whose ids are known: what the prefix cache may key. */
+  get keyedLength(): number {
+    return Math.min(this.fed, this.ids.length);
+  }
+
+  /** Tokens drawn so far, those not yet read back included: the count the next draw follows. */
+  get drawCount(): number {
+    return this.generated + this.drawn;
+  }
+
+  /**
+   * Whether the sequence can take part in the next step: nothing drawn is awaited, or its draw
+   * stays on the GPU (the next step feeds it) and it may draw more. A sequence whose draw is read
+   * back to the CPU (a grammar to advance, a CPU sampler) waits for that readback.
+   */
+  get ready(): boolean {
+    return this.drawn === 0 || (this.drawnOnGpu && this.drawCount < this.maxTokens);
   }
 
   /** The result once the sequence ended, else null. */
@@ -145,37 +172,44 @@ export class Sequence {
     this.fed = tokens;
   }
 
-  /** The backend dropped this sequence's K/V (preempted): it is fed again from the start (or a cached prefix). */
+  /** The backend dropped this sequence's K/V (preempted): it is fed again from the start (or a cached prefix). Only between steps, with nothing drawn awaited. */
   restart(): void {
+    if (this.drawn !== 0) throw new Error('a sequence restarts only once its draws are recorded');
     this.fed = 0;
   }
 
   /** Tokens still to feed before the next draw: the rest of the prompt (and, after a restart, of the output), else the last token. */
   get pending(): number {
-    return this.ids.length - this.fed;
+    return this.ids.length + this.drawn - this.fed;
   }
 
   /**
    * This step's work: the next chunk of at most `chunk` of the tokens not yet fed (the prompt,
-   * or the prompt and output again after a restart; normally just the last generated token).
-   * Only a chunk that reaches the last known token samples. Call `advance` once the step ran.
+   * or the prompt and output again after a restart; normally just the last generated token, or
+   * FEED when that token was drawn on the GPU and is not read back yet). Only a chunk that
+   * reaches the last token samples. Call `advance` once the step is submitted.
    */
   work(chunk: number): SeqStep {
+    if (this.drawn > 0) return { tokens: [FEED], samples: true };
     const tokens = this.ids.slice(this.fed, this.fed + chunk);
     return { tokens, samples: this.fed + tokens.length === this.ids.length };
   }
 
-  /** The step that fed `work` ran. */
-  advance(work: SeqStep): void {
+  /** The step that feeds `work` is submitted; `onGpu`: the token it draws stays on the GPU for the next step to feed. */
+  advance(work: SeqStep, onGpu = false): void {
     this.fed += work.tokens.length;
+    if (work.samples) {
+      this.drawn++;
+      this.drawnOnGpu = onGpu;
+    }
   }
 
-  /** Ids that may not be drawn at this step: EOS and stop ids before min_tokens. */
-  banned(): number[] {
-    return this.generated < this.minTokens && this.bansEnds ? [...this.enders] : [];
+  /** Ids that may not be drawn at the draw after `count` tokens (default: the next one): EOS and stop ids before min_tokens. */
+  banned(count = this.drawCount): number[] {
+    return count < this.minTokens && this.bansEnds ? [...this.enders] : [];
   }
 
-  /** The GPU sampler's parameters for this step (its RNG counter is the output length, as the CPU sampler's). */
+  /** The GPU sampler's parameters for this step (its RNG counter is the tokens drawn before this one, as the CPU sampler's output length). */
   gpuSampling(): SeqSampling {
     const p = this.sampling;
     return {
@@ -184,7 +218,7 @@ export class Sequence {
       topP: p.topP,
       minP: p.minP,
       seed: this.seed,
-      step: this.generated,
+      step: this.drawCount,
       logprobs: p.logprobs,
       topLogprobs: p.logprobs ? p.topLogprobs : 0,
     };
@@ -200,7 +234,7 @@ export class Sequence {
       this.record({ id: this.forced.ids[this.generated + 1] ?? 0 });
       return;
     }
-    const id = this.sampler.sample(logits, this.banned());
+    const id = this.sampler.sample(logits, this.banned(this.generated));
     const p = this.sampling;
     this.record({ id, ...(p.logprobs ? logprobsOf(logits, id, p.topLogprobs) : {}) });
   }
@@ -213,6 +247,7 @@ export class Sequence {
     if (this.constraint && !this.constraint.accept(token.id)) {
       throw new GrammarRefusedError(token.id);
     }
+    this.drawn = Math.max(0, this.drawn - 1);
     this.ids.push(token.id);
     this.sampled = token;
     const n = this.generated;

@@ -1,7 +1,8 @@
 /**
  * The ragged batch of one forward step, laid out as the kernels read it (docs/ARCHITECTURE.md,
- * "Ragged batch"). CPU arrays and GPU buffers are allocated once for the maximum sizes; `write`
- * fills them for a step and uploads only the used prefix.
+ * "Ragged batch"). One CPU array and one GPU buffer are allocated once for the maximum sizes;
+ * `write` fills them for a step and uploads them with one `writeBuffer` (each queue write costs a
+ * browser an IPC message and a staging copy, so a step makes one, not ten).
  */
 import { createBuffer, STORAGE, UNIFORM } from '../gpu/buffers';
 import { ContextLengthError } from './errors';
@@ -17,71 +18,93 @@ export interface StepLimits {
   maxTokens: number;
   maxSeqs: number;
   maxPagesPerSeq: number;
+  /** u32 words of sampler parameters per row (src/kernels/sample.ts); the region is unused without it. */
+  samplingWords?: number;
 }
 
-export class StepBuffers {
-  readonly tokens: GPUBuffer; // [maxTokens] u32 token ids
-  readonly positions: GPUBuffer; // [maxTokens] u32 absolute position in its sequence
-  readonly tokenSeq: GPUBuffer; // [maxTokens] u32 sequence slot of the step (0..S-1)
-  readonly seqLens: GPUBuffer; // [maxSeqs] u32 context length after this step
-  readonly blockTable: GPUBuffer; // [maxSeqs × maxPagesPerSeq] u32 page ids
-  readonly slotMapping: GPUBuffer; // [maxTokens] u32 page × pageSize + offset of each new token
-  readonly lastToken: GPUBuffer; // [maxSeqs] u32 index (in the step) of each sequence's last token
-  readonly rowSlot: GPUBuffer; // [maxSeqs] u32 the sequence slot (KV id) of each row: where per-sequence state lives
-  /** Uniform `{ T: u32, S: u32, pad, pad }`: this step's token and sequence counts. */
-  readonly counts: GPUBuffer;
+/** The regions of the packed step buffer, in order (the block table last: a step writes only its rows). */
+const REGIONS = ['counts', 'seqCount', 'tokens', 'positions', 'tokenSeq', 'slotMapping', 'seqLens', 'lastToken', 'rowSlot', 'sampling', 'blockTable'] as const;
+type Region = (typeof REGIONS)[number];
 
-  private readonly cpu: {
-    tokens: Uint32Array<ArrayBuffer>;
-    positions: Uint32Array<ArrayBuffer>;
-    tokenSeq: Uint32Array<ArrayBuffer>;
-    seqLens: Uint32Array<ArrayBuffer>;
-    blockTable: Uint32Array<ArrayBuffer>;
-    slotMapping: Uint32Array<ArrayBuffer>;
-    lastToken: Uint32Array<ArrayBuffer>;
-    rowSlot: Uint32Array<ArrayBuffer>;
-    counts: Uint32Array<ArrayBuffer>;
-  };
+/**
+ * A step's metadata, packed into one buffer and written with one `writeBuffer`: each kernel binds
+ * its region (offsets aligned as bindings require). Uniform regions are 16 bytes.
+ */
+export class StepBuffers {
+  readonly buffer: GPUBuffer;
+  /** Uniform `{ T, S, pad, pad }`: this step's token and sequence counts. */
+  readonly counts: GPUBufferBinding;
+  /** Uniform `{ S, pad, pad, pad }`: the row count of the per-sequence (last-token) matmul. */
+  readonly seqCount: GPUBufferBinding;
+  readonly tokens: GPUBufferBinding; // [maxTokens] u32 token ids (FEED: the row's last sampled token, src/kernels/feed.ts)
+  readonly positions: GPUBufferBinding; // [maxTokens] u32 absolute position in its sequence
+  readonly tokenSeq: GPUBufferBinding; // [maxTokens] u32 row of the step (0..S-1)
+  readonly slotMapping: GPUBufferBinding; // [maxTokens] u32 page × pageSize + offset of each new token
+  readonly seqLens: GPUBufferBinding; // [maxSeqs] u32 context length after this step
+  readonly lastToken: GPUBufferBinding; // [maxSeqs] u32 index (in the step) of each row's last token
+  readonly rowSlot: GPUBufferBinding; // [maxSeqs] u32 the sequence slot (KV id) of each row: where per-sequence state lives
+  readonly sampling: GPUBufferBinding; // [maxSeqs × samplingWords] the sampler's per-row parameters
+  readonly blockTable: GPUBufferBinding; // [maxSeqs × maxPagesPerSeq] u32 page ids
+
+  private readonly cpu: Uint32Array<ArrayBuffer>;
+  /** Word offset of each region in `cpu` (and, ×4, byte offset in `buffer`). */
+  private readonly at: Record<Region, number>;
+  private readonly view: Record<Region, Uint32Array<ArrayBuffer>>;
 
   constructor(
     private readonly device: GPUDevice,
     readonly limits: StepLimits,
   ) {
     const { maxTokens, maxSeqs, maxPagesPerSeq } = limits;
-    this.cpu = {
-      tokens: new Uint32Array(maxTokens),
-      positions: new Uint32Array(maxTokens),
-      tokenSeq: new Uint32Array(maxTokens),
-      seqLens: new Uint32Array(maxSeqs),
-      blockTable: new Uint32Array(maxSeqs * maxPagesPerSeq),
-      slotMapping: new Uint32Array(maxTokens),
-      lastToken: new Uint32Array(maxSeqs),
-      rowSlot: new Uint32Array(maxSeqs),
-      counts: new Uint32Array(4),
+    const words: Record<Region, number> = {
+      counts: 4,
+      seqCount: 4,
+      tokens: maxTokens,
+      positions: maxTokens,
+      tokenSeq: maxTokens,
+      slotMapping: maxTokens,
+      seqLens: maxSeqs,
+      lastToken: maxSeqs,
+      rowSlot: maxSeqs,
+      sampling: maxSeqs * Math.max(1, limits.samplingWords ?? 1),
+      blockTable: maxSeqs * maxPagesPerSeq,
     };
-    const make = (name: keyof StepBuffers['cpu'], usage = STORAGE) =>
-      createBuffer(device, this.cpu[name].byteLength, usage, `step.${name}`);
-    this.tokens = make('tokens');
-    this.positions = make('positions');
-    this.tokenSeq = make('tokenSeq');
-    this.seqLens = make('seqLens');
-    this.blockTable = make('blockTable');
-    this.slotMapping = make('slotMapping');
-    this.lastToken = make('lastToken');
-    this.rowSlot = make('rowSlot');
-    this.counts = make('counts', UNIFORM);
+    const align = Math.max(device.limits.minStorageBufferOffsetAlignment, device.limits.minUniformBufferOffsetAlignment) / 4;
+    const at = {} as Record<Region, number>;
+    let end = 0;
+    for (const r of REGIONS) {
+      at[r] = Math.ceil(end / align) * align;
+      end = at[r] + words[r];
+    }
+    this.at = at;
+    this.cpu = new Uint32Array(end);
+    this.view = Object.fromEntries(REGIONS.map((r) => [r, this.cpu.subarray(at[r], at[r] + words[r])])) as Record<Region, Uint32Array<ArrayBuffer>>;
+    this.buffer = createBuffer(device, end * 4, STORAGE | UNIFORM, 'step');
+    const region = (r: Region): GPUBufferBinding => ({ buffer: this.buffer, offset: at[r] * 4, size: words[r] * 4 });
+    this.counts = region('counts');
+    this.seqCount = region('seqCount');
+    this.tokens = region('tokens');
+    this.positions = region('positions');
+    this.tokenSeq = region('tokenSeq');
+    this.slotMapping = region('slotMapping');
+    this.seqLens = region('seqLens');
+    this.lastToken = region('lastToken');
+    this.rowSlot = region('rowSlot');
+    this.sampling = region('sampling');
+    this.blockTable = region('blockTable');
   }
 
   /**
-   * Reserves KV slots for every sequence's new tokens and uploads the step. Returns the token
-   * count T. Throws (leaving the KV state as it was) if the step does not fit.
+   * Reserves KV slots for every sequence's new tokens and uploads the step, with the sampler's
+   * parameters (`sampling`, packed words of the sampling rows) in the same write. Returns the
+   * token and row counts. Throws (leaving the KV state as it was) if the step does not fit.
    */
-  write(work: readonly SeqWork[], kv: KvPages): { tokens: number; seqs: number } {
+  write(work: readonly SeqWork[], kv: KvPages, sampling?: Uint32Array): { tokens: number; seqs: number } {
     const { maxTokens, maxSeqs, maxPagesPerSeq } = this.limits;
     const T = work.reduce((n, w) => n + w.tokens.length, 0);
     if (T === 0 || T > maxTokens) throw new RangeError(`a step takes 1..${maxTokens} tokens, got ${T}`);
     if (work.length > maxSeqs) throw new RangeError(`a step takes at most ${maxSeqs} sequences, got ${work.length}`);
-    const c = this.cpu;
+    const c = this.view;
     const reserved: Array<[number, number]> = [];
     try {
       let t = 0;
@@ -112,20 +135,17 @@ export class StepBuffers {
     const S = work.length;
     c.counts[0] = T;
     c.counts[1] = S;
-    const q = this.device.queue;
-    q.writeBuffer(this.tokens, 0, c.tokens, 0, T);
-    q.writeBuffer(this.positions, 0, c.positions, 0, T);
-    q.writeBuffer(this.tokenSeq, 0, c.tokenSeq, 0, T);
-    q.writeBuffer(this.slotMapping, 0, c.slotMapping, 0, T);
-    q.writeBuffer(this.seqLens, 0, c.seqLens, 0, S);
-    q.writeBuffer(this.lastToken, 0, c.lastToken, 0, S);
-    q.writeBuffer(this.rowSlot, 0, c.rowSlot, 0, S);
-    q.writeBuffer(this.blockTable, 0, c.blockTable, 0, S * maxPagesPerSeq);
-    q.writeBuffer(this.counts, 0, c.counts);
+    c.seqCount[0] = S;
+    if (sampling) {
+      if (sampling.length > c.sampling.length) throw new RangeError(`${sampling.length} sampling words do not fit the step's ${c.sampling.length}`);
+      c.sampling.set(sampling);
+    }
+    // One write from the start through this step's rows of the block table.
+    this.device.queue.writeBuffer(this.buffer, 0, this.cpu, 0, this.at.blockTable + S * maxPagesPerSeq);
     return { tokens: T, seqs: S };
   }
 
   destroy(): void {
-    for (const b of [this.tokens, this.positions, this.tokenSeq, this.seqLens, this.blockTable, this.slotMapping, this.lastToken, this.rowSlot, this.counts]) b.destroy();
+    this.buffer.destroy();
   }
 }

@@ -65,10 +65,13 @@ export function packParams(fields: Array<['u32' | 'i32' | 'f32', number]>): Arra
   return buffer;
 }
 
+/** What a binding reads: a whole buffer, or a region of one (the step's packed metadata, src/engine/step.ts). */
+export type BufferRef = GPUBuffer | GPUBufferBinding;
+
 /** A bind group for a pipeline's group 0 with `buffers` at bindings 0, 1, 2, … (layout 'auto'). */
-export function bindBuffers(device: GPUDevice, pipeline: GPUComputePipeline, buffers: readonly GPUBuffer[]): GPUBindGroup {
+export function bindBuffers(device: GPUDevice, pipeline: GPUComputePipeline, buffers: readonly BufferRef[]): GPUBindGroup {
   return device.createBindGroup({
     layout: pipeline.getBindGroupLayout(0),
-    entries: buffers.map((buffer, binding) => ({ binding, resource: { buffer } })),
+    entries: buffers.map((ref, binding) => ({ binding, resource: 'buffer' in ref ? ref : { buffer: ref } })),
   });
 }

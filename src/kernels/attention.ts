@@ -2,7 +2,7 @@ import combineSource from '../../shaders/attn_combine.wgsl';
 import decodeBody from '../../shaders/attn_decode.wgsl';
 import prefillBody from '../../shaders/attn_prefill.wgsl';
 import attnKvLib from '../../shaders/lib/attn_kv.wgsl';
-import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
+import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { OpContext } from './op';
 
@@ -46,12 +46,12 @@ export interface AttentionArgs {
   vCache: GPUBuffer;
   out: GPUBuffer; // [maxTokens, nHeads, headDim] act
   // Step buffers (src/engine/step.ts).
-  positions: GPUBuffer;
-  tokenSeq: GPUBuffer;
-  blockTable: GPUBuffer;
-  lastToken: GPUBuffer;
+  positions: BufferRef;
+  tokenSeq: BufferRef;
+  blockTable: BufferRef;
+  lastToken: BufferRef;
   /** Uniform `{ T, S, pad, pad }`. */
-  counts: GPUBuffer;
+  counts: BufferRef;
   nHeads: number;
   nKv: number;
   headDim: number;

@@ -2,7 +2,7 @@ import dequantLib from '../../shaders/lib/dequant.wgsl';
 import body from '../../shaders/embed.wgsl';
 import { dequantize } from '../formats/quants';
 import { tensorByteLength, type DType } from '../formats/types';
-import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
+import { packParams, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { Op, OpContext } from './op';
 import { gpuBytesPerRow, WTYPE } from './weights';
@@ -38,7 +38,7 @@ export function embedRef(dtype: DType, table: Uint8Array, vocab: number, n: numb
  */
 export async function createEmbedOp(
   ctx: OpContext,
-  args: { tokens: GPUBuffer; table: GPUBuffer; x: GPUBuffer; dtype: DType; n: number; vocab: number; wg?: number },
+  args: { tokens: BufferRef; table: GPUBuffer; x: GPUBuffer; dtype: DType; n: number; vocab: number; wg?: number },
 ): Promise<Op> {
   const wg = args.wg ?? 64;
   const pipeline = await ctx.cache.get(embedKernel, { precision: ctx.precision, constants: { WG: wg, WTYPE: WTYPE[args.dtype] } });

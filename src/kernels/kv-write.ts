@@ -1,5 +1,5 @@
 import source from '../../shaders/kv_write.wgsl';
-import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
+import { packParams, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { Op, OpContext } from './op';
 
@@ -25,7 +25,7 @@ export async function createKvWriteOp(
   args: {
     k: GPUBuffer; // [maxTokens, nKv, headDim] act
     v: GPUBuffer;
-    slotMapping: GPUBuffer; // step buffer, [maxTokens] u32
+    slotMapping: BufferRef; // step buffer, [maxTokens] u32
     kCache: GPUBuffer; // [numPages, PAGE, nKv, headDim] act
     vCache: GPUBuffer;
     nKv: number;

@@ -18,7 +18,7 @@ import linearLib from '../../shaders/lib/linear.wgsl';
 import matmulBody from '../../shaders/matmul.wgsl';
 import matmulDirectBody from '../../shaders/matmul_direct.wgsl';
 import matvecBody from '../../shaders/matvec.wgsl';
-import { packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
+import { packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { DTYPE_INFO, type DType } from '../formats/types';
 import { actBytes, type Op, type OpContext } from './op';
@@ -179,7 +179,7 @@ export interface LinearArgs {
   bias?: GPUBuffer; // f32 [n]
   x: GPUBuffer; // act [maxTokens][k]
   y: GPUBuffer; // act [maxTokens][n]
-  step: GPUBuffer; // uniform, u32 T at offset 0
+  step: BufferRef; // uniform, u32 T at offset 0
   maxTokens: number;
 }
 

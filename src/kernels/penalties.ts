@@ -10,7 +10,7 @@
  * `penaltiesRef` in the order TokenSampler applies it.
  */
 import source from '../../shaders/penalties.wgsl';
-import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, writeBuffer, bindBuffers, identityRows } from '../gpu/buffers';
+import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, writeBuffer, bindBuffers, identityRows, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { applyFrequencyPresence, applyLogitBias, applyRepetitionPenalty } from './penalties-ref';
 import type { Op, OpContext } from './op';
@@ -128,7 +128,7 @@ export interface PenaltiesOp extends Op {
  */
 export async function createPenaltiesOp(
   ctx: OpContext,
-  args: { logits: GPUBuffer; lastToken: GPUBuffer; vocab: number; maxSeqs: number; rowStride?: number; wg?: number; rowSlot?: GPUBuffer },
+  args: { logits: GPUBuffer; lastToken: GPUBuffer; vocab: number; maxSeqs: number; rowStride?: number; wg?: number; rowSlot?: BufferRef },
 ): Promise<PenaltiesOp> {
   const { device } = ctx;
   const { vocab, maxSeqs } = args;

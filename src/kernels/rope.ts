@@ -1,5 +1,5 @@
 import source from '../../shaders/rope.wgsl';
-import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
+import { packParams, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { ModelConfig } from '../model/config';
 import { ropeInvFreqs } from '../model/rope';
@@ -68,7 +68,7 @@ export async function createRopeOp(
   args: {
     q: GPUBuffer;
     k: GPUBuffer;
-    positions: GPUBuffer;
+    positions: BufferRef;
     /** `ropeInvFreq(config)` uploaded once at load. */
     invFreq: GPUBuffer;
     nHeads: number;

@@ -4,7 +4,7 @@
  * RNG in TypeScript (`sampleRef`, `uniform01`), and builds the op.
  */
 import source from '../../shaders/sample.wgsl';
-import { bindBuffers, identityRows, packParams, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import { bindBuffers, identityRows, packParams, UNIFORM, uploadBuffer, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { Op, OpContext } from './op';
 
@@ -195,7 +195,7 @@ export function sampleRef(logits: Float32Array, s: SeqSampling, u: number): Samp
  */
 export async function createSampleOp(
   ctx: OpContext,
-  args: { logits: GPUBuffer; params: GPUBuffer; tokens: GPUBuffer; logprobs: GPUBuffer; vocab: number; rowStride?: number; wg?: number; rowSlot?: GPUBuffer },
+  args: { logits: GPUBuffer; params: BufferRef; tokens: GPUBuffer; logprobs: GPUBuffer; vocab: number; rowStride?: number; wg?: number; rowSlot?: BufferRef },
 ): Promise<Op> {
   const wg = args.wg ?? 256;
   if (!Number.isInteger(Math.log2(wg))) throw new RangeError(`the sampler's workgroup size must be a power of two, got ${wg}`);
