@@ -11,6 +11,7 @@ import { greedy, ReferenceModel } from '../reference/forward';
 import type { Constraint } from '../structured/grammar';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
+import { maxRelDiff } from '../testing/kernel-helpers';
 import { drainGeneration, greedyRequest } from '../testing/sampling';
 import type { GPUContext } from '../gpu/device';
 import { GpuEngine } from './engine';
@@ -167,5 +168,33 @@ describe('the GPU engine with many sequences in flight', () => {
       const submitted = events.slice(0, at).filter((e) => e === 'submit').length;
       expect(submitted, `readback ${j + 1}`).toBeGreaterThanOrEqual(j + 2);
     });
+  });
+  it('returns each token\'s final hidden state (GPU- and CPU-sampled rows), as the reference computes it', async () => {
+    const ref = await ReferenceModel.load(opened);
+    const reqs = [
+      greedyRequest(prompt(81, 7), 5, {}, { returnHiddenStates: true }),
+      greedyRequest(prompt(82, 12), 5, { dry: { multiplier: 0.8, base: 1.75, allowedLength: 2, sequenceBreakers: [] } }, { returnHiddenStates: true }),
+      greedyRequest(prompt(83, 9), 5),
+    ];
+    const outs = await Promise.all(
+      reqs.map(async (r) => {
+        const tokens = [];
+        for await (const t of engine.generate(r)) tokens.push(t);
+        return tokens;
+      }),
+    );
+    expect(outs[2]!.every((t) => t.hidden === undefined)).toBe(true);
+    for (const [i, tokens] of outs.slice(0, 2).entries()) {
+      const ids = [...reqs[i]!.promptIds, ...tokens.map((t) => t.id)];
+      ref.reset();
+      for (let pos = 0; pos < ids.length - 1; pos++) {
+        ref.forward(ids[pos]!, pos);
+        const k = pos - (reqs[i]!.promptIds.length - 1);
+        if (k < 0) continue;
+        const got = tokens[k]!.hidden!;
+        expect(got.length).toBe(engine.config.hiddenSize);
+        expect(maxRelDiff(got, ref.hidden), `request ${i} token ${k}`).toBeLessThan(1e-3);
+      }
+    }
   });
 });

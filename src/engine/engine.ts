@@ -145,6 +145,7 @@ export class GpuEngine implements Backend, BatchRunner {
     this.ring = [0, 1].map((i) => ({
       tokens: createBuffer(device, maxSeqs * (1 + LOGPROB_WORDS) * 4, READBACK, `readback ${i}`),
       logits: createBuffer(device, maxSeqs * this.config.vocabSize * 4, READBACK, `logits readback ${i}`),
+      hidden: createBuffer(device, maxSeqs * this.config.hiddenSize * 4, READBACK, `hidden readback ${i}`),
     }));
     this.allowAll = new Uint32Array(maskWords(this.config.vocabSize)).fill(0xffffffff);
     this.slotPenalized = new Array<boolean>(maxSeqs).fill(false);
@@ -340,6 +341,10 @@ export class GpuEngine implements Backend, BatchRunner {
       if (wantLogprobs) encoder.copyBufferToBuffer(this.sampler.logprobs, 0, ring.tokens, maxSeqs * 4, gpuRows.length * LOGPROB_WORDS * 4);
     }
     if (cpuRows.length) encoder.copyBufferToBuffer(this.forward.state.logits, gpuRows.length * V * 4, ring.logits, 0, cpuRows.length * V * 4);
+    // return_hidden_states: the sampling rows' final hidden states (the LM head's input rows).
+    const wantHidden = rows.slice(0, sampling).some((r) => r.seq.wantsHidden);
+    const H = this.config.hiddenSize;
+    if (wantHidden) encoder.copyBufferToBuffer(this.forward.state.lastNormed, 0, ring.hidden, 0, sampling * H * 4);
     device.queue.submit([encoder.finish()]);
     this.trace?.('submit');
     rows.forEach((r, i) => r.seq.advance(r.work, i < gpuRows.length && !r.seq.constraint));
@@ -349,7 +354,7 @@ export class GpuEngine implements Backend, BatchRunner {
       const done = this.untilLost(device.queue.onSubmittedWorkDone());
       return () => done;
     }
-    return () => this.collect(ring, { gpuRows, cpuRows, params, wantLogprobs });
+    return () => this.collect(ring, { gpuRows, cpuRows, params, wantLogprobs, wantHidden });
   }
 
   /**
@@ -359,21 +364,31 @@ export class GpuEngine implements Backend, BatchRunner {
    */
   private async collect(
     ring: Readback,
-    step: { gpuRows: BatchItem[]; cpuRows: BatchItem[]; params: SeqSampling[]; wantLogprobs: boolean },
+    step: { gpuRows: BatchItem[]; cpuRows: BatchItem[]; params: SeqSampling[]; wantLogprobs: boolean; wantHidden: boolean },
   ): Promise<void> {
-    const { gpuRows, cpuRows, params, wantLogprobs } = step;
+    const { gpuRows, cpuRows, params, wantLogprobs, wantHidden } = step;
     const { maxSeqs } = this.limits;
     const V = this.config.vocabSize;
+    const H = this.config.hiddenSize;
     try {
-      await this.untilLost(Promise.all([gpuRows.length ? ring.tokens.mapAsync(GPUMapMode.READ) : null, cpuRows.length ? ring.logits.mapAsync(GPUMapMode.READ) : null]));
+      await this.untilLost(
+        Promise.all([
+          gpuRows.length ? ring.tokens.mapAsync(GPUMapMode.READ) : null,
+          cpuRows.length ? ring.logits.mapAsync(GPUMapMode.READ) : null,
+          wantHidden ? ring.hidden.mapAsync(GPUMapMode.READ, 0, (gpuRows.length + cpuRows.length) * H * 4) : null,
+        ]),
+      );
       this.trace?.('readback');
+      const hiddens = wantHidden ? new Float32Array(ring.hidden.getMappedRange(0, (gpuRows.length + cpuRows.length) * H * 4)) : null;
+      // Row r's hidden state, for a sequence that asked for it.
+      const hiddenOf = (item: BatchItem, row: number) => (hiddens && item.seq.wantsHidden ? { hidden: hiddens.slice(row * H, (row + 1) * H) } : {});
       if (gpuRows.length) {
         const words = new Uint32Array(ring.tokens.getMappedRange());
         gpuRows.forEach((item, row) => {
           if (item.seq.finish) return;
           const at = maxSeqs + row * LOGPROB_WORDS;
           const [s] = unpackSampled(words.subarray(item.slot, item.slot + 1), wantLogprobs ? words.subarray(at, at + LOGPROB_WORDS) : undefined, [params[row]!]);
-          guard(item, () => item.seq.record({ id: s!.token, ...(s!.logprob !== undefined ? { logprob: s!.logprob, top: s!.top ?? [] } : {}) }));
+          guard(item, () => item.seq.record({ id: s!.token, ...(s!.logprob !== undefined ? { logprob: s!.logprob, top: s!.top ?? [] } : {}), ...hiddenOf(item, row) }));
         });
       }
       if (cpuRows.length) {
@@ -381,11 +396,11 @@ export class GpuEngine implements Backend, BatchRunner {
         cpuRows.forEach((item, i) => {
           if (item.seq.finish) return;
           this.cpuSteps++;
-          guard(item, () => item.seq.sampleLogits(all.slice(i * V, (i + 1) * V)));
+          guard(item, () => item.seq.sampleLogits(all.slice(i * V, (i + 1) * V), hiddenOf(item, gpuRows.length + i).hidden));
         });
       }
     } finally {
-      for (const b of [ring.tokens, ring.logits]) if (b.mapState === 'mapped') b.unmap();
+      for (const b of [ring.tokens, ring.logits, ring.hidden]) if (b.mapState === 'mapped') b.unmap();
     }
   }
 
@@ -421,7 +436,7 @@ export class GpuEngine implements Backend, BatchRunner {
     op.destroy();
     penalties.destroy();
     mask.destroy();
-    for (const b of [tokens, logprobs, ...this.ring.flatMap((r) => [r.tokens, r.logits])]) b.destroy();
+    for (const b of [tokens, logprobs, ...this.ring.flatMap((r) => [r.tokens, r.logits, r.hidden])]) b.destroy();
   }
 }
 
@@ -429,6 +444,8 @@ export class GpuEngine implements Backend, BatchRunner {
 interface Readback {
   tokens: GPUBuffer;
   logits: GPUBuffer;
+  /** f32 [maxSeqs, hidden] the sampling rows' final hidden states (`return_hidden_states`). */
+  hidden: GPUBuffer;
 }
 
 /** Runs one sequence's part of a step's results; its failure (e.g. a grammar refusing the token) is its own. */

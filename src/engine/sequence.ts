@@ -54,6 +54,8 @@ export class Sequence {
   readonly maskBits: Uint32Array | null;
   /** Whether EOS/stop ids are banned before min_tokens: under a grammar the grammar decides where output may end. */
   readonly bansEnds: boolean;
+  /** Whether each token comes with its final hidden state (`GeneratedToken.hidden`). */
+  readonly wantsHidden: boolean;
   /** Prompt tokens whose KV was reused (set by the backend when it first places the sequence). */
   cachedTokens = 0;
   /** Tokens (prompt, then output) whose K/V the backend holds so far, cached or computed. */
@@ -112,6 +114,7 @@ export class Sequence {
     this.constraint = request.constraint;
     this.maskBits = request.constraint ? new Uint32Array(request.constraint.words) : null;
     this.bansEnds = !request.constraint;
+    this.wantsHidden = request.returnHiddenStates ?? false;
     // The breaker table decodes the vocabulary once per breaker list: only build it for DRY.
     const isBreaker = sampling.dry.multiplier !== 0 ? env.breakers(sampling.dry.sequenceBreakers) : undefined;
     this.sampler = new TokenSampler(this.sampling, { promptIds, ...(isBreaker ? { isBreaker } : {}) });
@@ -226,9 +229,10 @@ export class Sequence {
 
   /**
    * Draws this step's token on the CPU from its logits (raw, after the grammar's mask): every
-   * logit processor, then the draw; logprobs are of these logits.
+   * logit processor, then the draw; logprobs are of these logits. `hidden`: the hidden state the
+   * logits came from, when the sequence wants it.
    */
-  sampleLogits(logits: Float32Array): void {
+  sampleLogits(logits: Float32Array, hidden?: Float32Array): void {
     if (this.forced) {
       this.forced.onLogits(logits);
       this.record({ id: this.forced.ids[this.generated + 1] ?? 0 });
@@ -236,7 +240,7 @@ export class Sequence {
     }
     const id = this.sampler.sample(logits, this.banned(this.generated));
     const p = this.sampling;
-    this.record({ id, ...(p.logprobs ? logprobsOf(logits, id, p.topLogprobs) : {}) });
+    this.record({ id, ...(p.logprobs ? logprobsOf(logits, id, p.topLogprobs) : {}), ...(hidden ? { hidden } : {}) });
   }
 
   /**

@@ -51,6 +51,8 @@ export interface GenerateRequest {
    * owns it (one per request; dispose after).
    */
   constraint?: Constraint;
+  /** Return each generated token's final hidden state (`GeneratedToken.hidden`; SGLang's `return_hidden_states`). */
+  returnHiddenStates?: boolean;
 }
 
 export interface TokenLogprob {
@@ -63,6 +65,8 @@ export interface GeneratedToken {
   /** The chosen token's logprob (log-softmax of the raw logits), when asked. */
   logprob?: number;
   top?: TokenLogprob[];
+  /** The final hidden state (after the output norm) this token was drawn from, when `returnHiddenStates`. */
+  hidden?: Float32Array;
 }
 
 export type FinishReason = 'stop' | 'length' | 'abort';

@@ -108,7 +108,7 @@ export class ReferenceBackend implements Backend, StepRunner {
         await seq.constraint.mask(seq.maskBits!);
         logits = applyMaskRef(logits.slice(), seq.maskBits!, this.config.vocabSize);
       }
-      seq.sampleLogits(logits);
+      seq.sampleLogits(logits, seq.wantsHidden ? this.model.hidden : undefined);
     }
   }
 

@@ -232,6 +232,11 @@ export class ReferenceModel {
     return this.logits.slice();
   }
 
+  /** The last forward's final hidden state (after the output norm): the row the LM head reads (`return_hidden_states`). */
+  get hidden(): Float32Array {
+    return this.x.slice();
+  }
+
   private grow(capacity: number): void {
     const kvDim = this.config.numKvHeads * this.config.headDim;
     const copy = (old: Float32Array | undefined) => {
