@@ -7,8 +7,8 @@ import type { Backend } from '../engine/types';
 import { prepareChat } from './chat';
 import { prepareCompletion } from './completions';
 import { ApiError, invalid, toApiError } from './errors';
-import { parseChatRequest, readMessages } from './protocol/chat';
-import { asBody, bool, str, type Json } from './protocol/common';
+import { CHAT_FIELDS, parseChatRequest } from './protocol/chat';
+import { asBody, bool, readField, str, type Json } from './protocol/field';
 import { parseCompletionRequest } from './protocol/completions';
 import { checkJsonDepth, DEFAULT_LIMITS, readBodyText, type RequestLimits } from './limits';
 import { createResponses, responsesSse } from './responses/responses';
@@ -211,13 +211,13 @@ export function createApp(options: AppOptions): App {
   /** SGLang's `{prompt}` or llama.cpp's `{content}`; `with_pieces` gives `{id, piece}` pairs. */
   function tokenize(b: Json): Response {
     ensureReady();
-    const backend = resolve(str(b, 'model'), false);
+    const backend = resolve(readField(b, 'model', str), false);
     const tok = backend.tokenizer;
     const text = b.prompt !== undefined ? b.prompt : b.content;
-    const add = bool(b, 'add_special_tokens') ?? bool(b, 'add_special') ?? true;
+    const add = readField(b, 'add_special_tokens', bool) ?? readField(b, 'add_special', bool) ?? true;
     const one = (s: unknown, param: string) => {
       if (typeof s !== 'string') throw invalid(param, `${param} must be a string or a list of strings`);
-      return tok.encode(s, { addSpecialTokens: add, parseSpecial: bool(b, 'parse_special') ?? true });
+      return tok.encode(s, { addSpecialTokens: add, parseSpecial: readField(b, 'parse_special', bool) ?? true });
     };
     const param = b.prompt !== undefined ? 'prompt' : 'content';
     if (text === undefined || text === null) throw invalid('prompt', 'prompt (or content) is required', 'missing_required_parameter');
@@ -226,37 +226,37 @@ export function createApp(options: AppOptions): App {
       return json({ tokens, count: tokens.map((t) => t.length), max_model_len: backend.contextLength });
     }
     const ids = one(text, param);
-    const tokens = bool(b, 'with_pieces') ? ids.map((id) => ({ id, piece: tok.decode([id]) })) : ids;
+    const tokens = readField(b, 'with_pieces', bool) ? ids.map((id) => ({ id, piece: tok.decode([id]) })) : ids;
     return json({ tokens, count: ids.length, max_model_len: backend.contextLength });
   }
 
   /** `{tokens}` in; the text as SGLang's `text` and llama.cpp's `content`. */
   function detokenize(b: Json): Response {
     ensureReady();
-    const backend = resolve(str(b, 'model'), false);
+    const backend = resolve(readField(b, 'model', str), false);
     const tok = backend.tokenizer;
     const ids = b.tokens;
     if (!Array.isArray(ids) || !ids.every((x) => typeof x === 'number' && Number.isInteger(x) && x >= 0 && x < tok.vocabSize))
       throw invalid('tokens', `tokens must be a list of token ids from 0 to ${tok.vocabSize - 1}`);
-    const text = tok.decode(ids as number[], { skipSpecialTokens: bool(b, 'skip_special_tokens') ?? false });
+    const text = tok.decode(ids as number[], { skipSpecialTokens: readField(b, 'skip_special_tokens', bool) ?? false });
     return json({ text, content: text });
   }
 
   /** llama.cpp's `/apply-template`: the rendered chat, not tokenized. */
   function applyTemplate(b: Json): Response {
     ensureReady();
-    const backend = resolve(str(b, 'model'), false);
-    const messages = readMessages(b);
+    const backend = resolve(readField(b, 'model', str), false);
+    const messages = readField(b, 'messages', CHAT_FIELDS.messages.shape, true)!;
     const kwargs = b.chat_template_kwargs;
     if (kwargs !== undefined && kwargs !== null && (typeof kwargs !== 'object' || Array.isArray(kwargs))) throw invalid('chat_template_kwargs', 'chat_template_kwargs must be an object');
     const tools = Array.isArray(b.tools) ? (b.tools as never) : undefined;
     const { prompt } = renderChat(backend, {
       messages,
       tools,
-      add_generation_prompt: bool(b, 'add_generation_prompt'),
-      continue_final_message: bool(b, 'continue_final_message'),
+      add_generation_prompt: readField(b, 'add_generation_prompt', bool),
+      continue_final_message: readField(b, 'continue_final_message', bool),
       chat_template_kwargs: (kwargs ?? undefined) as Record<string, unknown> | undefined,
-      reasoning_effort: str(b, 'reasoning_effort'),
+      reasoning_effort: readField(b, 'reasoning_effort', str),
     });
     return json({ prompt });
   }

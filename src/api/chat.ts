@@ -32,16 +32,16 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
     maxTokens: req.max_completion_tokens ?? req.max_tokens,
     maxTokensParam: maxParam,
     promptParam: 'messages',
-    truncate: !!req.truncate_sequence,
+    truncate: req.truncate_sequence,
   });
 
   const toolFormat = req.tools?.length && req.tool_choice !== 'none' ? detectToolCallFormat(template.text) : null;
   const reasoning = templateHasReasoning(template.text)
-    ? { startsInReasoning: promptOpensReasoning(prompt), separateReasoning: req.separate_reasoning ?? true, streamReasoning: req.stream_reasoning ?? true }
+    ? { startsInReasoning: promptOpensReasoning(prompt), separateReasoning: req.separate_reasoning, streamReasoning: req.stream_reasoning }
     : null;
   const keepSpecialIds = toolFormat ? TOOL_MARKERS.map((m) => tok.tokenToId(m)).filter((x): x is number => x !== undefined) : [];
 
-  const n = req.n ?? 1;
+  const n = req.n;
   const sampling = toSamplingParams(req, backend.generationConfig);
   const id = newId('chatcmpl');
   const created = nowSeconds();
@@ -53,7 +53,7 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
   const base = { ...choiceOptions(req, backend, signal), grammar };
   const includeUsage = req.stream ? !!req.stream_options?.include_usage : true;
   const continuous = !!(req.stream && req.stream_options?.continuous_usage_stats);
-  const wantLogprobs = !!req.logprobs;
+  const wantLogprobs = req.logprobs;
 
   const chunk = (choice: ChatChunkChoice): ChatCompletionChunk => ({
     id,
@@ -66,7 +66,9 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
 
   async function* chunks(): AsyncGenerator<ChatCompletionChunk, void, void> {
     const parsers = Array.from({ length: n }, () => new ChatOutputParser({ reasoning, toolCallFormat: toolFormat }));
-    const gens = parsers.map((_, j) => runChoice({ ...base, keepSpecialIds, promptIds, maxTokens, sampling: withChoiceSeed(sampling, j) }));
+    const gens = parsers.map((_, j) =>
+      runChoice({ ...base, generate: { ...base.generate, promptIds, maxTokens, sampling: withChoiceSeed(sampling, j) }, text: { ...base.text, keepSpecialIds } }),
+    );
     // OpenAI's first chunk of each choice carries only the role.
     for (let index = 0; index < n; index++) yield chunk({ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null });
     const counted = new Map<number, number>();
@@ -92,7 +94,7 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
 
   const stream = chunks();
   return {
-    stream: !!req.stream,
+    stream: req.stream,
     chunks: stream,
     async fold() {
       type Acc = { content: string; reasoning: string; calls: ChatToolCall[]; logprobs: ChatLogprobs | null; finish: ChatChunkChoice['finish_reason']; matched: string | number | null };

@@ -7,7 +7,8 @@ import type { ToolCallFormat } from '../text/index';
 import { invalid, unsupported } from './errors';
 import type { ChatCompletionRequest } from './protocol/chat';
 import type { ChoiceRequest, ChoiceUsage } from './generate';
-import type { SamplingFields, Usage } from './protocol/common';
+import { SAMPLING_FIELDS, type SamplingFields, type Usage } from './protocol/common';
+import { resolve } from './protocol/field';
 
 export function newId(prefix: string): string {
   const bytes = new Uint8Array(12);
@@ -18,20 +19,17 @@ export function newId(prefix: string): string {
 /** OpenAI's `created`: seconds, not milliseconds. */
 export const nowSeconds = (): number => Math.floor(Date.now() / 1000);
 
-/** The per-request part of a `ChoiceRequest` (prompt, length and seed are per choice). */
+/**
+ * The per-request part of a `ChoiceRequest`: the shared fields resolved into the groups their
+ * rows' `into` names (`generate`, `text`); the prompt, its length and the seed are per choice.
+ */
 export function choiceOptions(r: SamplingFields, backend: Backend, signal: AbortSignal | undefined) {
   return {
     backend,
-    stopTokenIds: r.stop_token_ids ?? [],
-    ignoreEos: r.ignore_eos ?? false,
-    minTokens: r.min_tokens ?? 0,
-    cachePrompt: r.cache_prompt ?? true,
-    stop: r.stop ?? [],
-    stopRegex: r.stop_regex ?? [],
-    noStopTrim: r.no_stop_trim ?? false,
-    skipSpecialTokens: r.skip_special_tokens ?? true,
     signal,
-  } satisfies Partial<ChoiceRequest>;
+    generate: resolve(SAMPLING_FIELDS, 'generate', r) satisfies Omit<ChoiceRequest['generate'], 'promptIds' | 'maxTokens' | 'sampling'>,
+    text: resolve(SAMPLING_FIELDS, 'text', r) satisfies ChoiceRequest['text'],
+  };
 }
 
 /** The request's structured-output grammar compiled for the backend's tokenizer (a 400 when invalid), if it asked for one. */
@@ -45,7 +43,7 @@ export async function forcedToolGrammar(r: ChatCompletionRequest, format: ToolCa
   if (format === null) throw unsupported('tool_choice', "forcing tool calls for this model's template (it teaches no known tool-call format)");
   const named = typeof r.tool_choice === 'object' ? r.tool_choice.function.name : null;
   const tools = (r.tools ?? []).filter((t) => named === null || t.function.name === named).map((t) => ({ name: t.function.name, parameters: t.function.parameters }));
-  const multiple = named === null && r.parallel_tool_calls !== false;
+  const multiple = named === null && r.parallel_tool_calls;
   return compileForRequest(backend.tokenizer, backend.config.vocabSize, { kind: 'tool_calls', format, tools, multiple, param: 'tools' });
 }
 

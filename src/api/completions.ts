@@ -37,12 +37,12 @@ export async function prepareCompletion(req: CompletionRequest, backend: Backend
     if (typeof p === 'string' && !req.truncate_sequence) checkPromptBound(p, tok.vocab, backend.contextLength, 'prompt');
     const ids = req.suffix !== undefined ? fimIds(tok, p, req.suffix) : promptIds(tok, p, req.prompt.length > 1 ? `prompt[${i}]` : 'prompt');
     if (ids.length === 0) throw invalid('prompt', 'the prompt is empty (it has no tokens)');
-    const fit = fitPrompt(ids, backend, { maxTokens: req.max_tokens, maxTokensParam: 'max_tokens', promptParam: 'prompt', truncate: !!req.truncate_sequence });
-    const text = typeof p === 'string' && fit.promptIds.length === ids.length ? p : tok.decode(fit.promptIds, { skipSpecialTokens: req.skip_special_tokens ?? true });
+    const fit = fitPrompt(ids, backend, { maxTokens: req.max_tokens, maxTokensParam: 'max_tokens', promptParam: 'prompt', truncate: req.truncate_sequence });
+    const text = typeof p === 'string' && fit.promptIds.length === ids.length ? p : tok.decode(fit.promptIds, { skipSpecialTokens: req.skip_special_tokens });
     return { ids: fit.promptIds, maxTokens: fit.maxTokens, text } satisfies PreparedPrompt;
   });
 
-  const n = req.n ?? 1;
+  const n = req.n;
   const bestOf = req.best_of ?? n;
   const sampling = toSamplingParams(req, backend.generationConfig);
   // best_of ranks choices by cumulative logprob, so it needs them even when the reply does not.
@@ -70,7 +70,7 @@ export async function prepareCompletion(req: CompletionRequest, backend: Backend
   async function* chunks(): AsyncGenerator<CompletionChunk, void, void> {
     const gens = prompts.flatMap((p) =>
       Array.from({ length: bestOf }, (_, j) =>
-        runChoice({ ...base, promptIds: p.ids, maxTokens: p.maxTokens, sampling: withChoiceSeed(internal, j) }),
+        runChoice({ ...base, generate: { ...base.generate, promptIds: p.ids, maxTokens: p.maxTokens, sampling: withChoiceSeed(internal, j) } }),
       ),
     );
     const echoed = new Set<number>();
@@ -105,7 +105,7 @@ export async function prepareCompletion(req: CompletionRequest, backend: Backend
 
   const stream = chunks();
   return {
-    stream: !!req.stream,
+    stream: req.stream,
     chunks: stream,
     async fold() {
       const byIndex = new Map<number, CompletionResponse['choices'][number]>();

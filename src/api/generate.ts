@@ -9,18 +9,25 @@ import type { CompiledConstraint } from '../structured/grammar';
 import { StreamingDetokenizer } from '../text/index';
 import { StopMatcher } from './stop';
 
-/** One choice's generation: the backend request (the grammar becomes its constraint) plus the API's text-level stopping. */
-export interface ChoiceRequest extends Omit<GenerateRequest, 'cachePrompt' | 'constraint'> {
-  backend: Backend;
-  cachePrompt: boolean;
+/** The API's side of a choice: stopping on the text, and detokenizing. */
+export interface TextOptions {
   stop: string[];
   stopRegex: string[];
   noStopTrim: boolean;
   skipSpecialTokens: boolean;
   /** Special tokens kept in the text even when skipping (tool-call markers). */
   keepSpecialIds?: number[];
+}
+
+/** One choice's generation: the backend's request, the API's text-level stopping, the grammar. */
+export interface ChoiceRequest {
+  backend: Backend;
+  /** What the backend gets; runChoice adds its own signal and the grammar's constraint. */
+  generate: Omit<GenerateRequest, 'signal' | 'constraint'>;
+  text: TextOptions;
   /** Structured output: each choice runs its own matcher of this grammar. */
   grammar?: CompiledConstraint;
+  signal?: AbortSignal;
 }
 
 export interface TokenOut {
@@ -44,15 +51,15 @@ export type ChoiceEvent =
   | { type: 'end'; finishReason: FinishReason; matchedStop: string | number | null; usage: ChoiceUsage };
 
 export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent, void, void> {
-  const { backend } = req;
+  const { backend, generate } = req;
   const tok = backend.tokenizer;
   const detok = new StreamingDetokenizer(tok, {
-    skipSpecialTokens: req.skipSpecialTokens,
-    context: req.promptIds.slice(-4),
-    keepSpecialIds: req.keepSpecialIds,
+    skipSpecialTokens: req.text.skipSpecialTokens,
+    context: generate.promptIds.slice(-4),
+    keepSpecialIds: req.text.keepSpecialIds,
   });
-  const stopper = new StopMatcher(req.stop, req.stopRegex, req.noStopTrim);
-  const enders = new Set([...(req.ignoreEos ? [] : tok.eosIds), ...req.stopTokenIds]);
+  const stopper = new StopMatcher(req.text.stop, req.text.stopRegex, req.text.noStopTrim);
+  const enders = new Set([...(generate.ignoreEos ? [] : tok.eosIds), ...generate.stopTokenIds]);
 
   // Our own signal: the caller's abort, or ours when a stop string ends the choice.
   const ctl = new AbortController();
@@ -61,18 +68,7 @@ export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent
   req.signal?.addEventListener('abort', onAbort, { once: true });
 
   const constraint = req.grammar ? await req.grammar.start() : undefined;
-  const request: GenerateRequest & { cachePrompt: boolean } = {
-    promptIds: req.promptIds,
-    maxTokens: req.maxTokens,
-    sampling: req.sampling,
-    stopTokenIds: req.stopTokenIds,
-    ignoreEos: req.ignoreEos,
-    minTokens: req.minTokens,
-    signal: ctl.signal,
-    cachePrompt: req.cachePrompt,
-    ...(constraint ? { constraint } : {}),
-  };
-  const gen = backend.generate(request);
+  const gen = backend.generate({ ...generate, signal: ctl.signal, ...(constraint ? { constraint } : {}) });
   let finished = false;
   let count = 0;
   try {
@@ -94,7 +90,7 @@ export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent
       if (t.logprob !== undefined) out.logprob = t.logprob;
       if (t.top) out.top = t.top;
       // The token that ends generation (EOS, a stop id) is not text unless no_stop_trim.
-      const delta = enders.has(t.id) && !req.noStopTrim ? '' : detok.push(t.id);
+      const delta = enders.has(t.id) && !req.text.noStopTrim ? '' : detok.push(t.id);
       const { text, hit } = stopper.push(delta);
       yield { type: 'delta', text, tokens: [out] };
       if (hit) {

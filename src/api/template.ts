@@ -1,6 +1,7 @@
 /** Rendering a chat with the model's own template (shared by chat completions and /apply-template). */
 import type { Backend } from '../engine/types';
-import { ChatTemplate, type ChatMessage, type ChatTool } from '../text/index';
+import { ChatTemplate } from '../text/index';
+import type { ChatCompletionRequest } from './protocol/chat';
 
 const cache = new WeakMap<Backend, Map<string, ChatTemplate>>();
 
@@ -22,14 +23,9 @@ export function chatTemplateOf(backend: Backend, tools: boolean): ChatTemplate {
   return t;
 }
 
-export interface ChatRenderInput {
-  messages: ChatMessage[];
-  tools?: ChatTool[];
-  add_generation_prompt?: boolean;
-  continue_final_message?: boolean;
-  chat_template_kwargs?: Record<string, unknown>;
-  reasoning_effort?: string;
-}
+/** What rendering takes of a chat request; /apply-template passes any reasoning_effort string through. */
+export type ChatRenderInput = Pick<ChatCompletionRequest, 'messages'> &
+  Partial<Pick<ChatCompletionRequest, 'tools' | 'add_generation_prompt' | 'continue_final_message' | 'chat_template_kwargs'>> & { reasoning_effort?: string };
 
 export function renderChat(backend: Backend, r: ChatRenderInput) {
   const template = chatTemplateOf(backend, !!r.tools?.length);

@@ -1,107 +1,68 @@
 /**
- * `POST /v1/chat/completions`: the request in OpenAI's field order (extensions after it), its
- * validation, and the response and stream-chunk shapes.
+ * `POST /v1/chat/completions`: the request as a field table in OpenAI's field order (extensions
+ * after it, the shared ones in SAMPLING_FIELDS), its reading, and the response and stream-chunk
+ * shapes.
  */
 import type { ChatMessage, ChatTool } from '../../text/index';
 import { invalid, unsupported } from '../errors';
-import { asBody, bool, int, obj, oneOf, readSamplingFields, readStreamOptions, refuseUnsupported, str, type Json, type SamplingFields, type StreamOptions, type Usage } from './common';
-import { MAX_N } from './completions';
+import { checkStreamOptions, refuseUnsupported, SAMPLING_FIELDS, streamOptionsField, withStructured, type SamplingFields, type Usage } from './common';
+import { MAX_LOGPROBS, MAX_N } from './completions';
+import { asBody, bool, custom, field, int, obj, oneOf, readFields, str, type FieldsOf, type Json } from './field';
 
 export type ToolChoice = 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } };
 
-export interface ChatCompletionRequest extends SamplingFields {
-  /** The conversation so far; roles system, developer, user, assistant, tool, function. */
-  messages: ChatMessage[];
-  /** The model id; `"default"` is the only loaded model. */
-  model: string;
-  // frequency_penalty, logit_bias: see SamplingFields
-  /** Return the chosen tokens' logprobs. */
-  logprobs?: boolean;
-  /** Tokens to generate at most; wins over `max_tokens`. */
-  max_completion_tokens?: number;
-  /** Deprecated by OpenAI in favour of `max_completion_tokens` (-1 or absent: until EOS or the end of the context). */
-  max_tokens?: number;
-  /** Choices to generate. */
-  n?: number;
-  /** Accepted; the model decides how many calls it writes. */
-  parallel_tool_calls?: boolean;
-  // presence_penalty: see SamplingFields
-  /** `low`, `medium` or `high`; passed to the chat template as `reasoning_effort`. */
-  reasoning_effort?: 'low' | 'medium' | 'high';
-  // seed, stop: see SamplingFields
-  /** Send the reply as server-sent events of `chat.completion.chunk`. */
-  stream?: boolean;
-  /** Options of the stream (only with `stream: true`). */
-  stream_options?: StreamOptions;
-  // temperature: see SamplingFields
-  /** `auto` (the model decides), `none`, `required` (at least one call) or a named function (that call), the last two forced by a grammar. */
-  tool_choice?: ToolChoice;
-  /** Functions the model may call, shown to it by the chat template. */
-  tools?: ChatTool[];
-  /** Alternatives per token to return with `logprobs` (0..20). */
-  top_logprobs?: number;
-  // top_p: see SamplingFields
-  /** An end-user id; accepted and ignored. */
-  user?: string;
+export const CHAT_FIELDS = {
+  messages: field(custom(readMessages), { required: true, doc: 'The conversation so far; roles system, developer, user, assistant, tool, function.' }),
+  model: field(str, { required: true, doc: 'The model id; `"default"` is the only loaded model.' }),
+  // frequency_penalty, logit_bias: SAMPLING_FIELDS
+  logprobs: field(bool, { default: false, doc: "Return the chosen tokens' logprobs." }),
+  max_completion_tokens: field(int({ min: -1 }), { doc: 'Tokens to generate at most; wins over `max_tokens`.' }),
+  max_tokens: field(int({ min: -1 }), { doc: 'Deprecated by OpenAI in favour of `max_completion_tokens` (-1 or absent: until EOS or the end of the context).' }),
+  n: field(int({ min: 1, max: MAX_N }), { default: 1, doc: 'Choices to generate.' }),
+  parallel_tool_calls: field(bool, { default: true, doc: 'false: a forced tool_choice makes one call; otherwise the model decides how many it writes.' }),
+  // presence_penalty: SAMPLING_FIELDS
+  reasoning_effort: field(oneOf(['low', 'medium', 'high']), { doc: 'Passed to the chat template as `reasoning_effort`.' }),
+  // response_format, seed, stop: SAMPLING_FIELDS
+  stream: field(bool, { default: false, doc: 'Send the reply as server-sent events of `chat.completion.chunk`.' }),
+  stream_options: streamOptionsField,
+  // temperature: SAMPLING_FIELDS
+  tool_choice: field(custom(readToolChoice), {
+    doc: '`auto` (the model decides), `none`, `required` (at least one call) or a named function (that call), the last two forced by a grammar.',
+  }),
+  tools: field(custom(readTools), { doc: 'Functions the model may call, shown to it by the chat template.' }),
+  top_logprobs: field(int({ min: 0, max: MAX_LOGPROBS }), { doc: 'Alternatives per token to return with `logprobs`.' }),
+  // top_p: SAMPLING_FIELDS
+  user: field(str, { doc: 'An end-user id; accepted and ignored.' }),
 
-  // ---- extensions (SGLang / vLLM); the sampling ones are in SamplingFields ----
-  /** Extra variables for the chat template, e.g. `{enable_thinking: false}`. */
-  chat_template_kwargs?: Record<string, unknown>;
-  /** Put `<think>` reasoning in `reasoning_content` (default true). */
-  separate_reasoning?: boolean;
-  /** Stream reasoning as it comes (default true); false sends it in one piece when it ends. */
-  stream_reasoning?: boolean;
-  /** Continue the final assistant message instead of starting a new one. */
-  continue_final_message?: boolean;
-  /** End the prompt with the assistant's header (default true; false with continue_final_message). */
-  add_generation_prompt?: boolean;
-}
+  // ---- extensions (SGLang / vLLM); the shared ones are SAMPLING_FIELDS' ----
+  chat_template_kwargs: field(obj, { doc: 'Extra variables for the chat template, e.g. `{enable_thinking: false}`.' }),
+  separate_reasoning: field(bool, { default: true, doc: 'Put `<think>` reasoning in `reasoning_content`.' }),
+  stream_reasoning: field(bool, { default: true, doc: 'Stream reasoning as it comes; false sends it in one piece when it ends.' }),
+  continue_final_message: field(bool, { default: false, doc: 'Continue the final assistant message instead of starting a new one.' }),
+  add_generation_prompt: field(bool, { doc: "End the prompt with the assistant's header (absent: true, but false with continue_final_message)." }),
+  ...SAMPLING_FIELDS,
+};
+
+export type ChatCompletionRequest = FieldsOf<typeof CHAT_FIELDS> & Pick<SamplingFields, 'structured'>;
 
 /** Validates a parsed JSON body into a `ChatCompletionRequest`; throws a 400 naming the field. */
 export function parseChatRequest(raw: unknown): ChatCompletionRequest {
-  const b = asBody(raw);
-  refuseUnsupported(b);
-  const messages = readMessages(b);
-  const model = str(b, 'model', true)!;
-  const tools = readTools(b);
-  const logprobs = bool(b, 'logprobs');
-  const topLogprobs = int(b, 'top_logprobs', { min: 0, max: 20 });
-  if (topLogprobs !== undefined && !logprobs) throw invalid('top_logprobs', 'top_logprobs needs logprobs: true');
-  const stream = bool(b, 'stream');
-  const kwargs = obj(b, 'chat_template_kwargs');
-  return {
-    ...readSamplingFields(b),
-    messages,
-    model,
-    logprobs,
-    max_completion_tokens: int(b, 'max_completion_tokens', { min: -1 }),
-    max_tokens: int(b, 'max_tokens', { min: -1 }),
-    n: int(b, 'n', { min: 1, max: MAX_N }),
-    parallel_tool_calls: bool(b, 'parallel_tool_calls'),
-    reasoning_effort: oneOf(b, 'reasoning_effort', ['low', 'medium', 'high'] as const),
-    stream,
-    stream_options: readStreamOptions(b, stream),
-    tool_choice: readToolChoice(b, tools),
-    tools,
-    top_logprobs: topLogprobs,
-    user: str(b, 'user'),
-    chat_template_kwargs: kwargs,
-    separate_reasoning: bool(b, 'separate_reasoning'),
-    stream_reasoning: bool(b, 'stream_reasoning'),
-    continue_final_message: bool(b, 'continue_final_message'),
-    add_generation_prompt: bool(b, 'add_generation_prompt'),
-  };
+  const body = asBody(raw);
+  refuseUnsupported(body);
+  const r = readFields(CHAT_FIELDS, body);
+  if (r.top_logprobs !== undefined && !r.logprobs) throw invalid('top_logprobs', 'top_logprobs needs logprobs: true');
+  checkStreamOptions(r);
+  checkToolChoice(r.tool_choice, r.tools);
+  return withStructured(r);
 }
 
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'function']);
 
 /** The message list: shapes only (the template checks the conversation itself). Non-text parts are refused. */
-export function readMessages(b: Json): ChatMessage[] {
-  const m = b.messages;
-  if (m === undefined || m === null) throw invalid('messages', 'messages is required', 'missing_required_parameter');
-  if (!Array.isArray(m) || m.length === 0) throw invalid('messages', 'messages must be a non-empty list of messages');
+export function readMessages(m: unknown, param: string): ChatMessage[] {
+  if (!Array.isArray(m) || m.length === 0) throw invalid(param, `${param} must be a non-empty list of messages`);
   m.forEach((msg: unknown, i) => {
-    const at = `messages[${i}]`;
+    const at = `${param}[${i}]`;
     if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) throw invalid(at, `${at} must be an object`);
     const x = msg as Json;
     if (typeof x.role !== 'string' || !ROLES.has(x.role)) throw invalid(`${at}.role`, `${at}.role must be one of ${[...ROLES].join(', ')}; got ${JSON.stringify(x.role)}`);
@@ -121,38 +82,36 @@ export function readMessages(b: Json): ChatMessage[] {
   return m as ChatMessage[];
 }
 
-function readTools(b: Json): ChatTool[] | undefined {
-  const t = b.tools;
-  if (t === undefined || t === null) return undefined;
-  if (!Array.isArray(t)) throw invalid('tools', 'tools must be a list of {type: "function", function: {name, parameters}}');
+function readTools(t: unknown, param: string): ChatTool[] {
+  if (!Array.isArray(t)) throw invalid(param, `${param} must be a list of {type: "function", function: {name, parameters}}`);
   t.forEach((tool: unknown, i) => {
-    const at = `tools[${i}]`;
+    const at = `${param}[${i}]`;
     const x = tool as Json;
     if (!x || typeof x !== 'object' || x.type !== 'function' || !x.function || typeof x.function !== 'object')
-      throw invalid('tools', `${at} must be {type: "function", function: {name, ...}}`);
+      throw invalid(param, `${at} must be {type: "function", function: {name, ...}}`);
     const fn = x.function as Json;
-    if (typeof fn.name !== 'string' || fn.name.length === 0) throw invalid('tools', `${at}.function.name must be a non-empty string`);
-    if (fn.strict !== undefined && fn.strict !== null && typeof fn.strict !== 'boolean') throw invalid('tools', `${at}.function.strict must be true or false; got ${JSON.stringify(fn.strict)}`);
+    if (typeof fn.name !== 'string' || fn.name.length === 0) throw invalid(param, `${at}.function.name must be a non-empty string`);
+    if (fn.strict !== undefined && fn.strict !== null && typeof fn.strict !== 'boolean') throw invalid(param, `${at}.function.strict must be true or false; got ${JSON.stringify(fn.strict)}`);
   });
   return t as ChatTool[];
 }
 
-function readToolChoice(b: Json, tools: ChatTool[] | undefined): ToolChoice | undefined {
-  const c = b.tool_choice;
-  if (c === undefined || c === null) return undefined;
-  if (c === 'none' || c === 'auto') return c;
-  if (c === 'required') {
-    if (!tools?.length) throw invalid('tool_choice', 'tool_choice "required" needs tools');
-    return c;
-  }
+function readToolChoice(c: unknown, param: string): ToolChoice {
+  if (c === 'none' || c === 'auto' || c === 'required') return c;
   if (typeof c === 'object' && (c as Json).type === 'function') {
     const fn = (c as Json).function as Json | undefined;
     const name = fn && typeof fn === 'object' ? fn.name : undefined;
-    if (typeof name !== 'string') throw invalid('tool_choice', 'tool_choice {type: "function"} needs function: {name}');
-    if (!tools?.some((t) => t.function.name === name)) throw invalid('tool_choice', `tool_choice names ${JSON.stringify(name)}, which is not in tools`);
+    if (typeof name !== 'string') throw invalid(param, `${param} {type: "function"} needs function: {name}`);
     return { type: 'function', function: { name } };
   }
-  throw invalid('tool_choice', `tool_choice must be "none", "auto", "required" or {type: "function", function: {name}}; got ${JSON.stringify(c)}`);
+  throw invalid(param, `${param} must be "none", "auto", "required" or {type: "function", function: {name}}; got ${JSON.stringify(c)}`);
+}
+
+/** A forced tool choice needs the tools it forces. */
+function checkToolChoice(c: ToolChoice | undefined, tools: ChatTool[] | undefined): void {
+  if (c === 'required' && !tools?.length) throw invalid('tool_choice', 'tool_choice "required" needs tools');
+  if (typeof c === 'object' && !tools?.some((t) => t.function.name === c.function.name))
+    throw invalid('tool_choice', `tool_choice names ${JSON.stringify(c.function.name)}, which is not in tools`);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,20 +1,132 @@
 /**
- * What the completions and chat protocols share: the sampling and stopping fields, usage and
- * stream options, the field readers that validate a JSON body (every failure names its field and
- * the allowed range), and the refusal of fields we know but do not support yet.
+ * What the completions and chat protocols share: the sampling and stopping fields as one table
+ * (`SAMPLING_FIELDS`), stream options, usage, and the refusal of fields we know but do not
+ * support yet. Field tables and how they are read: field.ts.
  */
-import { checkPatternLength } from '../limits';
+import type { SamplingParams } from '../../engine/types';
 import type { ConstraintSpec } from '../../structured/grammar';
-import { readConstraintSpec } from './structured';
-import { invalid, unsupported } from '../errors';
+import { ApiError, invalid, unsupported } from '../errors';
+import type { ChoiceRequest } from '../generate';
+import { checkPatternLength } from '../limits';
+import { bool, custom, field, int, intList, num, obj, readFields, refine, show, strings, type FieldsOf, type Json } from './field';
+import { oneConstraint, STRUCTURED_FIELDS } from './structured';
 
-export type Json = Record<string, unknown>;
+/**
+ * Where a shared field's value goes (`into`, gathered by `resolve`): the engine's sampling
+ * parameters (`dry` and `mirostat` are their nested groups), the rest of the backend's request,
+ * or the API's own stopping and detokenizing on the text.
+ */
+type SamplingInto =
+  | readonly ['sampling', Exclude<keyof SamplingParams, 'dry' | 'mirostat' | 'logprobs' | 'topLogprobs'>]
+  | readonly ['dry', keyof SamplingParams['dry']]
+  | readonly ['mirostat', keyof SamplingParams['mirostat']]
+  | readonly ['generate', keyof ChoiceRequest['generate']]
+  | readonly ['text', keyof ChoiceRequest['text']];
 
-export interface StreamOptions {
-  /** Send a last chunk with `usage` (and empty `choices`) before `[DONE]`. */
-  include_usage?: boolean;
-  /** vLLM: every chunk carries the usage so far. */
-  continuous_usage_stats?: boolean;
+const logitBias = custom((v, param) => {
+  const bias = obj.read(v, param);
+  for (const [k, b] of Object.entries(bias)) {
+    if (!/^\d+$/.test(k)) throw invalid(param, `${param} keys must be token ids (integers as strings); got ${show(k)}`);
+    if (typeof b !== 'number' || !(b >= -100 && b <= 100)) throw invalid(param, `${param} values must be numbers from -100 to 100; got ${show(b)} for token ${k}`);
+  }
+  return bias as Record<string, number>;
+});
+
+const regexes = refine(strings({ nonEmpty: true }), (list, param) => {
+  for (const s of list) {
+    checkPatternLength(s, param);
+    try {
+      new RegExp(s, 'u');
+    } catch (e) {
+      throw invalid(param, `${param} ${show(s)} is not a valid regular expression: ${(e as Error).message}`);
+    }
+  }
+});
+
+const positive = num({ min: 0, minExclusive: true });
+
+/**
+ * The sampling and stopping fields both endpoints take, OpenAI's first (in its documentation's
+ * order), then the extensions (SGLang, vLLM, llama.cpp, mistral.rs). A new field is one row here.
+ */
+export const SAMPLING_FIELDS = {
+  frequency_penalty: field(num({ min: -2, max: 2 }), { default: 0, into: ['sampling', 'frequencyPenalty'], doc: 'Penalises tokens by how often they appeared in the output so far.' }),
+  logit_bias: field(logitBias, {
+    default: {},
+    into: ['sampling', 'logitBias'],
+    map: (bias: Record<string, number>) => Object.fromEntries(Object.entries(bias).map(([k, b]) => [Number(k), b])),
+    doc: 'Token id (as a string key) → bias added to its logit (-100 bans, 100 forces).',
+  }),
+  presence_penalty: field(num({ min: -2, max: 2 }), { default: 0, into: ['sampling', 'presencePenalty'], doc: 'Penalises tokens that appeared in the output at all.' }),
+  seed: field(int(), { into: ['sampling', 'seed'], doc: 'Same seed, same output (absent: a random seed per request).' }),
+  stop: field(strings({ nonEmpty: true }), { default: [], into: ['text', 'stop'], doc: 'Strings that end generation before the first of them (which is not returned).' }),
+  temperature: field(num({ min: 0, max: 2 }), { default: 1, modelDefault: true, into: ['sampling', 'temperature'], doc: '0 is greedy.' }),
+  top_p: field(num({ min: 0, max: 1, minExclusive: true }), {
+    default: 1,
+    modelDefault: true,
+    into: ['sampling', 'topP'],
+    doc: 'Nucleus sampling: keep the smallest set of tokens whose probability reaches top_p.',
+  }),
+
+  // ---- extensions ----
+  top_k: field(int({ min: -1 }), { default: 0, modelDefault: true, into: ['sampling', 'topK'], map: (k: number) => (k < 0 ? 0 : k), doc: 'Keep the k most likely tokens (-1 or 0: off).' }),
+  min_p: field(num({ min: 0, max: 1 }), { default: 0, modelDefault: true, into: ['sampling', 'minP'], doc: "Drop tokens below min_p × the top token's probability." }),
+  repetition_penalty: field(positive, { default: 1, modelDefault: true, into: ['sampling', 'repetitionPenalty'], doc: 'Multiplicative penalty on every token seen, prompt included (1: off).' }),
+  min_tokens: field(int({ min: 0 }), { default: 0, into: ['generate', 'minTokens'], doc: 'Generate at least this many tokens before EOS or a stop token may end it.' }),
+  ignore_eos: field(bool, { default: false, into: ['generate', 'ignoreEos'], doc: 'Keep going past EOS.' }),
+  truncate_sequence: field(bool, { default: false, doc: 'Cut a prompt that does not fit the context (keeping its end) instead of refusing it.' }),
+  stop_token_ids: field(intList(), { default: [], into: ['generate', 'stopTokenIds'], doc: 'Token ids that end generation.' }),
+  stop_regex: field(regexes, { default: [], into: ['text', 'stopRegex'], doc: 'Regular expressions that end generation where they match.' }),
+  no_stop_trim: field(bool, { default: false, into: ['text', 'noStopTrim'], doc: 'Keep the matched stop string (or stop token) in the output.' }),
+  skip_special_tokens: field(bool, { default: true, into: ['text', 'skipSpecialTokens'], doc: 'Leave control tokens out of the text.' }),
+  // llama.cpp's DRY and mirostat defaults.
+  dry_multiplier: field(num({ min: 0 }), { default: 0, into: ['dry', 'multiplier'], doc: 'DRY (don\'t repeat yourself) penalty strength (0: off).' }),
+  dry_base: field(num({ min: 1 }), { default: 1.75, into: ['dry', 'base'], doc: "DRY's exponential base." }),
+  dry_allowed_length: field(int({ min: 0 }), { default: 2, into: ['dry', 'allowedLength'], doc: 'Repeats up to this many tokens go unpenalised by DRY.' }),
+  dry_sequence_breakers: field(strings(), { default: ['\n', ':', '"', '*'], into: ['dry', 'sequenceBreakers'], doc: "Strings that break DRY's repeat matching." }),
+  mirostat: field(int<0 | 1 | 2>({ min: 0, max: 2 }), { default: 0, into: ['mirostat', 'mode'], doc: '0 off, 1 mirostat, 2 mirostat 2.0.' }),
+  mirostat_tau: field(positive, { default: 5, into: ['mirostat', 'tau'], doc: "Mirostat's target surprise." }),
+  mirostat_eta: field(positive, { default: 0.1, into: ['mirostat', 'eta'], doc: "Mirostat's learning rate." }),
+  cache_prompt: field(bool, { default: true, into: ['generate', 'cachePrompt'], doc: 'Reuse the KV cache of a prompt prefix shared with earlier requests.' }),
+  ...STRUCTURED_FIELDS,
+} satisfies Record<string, { doc: string; into?: SamplingInto }>;
+
+/**
+ * The shared fields as read, plus `structured`: the one structured-output spec that
+ * `response_format`, `json_schema`, `regex`, `ebnf` or `grammar` asks for (not a wire field).
+ */
+export type SamplingFields = FieldsOf<typeof SAMPLING_FIELDS> & { structured?: ConstraintSpec };
+
+/** The request with `structured`, the one spec its structured-output fields ask for (a 400 when more than one does). */
+export function withStructured<R extends FieldsOf<typeof SAMPLING_FIELDS>>(r: R): R & { structured?: ConstraintSpec } {
+  return { ...r, structured: oneConstraint(r) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream options
+
+const STREAM_OPTION_FIELDS = {
+  include_usage: field(bool, { doc: 'Send a last chunk with `usage` (and empty `choices`) before `[DONE]`.' }),
+  continuous_usage_stats: field(bool, { doc: 'vLLM: every chunk carries the usage so far.' }),
+};
+
+export type StreamOptions = FieldsOf<typeof STREAM_OPTION_FIELDS>;
+
+/** The `stream_options` row of both endpoints; allowed only with `stream: true` (checkStreamOptions). */
+export const streamOptionsField = field(
+  custom((v, param) => {
+    try {
+      return readFields(STREAM_OPTION_FIELDS, obj.read(v, param), `${param}.`);
+    } catch (e) {
+      // The message names the inner field; the param stays the one the client sent.
+      throw e instanceof ApiError ? invalid(param, e.message) : e;
+    }
+  }),
+  { doc: 'Options of the stream (only with `stream: true`).' },
+);
+
+export function checkStreamOptions(r: { stream?: boolean; stream_options?: StreamOptions }): void {
+  if (r.stream_options && !r.stream) throw invalid('stream_options', 'stream_options is only allowed when stream is true');
 }
 
 export interface Usage {
@@ -24,233 +136,19 @@ export interface Usage {
   prompt_tokens_details: { cached_tokens: number };
 }
 
-/**
- * The sampling and stopping fields both endpoints take, OpenAI's first, then the extensions
- * (SGLang, vLLM, llama.cpp, mistral.rs) in a marked section.
- */
-export interface SamplingFields {
-  /** Penalises tokens by how often they appeared in the output so far (-2..2). */
-  frequency_penalty?: number;
-  /** Token id (as a string key) → bias added to its logit (-100..100). */
-  logit_bias?: Record<string, number>;
-  /** Penalises tokens that appeared in the output at all (-2..2). */
-  presence_penalty?: number;
-  /** Same seed, same output. */
-  seed?: number;
-  /** Up to any number of strings; generation stops before the first one (which is not returned). */
-  stop?: string[];
-  /** 0..2; 0 is greedy. */
-  temperature?: number;
-  /** Nucleus sampling: keep the smallest set of tokens whose probability reaches top_p (0 < top_p ≤ 1). */
-  top_p?: number;
-
-  // ---- extensions ----
-  /** Keep the k most likely tokens (-1 or 0 = off). */
-  top_k?: number;
-  /** Drop tokens below min_p × the top token's probability (0..1). */
-  min_p?: number;
-  /** Multiplicative penalty on every token seen, prompt included (> 0; 1 = off). */
-  repetition_penalty?: number;
-  /** Generate at least this many tokens before EOS or a stop token may end it. */
-  min_tokens?: number;
-  /** Keep going past EOS. */
-  ignore_eos?: boolean;
-  /** Cut a prompt that does not fit the context (keeping its end) instead of refusing it. */
-  truncate_sequence?: boolean;
-  /** Token ids that end generation. */
-  stop_token_ids?: number[];
-  /** Regular expressions that end generation where they match. */
-  stop_regex?: string[];
-  /** Keep the matched stop string in the output. */
-  no_stop_trim?: boolean;
-  /** Leave control tokens out of the text (default true). */
-  skip_special_tokens?: boolean;
-  /** DRY penalty strength (0 = off). */
-  dry_multiplier?: number;
-  /** DRY's exponential base (≥ 1). */
-  dry_base?: number;
-  /** Repeats up to this many tokens go unpenalised by DRY. */
-  dry_allowed_length?: number;
-  /** Strings that break DRY's repeat matching. */
-  dry_sequence_breakers?: string[];
-  /** 0 off, 1 mirostat, 2 mirostat 2.0. */
-  mirostat?: 0 | 1 | 2;
-  /** Mirostat's target surprise (> 0). */
-  mirostat_tau?: number;
-  /** Mirostat's learning rate (> 0). */
-  mirostat_eta?: number;
-  /** Reuse the KV cache of a shared prompt prefix (default true). */
-  cache_prompt?: boolean;
-  /**
-   * Structured output, read from `response_format`, `json_schema`, `regex`, `ebnf` or `grammar`
-   * (src/api/protocol/structured.ts): not a wire field itself.
-   */
-  structured?: ConstraintSpec;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Field readers. Absent and null both mean "not given", as in OpenAI's API.
-
-const show = (v: unknown) => {
-  const s = JSON.stringify(v);
-  return s === undefined ? String(v) : s.length > 60 ? s.slice(0, 57) + '...' : s;
-};
-
-export function num(body: Json, key: string, range: { min?: number; max?: number; minExclusive?: boolean; int?: boolean } = {}): number | undefined {
-  const v = body[key];
-  if (v === undefined || v === null) return undefined;
-  const what = range.int ? 'an integer' : 'a number';
-  const bounds =
-    range.min !== undefined && range.max !== undefined
-      ? ` ${range.minExclusive ? 'greater than' : 'from'} ${range.min} ${range.minExclusive ? 'and at most' : 'to'} ${range.max}`
-      : range.min !== undefined
-        ? ` ${range.minExclusive ? 'greater than' : 'at least'} ${range.min}`
-        : range.max !== undefined
-          ? ` at most ${range.max}`
-          : '';
-  const fail = () => invalid(key, `${key} must be ${what}${bounds}; got ${show(v)}`);
-  if (typeof v !== 'number' || !Number.isFinite(v) || (range.int && !Number.isInteger(v))) throw fail();
-  if (range.min !== undefined && (range.minExclusive ? v <= range.min : v < range.min)) throw fail();
-  if (range.max !== undefined && v > range.max) throw fail();
-  return v;
-}
-
-export function int(body: Json, key: string, range: { min?: number; max?: number } = {}): number | undefined {
-  return num(body, key, { ...range, int: true });
-}
-
-export function bool(body: Json, key: string): boolean | undefined {
-  const v = body[key];
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'boolean') throw invalid(key, `${key} must be true or false; got ${show(v)}`);
-  return v;
-}
-
-export function str(body: Json, key: string, required = false): string | undefined {
-  const v = body[key];
-  if (v === undefined || v === null) {
-    if (required) throw invalid(key, `${key} is required`, 'missing_required_parameter');
-    return undefined;
-  }
-  if (typeof v !== 'string') throw invalid(key, `${key} must be a string; got ${show(v)}`);
-  return v;
-}
-
-export function oneOf<T extends string>(body: Json, key: string, allowed: readonly T[]): T | undefined {
-  const v = body[key];
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'string' || !allowed.includes(v as T)) throw invalid(key, `${key} must be one of ${allowed.map((a) => `"${a}"`).join(', ')}; got ${show(v)}`);
-  return v as T;
-}
-
-export function obj(body: Json, key: string): Json | undefined {
-  const v = body[key];
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'object' || Array.isArray(v)) throw invalid(key, `${key} must be an object; got ${show(v)}`);
-  return v as Json;
-}
-
-/** A string or a list of strings, as a list. */
-export function strings(body: Json, key: string, opts: { nonEmpty?: boolean } = {}): string[] | undefined {
-  const v = body[key];
-  if (v === undefined || v === null) return undefined;
-  const list = typeof v === 'string' ? [v] : v;
-  if (!Array.isArray(list) || !list.every((s) => typeof s === 'string'))
-    throw invalid(key, `${key} must be a string or a list of strings; got ${show(v)}`);
-  if (opts.nonEmpty && list.some((s) => s.length === 0)) throw invalid(key, `${key} must not contain empty strings`);
-  return list as string[];
-}
-
-export function intList(body: Json, key: string, min = 0): number[] | undefined {
-  const v = body[key];
-  if (v === undefined || v === null) return undefined;
-  if (!Array.isArray(v) || !v.every((x) => typeof x === 'number' && Number.isInteger(x) && x >= min))
-    throw invalid(key, `${key} must be a list of integers ≥ ${min}; got ${show(v)}`);
-  return v as number[];
-}
-
-/** The request body as an object, or a 400 naming what it is instead. */
-export function asBody(v: unknown): Json {
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw invalid(null, `the request body must be a JSON object; got ${show(v)}`);
-  return v as Json;
-}
-
 // ---------------------------------------------------------------------------------------------
 
-/** Reads and range-checks the fields of `SamplingFields`. */
-export function readSamplingFields(b: Json): SamplingFields {
-  const logitBias = obj(b, 'logit_bias');
-  if (logitBias) {
-    for (const [k, v] of Object.entries(logitBias)) {
-      if (!/^\d+$/.test(k)) throw invalid('logit_bias', `logit_bias keys must be token ids (integers as strings); got ${show(k)}`);
-      if (typeof v !== 'number' || !(v >= -100 && v <= 100)) throw invalid('logit_bias', `logit_bias values must be numbers from -100 to 100; got ${show(v)} for token ${k}`);
-    }
-  }
-  const topK = int(b, 'top_k', { min: -1 });
-  const mirostat = int(b, 'mirostat', { min: 0, max: 2 }) as 0 | 1 | 2 | undefined;
-  return {
-    frequency_penalty: num(b, 'frequency_penalty', { min: -2, max: 2 }),
-    logit_bias: logitBias as Record<string, number> | undefined,
-    presence_penalty: num(b, 'presence_penalty', { min: -2, max: 2 }),
-    seed: int(b, 'seed'),
-    stop: strings(b, 'stop', { nonEmpty: true }),
-    temperature: num(b, 'temperature', { min: 0, max: 2 }),
-    top_p: num(b, 'top_p', { min: 0, max: 1, minExclusive: true }),
-    top_k: topK,
-    min_p: num(b, 'min_p', { min: 0, max: 1 }),
-    repetition_penalty: num(b, 'repetition_penalty', { min: 0, minExclusive: true }),
-    min_tokens: int(b, 'min_tokens', { min: 0 }),
-    ignore_eos: bool(b, 'ignore_eos'),
-    truncate_sequence: bool(b, 'truncate_sequence'),
-    stop_token_ids: intList(b, 'stop_token_ids'),
-    stop_regex: readRegexes(b),
-    no_stop_trim: bool(b, 'no_stop_trim'),
-    skip_special_tokens: bool(b, 'skip_special_tokens'),
-    dry_multiplier: num(b, 'dry_multiplier', { min: 0 }),
-    dry_base: num(b, 'dry_base', { min: 1 }),
-    dry_allowed_length: int(b, 'dry_allowed_length', { min: 0 }),
-    dry_sequence_breakers: strings(b, 'dry_sequence_breakers'),
-    mirostat,
-    mirostat_tau: num(b, 'mirostat_tau', { min: 0, minExclusive: true }),
-    mirostat_eta: num(b, 'mirostat_eta', { min: 0, minExclusive: true }),
-    cache_prompt: bool(b, 'cache_prompt'),
-    structured: readConstraintSpec(b),
-  };
-}
-
-function readRegexes(b: Json): string[] | undefined {
-  const list = strings(b, 'stop_regex', { nonEmpty: true });
-  for (const s of list ?? []) {
-    checkPatternLength(s, 'stop_regex');
-    try {
-      new RegExp(s, 'u');
-    } catch (e) {
-      throw invalid('stop_regex', `stop_regex ${show(s)} is not a valid regular expression: ${(e as Error).message}`);
-    }
-  }
-  return list;
-}
-
-export function readStreamOptions(b: Json, stream: boolean | undefined): StreamOptions | undefined {
-  const o = obj(b, 'stream_options');
-  if (!o) return undefined;
-  if (!stream) throw invalid('stream_options', 'stream_options is only allowed when stream is true');
-  const field = (k: string) => {
-    try {
-      return bool(o, k);
-    } catch {
-      throw invalid('stream_options', `stream_options.${k} must be true or false; got ${show(o[k])}`);
-    }
-  };
-  return { include_usage: field('include_usage'), continuous_usage_stats: field('continuous_usage_stats') };
-}
-
 /**
- * Fields we know and cannot honour yet: LoRA adapters by path, hidden states and MoE routing.
- * Refused by name so nobody gets output believing it honoured them.
+ * Fields we know and cannot honour yet: LoRA adapters by path (refused when given at all), hidden
+ * states and MoE routing (refused when true). Refused by name so nobody gets output believing it
+ * honoured them; a field supported one day moves from here to a table.
  */
+const REFUSED: readonly [key: string, what: string, when: 'given' | 'true'][] = [
+  ['lora_path', 'LoRA adapters', 'given'],
+  ['return_hidden_states', 'returning hidden states', 'true'],
+  ['return_routed_experts', 'returning routed experts (MoE)', 'true'],
+];
+
 export function refuseUnsupported(b: Json): void {
-  if (b.lora_path !== undefined && b.lora_path !== null) throw unsupported('lora_path', 'LoRA adapters');
-  if (b.return_hidden_states === true) throw unsupported('return_hidden_states', 'returning hidden states');
-  if (b.return_routed_experts === true) throw unsupported('return_routed_experts', 'returning routed experts (MoE)');
+  for (const [key, what, when] of REFUSED) if (when === 'true' ? b[key] === true : b[key] !== undefined && b[key] !== null) throw unsupported(key, what);
 }

@@ -1,34 +1,34 @@
 /**
- * The request fields that ask for structured output, in every dialect the API accepts, read into
- * one `ConstraintSpec` (or none):
+ * The request fields that ask for structured output, in every dialect the API accepts, as rows of
+ * the shared field table, each read into a `ConstraintSpec`:
  *   - OpenAI: `response_format: {type: 'text' | 'json_object' | 'json_schema', json_schema: {name, schema, strict}}`
  *     (llama.cpp / vLLM also put `schema` directly in `response_format`);
  *   - SGLang / vLLM: top-level `json_schema` (an object, or the schema as a JSON string), `regex`, `ebnf`;
  *   - llama.cpp: `grammar` as GBNF text; mistral.rs: `grammar: {type: 'regex' | 'json_schema' | 'gbnf' | 'ebnf', value}`.
- * Every failure is a 400 naming the field; compiling (which can also fail) is `compileForRequest`.
+ * At most one may ask (`oneConstraint`). Every failure is a 400 naming the field; compiling (which
+ * can also fail) is `compileForRequest`.
  */
 import { ApiError, invalid, unsupported } from '../errors';
 import type { TextTokenizer } from '../../text/tokenizer';
 import { compileConstraint, StructuredOutputError, type CompiledConstraint, type ConstraintSpec } from '../../structured/grammar';
-
-type Json = Record<string, unknown>;
+import { custom, field, show, type FieldsOf, type Json } from './field';
 
 const given = (v: unknown) => v !== undefined && v !== null;
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
-const show = (v: unknown) => {
-  const s = JSON.stringify(v);
-  return s === undefined ? String(v) : s.length > 60 ? s.slice(0, 57) + '...' : s;
+
+export const STRUCTURED_FIELDS = {
+  response_format: field(custom(readResponseFormat), { doc: "OpenAI's output format: text, any JSON object, or JSON following json_schema.schema." }),
+  json_schema: field(custom((v, param): ConstraintSpec => ({ kind: 'json_schema', schema: schemaValue(v, param), param })), {
+    doc: 'SGLang / vLLM: a JSON schema (or its JSON text) the output follows.',
+  }),
+  regex: field(custom((v, param): ConstraintSpec => ({ kind: 'regex', pattern: text(v, param), param })), { doc: 'SGLang / vLLM: a regular expression the output matches.' }),
+  ebnf: field(custom((v, param): ConstraintSpec => ({ kind: 'ebnf', grammar: text(v, param), param })), { doc: 'SGLang / vLLM: an EBNF (GBNF) grammar the output follows.' }),
+  grammar: field(custom(readGrammar), { doc: "llama.cpp's GBNF text, or mistral.rs's {type: regex | json_schema | gbnf | ebnf, value}." }),
 };
 
-/** The structured-output spec of a request body, or undefined; at most one of its fields may ask for one. */
-export function readConstraintSpec(b: Json): ConstraintSpec | undefined {
-  const specs: ConstraintSpec[] = [];
-  const rf = readResponseFormat(b.response_format);
-  if (rf) specs.push(rf);
-  if (given(b.json_schema)) specs.push({ kind: 'json_schema', schema: schemaValue(b.json_schema, 'json_schema'), param: 'json_schema' });
-  if (given(b.regex)) specs.push({ kind: 'regex', pattern: text(b.regex, 'regex'), param: 'regex' });
-  if (given(b.ebnf)) specs.push({ kind: 'ebnf', grammar: text(b.ebnf, 'ebnf'), param: 'ebnf' });
-  if (given(b.grammar)) specs.push(readGrammar(b.grammar));
+/** The structured-output spec the request asks for, or undefined; at most one of its fields may ask for one. */
+export function oneConstraint(r: FieldsOf<typeof STRUCTURED_FIELDS>): ConstraintSpec | undefined {
+  const specs = (Object.keys(STRUCTURED_FIELDS) as (keyof typeof STRUCTURED_FIELDS)[]).flatMap((k) => r[k] ?? []);
   if (specs.length > 1) {
     const names = specs.map((s) => s.param!);
     throw invalid(names[1]!, `only one of response_format, json_schema, regex, ebnf and grammar may constrain the output; got ${names.join(' and ')}`);
@@ -37,7 +37,6 @@ export function readConstraintSpec(b: Json): ConstraintSpec | undefined {
 }
 
 function readResponseFormat(rf: unknown): ConstraintSpec | undefined {
-  if (!given(rf)) return undefined;
   const param = 'response_format';
   if (!isObject(rf)) throw invalid(param, `response_format must be an object like {"type": "json_object"}; got ${show(rf)}`);
   switch (rf.type) {

@@ -9,7 +9,7 @@
 import { newId } from '../choices';
 import { ApiError, toApiError } from '../errors';
 import type { ChatCompletionChunk, ChatCompletionRequest } from '../protocol/chat';
-import type { Json } from '../protocol/common';
+import type { Json } from '../protocol/field';
 import { renameParam, toChatBody, type ChatMessageJson, type ResponsesRequest } from './translate';
 
 type Item = Record<string, unknown> & { type: string; id: string };

@@ -5,7 +5,7 @@
  * The chat reader then validates every field; its errors are renamed to the Responses field.
  */
 import { ApiError, invalid, unsupported } from '../errors';
-import type { Json } from '../protocol/common';
+import type { Json } from '../protocol/field';
 
 /** The Responses fields that shape the reply object (echoed in it) beside the chat body. */
 export interface ResponsesRequest {
