@@ -205,7 +205,7 @@ export class GpuEngine implements Backend, BatchRunner {
   }
 
   /** The page pool and the scheduler now: pages used by sequences, held by the prefix cache, free; sequences running and waiting. */
-  get kvStats(): { pageSize: number; pages: { total: number; used: number; cached: number; free: number }; running: number; waiting: number; steps: number; preemptions: number } {
+  get kvStats(): EngineStats {
     const { steps, preemptions } = this.scheduler.counters;
     return { pageSize: this.kv.pageSize, pages: this.kv.stats, running: this.scheduler.runningCount, waiting: this.scheduler.waitingCount, steps, preemptions };
   }
@@ -455,6 +455,20 @@ function guard(item: BatchItem, fn: () => void): void {
   } catch (e) {
     item.error = e;
   }
+}
+
+/** The serving state of an engine at one moment (`EngineHandle.stats()`). */
+export interface EngineStats {
+  /** Tokens per KV page. */
+  pageSize: number;
+  /** The KV page pool: pages held by running sequences, held only by the prefix cache (reclaimable), free. */
+  pages: { total: number; used: number; cached: number; free: number };
+  /** Sequences in the batch, and queued for a slot or pages. */
+  running: number;
+  waiting: number;
+  /** Steps run and preemptions since load. */
+  steps: number;
+  preemptions: number;
 }
 
 /** Sequences decoded together by default. */

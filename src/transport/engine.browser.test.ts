@@ -30,6 +30,16 @@ describe('createEngine in a worker', () => {
     expect([...phases]).toEqual(expect.arrayContaining(['upload', 'compile']));
   });
 
+  it('reports the page pool and the scheduler over the worker (engine.stats)', async () => {
+    await clientFor(engine.fetch).completions.create({ ...GREEDY, prompt: 'Hi' });
+    const s = await engine.stats();
+    expect(s.pages.total * s.pageSize).toBe(engine.info.kvCacheTokens);
+    expect(s.pages.used).toBe(0);
+    expect(s.pages.free + s.pages.cached).toBe(s.pages.total);
+    expect(s.steps).toBeGreaterThan(0);
+    expect(s.running + s.waiting).toBe(0);
+  });
+
   it('answers the OpenAI client through engine.fetch, streamed and not, with the same greedy text', async () => {
     const client = clientFor(engine.fetch);
     const whole = await client.chat.completions.create({ ...GREEDY, messages });
@@ -134,6 +144,7 @@ describe('createEngine in a worker', () => {
     expect(err).toBeInstanceOf(OpenAI.InternalServerError);
     expect((err as InstanceType<typeof OpenAI.APIError>).code).toBe('device_lost');
     await engine.unload();
+    await expect(engine.stats()).rejects.toMatchObject({ code: 'engine_unloaded' });
     const unloaded = await engine.fetch('http://localhost/v1/models');
     expect(unloaded.status).toBe(503);
     expect((await unloaded.json()).error.code).toBe('engine_unloaded');

@@ -86,6 +86,7 @@ describe('installFetchShim', () => {
       return Response.json({ from: 'engine' });
     },
     info: {} as EngineHandle['info'],
+    stats: async () => ({ pageSize: 16, pages: { total: 0, used: 0, cached: 0, free: 0 }, running: 0, waiting: 0, steps: 0, preemptions: 0 }),
     onError: () => () => {},
     unload: async () => {},
   });

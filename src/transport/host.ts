@@ -7,14 +7,14 @@ import { createApp } from '../api/app';
 import type { RequestLimits } from '../api/limits';
 import { acquireGPU, type GPUContext } from '../gpu/device';
 import type { WebGPUError } from '../gpu/errors';
-import { GpuEngine } from '../engine/engine';
+import { GpuEngine, type EngineStats } from '../engine/engine';
 import type { Backend, GenerateRequest } from '../engine/types';
 import { abortedError } from '../loader/errors';
 import { openModelWithCache } from '../loader/open';
 import { ProgressEmitter, type LoadProgress } from '../loader/progress';
 import type { ModelInput } from '../loader/resolve';
 import type { OpenedModel } from '../model/open';
-import { toStructured, type StructuredError } from './errors';
+import { EngineError, toStructured, type StructuredError } from './errors';
 import type { EngineInfo } from './types';
 
 export interface HostOptions {
@@ -33,6 +33,8 @@ export interface HostOptions {
 
 export interface EngineHost {
   readonly info: EngineInfo;
+  /** The engine now (throws `engine_unloaded` once unloaded). */
+  stats(): EngineStats;
   /** The API app over this engine (no API key). */
   handle(request: Request): Promise<Response>;
   /** Another app over the same engine, e.g. with an API key (Node's server). */
@@ -96,6 +98,10 @@ function hostOf(engine: GpuEngine, gpu: GPUContext, warnings: string[]): EngineH
     info: { model: engine.id, gpu: gpu.info, precision: engine.precision, contextLength: engine.contextLength, maxBatch: engine.limits.maxSeqs, kvCacheTokens: engine.limits.numPages * engine.limits.pageSize, warnings },
     handle,
     handler,
+    stats() {
+      if (unloaded) throw new EngineError({ name: 'EngineError', code: 'engine_unloaded', message: 'the engine was unloaded' });
+      return engine.kvStats;
+    },
     onError(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

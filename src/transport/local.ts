@@ -10,6 +10,7 @@ export async function createLocalEngine(options: HostOptions): Promise<EngineHan
   const engine: EngineHandle = {
     fetch: fetchOver(host.handle, closing.signal),
     info: host.info,
+    stats: async () => host.stats(),
     onError: (l) => host.onError(l),
     async unload() {
       if (closing.signal.aborted) return;

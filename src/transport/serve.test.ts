@@ -108,4 +108,21 @@ describe('the serve command line', () => {
     expect(() => parseServeArgs(['--model'])).toThrow(/--model needs a value/);
     expect(() => parseServeArgs(['--model', 'm', '--bogus'])).toThrow(/unknown option --bogus/);
   });
+
+  it('reports the page pool and the batch live through engine.stats()', async () => {
+    const { engine } = server;
+    const stream = await client.completions.create({ model: 'default', prompt: 'Count with me', max_tokens: 12, temperature: 0, stream: true, ignore_eos: true } as never);
+    const it = (stream as unknown as AsyncIterable<unknown>)[Symbol.asyncIterator]();
+    await it.next();
+    const during = await engine.stats();
+    expect(during.running).toBe(1);
+    expect(during.pages.used).toBeGreaterThan(0);
+    while (!(await it.next()).done);
+    const after = await engine.stats();
+    expect(after.running + after.waiting).toBe(0);
+    expect(after.pages.used).toBe(0);
+    expect(after.pages.total * after.pageSize).toBe(engine.info.kvCacheTokens);
+    expect(after.pages.free + after.pages.cached).toBe(after.pages.total);
+    expect(after.steps).toBeGreaterThan(during.steps);
+  });
 });

@@ -1,7 +1,10 @@
 /** The public shapes every transport shares: what createEngine takes and what it gives back. */
 import type { GPUDescription } from '../gpu/device';
 import type { LoadProgress } from '../loader/progress';
+import type { EngineStats } from '../engine/engine';
 import type { StructuredError } from './errors';
+
+export type { EngineStats };
 
 /** A model as the loader takes it: a URL, a Hugging Face repo id, a GGUF Blob, picked folder files (or, in Node, a path). */
 export type ModelSpec = string | URL | Blob | File[] | FileList;
@@ -48,6 +51,8 @@ export interface EngineHandle {
   /** A `fetch` for the OpenAI API: `new OpenAI({ fetch: engine.fetch, baseURL: 'http://localhost/v1' })`. */
   fetch(input: RequestInfo | URL, init?: RequestInit): Promise<Response>;
   readonly info: EngineInfo;
+  /** The engine now: KV pages used, cached and free, sequences running and waiting, steps and preemptions. Rejects (`engine_unloaded`) once unloaded. */
+  stats(): Promise<EngineStats>;
   /** GPU faults (device lost, uncaptured errors) and worker failures, as structured errors. Returns the unsubscribe. */
   onError(listener: (e: StructuredError) => void): () => void;
   /** Frees the GPU memory (and the worker); later requests answer 503 `engine_unloaded`. */

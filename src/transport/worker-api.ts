@@ -10,7 +10,7 @@ import type { ModelInput } from '../loader/resolve';
 import { toStructured, type StructuredError } from './errors';
 import { loadHost, type EngineHost } from './host';
 import { fromWireRequest, toWireResponse, transferables, type WireRequest, type WireResponse } from './wire';
-import type { EngineInfo } from './types';
+import type { EngineInfo, EngineStats } from './types';
 
 /** A model as it crosses to the worker: URLs as strings, picked files with their folder paths. */
 export type WireModel = string | Blob | { files: Array<{ path: string; file: File }> };
@@ -30,6 +30,7 @@ export interface EngineWorkerApi {
   load(options: WorkerLoadOptions, onProgress?: (p: LoadProgress) => void, abort?: MessagePort): Promise<EngineInfo>;
   /** One request; `request.abort` gets a message when the caller's signal fires. */
   fetch(request: WireRequest & { abort: MessagePort }): Promise<WireResponse>;
+  stats(): Promise<EngineStats>;
   onError(listener: (e: StructuredError) => void): void;
   loseDevice(): void;
   unload(): Promise<void>;
@@ -92,6 +93,13 @@ export function createWorkerApi(): EngineWorkerApi {
         const response = toWireResponse(await host.handle(fromWireRequest(wire, signal)));
         if (!response.body) port.close();
         return Comlink.transfer(response, transferables(response));
+      });
+    },
+
+    stats() {
+      return structured(async () => {
+        if (!host) throw { name: 'EngineError', code: 'engine_unloaded', message: 'the worker holds no engine' };
+        return host.stats();
       });
     },
 

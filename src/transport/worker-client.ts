@@ -115,6 +115,7 @@ export async function createWorkerEngine(options: CreateEngineOptions, given?: W
   const engine: EngineHandle = {
     fetch,
     info,
+    stats: () => call(api.stats()),
     onError(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
