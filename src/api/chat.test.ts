@@ -100,4 +100,17 @@ describe('chat completions', () => {
     expect(choice.matched_stop).toBe(third[0]);
     expect(res.usage?.completion_tokens).toBe(3);
   });
+
+  it('return_hidden_states: the choice and the stream\'s finish chunk carry the last token\'s final hidden state', async () => {
+    const { backend } = rig.qwen;
+    const params = { ...req(backend.id, { max_tokens: 4 }), return_hidden_states: true } as never;
+    const whole = (await client.chat.completions.create(params)) as OpenAI.ChatCompletion & { choices: Array<{ hidden_states?: number[] }> };
+    const hidden = whole.choices[0]!.hidden_states!;
+    expect(hidden).toHaveLength(backend.config.hiddenSize);
+    expect(hidden.every(Number.isFinite)).toBe(true);
+    const stream = await client.chat.completions.create({ ...(params as object), stream: true } as OpenAI.ChatCompletionCreateParamsStreaming);
+    let last: unknown = null;
+    for await (const c of stream) for (const ch of c.choices) if (ch.finish_reason) last = (ch.delta as { hidden_states?: number[] }).hidden_states;
+    expect(last).toEqual(hidden);
+  });
 });

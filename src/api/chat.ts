@@ -86,7 +86,7 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
         const delta = toDelta(parser.finish());
         if (delta) yield chunk({ index, delta, logprobs: null, finish_reason: null });
         const finish = ev.finishReason === 'stop' && parser.hasToolCalls ? 'tool_calls' : ev.finishReason;
-        yield chunk({ index, delta: {}, logprobs: null, finish_reason: finish, matched_stop: ev.matchedStop });
+        yield chunk({ index, delta: ev.hiddenState ? { hidden_states: ev.hiddenState } : {}, logprobs: null, finish_reason: finish, matched_stop: ev.matchedStop });
       }
     }
     if (includeUsage) yield { id, object: 'chat.completion.chunk', created, model: req.model, choices: [], usage: usage.usage };
@@ -97,7 +97,7 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
     stream: req.stream,
     chunks: stream,
     async fold() {
-      type Acc = { content: string; reasoning: string; calls: ChatToolCall[]; logprobs: ChatLogprobs | null; finish: ChatChunkChoice['finish_reason']; matched: string | number | null };
+      type Acc = { content: string; reasoning: string; calls: ChatToolCall[]; logprobs: ChatLogprobs | null; finish: ChatChunkChoice['finish_reason']; matched: string | number | null; hidden?: number[] };
       const acc = new Map<number, Acc>();
       let total = usage.usage;
       for await (const c of stream) {
@@ -114,6 +114,7 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
             call.function.arguments += d.function.arguments ?? '';
           }
           if (ch.logprobs && a.logprobs) a.logprobs.content.push(...ch.logprobs.content);
+          if (ch.delta.hidden_states) a.hidden = ch.delta.hidden_states;
           if (ch.finish_reason) {
             a.finish = ch.finish_reason;
             a.matched = ch.matched_stop ?? null;
@@ -133,6 +134,7 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
           logprobs: a.logprobs,
           finish_reason: a.finish,
           matched_stop: a.matched,
+          ...(a.hidden ? { hidden_states: a.hidden } : {}),
         }));
       return { id, object: 'chat.completion', created, model: req.model, choices, usage: total };
     },

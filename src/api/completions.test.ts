@@ -248,4 +248,27 @@ describe('completions', () => {
       })(),
     ).rejects.toThrow(/simulated device failure/);
   });
+
+  it('return_hidden_states: each choice carries the final hidden state its last token was drawn from, streamed or not', async () => {
+    const { backend, oracle } = rig.llama;
+    const ids = backend.tokenizer.encode(PROMPT);
+    const params = { ...greedyReq(backend.id, { prompt: ids, max_tokens: 5, n: 2 }), return_hidden_states: true } as never;
+    const res = (await client.completions.create(params)) as OpenAI.Completion & { choices: Array<{ hidden_states?: number[] }> };
+    const model = await oracle();
+    const out = greedy(model, ids, 5);
+    // The hidden state after feeding the prompt and the first four outputs: where the fifth was drawn.
+    model.reset();
+    [...ids, ...out.slice(0, 4)].forEach((id, pos) => model.forward(id, pos));
+    const want = Array.from(model.hidden);
+    expect(res.choices).toHaveLength(2);
+    for (const c of res.choices) {
+      expect(c.hidden_states).toHaveLength(backend.config.hiddenSize);
+      c.hidden_states!.forEach((v, k) => expect(v).toBeCloseTo(want[k]!, 5));
+    }
+    const chunks = await streamed(params);
+    const ends = chunks.flatMap((c) => c.choices).filter((c) => c.finish_reason) as Array<{ hidden_states?: number[] }>;
+    expect(ends.map((c) => c.hidden_states)).toEqual(res.choices.map((c) => c.hidden_states));
+    const plain = await client.completions.create(greedyReq(backend.id, { prompt: ids, max_tokens: 2 }));
+    expect(plain.choices[0]).not.toHaveProperty('hidden_states');
+  });
 });

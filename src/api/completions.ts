@@ -97,7 +97,8 @@ export async function prepareCompletion(req: CompletionRequest, backend: Backend
         yield chunk([{ index, text, logprobs, finish_reason: null, matched_stop: null }]);
       } else {
         usage.end(p, ev.usage, counted.get(index) ?? 0);
-        yield chunk([{ index, text, logprobs: wantLogprobs ? (logprobs ?? emptyLogprobs()) : null, finish_reason: ev.finishReason, matched_stop: ev.matchedStop }]);
+        const hidden = ev.hiddenState ? { hidden_states: ev.hiddenState } : {};
+        yield chunk([{ index, text, logprobs: wantLogprobs ? (logprobs ?? emptyLogprobs()) : null, finish_reason: ev.finishReason, matched_stop: ev.matchedStop, ...hidden }]);
       }
     }
     if (includeUsage) yield { ...chunk([]), usage: usage.usage };
@@ -120,6 +121,7 @@ export async function prepareCompletion(req: CompletionRequest, backend: Backend
             acc.finish_reason = ch.finish_reason;
             acc.matched_stop = ch.matched_stop;
           }
+          if (ch.hidden_states) acc.hidden_states = ch.hidden_states;
           byIndex.set(ch.index, acc);
         }
       }

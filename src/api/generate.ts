@@ -48,7 +48,7 @@ export interface ChoiceUsage {
 
 export type ChoiceEvent =
   | { type: 'delta'; text: string; tokens: TokenOut[] }
-  | { type: 'end'; finishReason: FinishReason; matchedStop: string | number | null; usage: ChoiceUsage };
+  | { type: 'end'; finishReason: FinishReason; matchedStop: string | number | null; usage: ChoiceUsage; hiddenState?: number[] };
 
 export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent, void, void> {
   const { backend, generate } = req;
@@ -71,6 +71,9 @@ export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent
   const gen = backend.generate({ ...generate, signal: ctl.signal, ...(constraint ? { constraint } : {}) });
   let finished = false;
   let count = 0;
+  // return_hidden_states: the final hidden state the last token was drawn from (as SGLang's choices carry).
+  let lastHidden: Float32Array | undefined;
+  const hidden = () => (generate.returnHiddenStates ? { hiddenState: lastHidden ? Array.from(lastHidden) : [] } : {});
   try {
     for (;;) {
       const r = await gen.next();
@@ -80,12 +83,13 @@ export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent
         if (rest.text) yield { type: 'delta', text: rest.text, tokens: [] };
         const result = r.value;
         const usage = { promptTokens: result.promptTokens, completionTokens: result.completionTokens, cachedTokens: result.cachedTokens };
-        if (rest.hit) yield { type: 'end', finishReason: 'stop', matchedStop: rest.hit.matched, usage };
-        else yield { type: 'end', finishReason: result.finishReason, matchedStop: result.finishReason === 'stop' ? (result.stopTokenId ?? null) : null, usage };
+        if (rest.hit) yield { type: 'end', finishReason: 'stop', matchedStop: rest.hit.matched, usage, ...hidden() };
+        else yield { type: 'end', finishReason: result.finishReason, matchedStop: result.finishReason === 'stop' ? (result.stopTokenId ?? null) : null, usage, ...hidden() };
         return;
       }
       const t = r.value;
       count++;
+      if (t.hidden) lastHidden = t.hidden;
       const out: TokenOut = { id: t.id, offset: detok.text.length };
       if (t.logprob !== undefined) out.logprob = t.logprob;
       if (t.top) out.top = t.top;
@@ -105,6 +109,7 @@ export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent
           finishReason: 'stop',
           matchedStop: hit.matched,
           usage: { promptTokens: v.promptTokens, completionTokens: count, cachedTokens: v.cachedTokens },
+          ...hidden(),
         };
         return;
       }

@@ -156,6 +156,8 @@ export interface ChatChoice {
   finish_reason: ChatFinishReason;
   /** SGLang: the stop string or token id that ended the choice; null for length/abort. */
   matched_stop: string | number | null;
+  /** SGLang's return_hidden_states: the final hidden state the last token was drawn from. */
+  hidden_states?: number[];
 }
 
 export interface ChatCompletionResponse {
@@ -173,6 +175,8 @@ export interface ChatDelta {
   content?: string;
   reasoning_content?: string;
   tool_calls?: Array<{ index: number; id?: string; type?: 'function'; function: { name?: string; arguments?: string } }>;
+  /** On the finish chunk, with return_hidden_states (as SGLang streams it). */
+  hidden_states?: number[];
 }
 
 export interface ChatChunkChoice {

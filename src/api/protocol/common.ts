@@ -88,6 +88,11 @@ export const SAMPLING_FIELDS = {
   mirostat_tau: field(positive, { default: 5, into: ['mirostat', 'tau'], doc: "Mirostat's target surprise." }),
   mirostat_eta: field(positive, { default: 0.1, into: ['mirostat', 'eta'], doc: "Mirostat's learning rate." }),
   cache_prompt: field(bool, { default: true, into: ['generate', 'cachePrompt'], doc: 'Reuse the KV cache of a prompt prefix shared with earlier requests.' }),
+  return_hidden_states: field(bool, {
+    default: false,
+    into: ['generate', 'returnHiddenStates'],
+    doc: "SGLang: each choice carries `hidden_states`, the final hidden state (after the output norm) its last token was drawn from.",
+  }),
   ...STRUCTURED_FIELDS,
 } satisfies Record<string, { doc: string; into?: SamplingInto }>;
 
@@ -139,13 +144,12 @@ export interface Usage {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Fields we know and cannot honour yet: LoRA adapters by path (refused when given at all), hidden
- * states and MoE routing (refused when true). Refused by name so nobody gets output believing it
+ * Fields we know and cannot honour yet: LoRA adapters by path (refused when given at all) and MoE
+ * routing (refused when true). Refused by name so nobody gets output believing it
  * honoured them; a field supported one day moves from here to a table.
  */
 const REFUSED: readonly [key: string, what: string, when: 'given' | 'true'][] = [
   ['lora_path', 'LoRA adapters', 'given'],
-  ['return_hidden_states', 'returning hidden states', 'true'],
   ['return_routed_experts', 'returning routed experts (MoE)', 'true'],
 ];
 

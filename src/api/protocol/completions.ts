@@ -91,6 +91,8 @@ export interface CompletionChoice {
   finish_reason: CompletionFinishReason;
   /** SGLang: the stop string or token id that ended the choice; null for length/abort. */
   matched_stop: string | number | null;
+  /** SGLang's return_hidden_states: the final hidden state the last token was drawn from (on the finish chunk when streamed). */
+  hidden_states?: number[];
 }
 
 export interface CompletionResponse {

@@ -114,10 +114,10 @@ for (const { name, table, parse, base } of ENDPOINTS) {
       }
     });
 
-    it('refuses by name the fields it knows and cannot honour, and takes return_hidden_states: false', () => {
-      expect(refusal(() => parse({ ...base, return_hidden_states: true })).code).toBe('unsupported_parameter');
+    it('refuses by name the fields it knows and cannot honour, and takes return_routed_experts: false', () => {
+      expect(refusal(() => parse({ ...base, return_routed_experts: true })).code).toBe('unsupported_parameter');
       expect(refusal(() => parse({ ...base, lora_path: 'a' })).param).toBe('lora_path');
-      expect(parse({ ...base, return_hidden_states: false })).not.toHaveProperty('return_hidden_states');
+      expect(parse({ ...base, return_routed_experts: false })).not.toHaveProperty('return_routed_experts');
     });
   });
 }
@@ -153,14 +153,14 @@ describe('the shared table', () => {
 });
 
 describe('a field added as one row', () => {
-  const TABLE = { ...SAMPLING_FIELDS, return_hidden_states: field(bool, { default: false, doc: 'SGLang: return the hidden states.' }) };
+  const TABLE = { ...SAMPLING_FIELDS, echo_seed: field(bool, { default: false, doc: 'A field that is not in any table.' }) };
 
   it('is typed, read, filled in and checked with nothing else written', () => {
-    expectTypeOf(readFields(TABLE, {}).return_hidden_states).toEqualTypeOf<boolean>();
+    expectTypeOf(readFields(TABLE, {}).echo_seed).toEqualTypeOf<boolean>();
     expectTypeOf(readFields(TABLE, {}).seed).toEqualTypeOf<number | undefined>();
-    expect(readFields(TABLE, { return_hidden_states: true }).return_hidden_states).toBe(true);
-    expect(readFields(TABLE, {}).return_hidden_states).toBe(false);
-    const err = refusal(() => readFields(TABLE, { return_hidden_states: 'yes' }));
-    expect([err.param, err.message]).toEqual(['return_hidden_states', 'return_hidden_states must be true or false; got "yes"']);
+    expect(readFields(TABLE, { echo_seed: true }).echo_seed).toBe(true);
+    expect(readFields(TABLE, {}).echo_seed).toBe(false);
+    const err = refusal(() => readFields(TABLE, { echo_seed: 'yes' }));
+    expect([err.param, err.message]).toEqual(['echo_seed', 'echo_seed must be true or false; got "yes"']);
   });
 });
