@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { configFromGGUF, configFromHF, layerWindow } from './config';
+import { ARCH, ARCHES, configFromGGUF, configFromHF, layerWindow } from './config';
 import { ModelError } from './errors';
 
 const llamaJson = {
@@ -129,6 +129,69 @@ describe('the sliding window from config.json', () => {
   it('rejects a window that is not a positive integer and a malformed layer_types, naming them', () => {
     expect(thrown(() => configFromHF({ ...mistral, sliding_window: 0 })).field).toBe('sliding_window');
     expect(thrown(() => configFromHF({ ...mistral, sliding_window: 8, layer_types: ['full_attention'] })).field).toBe('layer_types');
+  });
+});
+
+describe('the architecture table', () => {
+  // The keys every family's config.json states; each row adds its model_type or class.
+  const sizes = { vocab_size: 300, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 3, num_attention_heads: 4, sliding_window: 8 };
+
+  it('names each HF class once', () => {
+    expect(new Set(ARCHES.map((a) => ARCH[a].hfClass)).size).toBe(ARCHES.length);
+  });
+
+  it.each(ARCHES)('%s: config.json finds its row by model_type or by class alone, with its defaults and flags', (arch) => {
+    const row = ARCH[arch];
+    const byType = configFromHF({ ...sizes, model_type: arch });
+    expect(configFromHF({ ...sizes, architectures: ['SomethingElse', row.hfClass] })).toEqual(byType);
+    expect(byType).toMatchObject({
+      arch,
+      rmsNormEps: row.hfDefaults.rmsNormEps,
+      maxPositionEmbeddings: row.hfDefaults.maxPositionEmbeddings,
+      ropeStyle: 'neox',
+      qkNorm: row.qkNorm,
+      attentionBias: row.attentionBias === 'always',
+    });
+    expect(configFromHF({ ...sizes, model_type: arch, attention_bias: true }).attentionBias).toBe(true);
+    // The window follows the row's style: never, on every layer, or only with use_sliding_window.
+    const windowed = configFromHF({ ...sizes, model_type: arch, use_sliding_window: true, max_window_layers: 0 }).slidingWindow;
+    expect(windowed).toEqual(row.hfSlidingWindow === null ? null : { size: 8, layers: [0, 1, 2] });
+    const plain = configFromHF({ ...sizes, model_type: arch }).slidingWindow;
+    expect(plain).toEqual(row.hfSlidingWindow === 'sliding_window' ? { size: 8, layers: [0, 1, 2] } : null);
+  });
+
+  it.each(ARCHES)('%s: its GGUF name reads back as a family with the same GGUF flags', (arch) => {
+    const row = ARCH[arch];
+    const g = row.gguf;
+    const meta = new Map<string, unknown>([
+      ['general.architecture', g],
+      [`${g}.embedding_length`, 64],
+      [`${g}.feed_forward_length`, 128],
+      [`${g}.block_count`, 2],
+      [`${g}.attention.head_count`, 4],
+      [`${g}.attention.layer_norm_rms_epsilon`, 1e-6],
+      [`${g}.vocab_size`, 300],
+    ]);
+    const c = configFromGGUF(meta);
+    // A file cannot tell families that share its GGUF name apart: they must mean the same graph.
+    expect(ARCH[c.arch].gguf).toBe(g);
+    expect({ ropeStyle: c.ropeStyle, qkNorm: c.qkNorm, attentionBias: c.attentionBias }).toEqual({
+      ropeStyle: row.ggufRopeStyle,
+      qkNorm: row.qkNorm,
+      attentionBias: row.attentionBias === 'always',
+    });
+  });
+
+  it('lists the supported families in its errors', () => {
+    expect(thrown(() => configFromHF({ ...sizes, model_type: 'gemma2' })).message).toBe(
+      'config.json: model_type "gemma2" is not supported (supported: llama, qwen2, qwen3, mistral)',
+    );
+    expect(thrown(() => configFromHF({ ...sizes, architectures: ['Gemma2ForCausalLM'] })).message).toBe(
+      'config.json: architectures ["Gemma2ForCausalLM"] are not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM)',
+    );
+    expect(thrown(() => configFromGGUF(new Map([['general.architecture', 'gemma2']]))).message).toBe(
+      'GGUF general.architecture "gemma2" is not supported (supported: llama (also mistral), qwen2, qwen3)',
+    );
   });
 });
 

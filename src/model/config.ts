@@ -1,8 +1,80 @@
 import { ModelError } from './errors';
 
-/** The architectures we run. Mistral is Llama's graph with its own config defaults. */
-export type Arch = 'llama' | 'qwen2' | 'qwen3' | 'mistral';
-export const ARCHES: readonly Arch[] = ['llama', 'qwen2', 'qwen3', 'mistral'];
+/**
+ * What a model family is to each reader: one row per architecture we run. The forward pass never
+ * looks at `arch`; it reads the flags a row turns into `ModelConfig` (`attentionBias`, `qkNorm`,
+ * `ropeStyle`, `slidingWindow`). A family whose graph these flags describe is one new row here;
+ * the test fixtures then need its `CHECKPOINTS` row (the compiler asks) and a tokenizer flavour
+ * (src/testing/fixtures/). New math also needs its flag, its tensors' rows (tensors.ts) and kernels.
+ */
+export interface ArchInfo {
+  /** transformers' class, as config.json's `architectures` names it (read when `model_type` is absent). */
+  hfClass: string;
+  /** Defaults of that transformers config class for keys a config.json may leave out. */
+  hfDefaults: { maxPositionEmbeddings: number; rmsNormEps: number };
+  /**
+   * How config.json asks for sliding-window attention (transformers' own reading):
+   * - null: never (LlamaConfig has no window);
+   * - 'sliding_window': `sliding_window` on every layer; absent means 4096, null turns it off (Mistral);
+   * - 'use_sliding_window': only when `use_sliding_window` is true (default false); then
+   *   `sliding_window` (default 4096) on layers i >= `max_window_layers` (default 28) (Qwen2/Qwen3).
+   * Either non-null style takes an explicit `layer_types` list instead when there is one.
+   */
+  hfSlidingWindow: null | 'sliding_window' | 'use_sliding_window';
+  /** `general.architecture` of this family's GGUF files. Families sharing one read back as the first such row. */
+  gguf: string;
+  /** RoPE pairs in GGUF files: llama.cpp's converter permutes `llama` q/k rows into interleaved pairs. */
+  ggufRopeStyle: ModelConfig['ropeStyle'];
+  /** q/k/v biases: 'always' (Qwen2), or as config.json's `attention_bias` says (GGUF: as the tensors say). */
+  attentionBias: 'always' | 'attention_bias';
+  /** Per-head RMSNorm of q and k before RoPE. */
+  qkNorm: boolean;
+}
+
+const ARCH_ROWS = {
+  llama: {
+    hfClass: 'LlamaForCausalLM',
+    hfDefaults: { maxPositionEmbeddings: 2048, rmsNormEps: 1e-6 },
+    hfSlidingWindow: null,
+    gguf: 'llama',
+    ggufRopeStyle: 'interleaved',
+    attentionBias: 'attention_bias',
+    qkNorm: false,
+  },
+  qwen2: {
+    hfClass: 'Qwen2ForCausalLM',
+    hfDefaults: { maxPositionEmbeddings: 32768, rmsNormEps: 1e-6 },
+    hfSlidingWindow: 'use_sliding_window',
+    gguf: 'qwen2',
+    ggufRopeStyle: 'neox',
+    attentionBias: 'always',
+    qkNorm: false,
+  },
+  qwen3: {
+    hfClass: 'Qwen3ForCausalLM',
+    hfDefaults: { maxPositionEmbeddings: 32768, rmsNormEps: 1e-6 },
+    hfSlidingWindow: 'use_sliding_window',
+    gguf: 'qwen3',
+    ggufRopeStyle: 'neox',
+    attentionBias: 'attention_bias',
+    qkNorm: true,
+  },
+  // Llama's graph with its own config defaults; llama.cpp writes its GGUF files as `llama`.
+  mistral: {
+    hfClass: 'MistralForCausalLM',
+    hfDefaults: { maxPositionEmbeddings: 4096 * 32, rmsNormEps: 1e-6 },
+    hfSlidingWindow: 'sliding_window',
+    gguf: 'llama',
+    ggufRopeStyle: 'interleaved',
+    attentionBias: 'attention_bias',
+    qkNorm: false,
+  },
+} satisfies Record<string, ArchInfo>;
+
+/** The architectures we run: the table's rows. */
+export type Arch = keyof typeof ARCH_ROWS;
+export const ARCH: Readonly<Record<Arch, ArchInfo>> = ARCH_ROWS;
+export const ARCHES = Object.keys(ARCH_ROWS) as readonly Arch[];
 
 export type RopeScaling =
   | null
@@ -66,22 +138,6 @@ export function layerWindow(config: Pick<ModelConfig, 'slidingWindow'>, layer: n
 
 type Json = Record<string, unknown>;
 
-// HF class names, for configs that carry `architectures` but no `model_type`.
-const HF_ARCHITECTURES: Record<string, Arch> = {
-  LlamaForCausalLM: 'llama',
-  MistralForCausalLM: 'mistral',
-  Qwen2ForCausalLM: 'qwen2',
-  Qwen3ForCausalLM: 'qwen3',
-};
-
-// Defaults of transformers' config classes for keys a config.json may leave out.
-const HF_DEFAULTS: Record<Arch, { maxPositionEmbeddings: number; rmsNormEps: number }> = {
-  llama: { maxPositionEmbeddings: 2048, rmsNormEps: 1e-6 },
-  mistral: { maxPositionEmbeddings: 4096 * 32, rmsNormEps: 1e-6 },
-  qwen2: { maxPositionEmbeddings: 32768, rmsNormEps: 1e-6 },
-  qwen3: { maxPositionEmbeddings: 32768, rmsNormEps: 1e-6 },
-};
-
 /**
  * Normalises a Hugging Face `config.json` (plus `generation_config.json`, whose eos ids are the
  * ones `generate()` stops on). Throws `ModelError` naming the key for anything we cannot run.
@@ -90,6 +146,7 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
   if (!isObject(configJson)) throw new ModelError('invalid_field', 'config.json is not a JSON object', 'config.json');
   const c = configJson;
   const arch = hfArch(c);
+  const row = ARCH[arch];
   const field = (key: string) => `config.json: ${key}`;
 
   const positive = (key: string, fallback?: number): number => {
@@ -133,16 +190,15 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     numHeads,
     numKvHeads,
     headDim,
-    rmsNormEps: positiveReal('rms_norm_eps', HF_DEFAULTS[arch].rmsNormEps),
+    rmsNormEps: positiveReal('rms_norm_eps', row.hfDefaults.rmsNormEps),
     ropeTheta,
     ropeScaling: hfRopeScaling(ropeParams ?? c.rope_scaling, ropeParams ? 'rope_parameters' : 'rope_scaling'),
     ropeStyle: 'neox',
-    maxPositionEmbeddings: positive('max_position_embeddings', HF_DEFAULTS[arch].maxPositionEmbeddings),
+    maxPositionEmbeddings: positive('max_position_embeddings', row.hfDefaults.maxPositionEmbeddings),
     tieWordEmbeddings: c.tie_word_embeddings === true,
-    // Qwen2's q/k/v projections always have biases; the others follow `attention_bias`.
-    attentionBias: arch === 'qwen2' || c.attention_bias === true,
-    qkNorm: arch === 'qwen3',
-    slidingWindow: hfSlidingWindow(c, arch, numLayers),
+    attentionBias: row.attentionBias === 'always' || c.attention_bias === true,
+    qkNorm: row.qkNorm,
+    slidingWindow: hfSlidingWindow(c, row.hfSlidingWindow, numLayers),
     bosTokenId: typeof bos === 'number' ? bos : null,
     eosTokenIds: unique([...tokenIds(gen.eos_token_id), ...tokenIds(c.eos_token_id)]),
   };
@@ -159,30 +215,23 @@ function hfArch(c: Json): Arch {
     );
   }
   const archs = Array.isArray(c.architectures) ? c.architectures : [];
-  for (const a of archs) if (typeof a === 'string' && a in HF_ARCHITECTURES) return HF_ARCHITECTURES[a];
+  for (const a of archs) {
+    const arch = ARCHES.find((x) => ARCH[x].hfClass === a);
+    if (arch) return arch;
+  }
   if (archs.length > 0)
     throw new ModelError(
       'unsupported_arch',
-      `config.json: architectures ${JSON.stringify(archs)} are not supported (supported: ${Object.keys(HF_ARCHITECTURES).join(', ')})`,
+      `config.json: architectures ${JSON.stringify(archs)} are not supported (supported: ${ARCHES.map((a) => ARCH[a].hfClass).join(', ')})`,
       'architectures',
     );
   throw new ModelError('missing_field', 'config.json has neither model_type nor architectures', 'model_type');
 }
 
-/**
- * The sliding window as transformers builds it from config.json:
- * - mistral: `sliding_window` on every layer; an absent key means MistralConfig's default, 4096,
- *   and null turns it off.
- * - qwen2/qwen3: only when `use_sliding_window` is true (default false); then `sliding_window`
- *   (default 4096) applies to layers i >= `max_window_layers` (default 28).
- * - any arch: an explicit `layer_types` list ("sliding_attention" / "full_attention") names the
- *   windowed layers itself.
- * - llama: LlamaConfig has no window.
- */
-function hfSlidingWindow(c: Json, arch: Arch, numLayers: number): SlidingWindow | null {
-  if (arch === 'llama') return null;
-  const qwen = arch === 'qwen2' || arch === 'qwen3';
-  if (qwen && c.use_sliding_window !== true) return null;
+/** The sliding window as transformers builds it from config.json, in the family's `style` (ArchInfo.hfSlidingWindow). */
+function hfSlidingWindow(c: Json, style: ArchInfo['hfSlidingWindow'], numLayers: number): SlidingWindow | null {
+  if (style === null) return null;
+  if (style === 'use_sliding_window' && c.use_sliding_window !== true) return null;
   const raw = 'sliding_window' in c ? c.sliding_window : 4096;
   if (raw === null) return null;
   if (typeof raw !== 'number' || !Number.isInteger(raw) || raw <= 0)
@@ -198,7 +247,7 @@ function hfSlidingWindow(c: Json, arch: Arch, numLayers: number): SlidingWindow 
         'layer_types',
       );
     layers = types.flatMap((t, i) => (t === 'sliding_attention' ? [i] : []));
-  } else if (qwen) {
+  } else if (style === 'use_sliding_window') {
     const from = c.max_window_layers ?? 28;
     if (typeof from !== 'number' || !Number.isInteger(from) || from < 0)
       throw new ModelError('invalid_field', `config.json: max_window_layers must be a non-negative integer, got ${JSON.stringify(from)}`, 'max_window_layers');
@@ -249,25 +298,24 @@ export interface GGUFTensorShape {
 }
 
 /**
- * Normalises GGUF metadata. Mistral files say `llama` (same graph), so they come back as
- * arch 'llama'. `tensors`, when given, settles what the metadata may leave out: the vocabulary
- * size (rows of token_embd), tied embeddings (no output.weight) and q/k/v biases.
+ * Normalises GGUF metadata. A `general.architecture` that several families share reads back as
+ * the first (Mistral files say `llama`, the same graph, so they come back as arch 'llama').
+ * `tensors`, when given, settles what the metadata may leave out: the vocabulary size (rows of
+ * token_embd), tied embeddings (no output.weight) and q/k/v biases.
  */
 export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonly GGUFTensorShape[]): ModelConfig {
   const archKey = 'general.architecture';
   const rawArch = metadata.get(archKey);
   if (rawArch === undefined) throw new ModelError('missing_field', `GGUF metadata has no ${archKey}`, archKey);
-  if (rawArch !== 'llama' && rawArch !== 'qwen2' && rawArch !== 'qwen3')
-    throw new ModelError(
-      'unsupported_arch',
-      `GGUF ${archKey} "${String(rawArch)}" is not supported (supported: llama (also Mistral), qwen2, qwen3)`,
-      archKey,
-    );
-  const arch: Arch = rawArch;
+  const family = ARCHES.find((a) => ARCH[a].gguf === rawArch);
+  if (!family) throw new ModelError('unsupported_arch', `GGUF ${archKey} "${String(rawArch)}" is not supported (supported: ${ggufSupported()})`, archKey);
+  const row = ARCH[family];
+  // Metadata keys are named `{general.architecture}.…`.
+  const prefix = row.gguf;
   const byName = new Map((tensors ?? []).map((t) => [t.name, t]));
 
   const get = (key: string, fallback?: number): number => {
-    const full = `${arch}.${key}`;
+    const full = `${prefix}.${key}`;
     const raw = metadata.get(full);
     if (raw === undefined) {
       if (fallback !== undefined) return fallback;
@@ -287,16 +335,16 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
   const vocabFallback = embd?.shape[0] ?? (Array.isArray(tokens) ? tokens.length : undefined);
 
   let ropeScaling: RopeScaling = null;
-  const scalingType = metadata.get(`${arch}.rope.scaling.type`);
+  const scalingType = metadata.get(`${prefix}.rope.scaling.type`);
   if (scalingType === 'linear') ropeScaling = { type: 'linear', factor: get('rope.scaling.factor') };
   // Llama 3 scaling has no metadata type: the converter stores rope_freqs.weight instead,
   // which openModel() hands to the reference as ropeFreqFactors.
   else if (scalingType !== undefined && scalingType !== 'none')
-    throw new ModelError('invalid_field', `GGUF ${arch}.rope.scaling.type "${String(scalingType)}" is not supported (supported: none, linear)`, `${arch}.rope.scaling.type`);
+    throw new ModelError('invalid_field', `GGUF ${prefix}.rope.scaling.type "${String(scalingType)}" is not supported (supported: none, linear)`, `${prefix}.rope.scaling.type`);
 
   const numLayers = get('block_count');
   // `{arch}.attention.sliding_window`: absent or 0 means full attention.
-  const windowKey = `${arch}.attention.sliding_window`;
+  const windowKey = `${prefix}.attention.sliding_window`;
   const rawWindow = metadata.get(windowKey);
   let window: number | undefined;
   if (rawWindow !== undefined) {
@@ -313,7 +361,7 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     .filter((v): v is number => v !== undefined);
 
   return {
-    arch,
+    arch: family,
     vocabSize: get('vocab_size', vocabFallback),
     hiddenSize,
     intermediateSize: get('feed_forward_length'),
@@ -324,17 +372,27 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     rmsNormEps: get('attention.layer_norm_rms_epsilon'),
     ropeTheta: get('rope.freq_base', 10000),
     ropeScaling,
-    // llama.cpp permutes llama q/k rows so that rotated pairs are adjacent; qwen files keep HF order.
-    ropeStyle: arch === 'llama' ? 'interleaved' : 'neox',
+    ropeStyle: row.ggufRopeStyle,
     maxPositionEmbeddings: get('context_length', 2048),
     tieWordEmbeddings: tensors ? !byName.has('output.weight') : false,
-    attentionBias: tensors ? byName.has('blk.0.attn_q.bias') : arch === 'qwen2',
-    qkNorm: arch === 'qwen3',
+    attentionBias: tensors ? byName.has('blk.0.attn_q.bias') : row.attentionBias === 'always',
+    qkNorm: row.qkNorm,
     // GGUF states one window and no layer pattern for these archs: it holds on every layer.
     slidingWindow: window === undefined ? null : { size: window, layers: Array.from({ length: numLayers }, (_, i) => i) },
     bosTokenId: bos ?? null,
     eosTokenIds: unique(eos),
   };
+}
+
+/** "llama (also mistral), qwen2, qwen3": each GGUF name once, with the families that share it. */
+function ggufSupported(): string {
+  const names = [...new Set(ARCHES.map((a) => ARCH[a].gguf))];
+  return names
+    .map((g) => {
+      const others = ARCHES.filter((a) => ARCH[a].gguf === g && a !== g);
+      return others.length ? `${g} (also ${others.join(', ')})` : g;
+    })
+    .join(', ');
 }
 
 function isObject(v: unknown): v is Json {
