@@ -5,8 +5,8 @@
 import type { DType } from '../formats/types';
 import { STORAGE, uploadBuffer } from '../gpu/buffers';
 import { uploadWeight } from '../kernels/weights';
-import type { ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
+import { assembleWeights, isMatrix, modelTensors, type LayerWeights, type ModelWeights } from '../model/tensors';
 
 export interface GpuMatrix {
   buffer: GPUBuffer;
@@ -15,29 +15,10 @@ export interface GpuMatrix {
   cols: number; // in features
 }
 
-export interface GpuLayerWeights {
-  attnNorm: GPUBuffer; // f32 [hidden]
-  wq: GpuMatrix; // [nHeads·headDim, hidden]
-  wk: GpuMatrix; // [nKv·headDim, hidden]
-  wv: GpuMatrix; // [nKv·headDim, hidden]
-  bq?: GPUBuffer; // f32 [nHeads·headDim]
-  bk?: GPUBuffer; // f32 [nKv·headDim]
-  bv?: GPUBuffer; // f32 [nKv·headDim]
-  qNorm?: GPUBuffer; // f32 [headDim]
-  kNorm?: GPUBuffer; // f32 [headDim]
-  wo: GpuMatrix; // [hidden, nHeads·headDim]
-  bo?: GPUBuffer; // f32 [hidden]
-  ffnNorm: GPUBuffer; // f32 [hidden]
-  wGate: GpuMatrix; // [intermediate, hidden]
-  wUp: GpuMatrix; // [intermediate, hidden]
-  wDown: GpuMatrix; // [hidden, intermediate]
-}
+/** One layer's weights, named and shaped as src/model/tensors.ts's table says (vectors are f32). */
+export type GpuLayerWeights = LayerWeights<GpuMatrix, GPUBuffer>;
 
-export interface GpuWeights {
-  tokenEmbd: GpuMatrix; // [vocab, hidden]
-  layers: GpuLayerWeights[];
-  outputNorm: GPUBuffer; // f32 [hidden]
-  output: GpuMatrix; // [vocab, hidden]; the embedding itself when tied
+export interface GpuWeights extends ModelWeights<GpuMatrix, GPUBuffer> {
   /** Bytes of every matrix as the GPU holds them: what one decode step must read at least. */
   matrixBytes: number;
   destroy(): void;
@@ -47,71 +28,43 @@ export interface GpuWeights {
 export type UploadProgress = (name: string, bytesDone: number, bytesTotal: number) => void;
 
 export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onProgress?: UploadProgress): Promise<GpuWeights> {
-  const config: ModelConfig = opened.config;
   const all: GPUBuffer[] = [];
   let bytesDone = 0;
   const bytesTotal = [...opened.tensors.values()].reduce((n, t) => n + t.info.byteLength, 0);
-  const done = (name: string, bytes: number) => {
-    bytesDone += bytes;
-    onProgress?.(name, bytesDone, bytesTotal);
-  };
 
-  const matrix = async (name: string): Promise<GpuMatrix> => {
-    const t = opened.tensors.get(name);
-    if (!t) throw new Error(`missing tensor ${name}`);
-    const bytes = await opened.readTensor(name);
-    const buffer = uploadWeight(device, t.info.dtype, bytes, name);
-    all.push(buffer);
-    done(name, t.info.byteLength);
-    const [rows, cols] = t.info.shape as [number, number];
-    return { buffer, dtype: t.info.dtype, rows, cols };
-  };
-  const vector = async (name: string): Promise<GPUBuffer> => {
-    const values = await opened.readTensorF32(name);
-    const buffer = uploadBuffer(device, values, STORAGE, name);
-    all.push(buffer);
-    done(name, opened.tensors.get(name)!.info.byteLength);
-    return buffer;
-  };
-  const optional = (name: string) => (opened.tensors.has(name) ? vector(name) : Promise.resolve(undefined));
-
-  // Tensors one at a time, in layer order: peak JS memory is one tensor.
-  const tokenEmbd = await matrix('token_embd.weight');
-  const layers: GpuLayerWeights[] = [];
-  for (let l = 0; l < config.numLayers; l++) {
-    const p = `blk.${l}.`;
-    layers.push({
-      attnNorm: await vector(p + 'attn_norm.weight'),
-      wq: await matrix(p + 'attn_q.weight'),
-      wk: await matrix(p + 'attn_k.weight'),
-      wv: await matrix(p + 'attn_v.weight'),
-      bq: config.attentionBias ? await vector(p + 'attn_q.bias') : undefined,
-      bk: config.attentionBias ? await vector(p + 'attn_k.bias') : undefined,
-      bv: config.attentionBias ? await vector(p + 'attn_v.bias') : undefined,
-      qNorm: config.qkNorm ? await vector(p + 'attn_q_norm.weight') : undefined,
-      kNorm: config.qkNorm ? await vector(p + 'attn_k_norm.weight') : undefined,
-      wo: await matrix(p + 'attn_output.weight'),
-      bo: await optional(p + 'attn_output.bias'),
-      ffnNorm: await vector(p + 'ffn_norm.weight'),
-      wGate: await matrix(p + 'ffn_gate.weight'),
-      wUp: await matrix(p + 'ffn_up.weight'),
-      wDown: await matrix(p + 'ffn_down.weight'),
-    });
-  }
-  const outputNorm = await vector('output_norm.weight');
-  const output = opened.tensors.has('output.weight') ? await matrix('output.weight') : tokenEmbd;
+  // Tensors one at a time, in file order: peak JS memory is one tensor.
+  const uploaded = new Map<string, GpuMatrix | GPUBuffer>();
   // A decode step reads every layer matrix and the whole output matrix (the embedding: one row).
-  const layerMatrices = layers.flatMap((l) => [l.wq, l.wk, l.wv, l.wo, l.wGate, l.wUp, l.wDown]);
-  const matrixBytes = layerMatrices.reduce((n, m) => n + m.buffer.size, 0) + output.buffer.size;
-
-  return {
-    tokenEmbd,
-    layers,
-    outputNorm,
-    output,
-    matrixBytes,
-    destroy() {
-      for (const b of all) b.destroy();
-    },
-  };
+  let layerMatrixBytes = 0;
+  try {
+    for (const { row, layer, name } of modelTensors(opened.config)) {
+      const t = opened.tensors.get(name);
+      if (!row.field || !t) continue;
+      if (isMatrix(row.kind)) {
+        const buffer = uploadWeight(device, t.info.dtype, await opened.readTensor(name), name);
+        all.push(buffer);
+        const [rows, cols] = t.info.shape as [number, number];
+        uploaded.set(name, { buffer, dtype: t.info.dtype, rows, cols });
+        if (layer !== null) layerMatrixBytes += buffer.size;
+      } else {
+        const buffer = uploadBuffer(device, await opened.readTensorF32(name), STORAGE, name);
+        all.push(buffer);
+        uploaded.set(name, buffer);
+      }
+      bytesDone += t.info.byteLength;
+      onProgress?.(name, bytesDone, bytesTotal);
+    }
+    const weights = assembleWeights<GpuMatrix, GPUBuffer>(opened.config, (t) => uploaded.get(t.name));
+    const matrixBytes = layerMatrixBytes + weights.output.buffer.size;
+    return {
+      ...weights,
+      matrixBytes,
+      destroy() {
+        for (const b of all) b.destroy();
+      },
+    };
+  } catch (e) {
+    for (const b of all) b.destroy();
+    throw e;
+  }
 }

@@ -1,7 +1,19 @@
 import { describe, expect, it } from 'vitest';
 import type { ModelConfig } from './config';
 import { ModelError } from './errors';
-import { canonicalName, expectedTensors, validateTensors } from './tensors';
+import {
+  assembleWeights,
+  canonicalName,
+  expectedTensors,
+  HEAD_TENSORS,
+  isMatrix,
+  LAYER_TENSORS,
+  layerRow,
+  modelTensors,
+  TAIL_TENSORS,
+  validateTensors,
+  type TensorRow,
+} from './tensors';
 
 const config: ModelConfig = {
   arch: 'qwen2',
@@ -91,5 +103,71 @@ describe('expected tensors', () => {
       expect((e as ModelError).code).toBe('missing_tensor');
       expect((e as ModelError).message).toBe('tensor blk.0.attn_k.bias is missing (expected shape [4])');
     }
+  });
+});
+
+describe('the tensor table', () => {
+  const rows: readonly TensorRow[] = [...HEAD_TENSORS, ...LAYER_TENSORS, ...TAIL_TENSORS];
+  // Every flag a row's condition may read, on and off.
+  const configs = [false, true].flatMap((attentionBias) =>
+    [false, true].flatMap((qkNorm) => [false, true].map((tieWordEmbeddings) => ({ ...config, attentionBias, qkNorm, tieWordEmbeddings }))),
+  );
+
+  it('names each tensor once per format and each field once', () => {
+    for (const table of [[...HEAD_TENSORS, ...TAIL_TENSORS], LAYER_TENSORS] as const) {
+      const list = table as readonly TensorRow[];
+      for (const key of ['gguf', 'hf', 'field'] as const) {
+        const names = list.map((r) => r[key]).filter((n) => n !== null && n !== undefined);
+        expect(new Set(names).size, key).toBe(names.length);
+      }
+    }
+  });
+
+  it.each(rows.map((r) => [r.gguf, r] as const))('%s: its shape fits its kind in every config', (_, row) => {
+    for (const c of configs) {
+      const shape = row.shape(c);
+      expect(shape.length).toBe(isMatrix(row.kind) ? 2 : 1);
+      expect(shape.every((d) => Number.isInteger(d) && d > 0)).toBe(true);
+      // RoPE rotates q and k heads: their rows are whole heads.
+      if (row.rotary) expect(shape[0]).toBe((row.rotary === 'q' ? c.numHeads : c.numKvHeads) * c.headDim);
+    }
+  });
+
+  it('maps every row\'s Hugging Face name to its canonical name and back to its row', () => {
+    for (const r of [...HEAD_TENSORS, ...TAIL_TENSORS] as readonly TensorRow[]) if (r.hf) expect(canonicalName(r.hf)).toBe(r.gguf);
+    for (const r of LAYER_TENSORS) {
+      expect(canonicalName(`model.layers.7.${r.hf}`)).toBe(`blk.7.${r.gguf}`);
+      expect(layerRow(`blk.7.${r.gguf}`)).toBe(r);
+    }
+    expect(layerRow('token_embd.weight')).toBeNull();
+  });
+
+  it('expects each row exactly where its condition holds, in file order', () => {
+    for (const c of configs) {
+      const want = [
+        ...HEAD_TENSORS.map((r) => r.gguf),
+        ...[0, 1].flatMap((l) => (LAYER_TENSORS as readonly TensorRow[]).filter((r) => !r.when || r.when(c)).map((r) => `blk.${l}.${r.gguf}`)),
+        'output_norm.weight',
+        ...(c.tieWordEmbeddings ? [] : ['output.weight']),
+      ];
+      expect(expectedTensors(c).map((t) => t.name)).toEqual(want);
+      expect(modelTensors(c).filter((t) => t.layer === 1).map((t) => t.name)).toEqual(want.filter((n) => n.startsWith('blk.1.')));
+    }
+  });
+
+  it('assembles every field a config implies, optional ones when present, the embedding as the output when tied', () => {
+    for (const c of configs) {
+      const w = assembleWeights(c, (t) => (t.row.optional ? undefined : t.name));
+      const fields = (LAYER_TENSORS as readonly TensorRow[]).filter((r) => !r.optional && (!r.when || r.when(c)));
+      expect(w.layers[1]).toEqual(Object.fromEntries(fields.map((r) => [r.field, `blk.1.${r.gguf}`])));
+      expect([w.tokenEmbd, w.outputNorm, w.output]).toEqual(['token_embd.weight', 'output_norm.weight', c.tieWordEmbeddings ? 'token_embd.weight' : 'output.weight']);
+    }
+    expect(assembleWeights(config, (t) => t.name).layers[0]!.bo).toBe('blk.0.attn_output.bias');
+  });
+
+  it('refuses to assemble without a required tensor, naming it', () => {
+    expect(() => assembleWeights(config, (t) => (t.name === 'blk.1.attn_v.bias' ? undefined : t.name))).toThrow(
+      expect.objectContaining({ code: 'missing_tensor', field: 'blk.1.attn_v.bias' }),
+    );
   });
 });

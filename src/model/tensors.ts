@@ -1,42 +1,180 @@
+/**
+ * The tensor table: every tensor a model may hold, once, with its names in each format, its shape
+ * from the config, when it is present and what it is. The expected-tensor check, the safetensors
+ * name mapping, the GPU upload (engine/gpu-weights.ts), the CPU reference (reference/forward.ts)
+ * and the fixture writer all read it, so a new tensor is one row here (plus the step of the
+ * forward pass that uses it).
+ */
 import type { ModelConfig } from './config';
 import { ModelError } from './errors';
 
-// Per-layer Hugging Face names (after `model.layers.N.`) and their llama.cpp names (after `blk.N.`).
-const HF_LAYER_NAMES: Record<string, string> = {
-  'input_layernorm.weight': 'attn_norm.weight',
-  'self_attn.q_proj.weight': 'attn_q.weight',
-  'self_attn.q_proj.bias': 'attn_q.bias',
-  'self_attn.k_proj.weight': 'attn_k.weight',
-  'self_attn.k_proj.bias': 'attn_k.bias',
-  'self_attn.v_proj.weight': 'attn_v.weight',
-  'self_attn.v_proj.bias': 'attn_v.bias',
-  'self_attn.o_proj.weight': 'attn_output.weight',
-  'self_attn.o_proj.bias': 'attn_output.bias',
-  'self_attn.q_norm.weight': 'attn_q_norm.weight',
-  'self_attn.k_norm.weight': 'attn_k_norm.weight',
-  'post_attention_layernorm.weight': 'ffn_norm.weight',
-  'mlp.gate_proj.weight': 'ffn_gate.weight',
-  'mlp.up_proj.weight': 'ffn_up.weight',
-  'mlp.down_proj.weight': 'ffn_down.weight',
+/**
+ * What a tensor is. Matrices ('embedding', 'linear', 'attn_out', 'mlp_out', 'lm_head') keep their
+ * file's type on the GPU; the others are vectors read as f32. 'attn_out' and 'mlp_out' are the
+ * linears that write into the residual stream; 'rope_freqs' holds Llama 3 rope scaling as
+ * per-frequency divisors.
+ */
+export type TensorKind = 'embedding' | 'linear' | 'attn_out' | 'mlp_out' | 'lm_head' | 'norm' | 'bias' | 'rope_freqs';
+
+const MATRIX_KINDS = ['embedding', 'linear', 'attn_out', 'mlp_out', 'lm_head'] as const satisfies readonly TensorKind[];
+type MatrixKind = (typeof MATRIX_KINDS)[number];
+
+export function isMatrix(kind: TensorKind): kind is MatrixKind {
+  return (MATRIX_KINDS as readonly TensorKind[]).includes(kind);
+}
+
+export interface TensorRow {
+  /** The weight's key in the GPU and reference weight sets (absent: read by openModel itself). */
+  field?: string;
+  /** Hugging Face name (after `model.layers.N.` for a layer's); null when only GGUF files carry it. */
+  hf: string | null;
+  /** llama.cpp name, the canonical one (after `blk.N.` for a layer's). */
+  gguf: string;
+  /** Outermost first, as in TensorInfo (a linear layer is [out, in]). */
+  shape: (c: ModelConfig) => number[];
+  kind: TensorKind;
+  /** Present only when this holds for the config (the file must then hold it). */
+  when?: (c: ModelConfig) => boolean;
+  /** Used when the file has it, never required. */
+  optional?: true;
+  /** The rows are q or k heads, rotated by RoPE (llama.cpp permutes them in `llama` files). */
+  rotary?: 'q' | 'k';
+}
+
+const qDim = (c: ModelConfig) => c.numHeads * c.headDim;
+const kvDim = (c: ModelConfig) => c.numKvHeads * c.headDim;
+
+/** One layer's tensors, in file order. */
+export const LAYER_TENSORS = [
+  { field: 'attnNorm', hf: 'input_layernorm.weight', gguf: 'attn_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize] },
+  { field: 'wq', hf: 'self_attn.q_proj.weight', gguf: 'attn_q.weight', kind: 'linear', shape: (c) => [qDim(c), c.hiddenSize], rotary: 'q' },
+  { field: 'wk', hf: 'self_attn.k_proj.weight', gguf: 'attn_k.weight', kind: 'linear', shape: (c) => [kvDim(c), c.hiddenSize], rotary: 'k' },
+  { field: 'wv', hf: 'self_attn.v_proj.weight', gguf: 'attn_v.weight', kind: 'linear', shape: (c) => [kvDim(c), c.hiddenSize] },
+  { field: 'bq', hf: 'self_attn.q_proj.bias', gguf: 'attn_q.bias', kind: 'bias', shape: (c) => [qDim(c)], when: (c) => c.attentionBias, rotary: 'q' },
+  { field: 'bk', hf: 'self_attn.k_proj.bias', gguf: 'attn_k.bias', kind: 'bias', shape: (c) => [kvDim(c)], when: (c) => c.attentionBias, rotary: 'k' },
+  { field: 'bv', hf: 'self_attn.v_proj.bias', gguf: 'attn_v.bias', kind: 'bias', shape: (c) => [kvDim(c)], when: (c) => c.attentionBias },
+  { field: 'qNorm', hf: 'self_attn.q_norm.weight', gguf: 'attn_q_norm.weight', kind: 'norm', shape: (c) => [c.headDim], when: (c) => c.qkNorm },
+  { field: 'kNorm', hf: 'self_attn.k_norm.weight', gguf: 'attn_k_norm.weight', kind: 'norm', shape: (c) => [c.headDim], when: (c) => c.qkNorm },
+  { field: 'wo', hf: 'self_attn.o_proj.weight', gguf: 'attn_output.weight', kind: 'attn_out', shape: (c) => [c.hiddenSize, qDim(c)] },
+  // Llama/Qwen3 with attention_bias also bias o_proj; Qwen2 never does.
+  { field: 'bo', hf: 'self_attn.o_proj.bias', gguf: 'attn_output.bias', kind: 'bias', shape: (c) => [c.hiddenSize], optional: true },
+  { field: 'ffnNorm', hf: 'post_attention_layernorm.weight', gguf: 'ffn_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize] },
+  { field: 'wGate', hf: 'mlp.gate_proj.weight', gguf: 'ffn_gate.weight', kind: 'linear', shape: (c) => [c.intermediateSize, c.hiddenSize] },
+  { field: 'wUp', hf: 'mlp.up_proj.weight', gguf: 'ffn_up.weight', kind: 'linear', shape: (c) => [c.intermediateSize, c.hiddenSize] },
+  { field: 'wDown', hf: 'mlp.down_proj.weight', gguf: 'ffn_down.weight', kind: 'mlp_out', shape: (c) => [c.hiddenSize, c.intermediateSize] },
+] as const satisfies readonly TensorRow[];
+
+/** The tensors before the layers, in file order. */
+export const HEAD_TENSORS = [
+  { field: 'tokenEmbd', hf: 'model.embed_tokens.weight', gguf: 'token_embd.weight', kind: 'embedding', shape: (c) => [c.vocabSize, c.hiddenSize] },
+  // llama.cpp's converter writes Llama 3 rope scaling as per-frequency divisors.
+  { hf: null, gguf: 'rope_freqs.weight', kind: 'rope_freqs', shape: (c) => [c.headDim / 2], optional: true },
+] as const satisfies readonly TensorRow[];
+
+/** The tensors after the layers, in file order. */
+export const TAIL_TENSORS = [
+  { field: 'outputNorm', hf: 'model.norm.weight', gguf: 'output_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize] },
+  // When tied, output.weight may still be in the file (some HF exports keep lm_head); it is ignored.
+  { field: 'output', hf: 'lm_head.weight', gguf: 'output.weight', kind: 'lm_head', shape: (c) => [c.vocabSize, c.hiddenSize], when: (c) => !c.tieWordEmbeddings },
+] as const satisfies readonly TensorRow[];
+
+type LayerRow = (typeof LAYER_TENSORS)[number];
+type Conditional = Extract<LayerRow, { when: unknown } | { optional: true }>;
+type Held<R extends LayerRow, M, V> = R['kind'] extends MatrixKind ? M : V;
+
+/**
+ * One layer's weights keyed by the table's `field`s: matrices as `M`, vectors as `V`; a tensor
+ * present only under a flag, or optional, may be undefined.
+ */
+export type LayerWeights<M, V> = { [R in Exclude<LayerRow, Conditional> as R['field']]: Held<R, M, V> } & {
+  [R in Conditional as R['field']]?: Held<R, M, V>;
 };
 
-const HF_GLOBAL_NAMES: Record<string, string> = {
-  'model.embed_tokens.weight': 'token_embd.weight',
-  'model.norm.weight': 'output_norm.weight',
-  'lm_head.weight': 'output.weight',
-};
+/** A row placed in a model: its canonical name and shape. */
+export interface ModelTensor {
+  row: TensorRow;
+  /** The layer it belongs to, or null for the embedding, rope_freqs and the output's tensors. */
+  layer: number | null;
+  name: string;
+  /** Hugging Face name (null: GGUF only). */
+  hfName: string | null;
+  shape: number[];
+}
+
+/** The rows of one layer the config implies (optional ones included), named for layer `l`. */
+function layerTensors(config: ModelConfig, l: number): ModelTensor[] {
+  return place(config, LAYER_TENSORS, l, `blk.${l}.`, `model.layers.${l}.`);
+}
+
+/** Every tensor the config implies (optional ones included), in file order. */
+export function modelTensors(config: ModelConfig): ModelTensor[] {
+  return [
+    ...place(config, HEAD_TENSORS, null, '', ''),
+    ...Array.from({ length: config.numLayers }, (_, l) => layerTensors(config, l)).flat(),
+    ...place(config, TAIL_TENSORS, null, '', ''),
+  ];
+}
+
+function place(config: ModelConfig, rows: readonly TensorRow[], layer: number | null, ggufPrefix: string, hfPrefix: string): ModelTensor[] {
+  return rows
+    .filter((row) => !row.when || row.when(config))
+    .map((row) => ({ row, layer, name: ggufPrefix + row.gguf, hfName: row.hf === null ? null : hfPrefix + row.hf, shape: row.shape(config) }));
+}
+
+/** A model's weights under the table's fields (matrices as `M`, vectors as `V`). */
+export interface ModelWeights<M, V> {
+  tokenEmbd: M;
+  layers: LayerWeights<M, V>[];
+  outputNorm: V;
+  /** The embedding itself when tied. */
+  output: M;
+}
+
+/**
+ * Gathers the weights the config implies under their fields, each from `get` (undefined: not in
+ * the file); a missing required one is a `missing_tensor` error. Rows without a field
+ * (rope_freqs) are openModel's own.
+ */
+export function assembleWeights<M, V>(config: ModelConfig, get: (t: ModelTensor) => M | V | undefined): ModelWeights<M, V> {
+  const pick = (tensors: ModelTensor[]): Record<string, M | V> => {
+    const out: Record<string, M | V> = {};
+    for (const t of tensors) {
+      if (!t.row.field) continue;
+      const w = get(t);
+      if (w !== undefined) out[t.row.field] = w;
+      else if (!t.row.optional) throw new ModelError('missing_tensor', `tensor ${t.name} is missing`, t.name);
+    }
+    return out;
+  };
+  const head = pick(place(config, HEAD_TENSORS, null, '', ''));
+  const tail = pick(place(config, TAIL_TENSORS, null, '', ''));
+  const layers = Array.from({ length: config.numLayers }, (_, l) => pick(layerTensors(config, l)) as LayerWeights<M, V>);
+  return { tokenEmbd: head.tokenEmbd as M, layers, outputNorm: tail.outputNorm as V, output: (tail.output ?? head.tokenEmbd) as M };
+}
+
+const hfNames = (rows: readonly TensorRow[]) => new Map(rows.flatMap((r) => (r.hf === null ? [] : [[r.hf, r.gguf] as const])));
+const HF_LAYER_NAMES = hfNames(LAYER_TENSORS);
+const HF_MODEL_NAMES = hfNames([...HEAD_TENSORS, ...TAIL_TENSORS]);
 
 /**
  * Maps a safetensors (Hugging Face) tensor name to its canonical llama.cpp name, or null for
  * tensors we do not use (e.g. `rotary_emb.inv_freq`).
  */
 export function canonicalName(hfName: string): string | null {
-  const global = HF_GLOBAL_NAMES[hfName];
+  const global = HF_MODEL_NAMES.get(hfName);
   if (global) return global;
   const m = /^model\.layers\.(\d+)\.(.+)$/.exec(hfName);
   if (!m) return null;
-  const local = HF_LAYER_NAMES[m[2]];
+  const local = HF_LAYER_NAMES.get(m[2]!);
   return local ? `blk.${m[1]}.${local}` : null;
+}
+
+const LAYER_ROWS = new Map<string, TensorRow>(LAYER_TENSORS.map((r) => [r.gguf, r]));
+
+/** The table row of a canonical layer tensor name (`blk.N.…`), or null. */
+export function layerRow(name: string): TensorRow | null {
+  const m = /^blk\.\d+\.(.+)$/.exec(name);
+  return (m && LAYER_ROWS.get(m[1]!)) ?? null;
 }
 
 export interface ExpectedTensor {
@@ -49,41 +187,7 @@ export interface ExpectedTensor {
 
 /** Every canonical tensor the config implies, with its shape. */
 export function expectedTensors(config: ModelConfig): ExpectedTensor[] {
-  const { hiddenSize: d, intermediateSize: ff, headDim, numHeads, numKvHeads, vocabSize } = config;
-  const qDim = numHeads * headDim;
-  const kvDim = numKvHeads * headDim;
-  const out: ExpectedTensor[] = [
-    { name: 'token_embd.weight', shape: [vocabSize, d] },
-    // llama.cpp's converter writes Llama 3 rope scaling as per-frequency divisors.
-    { name: 'rope_freqs.weight', shape: [headDim / 2], optional: true },
-  ];
-  for (let l = 0; l < config.numLayers; l++) {
-    const p = `blk.${l}.`;
-    out.push({ name: p + 'attn_norm.weight', shape: [d] });
-    out.push({ name: p + 'attn_q.weight', shape: [qDim, d] });
-    out.push({ name: p + 'attn_k.weight', shape: [kvDim, d] });
-    out.push({ name: p + 'attn_v.weight', shape: [kvDim, d] });
-    if (config.attentionBias) {
-      out.push({ name: p + 'attn_q.bias', shape: [qDim] });
-      out.push({ name: p + 'attn_k.bias', shape: [kvDim] });
-      out.push({ name: p + 'attn_v.bias', shape: [kvDim] });
-    }
-    if (config.qkNorm) {
-      out.push({ name: p + 'attn_q_norm.weight', shape: [headDim] });
-      out.push({ name: p + 'attn_k_norm.weight', shape: [headDim] });
-    }
-    out.push({ name: p + 'attn_output.weight', shape: [d, qDim] });
-    // Llama/Qwen3 with attention_bias also bias o_proj; Qwen2 never does.
-    out.push({ name: p + 'attn_output.bias', shape: [d], optional: true });
-    out.push({ name: p + 'ffn_norm.weight', shape: [d] });
-    out.push({ name: p + 'ffn_gate.weight', shape: [ff, d] });
-    out.push({ name: p + 'ffn_up.weight', shape: [ff, d] });
-    out.push({ name: p + 'ffn_down.weight', shape: [d, ff] });
-  }
-  out.push({ name: 'output_norm.weight', shape: [d] });
-  // When tied, output.weight may still be in the file (some HF exports keep lm_head); it is ignored.
-  if (!config.tieWordEmbeddings) out.push({ name: 'output.weight', shape: [vocabSize, d] });
-  return out;
+  return modelTensors(config).map(({ row, name, shape }) => (row.optional ? { name, shape, optional: true } : { name, shape }));
 }
 
 /**

@@ -5,33 +5,12 @@
  */
 import { layerWindow, type ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
-import { expectedTensors } from '../model/tensors';
+import { assembleWeights, modelTensors, type ModelWeights } from '../model/tensors';
 import { applyRope, ropeInvFreqs } from '../model/rope';
 
-interface LayerWeights {
-  attnNorm: Float32Array; // (dim)
-  wq: Float32Array; // (numHeads * headDim, dim)
-  wk: Float32Array; // (numKvHeads * headDim, dim)
-  wv: Float32Array; // (numKvHeads * headDim, dim)
-  bq?: Float32Array; // (numHeads * headDim)
-  bk?: Float32Array; // (numKvHeads * headDim)
-  bv?: Float32Array; // (numKvHeads * headDim)
-  qNorm?: Float32Array; // (headDim)
-  kNorm?: Float32Array; // (headDim)
-  wo: Float32Array; // (dim, numHeads * headDim)
-  bo?: Float32Array; // (dim)
-  ffnNorm: Float32Array; // (dim)
-  wGate: Float32Array; // (hidden, dim)
-  wUp: Float32Array; // (hidden, dim)
-  wDown: Float32Array; // (dim, hidden)
-}
-
-interface Weights {
-  tokenEmbd: Float32Array; // (vocab, dim)
-  layers: LayerWeights[];
-  outputNorm: Float32Array; // (dim)
-  output: Float32Array; // (vocab, dim), token_embd when tied
-}
+// Every weight float32, named and shaped as src/model/tensors.ts's table says; output is
+// token_embd when tied.
+type Weights = ModelWeights<Float32Array, Float32Array>;
 
 /** Canonical tensor name -> float32 values, e.g. from `readTensorF32`. */
 export type WeightMap = ReadonlyMap<string, Float32Array>;
@@ -83,44 +62,15 @@ export class ReferenceModel {
   /** Reads (and dequantises) every weight of an opened model. */
   static async load(opened: OpenedModel): Promise<ReferenceModel> {
     const weights = new Map<string, Float32Array>();
-    for (const t of expectedTensors(opened.config)) {
-      if (t.name === 'rope_freqs.weight' || !opened.tensors.has(t.name)) continue;
-      weights.set(t.name, await opened.readTensorF32(t.name));
+    for (const { row, name } of modelTensors(opened.config)) {
+      if (row.field && opened.tensors.has(name)) weights.set(name, await opened.readTensorF32(name));
     }
     return ReferenceModel.fromWeights(opened.config, weights, opened.ropeFreqFactors);
   }
 
   /** Builds a model from float32 weights under canonical names (shapes as `expectedTensors`). */
   static fromWeights(config: ModelConfig, weights: WeightMap, ropeFreqFactors?: Float32Array): ReferenceModel {
-    const need = (name: string): Float32Array => {
-      const t = weights.get(name);
-      if (!t) throw new Error(`reference model: missing weight ${name}`);
-      return t;
-    };
-    const layers: LayerWeights[] = [];
-    for (let l = 0; l < config.numLayers; l++) {
-      const p = `blk.${l}.`;
-      layers.push({
-        attnNorm: need(p + 'attn_norm.weight'),
-        wq: need(p + 'attn_q.weight'),
-        wk: need(p + 'attn_k.weight'),
-        wv: need(p + 'attn_v.weight'),
-        bq: config.attentionBias ? need(p + 'attn_q.bias') : undefined,
-        bk: config.attentionBias ? need(p + 'attn_k.bias') : undefined,
-        bv: config.attentionBias ? need(p + 'attn_v.bias') : undefined,
-        qNorm: config.qkNorm ? need(p + 'attn_q_norm.weight') : undefined,
-        kNorm: config.qkNorm ? need(p + 'attn_k_norm.weight') : undefined,
-        wo: need(p + 'attn_output.weight'),
-        bo: weights.get(p + 'attn_output.bias'),
-        ffnNorm: need(p + 'ffn_norm.weight'),
-        wGate: need(p + 'ffn_gate.weight'),
-        wUp: need(p + 'ffn_up.weight'),
-        wDown: need(p + 'ffn_down.weight'),
-      });
-    }
-    const tokenEmbd = need('token_embd.weight');
-    const output = config.tieWordEmbeddings ? tokenEmbd : need('output.weight');
-    return new ReferenceModel(config, { tokenEmbd, layers, outputNorm: need('output_norm.weight'), output }, ropeFreqFactors);
+    return new ReferenceModel(config, assembleWeights(config, (t) => weights.get(t.name)), ropeFreqFactors);
   }
 
   /** Positions held in the KV cache. */
