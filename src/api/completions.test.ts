@@ -253,7 +253,7 @@ describe('completions', () => {
     const { backend, oracle } = rig.llama;
     const ids = backend.tokenizer.encode(PROMPT);
     const params = { ...greedyReq(backend.id, { prompt: ids, max_tokens: 5, n: 2 }), return_hidden_states: true } as never;
-    const res = (await client.completions.create(params)) as OpenAI.Completion & { choices: Array<{ hidden_states?: number[] }> };
+    const res = (await client.completions.create(params)) as unknown as { choices: Array<{ hidden_states?: number[] }> };
     const model = await oracle();
     const out = greedy(model, ids, 5);
     // The hidden state after feeding the prompt and the first four outputs: where the fifth was drawn.

@@ -27,6 +27,7 @@ import { checkPromptIds, nextTask } from './backend-util';
 import { BackendDisposedError, ContextLengthError, PrecisionUnsupportedError } from './errors';
 import { BreakerTable, Sequence, type SequenceEnv } from './sequence';
 import { KvPages } from './kv-pages';
+import { layerCacheKinds, pageBytes, pagesPerBinding } from './layer-cache';
 import { Scheduler, type BatchItem, type BatchRunner, type StepCompletion } from './scheduler';
 import { StepBuffers } from './step';
 import { maskWords } from '../kernels/mask-ref';
@@ -266,6 +267,7 @@ export class GpuEngine implements Backend, BatchRunner {
     this.slotPenalized[slot] = gpu;
     if (gpu) this.sampler.penalties.reset(slot, seq.sampling, seq.promptIds, banned, seq.tokens.slice(seq.promptIds.length));
     else this.sampler.penalties.reset(slot, NO_PENALTIES, [], []);
+    this.forward.caches.resetSlot(slot);
   }
 
   /**
@@ -490,15 +492,16 @@ export function kvPoolPages(a: {
   limits: Pick<GPUSupportedLimits, 'maxStorageBufferBindingSize' | 'maxBufferSize'>;
   tokens?: number;
 }): number {
-  const perLayerToken = a.config.numKvHeads * a.config.headDim * (a.precision === 'f16' ? 2 : 4);
-  const pageBytes = 2 * a.config.numLayers * a.pageSize * perLayerToken;
+  const kinds = layerCacheKinds(a.config);
+  const act = a.precision === 'f16' ? 2 : 4;
+  const bytesPerPage = pageBytes(kinds, a.pageSize, act);
   const perContext = Math.ceil(a.contextLength / a.pageSize);
-  const bindingPages = Math.floor(Math.min(a.limits.maxStorageBufferBindingSize, a.limits.maxBufferSize) / (a.pageSize * perLayerToken));
+  const bindingPages = pagesPerBinding(kinds, a.pageSize, act, Math.min(a.limits.maxStorageBufferBindingSize, a.limits.maxBufferSize));
   let pages: number;
   if (a.tokens !== undefined) pages = Math.ceil(a.tokens / a.pageSize);
   else {
     const budget = Math.min(2 * 2 ** 30, Math.max(64 * 2 ** 20, a.weightBytes));
-    pages = Math.min(a.maxSeqs * perContext, Math.floor(budget / Math.max(1, pageBytes)));
+    pages = Math.min(a.maxSeqs * perContext, Math.floor(budget / Math.max(1, bytesPerPage)));
   }
   pages = Math.max(pages, perContext);
   if (pages > bindingPages) {

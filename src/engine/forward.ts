@@ -16,6 +16,7 @@ import { createRopeOp, ropeInvFreq } from '../kernels/rope';
 import { createSwigluOp } from '../kernels/swiglu';
 import { layerWindow, type ModelConfig } from '../model/config';
 import type { GpuMatrix, GpuWeights } from './gpu-weights';
+import { LayerCaches, layerCacheKinds } from './layer-cache';
 import type { StepBuffers } from './step';
 
 export interface ForwardLimits {
@@ -45,8 +46,6 @@ interface RunState {
   lastNormed: GPUBuffer; // f32 [maxSeqs, hidden]
   logits: GPUBuffer; // f32 [maxSeqs, vocab]
   invFreq: GPUBuffer; // f32 [headDim/2]
-  kCache: GPUBuffer[]; // per layer [numPages, pageSize, nKv, headDim]
-  vCache: GPUBuffer[];
 }
 
 interface LayerOps {
@@ -74,6 +73,8 @@ export class GpuForward {
     readonly config: ModelConfig,
     readonly limits: ForwardLimits,
     readonly state: RunState,
+    /** What each layer keeps per sequence between steps (paged K/V today; see ./layer-cache.ts). */
+    readonly caches: LayerCaches,
     private readonly feed: Op,
     private readonly embed: Op,
     private readonly layers: LayerOps[],
@@ -83,9 +84,9 @@ export class GpuForward {
     private readonly buffers: GPUBuffer[],
   ) {}
 
-  /** Bytes of the KV cache (both K and V, all layers). */
+  /** Bytes of the layers' caches (K and V of every layer). */
   get kvCacheBytes(): number {
-    return this.state.kCache.reduce((n, b) => n + 2 * b.size, 0);
+    return this.caches.bytes;
   }
 
   static async create(
@@ -110,7 +111,6 @@ export class GpuForward {
       owned.push(b);
       return b;
     };
-    const kvElements = limits.numPages * limits.pageSize * nKv * D;
     const invFreq = uploadBuffer(device, ropeInvFreq({ ...config, freqFactors: ropeFreqFactors }), STORAGE, 'rope invFreq');
     owned.push(invFreq);
     const state: RunState = {
@@ -131,9 +131,8 @@ export class GpuForward {
       lastNormed: buf(S * H, 'lastNormed', 4),
       logits: buf(S * V, 'logits', 4),
       invFreq,
-      kCache: config.numLayers ? Array.from({ length: config.numLayers }, (_, l) => buf(kvElements, `kCache.${l}`)) : [],
-      vCache: Array.from({ length: config.numLayers }, (_, l) => buf(kvElements, `vCache.${l}`)),
     };
+    const caches = LayerCaches.create(device, layerCacheKinds(config), { numPages: limits.numPages, pageSize: limits.pageSize, maxSeqs: S, actBytes: act });
 
     // The logits path runs in f32 whatever the activations are: the sampler reads f32 logits.
     const f32 = { ...ctx, precision: 'f32' as const };
@@ -159,6 +158,7 @@ export class GpuForward {
     const layers: LayerOps[] = [];
     for (let l = 0; l < config.numLayers; l++) {
       const w = weights.layers[l]!;
+      const kv = caches.paged(l);
       const qRoped = state.qn ?? state.q;
       const kRoped = state.kn ?? state.k;
       layers.push({
@@ -182,15 +182,15 @@ export class GpuForward {
           k: kRoped,
           v: state.v,
           slotMapping: step.slotMapping,
-          kCache: state.kCache[l]!,
-          vCache: state.vCache[l]!,
+          kCache: kv.k,
+          vCache: kv.v,
           nKv,
           headDim: D,
         }),
         attention: await createAttentionOp(ctx, {
           q: qRoped,
-          kCache: state.kCache[l]!,
-          vCache: state.vCache[l]!,
+          kCache: kv.k,
+          vCache: kv.v,
           out: state.att,
           positions: step.positions,
           tokenSeq: step.tokenSeq,
@@ -246,7 +246,7 @@ export class GpuForward {
       step: step.seqCount,
       maxTokens: S,
     }, specs);
-    return new GpuForward(config, limits, state, feed, embed, layers, gatherLast, finalNorm, lmHead, owned);
+    return new GpuForward(config, limits, state, caches, feed, embed, layers, gatherLast, finalNorm, lmHead, owned);
   }
 
   /** Records one forward step of `tokens` tokens from `seqs` sequences; logits land in `state.logits`. */
@@ -287,5 +287,6 @@ export class GpuForward {
     for (const layer of this.layers) for (const op of Object.values(layer) as (Op | undefined)[]) if (op) ops.push(op);
     for (const op of ops) op.destroy();
     for (const b of this.buffers) b.destroy();
+    this.caches.destroy();
   }
 }
