@@ -45,7 +45,7 @@ describe('a level’s figures', () => {
     expect(l.submitMsPerStep).toBeCloseTo(0.1, 9);
     expect(l.stepMs).toBeCloseTo(10, 9);
     expect(l.hostShare).toBeCloseTo(0.03, 9);
-    expect(l.gapMs).toBeCloseTo(10 - 9.7, 9); // runBatch took 9.7 ms of each 10
+    expect(l.gapMs).toBeCloseTo(10 - 9.7, 9); // submit took 9.7 ms of each 10
     expect(l.gpuBusyShare).toBeCloseTo(32 / 40, 9);
     expect(l.preemptions).toBe(1);
     expect(l.ratio).toBeNull();

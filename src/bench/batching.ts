@@ -4,7 +4,7 @@
  * costs: dispatches per decoded token, host milliseconds to record and submit a step, and the
  * GPU's busy share of the wall time (from timestamp queries, when granted).
  *
- * Measurement hooks, all from outside the engine: `runBatch` is wrapped on the engine instance
+ * Measurement hooks, all from outside the engine: `submit` is wrapped on the engine instance
  * (the scheduler calls it once per step), `device.queue.submit` is wrapped while a level runs,
  * and a `StepProfiler` hands the engine its real compute pass (one per command buffer, as
  * without a profiler) with two timestamp writes and a dispatch counter added.
@@ -58,7 +58,7 @@ export interface StreamLevelResult {
   /** Dispatches recorded per window step, and per token of the window. */
   dispatchesPerStep: number;
   dispatchesPerToken: number;
-  /** Mean wall ms from the step's start (runBatch entered) to the return of its last queue.submit: CPU work of writing, recording and submitting. */
+  /** Mean wall ms from the step's start (submit entered) to the return of its last queue.submit: CPU work of writing, recording and submitting. */
   hostMsPerStep: number;
   /** The part of hostMsPerStep spent inside queue.submit calls (the driver's; the rest is the engine's JS and WebGPU encoding calls). */
   submitMsPerStep: number;
@@ -66,7 +66,7 @@ export interface StreamLevelResult {
   stepMs: number;
   /** hostMsPerStep ÷ stepMs. */
   hostShare: number;
-  /** Mean wall ms per step outside runBatch (the scheduler's bookkeeping, token delivery, the task yield between steps). */
+  /** Mean wall ms per step outside submit (the scheduler's bookkeeping, token delivery, the task yield between steps). */
   gapMs: number;
   /** Sum of the window steps' GPU pass times (timestamp queries) ÷ windowMs; null without timestamp-query or with an unusable reading. */
   gpuBusyShare: number | null;

@@ -119,8 +119,8 @@ export function formatBatching(title: string, b: BatchingResult | { error: strin
   const out = [
     `${title}: continuous batching (context ${b.contextLength}, up to ${b.maxBatch} sequences a step; streams of ${b.streamPromptTokens}-token prompts, ${b.streamTokens} tokens each, greedy)`,
     '   aggregate tok/s = tokens generated after the step that gave the last stream its first token ÷ wall time from then to the last token;',
-    '   host ms = step start (runBatch) to its last queue.submit returning (submit ms: the part inside queue.submit); step ms = window ÷ steps;',
-    '   gap = time between steps outside runBatch; GPU busy = the steps\' pass timestamps ÷ wall time (null without timestamp-query)',
+    '   host ms = step start (submit) to its last queue.submit returning (submit ms: the part inside queue.submit); step ms = window ÷ steps;',
+    '   gap = time between steps outside submit; GPU busy = the steps\' pass timestamps ÷ wall time (null without timestamp-query)',
   ];
   if (b.levels.length) {
     out.push(

@@ -126,16 +126,23 @@ describe('the GPU engine with many sequences in flight', () => {
     }
   });
 
-  it('gives back every page of aborted sequences, and the others finish exactly', async () => {
-    const keep = () => greedyRequest(prompt(51, 12), 16);
-    const want = (await drainGeneration(engine.generate(keep()))).ids;
-    const aborts = Array.from({ length: 12 }, (_, i) => {
+  it('gives back every page of 100 sequences aborted at random points, and the others finish exactly', async () => {
+    const keep = [() => greedyRequest(prompt(51, 12), 40), () => greedyRequest(prompt(52, 20), 40, { temperature: 1, seed: 9 })];
+    const want = [];
+    for (const k of keep) want.push((await drainGeneration(engine.generate(k()))).ids);
+    let seed = 7;
+    const rand = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+    const aborts = Array.from({ length: 100 }, (_, i) => {
       const ctl = new AbortController();
-      const gen = engine.generate({ ...greedyRequest(prompt(60 + i, 5 + i), 30), signal: ctl.signal });
-      return drainGeneration(gen, (n) => n === 1 + (i % 5) && ctl.abort());
+      // Aborted before its first token (in the queue or mid-prefill), or after 1 to 6 tokens.
+      const at = Math.floor(rand() * 7);
+      const gen = engine.generate({ ...greedyRequest(prompt(60 + i, 3 + Math.floor(rand() * 20)), 30), signal: ctl.signal });
+      if (at === 0) setTimeout(() => ctl.abort(), Math.floor(rand() * 50));
+      return drainGeneration(gen, (n) => n === at && ctl.abort());
     });
-    const [kept, ...ended] = await Promise.all([drainGeneration(engine.generate(keep())), ...aborts]);
-    expect(kept.ids).toEqual(want);
+    const [kept0, kept1, ...ended] = await Promise.all([...keep.map((k) => drainGeneration(engine.generate(k()))), ...aborts]);
+    expect(kept0!.ids).toEqual(want[0]);
+    expect(kept1!.ids).toEqual(want[1]);
     for (const e of ended) expect(e.result.finishReason).toBe('abort');
     const { pages } = engine.kvStats;
     expect(pages.used).toBe(0);

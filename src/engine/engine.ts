@@ -1,9 +1,10 @@
 /**
  * The WebGPU engine: a loaded model serving many sequences at once. A scheduler (./scheduler.ts)
  * batches every request in flight into ragged steps over one pool of KV pages with a prefix cache
- * shared by all requests; this file runs those steps on the GPU (`runBatch`): one command buffer
- * per step (two when a row has a grammar: the forward pass runs while the CPU computes the masks),
- * sampling on the GPU, and only the sampled ids (and logprobs when asked) read back.
+ * shared by all requests; this file runs those steps on the GPU (`submit`, then the step's
+ * completion): one command buffer per step (two when a row has a grammar: the forward pass runs
+ * while the CPU computes the masks), sampling on the GPU, and only the sampled ids (and logprobs or
+ * hidden states when asked) read back, while the next step already runs.
  * A request's lifecycle (what to feed, enders, min_tokens, CPU sampler, grammar, abort) is the
  * shared `Sequence` (./sequence.ts, as the reference backend's).
  */
