@@ -13,18 +13,19 @@ const SRC = dirname(fileURLToPath(import.meta.url));
 
 /** What each folder may import (besides itself). Lower layers first. */
 const LAYERS: Record<string, string[]> = {
+  platform: [],
   gpu: [],
   formats: [],
   model: ['formats'],
-  text: ['model', 'formats'],
+  text: ['platform', 'model', 'formats'],
   kernels: ['gpu', 'formats', 'model'],
-  structured: ['text', 'model'],
+  structured: ['platform', 'text', 'model'],
   loader: ['formats', 'model'],
-  engine: ['gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader'],
-  reference: ['formats', 'model', 'text', 'kernels', 'structured', 'engine'],
-  api: ['gpu', 'formats', 'model', 'text', 'structured', 'engine'],
-  transport: ['gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader', 'engine', 'api'],
-  cli: ['gpu', 'formats', 'model', 'text', 'loader', 'engine', 'api', 'transport'],
+  engine: ['platform', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader'],
+  reference: ['platform', 'formats', 'model', 'text', 'kernels', 'structured', 'engine'],
+  api: ['platform', 'gpu', 'formats', 'model', 'text', 'structured', 'engine'],
+  transport: ['platform', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader', 'engine', 'api'],
+  cli: ['platform', 'gpu', 'formats', 'model', 'text', 'loader', 'engine', 'api', 'transport'],
   // Test support and the benchmark sit above everything.
   testing: ['*'],
   bench: ['*'],

@@ -115,7 +115,7 @@ export function createApp(options: AppOptions): App {
     async runChat(chat, signal) {
       const req = parseChatRequest(chat);
       ensureReady();
-      const run = await prepareChat(req, resolve(req.model, true), signal);
+      const run = await prepareChat(req, resolve(req.model, true), signal, limits);
       return { req, chunks: run.chunks };
     },
   });
@@ -136,7 +136,7 @@ export function createApp(options: AppOptions): App {
       async run(request) {
         const req = parseChatRequest(await body(request));
         ensureReady();
-        return reply(await prepareChat(req, resolve(req.model, true), request.signal));
+        return reply(await prepareChat(req, resolve(req.model, true), request.signal, limits));
       },
     },
     {
@@ -145,7 +145,7 @@ export function createApp(options: AppOptions): App {
       async run(request) {
         const req = parseCompletionRequest(await body(request));
         ensureReady();
-        return reply(await prepareCompletion(req, resolve(req.model, true), request.signal));
+        return reply(await prepareCompletion(req, resolve(req.model, true), request.signal, limits));
       },
     },
     { method: 'GET', path: '/models', run: () => json({ object: 'list', data: backends().map(modelCard) }) },

@@ -7,7 +7,7 @@ import { ChatOutputParser, detectToolCallFormat, promptOpensReasoning, templateH
 import { choiceOptions, forcedToolGrammar, newId, nowSeconds, strictToolGrammar, structuredGrammar, UsageTracker, withChoiceSeed } from './choices';
 import { runChoice, type TokenOut } from './generate';
 import { merge } from './merge';
-import { checkPromptBound } from './limits';
+import { checkPromptBound, DEFAULT_LIMITS, type RequestLimits } from './limits';
 import { fitPrompt } from './prompt';
 import type { ChatChunkChoice, ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse, ChatDelta, ChatLogprobs, ChatToolCall } from './protocol/chat';
 import { toSamplingParams } from './sampling';
@@ -23,7 +23,7 @@ export interface ChatRun {
   fold(): Promise<ChatCompletionResponse>;
 }
 
-export async function prepareChat(req: ChatCompletionRequest, backend: Backend, signal?: AbortSignal): Promise<ChatRun> {
+export async function prepareChat(req: ChatCompletionRequest, backend: Backend, signal?: AbortSignal, limits: RequestLimits = DEFAULT_LIMITS): Promise<ChatRun> {
   const tok = backend.tokenizer;
   const { prompt, literalRanges, template } = renderChat(backend, req);
   if (!req.truncate_sequence) checkPromptBound(prompt, tok.vocab, backend.contextLength, 'messages');
@@ -47,9 +47,10 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
   const created = nowSeconds();
   const usage = new UsageTracker([promptIds.length]);
   const forced = req.tool_choice === 'required' || typeof req.tool_choice === 'object';
+  const compile = { timeLimitMs: limits.grammarCompileMs };
   const grammar = forced
-    ? await forcedToolGrammar(req, toolFormat, backend)
-    : ((await strictToolGrammar(req, toolFormat, backend)) ?? (await structuredGrammar(req, backend)));
+    ? await forcedToolGrammar(req, toolFormat, backend, compile)
+    : ((await strictToolGrammar(req, toolFormat, backend, compile)) ?? (await structuredGrammar(req, backend, compile)));
   const base = { ...choiceOptions(req, backend, signal), grammar };
   const includeUsage = req.stream ? !!req.stream_options?.include_usage : true;
   const continuous = !!(req.stream && req.stream_options?.continuous_usage_stats);

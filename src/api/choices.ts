@@ -1,7 +1,7 @@
 /** Pieces both endpoints use to run their choices: request fields to a `ChoiceRequest`, ids, usage. */
 import type { Backend, SamplingParams } from '../engine/types';
 import { deriveSeed } from '../engine/logit-processors';
-import type { CompiledConstraint } from '../structured/grammar';
+import type { CompileOptions, CompiledConstraint } from '../structured/grammar';
 import { compileForRequest } from './protocol/structured';
 import type { ToolCallFormat } from '../text/index';
 import { invalid, unsupported } from './errors';
@@ -33,18 +33,18 @@ export function choiceOptions(r: SamplingFields, backend: Backend, signal: Abort
 }
 
 /** The request's structured-output grammar compiled for the backend's tokenizer (a 400 when invalid), if it asked for one. */
-export async function structuredGrammar(r: SamplingFields, backend: Backend): Promise<CompiledConstraint | undefined> {
-  return r.structured ? compileForRequest(backend.tokenizer, backend.config.vocabSize, r.structured) : undefined;
+export async function structuredGrammar(r: SamplingFields, backend: Backend, compile?: CompileOptions): Promise<CompiledConstraint | undefined> {
+  return r.structured ? compileForRequest(backend.tokenizer, backend.config.vocabSize, r.structured, compile) : undefined;
 }
 
 /** The grammar that forces tool calls (tool_choice `required` or named) in the template's call format. */
-export async function forcedToolGrammar(r: ChatCompletionRequest, format: ToolCallFormat | null, backend: Backend): Promise<CompiledConstraint> {
+export async function forcedToolGrammar(r: ChatCompletionRequest, format: ToolCallFormat | null, backend: Backend, compile?: CompileOptions): Promise<CompiledConstraint> {
   if (r.structured) throw invalid('tool_choice', `tool_choice ${JSON.stringify(r.tool_choice)} cannot be combined with ${r.structured.param ?? 'response_format'}`);
   if (format === null) throw unsupported('tool_choice', "forcing tool calls for this model's template (it teaches no known tool-call format)");
   const named = typeof r.tool_choice === 'object' ? r.tool_choice.function.name : null;
   const tools = (r.tools ?? []).filter((t) => named === null || t.function.name === named).map((t) => ({ name: t.function.name, parameters: t.function.parameters }));
   const multiple = named === null && r.parallel_tool_calls;
-  return compileForRequest(backend.tokenizer, backend.config.vocabSize, { kind: 'tool_calls', format, tools, multiple, param: 'tools' });
+  return compileForRequest(backend.tokenizer, backend.config.vocabSize, { kind: 'tool_calls', format, tools, multiple, param: 'tools' }, compile);
 }
 
 /**
@@ -52,14 +52,19 @@ export async function forcedToolGrammar(r: ChatCompletionRequest, format: ToolCa
  * name one of the tools and (for strict tools) follow its parameters schema. Undefined when no
  * tool is strict or tools are off (`none`).
  */
-export async function strictToolGrammar(r: ChatCompletionRequest, format: ToolCallFormat | null, backend: Backend): Promise<CompiledConstraint | undefined> {
+export async function strictToolGrammar(
+  r: ChatCompletionRequest,
+  format: ToolCallFormat | null,
+  backend: Backend,
+  compile?: CompileOptions,
+): Promise<CompiledConstraint | undefined> {
   const tools = r.tools ?? [];
   if (r.tool_choice === 'none' || !tools.some((t) => t.function.strict === true)) return undefined;
   if (r.structured) throw invalid('tools', `strict tools cannot be combined with ${r.structured.param ?? 'response_format'}`);
   if (format === null) throw unsupported('tools', "strict tools for this model's template (it teaches no known tool-call format)");
   // A call opened in the format must match one of the tags, so non-strict tools are in too, their arguments any object.
   const specTools = tools.map((t) => ({ name: t.function.name, parameters: t.function.strict === true ? t.function.parameters : undefined }));
-  return compileForRequest(backend.tokenizer, backend.config.vocabSize, { kind: 'tool_calls_auto', format, tools: specTools, param: 'tools' });
+  return compileForRequest(backend.tokenizer, backend.config.vocabSize, { kind: 'tool_calls_auto', format, tools: specTools, param: 'tools' }, compile);
 }
 
 /** Choice j of a prompt gets its own stream of the request's seed (choice 0 the seed itself). */

@@ -8,7 +8,7 @@ import { choiceOptions, newId, nowSeconds, structuredGrammar, UsageTracker, with
 import { invalid } from './errors';
 import { runChoice, type TokenOut } from './generate';
 import { merge } from './merge';
-import { checkPromptBound } from './limits';
+import { checkPromptBound, DEFAULT_LIMITS, type RequestLimits } from './limits';
 import { fitPrompt } from './prompt';
 import type { CompletionChunk, CompletionLogprobs, CompletionRequest, CompletionResponse, PromptInput } from './protocol/completions';
 import { toSamplingParams } from './sampling';
@@ -31,7 +31,7 @@ interface PreparedPrompt {
 }
 
 /** Validation, tokenization and length checks happen here, before any byte of the reply. */
-export async function prepareCompletion(req: CompletionRequest, backend: Backend, signal?: AbortSignal): Promise<CompletionRun> {
+export async function prepareCompletion(req: CompletionRequest, backend: Backend, signal?: AbortSignal, limits: RequestLimits = DEFAULT_LIMITS): Promise<CompletionRun> {
   const tok = backend.tokenizer;
   const prompts = req.prompt.map((p, i) => {
     if (typeof p === 'string' && !req.truncate_sequence) checkPromptBound(p, tok.vocab, backend.contextLength, 'prompt');
@@ -53,7 +53,7 @@ export async function prepareCompletion(req: CompletionRequest, backend: Backend
   const created = nowSeconds();
   const usage = new UsageTracker(prompts.map((p) => p.ids.length));
   const cumulative = new Map<number, number>();
-  const base = { ...choiceOptions(req, backend, signal), grammar: await structuredGrammar(req, backend) };
+  const base = { ...choiceOptions(req, backend, signal), grammar: await structuredGrammar(req, backend, { timeLimitMs: limits.grammarCompileMs }) };
   const wantLogprobs = req.logprobs !== undefined;
   const includeUsage = req.stream ? !!req.stream_options?.include_usage : true;
   const continuous = !!(req.stream && req.stream_options?.continuous_usage_stats);

@@ -4,6 +4,7 @@
  * the stack, so a hostile body is refused with a 4xx naming the limit before it costs anything.
  * docs/api.md lists these limits.
  */
+import { GRAMMAR_LIMITS } from '../structured/limits';
 import { ApiError, invalid } from './errors';
 
 export interface RequestLimits {
@@ -13,6 +14,8 @@ export interface RequestLimits {
   maxJsonDepth: number;
   /** Longest regular expression (`stop_regex`) in characters. */
   maxPatternLength: number;
+  /** How long a structured-output grammar new to the server may take to compile, in ms (400 past it; src/structured/probe.ts). */
+  grammarCompileMs: number;
 }
 
 export const DEFAULT_LIMITS: RequestLimits = {
@@ -21,6 +24,7 @@ export const DEFAULT_LIMITS: RequestLimits = {
   // Real JSON schemas and tool parameters nest a few levels; templates and grammars recurse over them.
   maxJsonDepth: 128,
   maxPatternLength: 16 * 1024,
+  grammarCompileMs: GRAMMAR_LIMITS.compileTimeMs,
 };
 
 export const tooLarge = (limit: number) =>

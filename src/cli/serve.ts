@@ -17,6 +17,7 @@ Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, ...) f
   --precision P            auto (default), f32 or f16
   --context-length N       tokens per sequence, prompt and completion
   --max-body-size BYTES    largest request body (default 33554432, 32 MiB; larger ones get a 413)
+  --grammar-time-limit MS  how long a new structured-output grammar may compile (default 3000; past it a 400)
   --no-cache               read remote models without keeping a copy
   --help, -h               this text`;
 
@@ -35,6 +36,7 @@ export interface ServeArgs {
   contextLength?: number;
   cache: boolean;
   maxBodyBytes?: number;
+  grammarCompileMs?: number;
 }
 
 /** Parses the flags after `serve` (`--flag value` or `--flag=value`); null for --help. */
@@ -82,6 +84,9 @@ export function parseServeArgs(args: string[], env: Record<string, string | unde
       case '--max-body-size':
         out.maxBodyBytes = int(1024, 2 ** 40);
         break;
+      case '--grammar-time-limit':
+        out.grammarCompileMs = int(1, 3_600_000);
+        break;
       case '--precision': {
         const p = need();
         if (p !== 'auto' && p !== 'f32' && p !== 'f16') throw new UsageError(`--precision must be auto, f32 or f16, got "${p}"`);
@@ -123,6 +128,7 @@ export async function serveCommand(args: string[], log: (line: string) => void =
     precision: a.precision,
     contextLength: a.contextLength,
     maxBodyBytes: a.maxBodyBytes,
+    grammarCompileMs: a.grammarCompileMs,
     cache: a.cache,
     onProgress: (p) => {
       const line = progressLine(p);

@@ -5,12 +5,15 @@
  *
  * The tokenizer's `TokenizerInfo` (xgrammar's decoded vocabulary) is built once per tokenizer and
  * compiled grammars are cached by their text, so repeated requests with one schema compile once.
+ * A grammar new to the process is first compiled in a worker under a time limit (probe.ts), so
+ * that its compile here, which holds the event loop, is known to end in time.
  */
 import type { TextTokenizer } from '../text/tokenizer';
 import type { ToolCallFormat } from '../text/tool-calls';
-import { autoToolCallsTag, forcedToolCallsTag } from './tool-tags';
+import { compileSpec, SCHEMA_EBNF_ARGS, type GrammarOps } from './compile';
 import { StructuredOutputError } from './errors';
-import { checkGrammar, checkRegex, checkSchema } from './limits';
+import { checkGrammar, checkRegex, checkSchema, GRAMMAR_LIMITS } from './limits';
+import { probeCompile, tokenizerInfoArgs } from './probe';
 import { Utf8Guard, utf8Tables } from './utf8-guard';
 import { discardXGrammar, loadXGrammar, withFatalMessage, xgrammarGeneration } from './xgrammar';
 
@@ -39,6 +42,14 @@ export interface ForcedTool {
 }
 
 export { StructuredOutputError };
+
+export interface CompileOptions {
+  /**
+   * How long a new grammar may take to compile, in ms (default GRAMMAR_LIMITS.compileTimeMs);
+   * past it the request is refused with a StructuredOutputError naming the limit.
+   */
+  timeLimitMs?: number;
+}
 
 /** One choice's grammar state. Not shareable between choices: make one per choice. */
 export interface Constraint {
@@ -72,6 +83,9 @@ interface TokenizerState {
   grammars: Map<string, Promise<Compiled>>;
 }
 
+/** Failures of the probe: they happened in the worker, so this thread's instance is still sound. */
+const probeRefusals = new WeakSet<object>();
+
 const perTokenizer = new WeakMap<TextTokenizer, Map<number, TokenizerState>>();
 /** Compiled grammars kept per tokenizer (the oldest is dropped past this). */
 const MAX_CACHED = 64;
@@ -84,8 +98,7 @@ function stateFor(tokenizer: TextTokenizer, vocabSize: number): TokenizerState {
     const instance = loadXGrammar();
     const compiler = (async () => {
       const xg = await instance;
-      const vocab = [...tokenizer.vocab];
-      const info = await xg.TokenizerInfo.createTokenizerInfo(vocab, tokenizer.vocabType, tokenizer.prependSpace, vocabSize, [...tokenizer.eosIds]);
+      const info = await xg.TokenizerInfo.createTokenizerInfo(...tokenizerInfoArgs(tokenizer, vocabSize));
       return xg.GrammarCompiler.createGrammarCompiler(info);
     })();
     bySize.set(vocabSize, (s = { generation: xgrammarGeneration(), xg: instance, compiler, grammars: new Map() }));
@@ -99,22 +112,29 @@ const defaultParam = (spec: ConstraintSpec): string =>
 /**
  * Compiles `spec` for `tokenizer` (cached). `vocabSize`: the model's logit rows, which may exceed
  * the tokenizer's ids; the extra rows are never allowed. Throws `StructuredOutputError` for an
- * invalid schema, regex or grammar.
+ * invalid schema, regex or grammar, and for one that compiles longer than the time limit.
  */
-export async function compileConstraint(tokenizer: TextTokenizer, spec: ConstraintSpec, vocabSize = tokenizer.vocabSize): Promise<CompiledConstraint> {
+export async function compileConstraint(
+  tokenizer: TextTokenizer,
+  spec: ConstraintSpec,
+  vocabSize = tokenizer.vocabSize,
+  options: CompileOptions = {},
+): Promise<CompiledConstraint> {
   const param = defaultParam(spec);
   checkLimits(spec, param);
   const key = cacheKey(spec, param);
+  const timeLimitMs = options.timeLimitMs ?? GRAMMAR_LIMITS.compileTimeMs;
+  const compileCached = () => compileOnMain(tokenizer, spec, param, key, vocabSize, timeLimitMs);
   let compiled: Compiled;
   try {
-    compiled = await compileCached(tokenizer, spec, param, key, vocabSize);
+    compiled = await compileCached();
   } catch (e) {
     // Any failure inside the wasm leaves the instance unsound: never reuse it. A trap the input
     // did not cause (its state was already bad) gets one retry on a fresh instance; an input that
     // fails there too is refused with xgrammar's reason.
-    if (!fromWasm(e) || !discardXGrammar()) throw e;
+    if (probeRefusals.has(e as object) || !fromWasm(e) || !discardXGrammar()) throw e;
     if (e instanceof StructuredOutputError) throw e;
-    compiled = await compileCached(tokenizer, spec, param, key, vocabSize).catch((again: unknown) => {
+    compiled = await compileCached().catch((again: unknown) => {
       if (fromWasm(again)) discardXGrammar();
       throw again instanceof StructuredOutputError ? again : new StructuredOutputError(param, `${param}: the grammar engine failed on it: ${(again as Error).message}`, { cause: again });
     });
@@ -129,7 +149,7 @@ export async function compileConstraint(tokenizer: TextTokenizer, spec: Constrai
       } catch (e) {
         // The instance this grammar was compiled on has trapped since: compile it on a fresh one.
         if (!fromWasm(e) || !discardXGrammar()) throw e;
-        compiled = await compileCached(tokenizer, spec, param, key, vocabSize);
+        compiled = await compileCached();
         matcher = await compiled.xg.GrammarMatcher.createGrammarMatcher(compiled.grammar);
       }
       // Whatever the grammar allows, the output stays valid UTF-8 (see utf8-guard.ts).
@@ -155,12 +175,23 @@ export async function compileConstraint(tokenizer: TextTokenizer, spec: Constrai
   };
 }
 
-/** The grammar compiled on the current instance, with that instance (its matchers must come from it). */
-async function compileCached(tokenizer: TextTokenizer, spec: ConstraintSpec, param: string, key: string, vocabSize: number): Promise<Compiled> {
-  const state = stateFor(tokenizer, Math.max(vocabSize, tokenizer.vocabSize));
+/**
+ * The grammar compiled on the current instance, with that instance (its matchers must come from
+ * it); probed first in the worker when this process has not compiled it in time before.
+ */
+async function compileOnMain(tokenizer: TextTokenizer, spec: ConstraintSpec, param: string, key: string, vocabSize: number, timeLimitMs: number): Promise<Compiled> {
+  const size = Math.max(vocabSize, tokenizer.vocabSize);
+  const state = stateFor(tokenizer, size);
   let pending = state.grammars.get(key);
   if (!pending) {
-    pending = (async () => ({ xg: await state.xg, grammar: await compileNow(await state.xg, await state.compiler, spec, param) }))();
+    pending = (async () => {
+      await probeCompile(tokenizer, size, key, param, timeLimitMs, (ops) => compileSpec(ops, spec, param)).catch((e: unknown) => {
+        if (typeof e === 'object' && e !== null) probeRefusals.add(e);
+        throw e;
+      });
+      const xg = await state.xg;
+      return { xg, grammar: await compileSpec(localOps(xg, await state.compiler), spec, param) };
+    })();
     state.grammars.set(key, pending);
     if (state.grammars.size > MAX_CACHED) state.grammars.delete(state.grammars.keys().next().value!);
     // A failed compile is not cached: the next request gets the same error afresh.
@@ -213,83 +244,11 @@ function cacheKey(spec: ConstraintSpec, param: string): string {
   }
 }
 
-/**
- * xgrammar (0.1.27) writes a length-bounded JSON string as `[^"\\\r\n]{m,n}`, which lets raw
- * control characters (U+0000-U+001F, tab included) into the string: invalid JSON that
- * `JSON.parse` rejects. Its unbounded strings already exclude them; this gives bounded ones the
- * same class (escapes stay out of bounded strings, as xgrammar has them).
- */
-const LOOSE_STRING_CHAR = String.raw`[^"\\\r\n]`;
-const JSON_STRING_CHAR = String.raw`[^\0-\x1f"\\]`;
-
-/** A schema as EBNF (root rule `root`): xgrammar's conversion, made JSON-correct. */
-async function schemaEbnf(xg: XGrammar, schema: string): Promise<string> {
-  // Compact output (indent -1, no free whitespace): fewer tokens, and no model can loop on spaces.
-  const ebnf = await withFatalMessage(() => xg.Testings._jsonSchemaToEBNF(schema, false, -1, [',', ':']));
-  return ebnf.split(LOOSE_STRING_CHAR).join(JSON_STRING_CHAR);
-}
-
-/** A schema's grammar: xgrammar's conversion to EBNF, made JSON-correct, then compiled. */
-async function compileSchema(xg: XGrammar, compiler: GrammarCompiler, schema: string): Promise<CompiledGrammar> {
-  const ebnf = await schemaEbnf(xg, schema);
-  return withFatalMessage(() => compiler.compileGrammar(ebnf, 'root'));
-}
-
-async function compileNow(xg: XGrammar, compiler: GrammarCompiler, spec: ConstraintSpec, param: string): Promise<CompiledGrammar> {
-  const fail = (what: string, e: unknown) => new StructuredOutputError(param, `${param}: invalid ${what}: ${(e as Error).message}`, { cause: e });
-  switch (spec.kind) {
-    case 'json_object':
-      // OpenAI's json_object is an object; compact like json_schema's output.
-      return compileSchema(xg, compiler, '{"type":"object"}');
-    case 'json_schema': {
-      const schema = spec.schema;
-      if (typeof schema === 'boolean') {
-        // `true` accepts any JSON value; `false` accepts nothing.
-        if (schema) return compileSchema(xg, compiler, '{}');
-        throw new StructuredOutputError(param, `${param}: the schema false accepts no output`);
-      }
-      if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) {
-        throw new StructuredOutputError(param, `${param}: a JSON schema must be an object; got ${JSON.stringify(schema)}`);
-      }
-      try {
-        return await compileSchema(xg, compiler, JSON.stringify(schema));
-      } catch (e) {
-        throw fail('JSON schema', e);
-      }
-    }
-    case 'regex': {
-      try {
-        new RegExp(spec.pattern, 'u');
-      } catch (e) {
-        throw fail('regular expression', e);
-      }
-      try {
-        return await withFatalMessage(() => compiler.compileStructuralTag({ type: 'structural_tag', format: { type: 'regex', pattern: spec.pattern } }));
-      } catch (e) {
-        throw fail('regular expression', e);
-      }
-    }
-    case 'tool_calls':
-    case 'tool_calls_auto': {
-      if (spec.tools.length === 0) throw new StructuredOutputError(param, `${param}: no tools to call`);
-      const argsEbnf = (schema: string) => schemaEbnf(xg, schema);
-      try {
-        const tag =
-          spec.kind === 'tool_calls'
-            ? await forcedToolCallsTag(spec.format, spec.tools, spec.multiple, argsEbnf)
-            : await autoToolCallsTag(spec.format, spec.tools, argsEbnf);
-        return await withFatalMessage(() => compiler.compileStructuralTag(tag as Record<string, unknown>));
-      } catch (e) {
-        throw fail('tool parameters schema', e);
-      }
-    }
-    case 'ebnf': {
-      if (!spec.grammar.trim()) throw new StructuredOutputError(param, `${param}: the grammar is empty`);
-      try {
-        return await withFatalMessage(() => compiler.compileGrammar(spec.grammar, 'root'));
-      } catch (e) {
-        throw fail('grammar', e);
-      }
-    }
-  }
+/** The xgrammar calls of compile.ts on this thread's instance, each failure carrying xgrammar's reason. */
+function localOps(xg: XGrammar, compiler: GrammarCompiler): GrammarOps<CompiledGrammar> {
+  return {
+    schemaEbnf: (schema) => withFatalMessage(() => xg.Testings._jsonSchemaToEBNF(schema, ...SCHEMA_EBNF_ARGS)),
+    grammar: (ebnf) => withFatalMessage(() => compiler.compileGrammar(ebnf, 'root')),
+    structuralTag: (tag) => withFatalMessage(() => compiler.compileStructuralTag(tag)),
+  };
 }

@@ -16,6 +16,12 @@ export const GRAMMAR_LIMITS = {
   maxNesting: 64,
   /** Deepest nesting of subschemas in a JSON schema. */
   maxSchemaDepth: 32,
+  /**
+   * How long a grammar new to the process may take to compile, in ms (probe.ts); the default of
+   * `compileConstraint`'s `timeLimitMs`. Real schemas compile in well under a second even against
+   * a 150k-token vocabulary; this also bounds how long such a compile holds the event loop.
+   */
+  compileTimeMs: 3000,
 } as const;
 
 /**

@@ -64,6 +64,12 @@ export async function withFatalMessage<T>(fn: () => Promise<T> | T): Promise<T> 
   }
 }
 
+/** The message of xgrammar's `[FATAL] file:line: message` stderr line, or null for any other line. */
+export function fatalMessage(text: string): string | null {
+  const m = /\[FATAL\][^:]*:\d+:\s*(.*)$/s.exec(text);
+  return m ? m[1]!.replace(/^Check failed: \(.*?\) is false:\s*/s, '').trim() : null;
+}
+
 /**
  * xgrammar's stderr: keeps the `[FATAL]` message for `withFatalMessage`, drops the `Aborted()`
  * that follows it and passes anything else to `forward`.
@@ -71,8 +77,8 @@ export async function withFatalMessage<T>(fn: () => Promise<T> | T): Promise<T> 
 function stderrFilter(forward: (...args: unknown[]) => void): (...args: unknown[]) => void {
   return (...args) => {
     const text = args.map(String).join(' ');
-    const m = /\[FATAL\][^:]*:\d+:\s*(.*)$/s.exec(text);
-    if (m) lastFatal = m[1]!.replace(/^Check failed: \(.*?\) is false:\s*/s, '').trim();
+    const fatal = fatalMessage(text);
+    if (fatal !== null) lastFatal = fatal;
     else if (!/^Aborted\(/.test(text)) forward(...args);
   };
 }
@@ -103,23 +109,35 @@ function isNode(): boolean {
   return typeof process === 'object' && typeof process.versions?.node === 'string' && typeof document === 'undefined';
 }
 
-async function loadInNode(): Promise<XGrammar> {
-  const { createRequire } = await import('node:module');
-  const { readFileSync } = await import('node:fs');
-  const { dirname } = await import('node:path');
-  const require = createRequire(import.meta.url);
-  const file = require.resolve('@mlc-ai/web-xgrammar');
-  const source = readFileSync(file, 'utf8');
-  const module = { exports: {} as Record<string, unknown> };
-  const quiet = { ...console, log: () => {}, error: stderrFilter((...args) => console.error(...args)), warn: () => {} };
-  // Its Node branch does `await import('module')`, which code made by `new Function` cannot do
+/**
+ * Evaluates the package's file as CommonJS with our `console` (see the file comment). JS source,
+ * so that the grammar probe's worker thread (probe-worker.ts) runs this same code.
+ */
+export const EVALUATE_IN_NODE = String.raw`function evaluateXGrammar(file, console, require) {
+  const nodeModule = require('node:module');
+  const source = require('node:fs').readFileSync(file, 'utf8');
+  const module = { exports: {} };
+  // Its Node branch does await import('module'), which code made by new Function cannot do
   // under every loader (vitest's vm): hand it the module instead.
-  const nodeModule = await import('node:module');
-  const importShim = async (name: string) => {
+  const importShim = async (name) => {
     if (name === 'module' || name === 'node:module') return nodeModule;
-    throw new Error(`xgrammar: unexpected import(${JSON.stringify(name)})`);
+    throw new Error('xgrammar: unexpected import(' + JSON.stringify(name) + ')');
   };
   const run = new Function('exports', 'module', 'require', '__filename', '__dirname', 'console', '__import', source.replace(/\bimport\(/g, '__import('));
-  run(module.exports, module, require, file, dirname(file), quiet, importShim);
-  return module.exports as unknown as XGrammar;
+  run(module.exports, module, require, file, require('node:path').dirname(file), console, importShim);
+  return module.exports;
+}`;
+
+/** The package's file, as Node resolves it from here (also what the probe's worker evaluates). */
+export async function xgrammarFileInNode(): Promise<string> {
+  const { createRequire } = await import('node:module');
+  return createRequire(import.meta.url).resolve('@mlc-ai/web-xgrammar');
+}
+
+async function loadInNode(): Promise<XGrammar> {
+  const { createRequire } = await import('node:module');
+  const require = createRequire(import.meta.url);
+  const quiet = { ...console, log: () => {}, error: stderrFilter((...args) => console.error(...args)), warn: () => {} };
+  const evaluate = new Function(`return ${EVALUATE_IN_NODE}`)() as (file: string, console: unknown, require: NodeJS.Require) => unknown;
+  return evaluate(await xgrammarFileInNode(), quiet, require) as XGrammar;
 }

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { internalsOf } from './internals';
 import { createEngine, type NodeEngineOptions } from './node-engine';
 import type { EngineHandle } from './types';
+import type { RequestLimits } from '../api/limits';
 
 export type ServeOptions = ({ engine: EngineHandle; model?: undefined } | ({ engine?: undefined } & NodeEngineOptions)) & {
   /** Default 8080; 0 picks a free port. */
@@ -19,6 +20,8 @@ export type ServeOptions = ({ engine: EngineHandle; model?: undefined } | ({ eng
   apiKey?: string;
   /** Largest request body in bytes (default DEFAULT_LIMITS.maxBodyBytes, 32 MiB); larger ones get a 413. */
   maxBodyBytes?: number;
+  /** How long a new structured-output grammar may compile, in ms (default DEFAULT_LIMITS.grammarCompileMs); past it a 400. */
+  grammarCompileMs?: number;
 };
 
 export interface Server {
@@ -32,9 +35,9 @@ export interface Server {
 type Handle = (request: Request) => Promise<Response>;
 
 /** The API handler with the key check: the engine's own app when it runs in this process. */
-function handlerFor(engine: EngineHandle, apiKey?: string, maxBodyBytes?: number): Handle {
+function handlerFor(engine: EngineHandle, apiKey: string | undefined, limits: Partial<RequestLimits>): Handle {
   const host = internalsOf(engine)?.host;
-  if (host) return host.handler(apiKey, maxBodyBytes === undefined ? undefined : { maxBodyBytes });
+  if (host) return host.handler(apiKey, limits);
   // Any other EngineHandle: the same rule as the API app's, in front of its fetch.
   return async (request) => {
     const path = new URL(request.url).pathname;
@@ -153,7 +156,8 @@ export async function listen(handle: Handle, options: { port?: number; host?: st
 export async function serve(options: ServeOptions): Promise<Server> {
   const owned = !options.engine;
   const engine = options.engine ?? (await createEngine(options as NodeEngineOptions));
-  const listener = await listen(handlerFor(engine, options.apiKey, options.maxBodyBytes), options);
+  const limits = Object.fromEntries(Object.entries({ maxBodyBytes: options.maxBodyBytes, grammarCompileMs: options.grammarCompileMs }).filter(([, v]) => v !== undefined));
+  const listener = await listen(handlerFor(engine, options.apiKey, limits), options);
   return {
     url: listener.url,
     engine,

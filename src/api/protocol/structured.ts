@@ -10,7 +10,7 @@
  */
 import { ApiError, invalid, unsupported } from '../errors';
 import type { TextTokenizer } from '../../text/tokenizer';
-import { compileConstraint, StructuredOutputError, type CompiledConstraint, type ConstraintSpec } from '../../structured/grammar';
+import { compileConstraint, StructuredOutputError, type CompileOptions, type CompiledConstraint, type ConstraintSpec } from '../../structured/grammar';
 import { custom, field, show, type FieldsOf, type Json } from './field';
 
 const given = (v: unknown) => v !== undefined && v !== null;
@@ -110,9 +110,9 @@ function schemaValue(v: unknown, param: string): unknown {
 }
 
 /** Compiles a request's spec for a model; an invalid schema, regex or grammar is a 400 naming its field. */
-export async function compileForRequest(tokenizer: TextTokenizer, vocabSize: number, spec: ConstraintSpec): Promise<CompiledConstraint> {
+export async function compileForRequest(tokenizer: TextTokenizer, vocabSize: number, spec: ConstraintSpec, options?: CompileOptions): Promise<CompiledConstraint> {
   try {
-    return await compileConstraint(tokenizer, spec, vocabSize);
+    return await compileConstraint(tokenizer, spec, vocabSize, options);
   } catch (e) {
     if (e instanceof StructuredOutputError) throw new ApiError(400, e.message, 'invalid_request_error', e.param, 'invalid_structured_output', { cause: e });
     throw e;
