@@ -115,7 +115,7 @@ export async function createWorkerEngine(options: CreateEngineOptions, given?: W
   const engine: EngineHandle = {
     fetch,
     info,
-    stats: () => call(api.stats()),
+    stats: () => (open ? call(api.stats()) : Promise.reject(new EngineError({ name: 'EngineError', code: 'engine_unloaded', message: 'the engine was unloaded' }))),
     onError(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
