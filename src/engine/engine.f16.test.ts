@@ -33,6 +33,7 @@ const FORMATS: Record<Arch, string[]> = {
   qwen2: ['hf-F16', 'BF16', 'Q4_K', 'Q8_0'],
   qwen3: ['hf-BF16', 'Q6_K', 'Q4_K_M'],
   mistral: ['F32', 'Q8_0', 'Q4_K_M'],
+  smollm3: ['Q8_0'],
 };
 
 describe.each(Object.keys(FORMATS) as Arch[])('the f16 GPU engine on the tiny %s fixture', (arch) => {

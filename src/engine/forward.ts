@@ -1,5 +1,6 @@
 /**
- * The GPU forward pass of the Llama family (llama, mistral, qwen2, qwen3) over a ragged batch.
+ * The GPU forward pass of the Llama family over a ragged batch; a family's differences are flags
+ * of its ModelConfig (q/k norm, NoPE layers, sliding windows), never its arch name.
  * Everything is built once at load: run-state buffers, the paged KV cache, pipelines and bind
  * groups. `encode` only records dispatches into the step's single compute pass.
  */
@@ -14,7 +15,7 @@ import { actBytes, type Op, type OpContext } from '../kernels/op';
 import { createRmsNormOp } from '../kernels/rms-norm';
 import { createRopeOp, ropeInvFreq } from '../kernels/rope';
 import { createSwigluOp } from '../kernels/swiglu';
-import { layerWindow, type ModelConfig } from '../model/config';
+import { layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
 import type { GpuMatrix, GpuWeights } from './gpu-weights';
 import { LayerCaches, layerCacheKinds } from './layer-cache';
 import type { StepBuffers } from './step';
@@ -55,7 +56,8 @@ interface LayerOps {
   v: Op;
   qNorm?: Op;
   kNorm?: Op;
-  rope: Op;
+  /** Absent on NoPE layers. */
+  rope?: Op;
   kvWrite: Op;
   attention: Awaited<ReturnType<typeof createAttentionOp>>;
   o: Op;
@@ -168,7 +170,7 @@ export class GpuForward {
         v: await linear(w.wv, state.xb, state.v, w.bv),
         qNorm: w.qNorm ? await norm(state.q, w.qNorm, state.qn!, D, nH) : undefined,
         kNorm: w.kNorm ? await norm(state.k, w.kNorm, state.kn!, D, nKv) : undefined,
-        rope: await createRopeOp(ctx, {
+        rope: !layerUsesRope(config, l) ? undefined : await createRopeOp(ctx, {
           q: qRoped,
           k: kRoped,
           positions: step.positions,
@@ -262,7 +264,7 @@ export class GpuForward {
       layer.v.encode(pass, tokens);
       layer.qNorm?.encode(pass, tokens);
       layer.kNorm?.encode(pass, tokens);
-      layer.rope.encode(pass, tokens);
+      layer.rope?.encode(pass, tokens);
       layer.kvWrite.encode(pass, tokens);
       layer.attention.encode(pass, tokens, mode);
       layer.o.encode(pass, tokens);

@@ -51,6 +51,7 @@ describe('configFromHF', () => {
       attentionBias: false,
       qkNorm: false,
       slidingWindow: null,
+      noRopeLayers: [],
       bosTokenId: 128000,
       eosTokenIds: [128001, 128008, 128009],
     });
@@ -182,15 +183,42 @@ describe('the architecture table', () => {
     });
   });
 
+  it('reads NoPE layers: SmolLM3 from no_rope_layers, its interval or the default 4; GGUF every 4th; others none', () => {
+    const smol = { ...sizes, model_type: 'smollm3', num_hidden_layers: 8 };
+    expect(configFromHF(smol).noRopeLayers).toEqual([3, 7]);
+    expect(configFromHF({ ...smol, no_rope_layer_interval: 3 }).noRopeLayers).toEqual([2, 5]);
+    // 1: RoPE, 0: NoPE; a longer list is cut to the layers.
+    expect(configFromHF({ ...smol, no_rope_layers: [1, 0, 1, 1, 0, 1, 1, 1, 0] }).noRopeLayers).toEqual([1, 4]);
+    expect(configFromHF({ ...smol, no_rope_layers: [1, 1, 1, 1, 1, 1, 1, 1] }).noRopeLayers).toEqual([]);
+    expect(thrown(() => configFromHF({ ...smol, no_rope_layers: [1, 0] })).field).toBe('no_rope_layers');
+    expect(thrown(() => configFromHF({ ...smol, no_rope_layers: [1, 2, 1, 1, 1, 1, 1, 1] })).field).toBe('no_rope_layers');
+    // Only the rows that have NoPE read the keys.
+    expect(configFromHF({ ...sizes, model_type: 'llama', num_hidden_layers: 8, no_rope_layers: [0, 0, 0, 0, 0, 0, 0, 0] }).noRopeLayers).toEqual([]);
+    const gguf = (arch: string) =>
+      configFromGGUF(
+        new Map<string, unknown>([
+          ['general.architecture', arch],
+          [`${arch}.embedding_length`, 64],
+          [`${arch}.feed_forward_length`, 128],
+          [`${arch}.block_count`, 9],
+          [`${arch}.attention.head_count`, 4],
+          [`${arch}.attention.layer_norm_rms_epsilon`, 1e-6],
+          [`${arch}.vocab_size`, 300],
+        ]),
+      );
+    expect(gguf('smollm3')).toMatchObject({ arch: 'smollm3', ropeStyle: 'interleaved', noRopeLayers: [3, 7] });
+    expect(gguf('llama').noRopeLayers).toEqual([]);
+  });
+
   it('lists the supported families in its errors', () => {
     expect(thrown(() => configFromHF({ ...sizes, model_type: 'gemma2' })).message).toBe(
-      'config.json: model_type "gemma2" is not supported (supported: llama, qwen2, qwen3, mistral)',
+      'config.json: model_type "gemma2" is not supported (supported: llama, qwen2, qwen3, mistral, smollm3)',
     );
     expect(thrown(() => configFromHF({ ...sizes, architectures: ['Gemma2ForCausalLM'] })).message).toBe(
-      'config.json: architectures ["Gemma2ForCausalLM"] are not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM)',
+      'config.json: architectures ["Gemma2ForCausalLM"] are not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, SmolLM3ForCausalLM)',
     );
     expect(thrown(() => configFromGGUF(new Map([['general.architecture', 'gemma2']]))).message).toBe(
-      'GGUF general.architecture "gemma2" is not supported (supported: llama (also mistral), qwen2, qwen3)',
+      'GGUF general.architecture "gemma2" is not supported (supported: llama (also mistral), qwen2, qwen3, smollm3)',
     );
   });
 });

@@ -2,7 +2,7 @@ import { ModelError } from './errors';
 
 /**
  * What a model family is to each reader: one row per architecture we run. The forward pass never
- * looks at `arch`; it reads the flags a row turns into `ModelConfig` (`attentionBias`, `qkNorm`,
+ * looks at `arch`; it reads the flags a row turns into `ModelConfig` (`attentionBias`, `qkNorm`, `noRopeLayers`,
  * `ropeStyle`, `slidingWindow`). A family whose graph these flags describe is one new row here;
  * the test fixtures then need its `CHECKPOINTS` row (the compiler asks) and a tokenizer flavour
  * (src/testing/fixtures/). New math also needs its flag, its tensors' rows (tensors.ts) and kernels.
@@ -29,6 +29,12 @@ export interface ArchInfo {
   attentionBias: 'always' | 'attention_bias';
   /** Per-head RMSNorm of q and k before RoPE. */
   qkNorm: boolean;
+  /**
+   * NoPE layers (SmolLM3): layer l skips RoPE when (l + 1) % step == 0. llama.cpp hard-codes the
+   * step (no GGUF key); config.json lists the layers in `no_rope_layers` (1: RoPE, 0: NoPE) or
+   * states `no_rope_layer_interval`, this step being transformers' default. null: RoPE everywhere.
+   */
+  noRopeLayerStep: number | null;
 }
 
 const ARCH_ROWS = {
@@ -40,6 +46,7 @@ const ARCH_ROWS = {
     ggufRopeStyle: 'interleaved',
     attentionBias: 'attention_bias',
     qkNorm: false,
+    noRopeLayerStep: null,
   },
   qwen2: {
     hfClass: 'Qwen2ForCausalLM',
@@ -49,6 +56,7 @@ const ARCH_ROWS = {
     ggufRopeStyle: 'neox',
     attentionBias: 'always',
     qkNorm: false,
+    noRopeLayerStep: null,
   },
   qwen3: {
     hfClass: 'Qwen3ForCausalLM',
@@ -58,6 +66,7 @@ const ARCH_ROWS = {
     ggufRopeStyle: 'neox',
     attentionBias: 'attention_bias',
     qkNorm: true,
+    noRopeLayerStep: null,
   },
   // Llama's graph with its own config defaults; llama.cpp writes its GGUF files as `llama`.
   mistral: {
@@ -68,6 +77,18 @@ const ARCH_ROWS = {
     ggufRopeStyle: 'interleaved',
     attentionBias: 'attention_bias',
     qkNorm: false,
+    noRopeLayerStep: null,
+  },
+  // Llama with NoPE layers: every 4th layer attends without RoPE.
+  smollm3: {
+    hfClass: 'SmolLM3ForCausalLM',
+    hfDefaults: { maxPositionEmbeddings: 32768, rmsNormEps: 1e-6 },
+    hfSlidingWindow: 'use_sliding_window',
+    gguf: 'smollm3',
+    ggufRopeStyle: 'interleaved',
+    attentionBias: 'attention_bias',
+    qkNorm: false,
+    noRopeLayerStep: 4,
   },
 } satisfies Record<string, ArchInfo>;
 
@@ -119,6 +140,11 @@ export interface ModelConfig {
    * standard SWA masks p - j >= n_swa). null: every layer sees its whole causal context.
    */
   slidingWindow: SlidingWindow | null;
+  /**
+   * Layers that attend without positions (NoPE, SmolLM3): q and k are not rotated there, ascending.
+   * Empty: RoPE on every layer.
+   */
+  noRopeLayers: readonly number[];
   bosTokenId: number | null;
   eosTokenIds: number[];
 }
@@ -134,6 +160,17 @@ export interface SlidingWindow {
 export function layerWindow(config: Pick<ModelConfig, 'slidingWindow'>, layer: number): number | null {
   const w = config.slidingWindow;
   return w && w.layers.includes(layer) ? w.size : null;
+}
+
+/** Whether layer `layer` rotates q and k (false on NoPE layers). */
+export function layerUsesRope(config: Pick<ModelConfig, 'noRopeLayers'>, layer: number): boolean {
+  return !config.noRopeLayers.includes(layer);
+}
+
+/** Layers l with (l + 1) % step == 0: llama.cpp's NoPE pattern. */
+function everyNth(step: number | null, numLayers: number): number[] {
+  if (step === null) return [];
+  return Array.from({ length: numLayers }, (_, l) => l).filter((l) => (l + 1) % step === 0);
 }
 
 type Json = Record<string, unknown>;
@@ -199,6 +236,7 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     attentionBias: row.attentionBias === 'always' || c.attention_bias === true,
     qkNorm: row.qkNorm,
     slidingWindow: hfSlidingWindow(c, row.hfSlidingWindow, numLayers),
+    noRopeLayers: hfNoRopeLayers(c, row.noRopeLayerStep, numLayers),
     bosTokenId: typeof bos === 'number' ? bos : null,
     eosTokenIds: unique([...tokenIds(gen.eos_token_id), ...tokenIds(c.eos_token_id)]),
   };
@@ -256,6 +294,24 @@ function hfSlidingWindow(c: Json, style: ArchInfo['hfSlidingWindow'], numLayers:
     layers = Array.from({ length: numLayers }, (_, i) => i);
   }
   return layers.length > 0 ? { size: raw, layers } : null;
+}
+
+/**
+ * NoPE layers as transformers reads them (SmolLM3): `no_rope_layers` has one entry per layer (at
+ * least), 1 for RoPE and 0 for NoPE; without it every `no_rope_layer_interval`-th layer is NoPE.
+ */
+function hfNoRopeLayers(c: Json, step: ArchInfo['noRopeLayerStep'], numLayers: number): number[] {
+  if (step === null) return [];
+  const list = c.no_rope_layers;
+  if (list !== undefined && list !== null) {
+    if (!Array.isArray(list) || list.length < numLayers || !list.every((v) => v === 0 || v === 1))
+      throw new ModelError('invalid_field', `config.json: no_rope_layers must list 0 or 1 for each of the ${numLayers} layers`, 'no_rope_layers');
+    return list.slice(0, numLayers).flatMap((v, l) => (v === 0 ? [l] : []));
+  }
+  const interval = c.no_rope_layer_interval ?? step;
+  if (typeof interval !== 'number' || !Number.isInteger(interval) || interval <= 0)
+    throw new ModelError('invalid_field', `config.json: no_rope_layer_interval must be a positive integer, got ${JSON.stringify(interval)}`, 'no_rope_layer_interval');
+  return everyNth(interval, numLayers);
 }
 
 function hfRopeScaling(raw: unknown, key: string): RopeScaling {
@@ -379,6 +435,8 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     qkNorm: row.qkNorm,
     // GGUF states one window and no layer pattern for these archs: it holds on every layer.
     slidingWindow: window === undefined ? null : { size: window, layers: Array.from({ length: numLayers }, (_, i) => i) },
+    // No metadata key: llama.cpp fixes the step per architecture.
+    noRopeLayers: everyNth(row.noRopeLayerStep, numLayers),
     bosTokenId: bos ?? null,
     eosTokenIds: unique(eos),
   };

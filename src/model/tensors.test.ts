@@ -33,6 +33,7 @@ const config: ModelConfig = {
   attentionBias: true,
   qkNorm: false,
   slidingWindow: null,
+  noRopeLayers: [],
   bosTokenId: null,
   eosTokenIds: [],
 };

@@ -26,6 +26,7 @@ const base: ModelConfig = {
   attentionBias: false,
   qkNorm: false,
   slidingWindow: null,
+  noRopeLayers: [],
   bosTokenId: null,
   eosTokenIds: [],
 };
@@ -128,10 +129,12 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
     const H = X.map((x) => norm(x, w.get(p + 'attn_norm.weight')!, c.rmsNormEps));
     const heads = (M: Mat, n: number) => M.map((row) => Array.from({ length: n }, (_, h) => row.slice(h * hd, (h + 1) * hd)));
     const qn = (v: number[], g: string) => (c.qkNorm ? norm(v, w.get(p + g)!, c.rmsNormEps) : v);
+    // NoPE layers leave q and k where they are
+    const rot = (v: number[], t: number) => (c.noRopeLayers.includes(l) ? v : rope(v, t, c.ropeTheta, c.ropeStyle));
     const Q = heads(H.map((x) => linear(x, W(p + 'attn_q.weight', d), w.get(p + 'attn_q.bias'))), c.numHeads)
-      .map((hs, t) => hs.map((v) => rope(qn(v, 'attn_q_norm.weight'), t, c.ropeTheta, c.ropeStyle)));
+      .map((hs, t) => hs.map((v) => rot(qn(v, 'attn_q_norm.weight'), t)));
     const K = heads(H.map((x) => linear(x, W(p + 'attn_k.weight', d), w.get(p + 'attn_k.bias'))), c.numKvHeads)
-      .map((hs, t) => hs.map((v) => rope(qn(v, 'attn_k_norm.weight'), t, c.ropeTheta, c.ropeStyle)));
+      .map((hs, t) => hs.map((v) => rot(qn(v, 'attn_k_norm.weight'), t)));
     const V = heads(H.map((x) => linear(x, W(p + 'attn_v.weight', d), w.get(p + 'attn_v.bias'))), c.numKvHeads);
     const window = layerWindow(c, l) ?? Infinity;
     const A = Q.map((qs, t) =>
@@ -179,6 +182,7 @@ const cases: [string, Partial<ModelConfig>][] = [
   ['interleaved RoPE', { ropeStyle: 'interleaved', numHeads: 2, numKvHeads: 1, headDim: 4, hiddenSize: 8 }],
   ['mistral with a 3-key sliding window on every layer', { arch: 'mistral', numHeads: 2, numKvHeads: 1, slidingWindow: { size: 3, layers: [0, 1] } }],
   ['qwen2 with a 2-key window on layer 1 only', { arch: 'qwen2', attentionBias: true, slidingWindow: { size: 2, layers: [1] } }],
+  ['smollm3 with NoPE on layer 1 and interleaved RoPE on layer 0', { arch: 'smollm3', ropeStyle: 'interleaved', numHeads: 2, numKvHeads: 1, noRopeLayers: [1] }],
 ];
 
 describe('reference forward against an independent whole-sequence computation', () => {
@@ -219,6 +223,35 @@ describe('reference forward against an independent whole-sequence computation', 
     const diff = (t: number) => Math.max(...windowed[t].map((v, i) => Math.abs(v - full[t][i])));
     for (let t = 0; t < 4; t++) expect(diff(t), `position ${t}`).toBe(0);
     for (let t = 4; t < ids.length; t++) expect(diff(t), `position ${t}`).toBeGreaterThan(1e-4);
+  });
+
+  it('smollm3 without NoPE layers is llama: the same weights give the same logits', () => {
+    const c: ModelConfig = { ...base, numLayers: 2, vocabSize: 11, hiddenSize: 8, numHeads: 2, numKvHeads: 1, intermediateSize: 6, ropeTheta: 100 };
+    const w = randomWeights(c, 13);
+    const ids = [1, 2, 3, 4, 5, 6];
+    const llama = logitsFor(ReferenceModel.fromWeights(c, w), ids);
+    const smol = logitsFor(ReferenceModel.fromWeights({ ...c, arch: 'smollm3', noRopeLayers: [] }, w), ids);
+    expect(smol).toEqual(llama);
+  });
+
+  it('a NoPE layer does not rotate: without positions the last logits ignore the order of earlier tokens', () => {
+    // One layer without RoPE: causal attention at the last token sees the earlier tokens as a
+    // set, so permuting them cannot move its logits. Any rotation would.
+    const c: ModelConfig = { ...base, arch: 'smollm3', numLayers: 1, vocabSize: 11, hiddenSize: 8, numHeads: 2, numKvHeads: 1, intermediateSize: 6, ropeTheta: 100 };
+    const w = randomWeights(c, 17);
+    const last = (cfg: ModelConfig, ids: number[]) => logitsFor(ReferenceModel.fromWeights(cfg, w), ids).at(-1)!;
+    const orders = [
+      [3, 1, 4, 1, 5, 9],
+      [5, 4, 1, 3, 1, 9],
+    ];
+    const nope = { ...c, noRopeLayers: [0] };
+    const [a, b] = orders.map((ids) => last(nope, ids));
+    for (let v = 0; v < c.vocabSize; v++) expect(b[v]).toBeCloseTo(a[v], 5);
+    for (const style of ['neox', 'interleaved'] as const) {
+      const roped = { ...c, ropeStyle: style, noRopeLayers: [] };
+      const [x, y] = orders.map((ids) => last(roped, ids));
+      expect(Math.max(...x.map((v, i) => Math.abs(v - y[i]))), style).toBeGreaterThan(1e-3);
+    }
   });
 
   it('greedy() continues a prompt with the argmax of each step and matches teacher forcing', () => {

@@ -6,7 +6,7 @@
  */
 import { relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Arch } from '../model/config';
+import { ARCH, type Arch } from '../model/config';
 import { openModel } from '../model/open';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { serveDirectory, type StaticServer } from '../testing/server';
@@ -58,7 +58,7 @@ function maxAbsDiff(got: Float32Array[], want: Float32Array[]): number {
   return worst;
 }
 
-const ARCHES: Arch[] = ['llama', 'qwen2', 'qwen3', 'mistral'];
+const ARCHES: Arch[] = ['llama', 'qwen2', 'qwen3', 'mistral', 'smollm3'];
 
 describe.each(ARCHES)('reference forward on the tiny %s fixture', (arch) => {
   let server: StaticServer;
@@ -99,7 +99,9 @@ describe.each(ARCHES)('reference forward on the tiny %s fixture', (arch) => {
 
   it('gives the HF F32 logits from the F32 GGUF within 1e-4 at every teacher-forced step', () => {
     expect(hfF32.config.ropeStyle).toBe('neox');
-    expect(ggufF32.config.ropeStyle).toBe(arch === 'qwen2' || arch === 'qwen3' ? 'neox' : 'interleaved');
+    expect(ggufF32.config.ropeStyle).toBe(ARCH[arch].ggufRopeStyle);
+    // Both files name the same NoPE layers (config.json's list, llama.cpp's fixed step).
+    expect(ggufF32.config.noRopeLayers).toEqual(hfF32.config.noRopeLayers);
     expect(maxAbsDiff(logitsFor(ggufF32, ids), want)).toBeLessThan(1e-4);
   });
 

@@ -3,7 +3,7 @@
  * purpose. Buffers are float32 like the GPU's; dot products accumulate in float64 so that the
  * reference's own rounding stays far below any tolerance a test states.
  */
-import { layerWindow, type ModelConfig } from '../model/config';
+import { layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
 import { assembleWeights, modelTensors, type ModelWeights } from '../model/tensors';
 import { applyRope, ropeInvFreqs } from '../model/rope';
@@ -117,9 +117,11 @@ export class ReferenceModel {
         for (let h = 0; h < numKvHeads; h++) rmsnorm(k.subarray(h * headDim, (h + 1) * headDim), null, lw.kNorm, c.rmsNormEps);
       }
 
-      // RoPE on q and k
-      applyRope(q, numHeads, headDim, pos, this.invFreq, c.ropeStyle);
-      applyRope(k, numKvHeads, headDim, pos, this.invFreq, c.ropeStyle);
+      // RoPE on q and k, except on NoPE layers (SmolLM3)
+      if (layerUsesRope(c, l)) {
+        applyRope(q, numHeads, headDim, pos, this.invFreq, c.ropeStyle);
+        applyRope(k, numKvHeads, headDim, pos, this.invFreq, c.ropeStyle);
+      }
 
       // store k, v in the cache
       this.keyCache[l].set(k, pos * kvDim);
