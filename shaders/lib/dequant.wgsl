@@ -13,7 +13,8 @@
 //                    for the quantised types makes the columns non-contiguous:
 //                      F32/F16/BF16: pa = 8c, pb = pa + 4
 //                      Q8_0: block b = c/4, j = c%4:      pa = 32b + 8j,  pb = pa + 4
-//                      Q4_0: block b = c/4, word j = c%4: pa = 32b + 4j,  pb = pa + 16
+//                      Q4_0, Q4_1, Q5_0, Q5_1: block b = c/4, qs word j = c%4:
+//                            pa = 32b + 4j,  pb = pa + 16
 //                      Q4_K: super-block s = c/32, qs word v = c%32:
 //                            pa = 256s + 64(v/8) + 4(v%8), pb = pa + 32 (low / high nibbles)
 //                      Q6_K: super-block s = c/32, ql word v = c%32, half h = v/16:
@@ -23,6 +24,9 @@
 const WT_F32: u32 = 0u;
 const WT_F16: u32 = 1u;
 const WT_Q4_0: u32 = 2u;
+const WT_Q4_1: u32 = 3u;
+const WT_Q5_0: u32 = 6u;
+const WT_Q5_1: u32 = 7u;
 const WT_Q8_0: u32 = 8u;
 const WT_Q4_K: u32 = 12u;
 const WT_Q6_K: u32 = 14u;
@@ -33,6 +37,9 @@ override WTYPE: u32 = WT_F32;
 // Block sizes in u32 words on the GPU.
 const Q8_0_WORDS: u32 = 9u;  // [d:f16, pad], qs[32]
 const Q4_0_WORDS: u32 = 5u;  // [d:f16, pad], qs[16]
+const Q4_1_WORDS: u32 = 5u;  // [d:f16, m:f16], qs[16]
+const Q5_0_WORDS: u32 = 6u;  // [d:f16, pad], qh, qs[16]
+const Q5_1_WORDS: u32 = 6u;  // [d:f16, m:f16], qh, qs[16]
 const Q4_K_WORDS: u32 = 36u; // [d:f16, dmin:f16], scales[12], qs[128]
 const Q6_K_WORDS: u32 = 53u; // ql[128], qh[64], scales[16], [d:f16, pad]
 
@@ -67,6 +74,17 @@ fn dq_i8x4(q: u32) -> vec4f {
 // The low nibbles of the 4 bytes of a word (shift 0) or the high ones (shift 4).
 fn dq_nib4(q: u32, shift: u32) -> vec4u {
   return (vec4u(q, q >> 8u, q >> 16u, q >> 24u) >> vec4u(shift)) & vec4u(15u);
+}
+
+// Bits shift..shift+3 of a word, one per lane: Q5_0/Q5_1's fifth bits of 4 consecutive elements.
+fn dq_bit4(qh: u32, shift: u32) -> vec4u {
+  return (vec4u(qh >> shift) >> vec4u(0u, 1u, 2u, 3u)) & vec4u(1u);
+}
+
+// The 5-bit quants of Q5_0/Q5_1 elements e..e+3 of a block (e % 4 == 0, and e..e+3 within one
+// half): nibbles from qs word q (low ones for e < 16), bit 4 from bit e.. of qh.
+fn dq_q5(q: u32, qh: u32, e: u32) -> vec4f {
+  return vec4f(dq_nib4(q, (e & 16u) >> 2u) | (dq_bit4(qh, e) << vec4u(4u)));
 }
 
 // Bits shift..shift+1 of each byte of a word.
@@ -110,6 +128,25 @@ fn dq_quad(rw: u32, p: u32) -> vec4f {
       let d = unpack2x16float(w[base]).x;
       let q = dq_nib4(w[base + 1u + ((p & 15u) >> 2u)], (p & 16u) >> 2u);
       return d * (vec4f(q) - 8.0);
+    }
+    case WT_Q4_1: {
+      // As Q4_0, with value = d * q + m.
+      let base = rw + (p >> 5u) * Q4_1_WORDS;
+      let dm = unpack2x16float(w[base]);
+      let q = dq_nib4(w[base + 1u + ((p & 15u) >> 2u)], (p & 16u) >> 2u);
+      return dm.x * vec4f(q) + dm.y;
+    }
+    case WT_Q5_0, WT_Q5_1: {
+      // Nibbles as Q4_0; bit e of qh is bit 4 of element e. Q5_0: d * (q - 16); Q5_1: d * q + m.
+      // (Q5_1_WORDS == Q5_0_WORDS: Q5_0's pad is Q5_1's m.)
+      let base = rw + (p >> 5u) * Q5_0_WORDS;
+      let e = p & 31u;
+      let dm = unpack2x16float(w[base]);
+      let q = dq_q5(w[base + 2u + ((e & 15u) >> 2u)], w[base + 1u], e);
+      if (WTYPE == WT_Q5_0) {
+        return dm.x * (q - 16.0);
+      }
+      return dm.x * q + dm.y;
     }
     case WT_Q4_K: {
       // 32-byte run i of qs holds sub-block 2i in its low nibbles and 2i + 1 in its high ones.
@@ -161,6 +198,28 @@ fn dq_chunk(rw: u32, c: u32) -> Chunk {
       let q = w[base + 1u + j];
       let pa = 32u * (c >> 2u) + 4u * j;
       return Chunk(d * (vec4f(dq_nib4(q, 0u)) - 8.0), d * (vec4f(dq_nib4(q, 4u)) - 8.0), pa, pa + 16u);
+    }
+    case WT_Q4_1: {
+      let base = rw + (c >> 2u) * Q4_1_WORDS;
+      let j = c & 3u;
+      let dm = unpack2x16float(w[base]);
+      let q = w[base + 1u + j];
+      let pa = 32u * (c >> 2u) + 4u * j;
+      return Chunk(dm.x * vec4f(dq_nib4(q, 0u)) + dm.y, dm.x * vec4f(dq_nib4(q, 4u)) + dm.y, pa, pa + 16u);
+    }
+    case WT_Q5_0, WT_Q5_1: {
+      let base = rw + (c >> 2u) * Q5_0_WORDS;
+      let j = c & 3u;
+      let dm = unpack2x16float(w[base]);
+      let qh = w[base + 1u];
+      let q = w[base + 2u + j];
+      let qa = dq_q5(q, qh, 4u * j);
+      let qb = dq_q5(q, qh, 4u * j + 16u);
+      let pa = 32u * (c >> 2u) + 4u * j;
+      if (WTYPE == WT_Q5_0) {
+        return Chunk(dm.x * (qa - 16.0), dm.x * (qb - 16.0), pa, pa + 16u);
+      }
+      return Chunk(dm.x * qa + dm.y, dm.x * qb + dm.y, pa, pa + 16u);
     }
     case WT_Q4_K: {
       let base = rw + (c >> 5u) * Q4_K_WORDS;

@@ -9,7 +9,18 @@
  */
 import { bf16ArrayToF32, f16ArrayToF32, f32ArrayToBf16, f32ArrayToF16 } from './halfs';
 import { dequantizeQ4_K, dequantizeQ6_K, quantizeQ4_K, quantizeQ6_K } from './quants-k';
-import { dequantizeQ4_0, dequantizeQ8_0, quantizeQ4_0, quantizeQ8_0 } from './quants-legacy';
+import {
+  dequantizeQ4_0,
+  dequantizeQ4_1,
+  dequantizeQ5_0,
+  dequantizeQ5_1,
+  dequantizeQ8_0,
+  quantizeQ4_0,
+  quantizeQ4_1,
+  quantizeQ5_0,
+  quantizeQ5_1,
+  quantizeQ8_0,
+} from './quants-legacy';
 
 /** A field of a ggml block moved for the GPU: byte offset in the ggml block, byte offset on the GPU, length. */
 export type Move = readonly [from: number, to: number, length: number];
@@ -85,6 +96,36 @@ const ROWS = {
     safetensors: false,
     quantize: quantizeQ4_0,
     dequantize: dequantizeQ4_0,
+  },
+  // [d:f16, m:f16, qs:16 bytes of nibbles] (20 B): already word-aligned.
+  Q4_1: {
+    ggmlType: 3,
+    blockSize: 32,
+    bytesPerBlock: 20,
+    gpu: { bytesPerBlock: 20 },
+    safetensors: false,
+    quantize: quantizeQ4_1,
+    dequantize: dequantizeQ4_1,
+  },
+  // ggml [d:f16, qh:u32 (bit j = bit 4 of element j), qs:16] (22 B); GPU [d:f16, pad:2, qh:4, qs:16] (24 B).
+  Q5_0: {
+    ggmlType: 6,
+    blockSize: 32,
+    bytesPerBlock: 22,
+    gpu: { bytesPerBlock: 24, moves: [[0, 0, 2], [2, 4, 20]] },
+    safetensors: false,
+    quantize: quantizeQ5_0,
+    dequantize: dequantizeQ5_0,
+  },
+  // [d:f16, m:f16, qh:u32, qs:16] (24 B): already word-aligned.
+  Q5_1: {
+    ggmlType: 7,
+    blockSize: 32,
+    bytesPerBlock: 24,
+    gpu: { bytesPerBlock: 24 },
+    safetensors: false,
+    quantize: quantizeQ5_1,
+    dequantize: dequantizeQ5_1,
   },
   // [d:f16, dmin:f16, scales:12, qs:128] (144 B): already word-aligned, so the GPU takes it as it is.
   Q4_K: {

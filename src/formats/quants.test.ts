@@ -16,6 +16,9 @@ const gaussian = (r: () => number) => () => Math.sqrt(-2 * Math.log(r() + 1e-12)
  *   F16: half an ulp (2^-11 relative); BF16: 2^-8 relative.
  *   Q8_0: half a step (amax / 127 / 2) plus the f16 rounding of d (amax * 2^-11).
  *   Q4_0: one step (amax / 8: the value opposite the extreme clamps at q = 15) plus f16 slack.
+ *   Q4_1: half a step ((max - min) / 15 / 2 <= amax / 15) plus the f16 rounding of d and m.
+ *   Q5_0: one step (amax / 16: the value opposite the extreme clamps at q = 31) plus f16 slack.
+ *   Q5_1: half a step ((max - min) / 31 / 2 <= amax / 31) plus the f16 rounding of d and m.
  *   Q4_K: half of a sub-block step (range / 15 / 2 <= amax / 15) plus 6-bit scale rounding.
  *   Q6_K: one step (amax / 32, the clamp at q = 31) plus 8-bit scale rounding.
  * Plus 2^-17 absolute for every type: a tiny block's d is a subnormal f16 (steps of 2^-24),
@@ -28,6 +31,9 @@ const BOUNDS: Record<DType, { maxOfAmax: number; relRmse: number }> = {
   BF16: { maxOfAmax: 2 ** -8, relRmse: 2.5e-3 },
   Q8_0: { maxOfAmax: 0.5 / 127 + 2 ** -11, relRmse: 0.007 },
   Q4_0: { maxOfAmax: 1 / 8 + 2 ** -10, relRmse: 0.1 },
+  Q4_1: { maxOfAmax: 1 / 15 + 2 ** -9, relRmse: 0.09 }, // measured 0.077
+  Q5_0: { maxOfAmax: 1 / 16 + 2 ** -10, relRmse: 0.05 }, // measured 0.043
+  Q5_1: { maxOfAmax: 1 / 31 + 2 ** -9, relRmse: 0.045 }, // measured 0.038
   Q4_K: { maxOfAmax: 0.1, relRmse: 0.09 },
   Q6_K: { maxOfAmax: 0.05, relRmse: 0.025 },
 };
@@ -103,7 +109,7 @@ describe('quantize / dequantize round trips', () => {
 });
 
 /** Little-endian f16 bytes of a few exact values. */
-const F16 = { 0.125: [0x00, 0x30], 0.25: [0x00, 0x34], 0.5: [0x00, 0x38], 1: [0x00, 0x3c] } as const;
+const F16 = { 0.125: [0x00, 0x30], 0.25: [0x00, 0x34], 0.5: [0x00, 0x38], 1: [0x00, 0x3c], [-1]: [0x00, 0xbc] } as const;
 
 describe('hand-built blocks dequantise exactly', () => {
   it('Q8_0: value = d * int8', () => {
@@ -123,6 +129,75 @@ describe('hand-built blocks dequantise exactly', () => {
       expect(y[j]).toBe((j - 8) * 0.25);
       expect(y[j + 16]).toBe((7 - j) * 0.25);
     }
+  });
+
+  it('Q4_1: nibbles as Q4_0, value = d * q + m', () => {
+    const b = new Uint8Array(20);
+    b.set(F16[0.25], 0);
+    b.set(F16[-1], 2);
+    for (let j = 0; j < 16; j++) b[4 + j] = j | ((15 - j) << 4);
+    const y = dequantize('Q4_1', b, 32);
+    for (let j = 0; j < 16; j++) {
+      expect(y[j]).toBe(j * 0.25 - 1);
+      expect(y[j + 16]).toBe((15 - j) * 0.25 - 1);
+    }
+  });
+
+  // qh (little-endian u32) = 0x8000_8001: bit 4 set for elements 0, 15 and 31 only.
+  const QH = [0x01, 0x80, 0x00, 0x80];
+  const q5 = (j: number) => (j < 16 ? j : 31 - j) | ([0, 15, 31].includes(j) ? 16 : 0);
+
+  it('Q5_0: the 5th bit of element j is bit j of qh after d; value = d * (q - 16)', () => {
+    const b = new Uint8Array(22);
+    b.set(F16[0.5], 0);
+    b.set(QH, 2);
+    for (let j = 0; j < 16; j++) b[6 + j] = j | ((15 - j) << 4);
+    const y = dequantize('Q5_0', b, 32);
+    expect([y[0], y[1], y[15], y[16], y[30], y[31]]).toEqual([0, -7.5, 7.5, -0.5, -7.5, 0]);
+    for (let j = 0; j < 32; j++) expect(y[j], `element ${j}`).toBe((q5(j) - 16) * 0.5);
+  });
+
+  it('Q5_1: d, m, then qh and nibbles as Q5_0; value = d * q + m', () => {
+    const b = new Uint8Array(24);
+    b.set(F16[1], 0);
+    b.set(F16[0.5], 2);
+    b.set(QH, 4);
+    for (let j = 0; j < 16; j++) b[8 + j] = j | ((15 - j) << 4);
+    const y = dequantize('Q5_1', b, 32);
+    expect([y[0], y[1], y[15], y[16], y[30], y[31]]).toEqual([16.5, 1.5, 31.5, 15.5, 1.5, 16.5]);
+    for (let j = 0; j < 32; j++) expect(y[j], `element ${j}`).toBe(q5(j) + 0.5);
+  });
+
+  it('Q4_1, Q5_0 and Q5_1 quantise into the layout they dequantise from (every quant at every position)', () => {
+    // Exact grids: every q once (twice for Q4_1) at scrambled positions, so d and m are exact.
+    const q4 = new Float32Array(32).map((_, i) => ((i * 7) % 16) * 0.25 - 1); // d = 0.25, m = -1
+    const q50 = new Float32Array(32).map((_, i) => ((i * 7) % 32) - 16); // extreme -16: d = 1
+    const q51 = new Float32Array(32).map((_, i) => ((i * 7) % 32) * 0.5 + 1); // d = 0.5, m = 1
+    expect(dequantize('Q4_1', quantize('Q4_1', q4), 32)).toEqual(q4);
+    expect(dequantize('Q5_0', quantize('Q5_0', q50), 32)).toEqual(q50);
+    expect(dequantize('Q5_1', quantize('Q5_1', q51), 32)).toEqual(q51);
+    // Q5_0's qh: element i has q = 7i % 32, so bit i is set where that is >= 16.
+    let qh = 0;
+    for (let i = 0; i < 32; i++) if ((i * 7) % 32 >= 16) qh |= 1 << i;
+    const b = quantize('Q5_0', q50);
+    expect([b[0], b[1]]).toEqual([0x00, 0x3c]);
+    expect(new DataView(b.buffer, b.byteOffset).getUint32(2, true)).toBe(qh >>> 0);
+  });
+
+  it('Q5_0 and Q4_1 round as ggml does in f32: halves go up, the value opposite the extreme clamps', () => {
+    // Q5_0: extreme 16 gives d = -1; x = 15.5 -> -15.5 + 16.5 = 1; x = -16 -> 32.5, clamped to 31.
+    const x = new Float32Array(32);
+    x[0] = 16;
+    x[1] = 15.5;
+    x[2] = -16;
+    x[3] = 0.5; // -0.5 + 16.5 = 16
+    const y = dequantize('Q5_0', quantize('Q5_0', x), 32);
+    expect([y[0], y[1], y[2], y[3], y[4]].map((v) => v! + 0)).toEqual([16, 15, -15, 0, 0]); // + 0: d < 0 makes -0
+    // Q4_1: min 0, max 15 (d = 1); 7.5 -> trunc(8.0) = 8.
+    const z = new Float32Array(32);
+    z[0] = 15;
+    z[1] = 7.5;
+    expect(Array.from(dequantize('Q4_1', quantize('Q4_1', z), 32).subarray(0, 3))).toEqual([15, 8, 0]);
   });
 
   it('Q4_K: packed 6-bit scales and mins, sub-block pairs sharing 32-byte chunks of nibbles', () => {

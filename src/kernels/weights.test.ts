@@ -9,8 +9,8 @@ function values(n: number): Float32Array {
 }
 
 describe('repackForGPU', () => {
-  it('moves Q8_0 and Q4_0 quants after a two-byte pad, keeping d first', () => {
-    for (const [dtype, qs] of [['Q8_0', 32], ['Q4_0', 16]] as const) {
+  it('moves Q8_0 and Q4_0 quants (Q5_0 qh and quants) after a two-byte pad, keeping d first', () => {
+    for (const [dtype, qs] of [['Q8_0', 32], ['Q4_0', 16], ['Q5_0', 20]] as const) {
       const ggml = quantize(dtype, values(64));
       const gpu = repackForGPU(dtype, ggml);
       const [src, dst] = [DTYPE_INFO[dtype].bytesPerBlock, DTYPE_INFO[dtype].gpu.bytesPerBlock];
@@ -20,6 +20,13 @@ describe('repackForGPU', () => {
         expect([...gpu.subarray(b * dst + 2, b * dst + 4)]).toEqual([0, 0]);
         expect([...gpu.subarray(b * dst + 4, b * dst + 4 + qs)]).toEqual([...ggml.subarray(b * src + 2, b * src + 2 + qs)]);
       }
+    }
+  });
+
+  it('leaves Q4_1 and Q5_1 blocks (already whole words) as they are', () => {
+    for (const dtype of ['Q4_1', 'Q5_1'] as const) {
+      const q = quantize(dtype, values(64));
+      expect(repackForGPU(dtype, q)).toEqual(q);
     }
   });
 
@@ -64,7 +71,7 @@ describe('gpuBytesPerRow', () => {
 
 describe('WTYPE', () => {
   it('is each type\'s ggml id', () => {
-    expect(WTYPE).toEqual({ F32: 0, F16: 1, BF16: 30, Q8_0: 8, Q4_0: 2, Q4_K: 12, Q6_K: 14 });
+    expect(WTYPE).toEqual({ F32: 0, F16: 1, BF16: 30, Q8_0: 8, Q4_0: 2, Q4_1: 3, Q5_0: 6, Q5_1: 7, Q4_K: 12, Q6_K: 14 });
   });
 
   it.each(DTYPES)('%s: shaders/lib/dequant.wgsl names its WTYPE and, when quantised, its GPU block in words', (dtype) => {
