@@ -14,6 +14,7 @@ import { checkJsonDepth, DEFAULT_LIMITS, readBodyText, type RequestLimits } from
 import { createResponses, responsesSse } from './responses/responses';
 import { sseStream } from './sse';
 import { renderChat } from './template';
+import { encodeLong } from '../text/tokenizer';
 import { nowSeconds } from './choices';
 
 export interface AppOptions {
@@ -209,7 +210,7 @@ export function createApp(options: AppOptions): App {
   }
 
   /** SGLang's `{prompt}` or llama.cpp's `{content}`; `with_pieces` gives `{id, piece}` pairs. */
-  function tokenize(b: Json): Response {
+  async function tokenize(b: Json): Promise<Response> {
     ensureReady();
     const backend = resolve(readField(b, 'model', str), false);
     const tok = backend.tokenizer;
@@ -217,15 +218,16 @@ export function createApp(options: AppOptions): App {
     const add = readField(b, 'add_special_tokens', bool) ?? readField(b, 'add_special', bool) ?? true;
     const one = (s: unknown, param: string) => {
       if (typeof s !== 'string') throw invalid(param, `${param} must be a string or a list of strings`);
-      return tok.encode(s, { addSpecialTokens: add, parseSpecial: readField(b, 'parse_special', bool) ?? true });
+      return encodeLong(tok, s, { addSpecialTokens: add, parseSpecial: readField(b, 'parse_special', bool) ?? true });
     };
     const param = b.prompt !== undefined ? 'prompt' : 'content';
     if (text === undefined || text === null) throw invalid('prompt', 'prompt (or content) is required', 'missing_required_parameter');
     if (Array.isArray(text)) {
-      const tokens = text.map((s, i) => one(s, `${param}[${i}]`));
+      const tokens: number[][] = [];
+      for (const [i, s] of text.entries()) tokens.push(await one(s, `${param}[${i}]`));
       return json({ tokens, count: tokens.map((t) => t.length), max_model_len: backend.contextLength });
     }
-    const ids = one(text, param);
+    const ids = await one(text, param);
     const tokens = readField(b, 'with_pieces', bool) ? ids.map((id) => ({ id, piece: tok.decode([id]) })) : ids;
     return json({ tokens, count: ids.length, max_model_len: backend.contextLength });
   }

@@ -30,7 +30,7 @@ describe('chat completions', () => {
     it(`greedy reply of ${which} equals greedy() on the template-rendered prompt`, async () => {
       const { backend, oracle } = rig[which];
       const { prompt, literalRanges } = renderChat(backend, { messages: MESSAGES, chat_template_kwargs: { enable_thinking: false } });
-      const ids = chatPromptIds(backend, prompt, literalRanges);
+      const ids = await chatPromptIds(backend, prompt, literalRanges);
       // The user's typed <|im_end|> stays text: the control token appears only where the template put it.
       const imEnd = backend.tokenizer.tokenToId('<|im_end|>');
       if (imEnd !== undefined) expect(ids.filter((x) => x === imEnd).length).toBe(prompt.split('<|im_end|>').length - 2);
@@ -91,7 +91,7 @@ describe('chat completions', () => {
   it('ends on a stop token id with matched_stop set to it', async () => {
     const { backend, oracle } = rig.llama;
     const { prompt, literalRanges } = renderChat(backend, { messages: MESSAGES });
-    const out = greedy(await oracle(), chatPromptIds(backend, prompt, literalRanges), 3);
+    const out = greedy(await oracle(), await chatPromptIds(backend, prompt, literalRanges), 3);
     expect(out.slice(0, 2)).not.toContain(out[2]);
     const third = [out[2]];
     const res = await client.chat.completions.create(req('llama-tiny', { max_tokens: 8, stop_token_ids: third } as object));

@@ -28,7 +28,7 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
   const { prompt, literalRanges, template } = renderChat(backend, req);
   if (!req.truncate_sequence) checkPromptBound(prompt, tok.vocab, backend.contextLength, 'messages');
   const maxParam = req.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens';
-  const { promptIds, maxTokens } = fitPrompt(chatPromptIds(backend, prompt, literalRanges), backend, {
+  const { promptIds, maxTokens } = fitPrompt(await chatPromptIds(backend, prompt, literalRanges), backend, {
     maxTokens: req.max_completion_tokens ?? req.max_tokens,
     maxTokensParam: maxParam,
     promptParam: 'messages',

@@ -4,6 +4,7 @@
  */
 import type { Backend, TokenLogprob } from '../engine/types';
 import { StreamingDetokenizer, type TextTokenizer } from '../text/index';
+import { encodeLong } from '../text/tokenizer';
 import { choiceOptions, newId, nowSeconds, structuredGrammar, UsageTracker, withChoiceSeed } from './choices';
 import { invalid } from './errors';
 import { runChoice, type TokenOut } from './generate';
@@ -33,14 +34,15 @@ interface PreparedPrompt {
 /** Validation, tokenization and length checks happen here, before any byte of the reply. */
 export async function prepareCompletion(req: CompletionRequest, backend: Backend, signal?: AbortSignal, limits: RequestLimits = DEFAULT_LIMITS): Promise<CompletionRun> {
   const tok = backend.tokenizer;
-  const prompts = req.prompt.map((p, i) => {
+  const prompts: PreparedPrompt[] = [];
+  for (const [i, p] of req.prompt.entries()) {
     if (typeof p === 'string' && !req.truncate_sequence) checkPromptBound(p, tok.vocab, backend.contextLength, 'prompt');
-    const ids = req.suffix !== undefined ? fimIds(tok, p, req.suffix) : promptIds(tok, p, req.prompt.length > 1 ? `prompt[${i}]` : 'prompt');
+    const ids = req.suffix !== undefined ? await fimIds(tok, p, req.suffix) : await promptIds(tok, p, req.prompt.length > 1 ? `prompt[${i}]` : 'prompt');
     if (ids.length === 0) throw invalid('prompt', 'the prompt is empty (it has no tokens)');
     const fit = fitPrompt(ids, backend, { maxTokens: req.max_tokens, maxTokensParam: 'max_tokens', promptParam: 'prompt', truncate: req.truncate_sequence });
     const text = typeof p === 'string' && fit.promptIds.length === ids.length ? p : tok.decode(fit.promptIds, { skipSpecialTokens: req.skip_special_tokens });
-    return { ids: fit.promptIds, maxTokens: fit.maxTokens, text } satisfies PreparedPrompt;
-  });
+    prompts.push({ ids: fit.promptIds, maxTokens: fit.maxTokens, text });
+  }
 
   const n = req.n;
   const bestOf = req.best_of ?? n;
@@ -143,28 +145,28 @@ function pickBest(choices: CompletionResponse['choices'], bestOf: number, n: num
   return out;
 }
 
-/** A prompt in any of its forms as ids; strings get the tokenizer's BOS as HF adds it. */
-function promptIds(tok: TextTokenizer, p: PromptInput, param: string): number[] {
-  if (typeof p === 'string') return tok.encode(p);
-  const ids: number[] = [];
-  p.forEach((x, i) => {
-    if (typeof x === 'string') ids.push(...tok.encode(x, { addSpecialTokens: i === 0 }));
+/** A prompt in any of its forms as ids; strings get the tokenizer's BOS as HF adds it. Long texts are tokenized off the event loop. */
+async function promptIds(tok: TextTokenizer, p: PromptInput, param: string): Promise<number[]> {
+  if (typeof p === 'string') return encodeLong(tok, p);
+  let ids: number[] = [];
+  for (const [i, x] of p.entries()) {
+    if (typeof x === 'string') ids = ids.concat(await encodeLong(tok, x, { addSpecialTokens: i === 0 }));
     else if (x >= tok.vocabSize) throw invalid(param, `${param} holds token id ${x}, outside the vocabulary (0..${tok.vocabSize - 1})`);
     else ids.push(x);
-  });
+  }
   return ids;
 }
 
 /** Fill-in-the-middle in Qwen/StarCoder's PSM order, for tokenizers with the FIM tokens. */
-function fimIds(tok: TextTokenizer, p: PromptInput, suffix: string): number[] {
+async function fimIds(tok: TextTokenizer, p: PromptInput, suffix: string): Promise<number[]> {
   const pre = tok.tokenToId(FIM.prefix);
   const suf = tok.tokenToId(FIM.suffix);
   const mid = tok.tokenToId(FIM.middle);
   if (pre === undefined || suf === undefined || mid === undefined)
     throw invalid('suffix', `suffix needs a fill-in-the-middle model; this tokenizer has no ${FIM.prefix}, ${FIM.suffix} and ${FIM.middle} tokens`);
   if (typeof p !== 'string') throw invalid('suffix', 'suffix works with a text prompt only');
-  const plain = (s: string) => tok.encode(s, { addSpecialTokens: false, parseSpecial: false });
-  return [pre, ...plain(p), suf, ...plain(suffix), mid];
+  const plain = (s: string) => encodeLong(tok, s, { addSpecialTokens: false, parseSpecial: false });
+  return [pre, ...(await plain(p)), suf, ...(await plain(suffix)), mid];
 }
 
 function emptyLogprobs(): CompletionLogprobs {

@@ -1,6 +1,7 @@
 /** Rendering a chat with the model's own template (shared by chat completions and /apply-template). */
 import type { Backend } from '../engine/types';
 import { ChatTemplate } from '../text/index';
+import { encodeLong } from '../text/tokenizer';
 import type { ChatCompletionRequest } from './protocol/chat';
 
 const cache = new WeakMap<Backend, Map<string, ChatTemplate>>();
@@ -40,7 +41,10 @@ export function renderChat(backend: Backend, r: ChatRenderInput) {
   return { ...rendered, template };
 }
 
-/** The rendered chat as ids: template control tokens are tokens, user-typed ones stay text. */
-export function chatPromptIds(backend: Backend, prompt: string, literalRanges: [number, number][]): number[] {
-  return backend.tokenizer.encode(prompt, { addSpecialTokens: false, literalRanges });
+/**
+ * The rendered chat as ids: template control tokens are tokens, user-typed ones stay text. A long
+ * chat is tokenized off the event loop (TextTokenizer.encodeAsync).
+ */
+export function chatPromptIds(backend: Backend, prompt: string, literalRanges: [number, number][]): Promise<number[]> {
+  return encodeLong(backend.tokenizer, prompt, { addSpecialTokens: false, literalRanges });
 }

@@ -10,6 +10,8 @@
  */
 import { Tokenizer } from '@huggingface/tokenizers';
 import { AddedTokenMatcher, type AddedTokenInfo } from './added-tokens';
+import { offThreadEncoder } from './encode-off-thread';
+import { isNode, OffThreadError } from '../platform/off-thread';
 import { TokenizerError } from './errors';
 import type { ChatTemplateConfig } from './chat-template';
 
@@ -30,8 +32,21 @@ export interface DecodeOptions {
 /** How token strings map to bytes, in xgrammar's terms. */
 export type VocabType = 'byte_level' | 'byte_fallback' | 'raw';
 
+/**
+ * Texts at least this long are tokenized in a worker thread by `encodeAsync` (where one can be
+ * had): 16k characters take at most about 40 ms in place (SentencePiece-style BPE, the slowest
+ * measured; byte-level BPE about 12 ms), so shorter ones are not worth the round trip.
+ */
+export const OFF_THREAD_CHARS = 16 * 1024;
+
 export interface TextTokenizer {
   encode(text: string, options?: EncodeOptions): number[];
+  /**
+   * The same ids as `encode`, without holding the event loop for long: a text of OFF_THREAD_CHARS
+   * or more is tokenized in a worker thread in Node (src/text/encode-off-thread.ts). Absent on
+   * tokenizers that are always fast; `encodeLong` picks whichever a tokenizer has.
+   */
+  encodeAsync?(text: string, options?: EncodeOptions): Promise<number[]>;
   decode(ids: readonly number[], options?: DecodeOptions): string;
   idToToken(id: number): string | undefined;
   tokenToId(token: string): number | undefined;
@@ -70,6 +85,11 @@ const END_OF_TURN = [
   '</s>', '<｜end▁of▁sentence｜>', '<|end_of_text|>',
 ];
 
+/** `tokenizer.encodeAsync` where it has one, else `encode`. */
+export function encodeLong(tokenizer: TextTokenizer, text: string, options?: EncodeOptions): Promise<number[]> {
+  return tokenizer.encodeAsync ? tokenizer.encodeAsync(text, options) : Promise.resolve(tokenizer.encode(text, options));
+}
+
 export function loadTokenizer(tokenizerJson: unknown, tokenizerConfig: unknown = {}, opts: TokenizerLoadOptions = {}): TextTokenizer {
   return new HFTokenizer(tokenizerJson, tokenizerConfig, opts);
 }
@@ -83,6 +103,8 @@ class HFTokenizer implements TextTokenizer {
   private readonly added: AddedTokenInfo[];
   private readonly prefix: number[];
   private readonly suffix: number[];
+  /** What the off-thread encoder builds its own copy from (Node only: nowhere else is it used). */
+  private readonly source: { json: Json; config: Json } | null;
   readonly vocab: string[];
   readonly vocabSize: number;
   readonly bosId: number | null;
@@ -102,6 +124,7 @@ class HFTokenizer implements TextTokenizer {
       throw new TokenizerError('invalid_tokenizer', 'tokenizer.json must be an object with a "model"', 'model');
     const j = json as Json;
     const c = (config && typeof config === 'object' ? config : {}) as Json;
+    this.source = isNode() ? { json: j, config: c } : null;
     try {
       this.tk = new Tokenizer({ added_tokens: [], ...j }, c);
     } catch (e) {
@@ -171,21 +194,49 @@ class HFTokenizer implements TextTokenizer {
     return addSpecialTokens ? [...this.prefix, ...ids, ...this.suffix] : ids;
   }
 
-  /**
-   * The library's `encode_text`, with special tokens matched only where allowed. Mirrors its
-   * steps (added-token split, lstrip/rstrip, normalizer, pre-tokenizer, model) through the
-   * Tokenizer's public pieces, so ids equal the library's wherever specials are allowed.
-   */
-  private encodeFiltered(text: string, parseSpecial: boolean, ranges: ReadonlyArray<readonly [number, number]>): number[] {
+  async encodeAsync(text: string, options: EncodeOptions = {}): Promise<number[]> {
+    if (text.length < OFF_THREAD_CHARS || !this.source) return this.encode(text, options);
+    const worker = await offThreadEncoder(this, this.source.json, this.source.config);
+    if (!worker) return this.encode(text, options);
+    const { addSpecialTokens = true, parseSpecial = true, literalRanges } = options;
+    let ids: number[];
+    try {
+      if (parseSpecial && !literalRanges?.length) ids = await worker.encode(text);
+      else {
+        // As encodeFiltered: the special-token split here (cheap), each plain section there.
+        const parts = this.parts(text, parseSpecial, literalRanges ?? []);
+        const plain = parts.flatMap((p, i): [string, number][] => (typeof p === 'string' && p.length > 0 ? [[p, i]] : []));
+        const encoded = (await worker.sections(plain)).values();
+        ids = parts.flatMap((p) => (typeof p !== 'string' ? [p.id] : p.length > 0 ? encoded.next().value! : []));
+      }
+    } catch (e) {
+      if (e instanceof OffThreadError) throw new TokenizerError('invalid_id', e.message);
+      throw e;
+    }
+    return addSpecialTokens ? [...this.prefix, ...ids, ...this.suffix] : ids;
+  }
+
+  /** The added-token split of encodeFiltered: plain sections and the added tokens allowed between them. */
+  private parts(text: string, parseSpecial: boolean, ranges: ReadonlyArray<readonly [number, number]>): (string | AddedTokenInfo)[] {
     const allow = (t: AddedTokenInfo, s: number, e: number) =>
       !t.special || (parseSpecial && !ranges.some(([a, b]) => s < b && e > a));
-    const sections = this.matcher.split(text, allow);
-    const parts: (string | AddedTokenInfo)[] = sections.map((x) => x);
+    const parts: (string | AddedTokenInfo)[] = this.matcher.split(text, allow).map((x) => x);
     parts.forEach((p, i) => {
       if (typeof p === 'string') return;
       if (p.lstrip && i > 0 && typeof parts[i - 1] === 'string') parts[i - 1] = (parts[i - 1] as string).trimEnd();
       if (p.rstrip && i + 1 < parts.length && typeof parts[i + 1] === 'string') parts[i + 1] = (parts[i + 1] as string).trimStart();
     });
+    return parts;
+  }
+
+  /**
+   * The library's `encode_text`, with special tokens matched only where allowed. Mirrors its
+   * steps (added-token split, lstrip/rstrip, normalizer, pre-tokenizer, model) through the
+   * Tokenizer's public pieces, so ids equal the library's wherever specials are allowed.
+   * encode-off-thread.ts's worker encodes each plain section the same way.
+   */
+  private encodeFiltered(text: string, parseSpecial: boolean, ranges: ReadonlyArray<readonly [number, number]>): number[] {
+    const parts = this.parts(text, parseSpecial, ranges);
     const { normalizer, pre_tokenizer: pre, model } = this.tk as unknown as {
       normalizer: ((s: string) => string) | null;
       pre_tokenizer: ((s: string, o: { section_index: number }) => string[]) | null;
