@@ -32,6 +32,9 @@ const TOLERANCE = {
   Q4_K_M: 0.6, // measured 0.17 .. 0.40
   Q4_K: 0.6, // measured 0.19 .. 0.40
   Q4_0: 0.8, // measured 0.19 .. 0.53
+  Q4_1: 0.75, // measured 0.20 .. 0.49 (with smollm3)
+  Q5_0: 0.45, // measured 0.10 .. 0.31 (with smollm3)
+  Q5_1: 0.42, // measured 0.088 .. 0.28 (with smollm3)
 } as const;
 type Variant = keyof typeof TOLERANCE;
 
@@ -83,6 +86,9 @@ describe.each(ARCHES)('reference forward on the tiny %s fixture', (arch) => {
       BF16: at(paths.gguf.BF16),
       Q8_0: at(paths.gguf.Q8_0),
       Q4_0: at(paths.gguf.Q4_0),
+      Q4_1: at(paths.gguf.Q4_1),
+      Q5_0: at(paths.gguf.Q5_0),
+      Q5_1: at(paths.gguf.Q5_1),
       Q4_K: at(paths.gguf.Q4_K),
       Q6_K: at(paths.gguf.Q6_K),
       Q4_K_M: at(paths.gguf.Q4_K_M),
