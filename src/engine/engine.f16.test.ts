@@ -31,7 +31,7 @@ const STEPS = 32;
 const FORMATS: Record<Arch, string[]> = {
   llama: ['hf-F32', 'F16', 'Q4_0'],
   qwen2: ['hf-F16', 'BF16', 'Q4_K', 'Q8_0'],
-  qwen3: ['hf-BF16', 'Q6_K', 'Q4_K_M'],
+  qwen3: ['hf-BF16', 'Q6_K', 'Q4_K_M', 'Q5_0'],
   mistral: ['F32', 'Q8_0', 'Q4_K_M'],
   smollm3: ['Q8_0'],
 };
