@@ -34,6 +34,7 @@ const FORMATS: Record<Arch, string[]> = {
   qwen3: ['hf-BF16', 'Q6_K', 'Q4_K_M', 'Q5_0'],
   mistral: ['F32', 'Q8_0', 'Q4_K_M'],
   smollm3: ['Q8_0'],
+  olmo2: ['hf-BF16'],
 };
 
 describe.each(Object.keys(FORMATS) as Arch[])('the f16 GPU engine on the tiny %s fixture', (arch) => {

@@ -33,6 +33,7 @@ const NEWER = ['hf-F32', 'F16', 'Q8_0', 'Q4_K_M'];
 const CASES: Array<[Arch, string[]]> = [
   ...(['llama', 'qwen2', 'qwen3', 'mistral'] as Arch[]).map((a): [Arch, string[]] => [a, [...FORMATS, ...(LEGACY_MIN[a] ?? [])]]),
   ['smollm3', NEWER],
+  ['olmo2', NEWER],
 ];
 
 describe.each(CASES)('the GPU engine on the tiny %s fixture', (arch, variants) => {

@@ -1,6 +1,6 @@
 /**
  * The GPU forward pass of the Llama family over a ragged batch; a family's differences are flags
- * of its ModelConfig (q/k norm, NoPE layers, sliding windows), never its arch name.
+ * of its ModelConfig (norm placement, q/k norm, NoPE layers, sliding windows), never its arch name.
  * Everything is built once at load: run-state buffers, the paged KV cache, pipelines and bind
  * groups. `encode` only records dispatches into the step's single compute pass.
  */
@@ -37,7 +37,7 @@ interface RunState {
   q: GPUBuffer; // [maxTokens, nHeads·headDim]
   k: GPUBuffer; // [maxTokens, nKv·headDim]
   v: GPUBuffer; // [maxTokens, nKv·headDim]
-  qn?: GPUBuffer; // [maxTokens, nHeads·headDim] q after qwen3's per-head norm
+  qn?: GPUBuffer; // [maxTokens, nHeads·headDim] q after its norm (per head or whole)
   kn?: GPUBuffer; // [maxTokens, nKv·headDim]
   att: GPUBuffer; // [maxTokens, nHeads·headDim] attention output
   gate: GPUBuffer; // [maxTokens, intermediate]
@@ -49,8 +49,9 @@ interface RunState {
   invFreq: GPUBuffer; // f32 [headDim/2]
 }
 
+/** One layer's dispatches in order; norms absent where the config places none (pre- or post-norm). */
 interface LayerOps {
-  attnNorm: Op;
+  attnNorm?: Op;
   q: Op;
   k: Op;
   v: Op;
@@ -61,12 +62,14 @@ interface LayerOps {
   kvWrite: Op;
   attention: Awaited<ReturnType<typeof createAttentionOp>>;
   o: Op;
+  postAttnNorm?: Op;
   attnResidual: Op;
-  ffnNorm: Op;
+  ffnNorm?: Op;
   gate: Op;
   up: Op;
   swiglu: Op;
   down: Op;
+  postFfnNorm?: Op;
   ffnResidual: Op;
 }
 
@@ -163,13 +166,21 @@ export class GpuForward {
       const kv = caches.paged(l);
       const qRoped = state.qn ?? state.q;
       const kRoped = state.kn ?? state.k;
+      // Pre-norm blocks read the normed stream xb; post-norm blocks (OLMo 2) read x itself and
+      // norm their output xb2 into xb before the residual add.
+      const attnIn = w.attnNorm ? state.xb : state.x;
+      const ffnIn = w.ffnNorm ? state.xb : state.x;
+      const attnOut = w.postAttnNorm ? state.xb : state.xb2;
+      const ffnOut = w.postFfnNorm ? state.xb : state.xb2;
+      // q/k norms per head (Qwen3: rows of headDim) or over the whole projection (OLMo 2).
+      const full = config.qkNormScope === 'full';
       layers.push({
-        attnNorm: await norm(state.x, w.attnNorm, state.xb),
-        q: await linear(w.wq, state.xb, state.q, w.bq),
-        k: await linear(w.wk, state.xb, state.k, w.bk),
-        v: await linear(w.wv, state.xb, state.v, w.bv),
-        qNorm: w.qNorm ? await norm(state.q, w.qNorm, state.qn!, D, nH) : undefined,
-        kNorm: w.kNorm ? await norm(state.k, w.kNorm, state.kn!, D, nKv) : undefined,
+        attnNorm: w.attnNorm ? await norm(state.x, w.attnNorm, state.xb) : undefined,
+        q: await linear(w.wq, attnIn, state.q, w.bq),
+        k: await linear(w.wk, attnIn, state.k, w.bk),
+        v: await linear(w.wv, attnIn, state.v, w.bv),
+        qNorm: w.qNorm ? await (full ? norm(state.q, w.qNorm, state.qn!, nH * D) : norm(state.q, w.qNorm, state.qn!, D, nH)) : undefined,
+        kNorm: w.kNorm ? await (full ? norm(state.k, w.kNorm, state.kn!, nKv * D) : norm(state.k, w.kNorm, state.kn!, D, nKv)) : undefined,
         rope: !layerUsesRope(config, l) ? undefined : await createRopeOp(ctx, {
           q: qRoped,
           k: kRoped,
@@ -209,13 +220,15 @@ export class GpuForward {
           window: layerWindow(config, l),
         }),
         o: await linear(w.wo, state.att, state.xb2, w.bo),
-        attnResidual: await createAddOp(ctx, { x: state.x, y: state.xb2, n: H }),
-        ffnNorm: await norm(state.x, w.ffnNorm, state.xb),
-        gate: await linear(w.wGate, state.xb, state.gate),
-        up: await linear(w.wUp, state.xb, state.up),
+        postAttnNorm: w.postAttnNorm ? await norm(state.xb2, w.postAttnNorm, state.xb) : undefined,
+        attnResidual: await createAddOp(ctx, { x: state.x, y: attnOut, n: H }),
+        ffnNorm: w.ffnNorm ? await norm(state.x, w.ffnNorm, state.xb) : undefined,
+        gate: await linear(w.wGate, ffnIn, state.gate),
+        up: await linear(w.wUp, ffnIn, state.up),
         swiglu: await createSwigluOp(ctx, { gate: state.gate, up: state.up, out: state.hb, n: I }),
         down: await linear(w.wDown, state.hb, state.xb2),
-        ffnResidual: await createAddOp(ctx, { x: state.x, y: state.xb2, n: H }),
+        postFfnNorm: w.postFfnNorm ? await norm(state.xb2, w.postFfnNorm, state.xb) : undefined,
+        ffnResidual: await createAddOp(ctx, { x: state.x, y: ffnOut, n: H }),
       });
       onPart?.();
     }
@@ -258,7 +271,7 @@ export class GpuForward {
     this.embed.encode(pass, tokens);
     for (const layer of this.layers) {
       // attention block
-      layer.attnNorm.encode(pass, tokens);
+      layer.attnNorm?.encode(pass, tokens);
       layer.q.encode(pass, tokens);
       layer.k.encode(pass, tokens);
       layer.v.encode(pass, tokens);
@@ -268,13 +281,15 @@ export class GpuForward {
       layer.kvWrite.encode(pass, tokens);
       layer.attention.encode(pass, tokens, mode);
       layer.o.encode(pass, tokens);
+      layer.postAttnNorm?.encode(pass, tokens);
       layer.attnResidual.encode(pass, tokens);
       // feed-forward block
-      layer.ffnNorm.encode(pass, tokens);
+      layer.ffnNorm?.encode(pass, tokens);
       layer.gate.encode(pass, tokens);
       layer.up.encode(pass, tokens);
       layer.swiglu.encode(pass, tokens);
       layer.down.encode(pass, tokens);
+      layer.postFfnNorm?.encode(pass, tokens);
       layer.ffnResidual.encode(pass, tokens);
     }
     // logits of each sequence's last token

@@ -50,6 +50,8 @@ describe('configFromHF', () => {
       tieWordEmbeddings: true,
       attentionBias: false,
       qkNorm: false,
+      qkNormScope: 'head',
+      normPlacement: 'pre',
       slidingWindow: null,
       noRopeLayers: [],
       bosTokenId: 128000,
@@ -151,6 +153,8 @@ describe('the architecture table', () => {
       maxPositionEmbeddings: row.hfDefaults.maxPositionEmbeddings,
       ropeStyle: 'neox',
       qkNorm: row.qkNorm,
+      qkNormScope: row.qkNormScope,
+      normPlacement: row.normPlacement,
       attentionBias: row.attentionBias === 'always',
     });
     expect(configFromHF({ ...sizes, model_type: arch, attention_bias: true }).attentionBias).toBe(true);
@@ -176,9 +180,11 @@ describe('the architecture table', () => {
     const c = configFromGGUF(meta);
     // A file cannot tell families that share its GGUF name apart: they must mean the same graph.
     expect(ARCH[c.arch].gguf).toBe(g);
-    expect({ ropeStyle: c.ropeStyle, qkNorm: c.qkNorm, attentionBias: c.attentionBias }).toEqual({
+    expect({ ropeStyle: c.ropeStyle, qkNorm: c.qkNorm, qkNormScope: c.qkNormScope, normPlacement: c.normPlacement, attentionBias: c.attentionBias }).toEqual({
       ropeStyle: row.ggufRopeStyle,
       qkNorm: row.qkNorm,
+      qkNormScope: row.qkNormScope,
+      normPlacement: row.normPlacement,
       attentionBias: row.attentionBias === 'always',
     });
   });
@@ -212,13 +218,13 @@ describe('the architecture table', () => {
 
   it('lists the supported families in its errors', () => {
     expect(thrown(() => configFromHF({ ...sizes, model_type: 'gemma2' })).message).toBe(
-      'config.json: model_type "gemma2" is not supported (supported: llama, qwen2, qwen3, mistral, smollm3)',
+      'config.json: model_type "gemma2" is not supported (supported: llama, qwen2, qwen3, mistral, smollm3, olmo2)',
     );
     expect(thrown(() => configFromHF({ ...sizes, architectures: ['Gemma2ForCausalLM'] })).message).toBe(
-      'config.json: architectures ["Gemma2ForCausalLM"] are not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, SmolLM3ForCausalLM)',
+      'config.json: architectures ["Gemma2ForCausalLM"] are not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, SmolLM3ForCausalLM, Olmo2ForCausalLM)',
     );
     expect(thrown(() => configFromGGUF(new Map([['general.architecture', 'gemma2']]))).message).toBe(
-      'GGUF general.architecture "gemma2" is not supported (supported: llama (also mistral), qwen2, qwen3, smollm3)',
+      'GGUF general.architecture "gemma2" is not supported (supported: llama (also mistral), qwen2, qwen3, smollm3, olmo2)',
     );
   });
 });

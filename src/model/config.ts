@@ -2,8 +2,8 @@ import { ModelError } from './errors';
 
 /**
  * What a model family is to each reader: one row per architecture we run. The forward pass never
- * looks at `arch`; it reads the flags a row turns into `ModelConfig` (`attentionBias`, `qkNorm`, `noRopeLayers`,
- * `ropeStyle`, `slidingWindow`). A family whose graph these flags describe is one new row here;
+ * looks at `arch`; it reads the flags a row turns into `ModelConfig` (`attentionBias`, `qkNorm`, `qkNormScope`,
+ * `normPlacement`, `noRopeLayers`, `ropeStyle`, `slidingWindow`). A family whose graph these flags describe is one new row here;
  * the test fixtures then need its `CHECKPOINTS` row (the compiler asks) and a tokenizer flavour
  * (src/testing/fixtures/). New math also needs its flag, its tensors' rows (tensors.ts) and kernels.
  */
@@ -27,8 +27,12 @@ export interface ArchInfo {
   ggufRopeStyle: ModelConfig['ropeStyle'];
   /** q/k/v biases: 'always' (Qwen2), or as config.json's `attention_bias` says (GGUF: as the tensors say). */
   attentionBias: 'always' | 'attention_bias';
-  /** Per-head RMSNorm of q and k before RoPE. */
+  /** RMSNorm of q and k before RoPE. */
   qkNorm: boolean;
+  /** Over what the q/k norm runs: each head (Qwen3) or the whole projection (OLMo 2). */
+  qkNormScope: ModelConfig['qkNormScope'];
+  /** Where each block's RMSNorm sits: on its input (Llama) or on its output (OLMo 2). */
+  normPlacement: ModelConfig['normPlacement'];
   /**
    * NoPE layers (SmolLM3): layer l skips RoPE when (l + 1) % step == 0. llama.cpp hard-codes the
    * step (no GGUF key); config.json lists the layers in `no_rope_layers` (1: RoPE, 0: NoPE) or
@@ -46,6 +50,8 @@ const ARCH_ROWS = {
     ggufRopeStyle: 'interleaved',
     attentionBias: 'attention_bias',
     qkNorm: false,
+    qkNormScope: 'head',
+    normPlacement: 'pre',
     noRopeLayerStep: null,
   },
   qwen2: {
@@ -56,6 +62,8 @@ const ARCH_ROWS = {
     ggufRopeStyle: 'neox',
     attentionBias: 'always',
     qkNorm: false,
+    qkNormScope: 'head',
+    normPlacement: 'pre',
     noRopeLayerStep: null,
   },
   qwen3: {
@@ -66,6 +74,8 @@ const ARCH_ROWS = {
     ggufRopeStyle: 'neox',
     attentionBias: 'attention_bias',
     qkNorm: true,
+    qkNormScope: 'head',
+    normPlacement: 'pre',
     noRopeLayerStep: null,
   },
   // Llama's graph with its own config defaults; llama.cpp writes its GGUF files as `llama`.
@@ -77,6 +87,8 @@ const ARCH_ROWS = {
     ggufRopeStyle: 'interleaved',
     attentionBias: 'attention_bias',
     qkNorm: false,
+    qkNormScope: 'head',
+    normPlacement: 'pre',
     noRopeLayerStep: null,
   },
   // Llama with NoPE layers: every 4th layer attends without RoPE.
@@ -88,7 +100,22 @@ const ARCH_ROWS = {
     ggufRopeStyle: 'interleaved',
     attentionBias: 'attention_bias',
     qkNorm: false,
+    qkNormScope: 'head',
+    normPlacement: 'pre',
     noRopeLayerStep: 4,
+  },
+  // Norms on each block's output instead of its input, and q/k norms over the whole projection.
+  olmo2: {
+    hfClass: 'Olmo2ForCausalLM',
+    hfDefaults: { maxPositionEmbeddings: 2048, rmsNormEps: 1e-5 },
+    hfSlidingWindow: null,
+    gguf: 'olmo2',
+    ggufRopeStyle: 'neox',
+    attentionBias: 'attention_bias',
+    qkNorm: true,
+    qkNormScope: 'full',
+    normPlacement: 'post',
+    noRopeLayerStep: null,
   },
 } satisfies Record<string, ArchInfo>;
 
@@ -131,8 +158,18 @@ export interface ModelConfig {
   tieWordEmbeddings: boolean;
   /** q/k/v projections carry biases (Qwen2 always; Llama/Qwen3 when `attention_bias`). */
   attentionBias: boolean;
-  /** Per-head RMSNorm of q and k before RoPE (Qwen3). */
+  /** RMSNorm of q and k before RoPE (Qwen3, OLMo 2). */
   qkNorm: boolean;
+  /**
+   * 'head': each head of q and k normed on its own, weights [headDim] (Qwen3); 'full': the whole
+   * q and the whole k projection, weights [numHeads·headDim] and [numKvHeads·headDim] (OLMo 2).
+   */
+  qkNormScope: 'head' | 'full';
+  /**
+   * 'pre': RMSNorm on each block's input, x += block(norm(x)) (Llama). 'post': none on the input,
+   * RMSNorm on the block's output before the residual add, x += norm(block(x)) (OLMo 2).
+   */
+  normPlacement: 'pre' | 'post';
   /**
    * Sliding-window attention (Mistral; Qwen2/Qwen3 with `use_sliding_window`): on the listed
    * layers a query at position p sees only keys j with p - size < j <= p, the current one
@@ -235,6 +272,8 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     tieWordEmbeddings: c.tie_word_embeddings === true,
     attentionBias: row.attentionBias === 'always' || c.attention_bias === true,
     qkNorm: row.qkNorm,
+    qkNormScope: row.qkNormScope,
+    normPlacement: row.normPlacement,
     slidingWindow: hfSlidingWindow(c, row.hfSlidingWindow, numLayers),
     noRopeLayers: hfNoRopeLayers(c, row.noRopeLayerStep, numLayers),
     bosTokenId: typeof bos === 'number' ? bos : null,
@@ -433,6 +472,8 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     tieWordEmbeddings: tensors ? !byName.has('output.weight') : false,
     attentionBias: tensors ? byName.has('blk.0.attn_q.bias') : row.attentionBias === 'always',
     qkNorm: row.qkNorm,
+    qkNormScope: row.qkNormScope,
+    normPlacement: row.normPlacement,
     // GGUF states one window and no layer pattern for these archs: it holds on every layer.
     slidingWindow: window === undefined ? null : { size: window, layers: Array.from({ length: numLayers }, (_, i) => i) },
     // No metadata key: llama.cpp fixes the step per architecture.

@@ -101,7 +101,7 @@ async function openHFFolder(folder: Folder): Promise<OpenedModel> {
       const source = folder.source(file);
       const { tensors: infos } = await readSafetensors(source);
       for (const info of infos) {
-        const name = canonicalName(info.name);
+        const name = canonicalName(info.name, config);
         if (name) tensors.set(name, { info, source });
       }
     }),

@@ -34,6 +34,8 @@ const config: ModelConfig = {
   qkNorm: false,
   slidingWindow: null,
   noRopeLayers: [],
+  qkNormScope: 'head',
+  normPlacement: 'pre',
   bosTokenId: null,
   eosTokenIds: [],
 };
@@ -77,6 +79,9 @@ describe('expected tensors', () => {
     expect(byName.has('blk.0.attn_q_norm.weight')).toBe(false);
     expect(shapes({ ...config, tieWordEmbeddings: true }).has('output.weight')).toBe(false);
     expect(shapes({ ...config, qkNorm: true }).get('blk.0.attn_k_norm.weight')!.shape).toEqual([2]);
+    // OLMo 2 norms the whole q (4 heads of 2) and the whole k (2 kv heads of 2).
+    const full = shapes({ ...config, qkNorm: true, qkNormScope: 'full' });
+    expect([full.get('blk.0.attn_q_norm.weight')!.shape, full.get('blk.0.attn_k_norm.weight')!.shape]).toEqual([[8], [4]]);
   });
 
   it('accepts a complete file and ignores unknown extra tensors', () => {
@@ -111,15 +116,23 @@ describe('the tensor table', () => {
   const rows: readonly TensorRow[] = [...HEAD_TENSORS, ...LAYER_TENSORS, ...TAIL_TENSORS];
   // Every flag a row's condition may read, on and off.
   const configs = [false, true].flatMap((attentionBias) =>
-    [false, true].flatMap((qkNorm) => [false, true].map((tieWordEmbeddings) => ({ ...config, attentionBias, qkNorm, tieWordEmbeddings }))),
+    [false, true].flatMap((qkNorm) =>
+      [false, true].flatMap((tieWordEmbeddings) =>
+        (['pre', 'post'] as const).flatMap((normPlacement) =>
+          (['head', 'full'] as const).map((qkNormScope): ModelConfig => ({ ...config, attentionBias, qkNorm, tieWordEmbeddings, normPlacement, qkNormScope })),
+        ),
+      ),
+    ),
   );
 
-  it('names each tensor once per format and each field once', () => {
+  it('names each tensor once per format and each field once (HF names once among the rows of one config)', () => {
     for (const table of [[...HEAD_TENSORS, ...TAIL_TENSORS], LAYER_TENSORS] as const) {
       const list = table as readonly TensorRow[];
       for (const key of ['gguf', 'hf', 'field'] as const) {
-        const names = list.map((r) => r[key]).filter((n) => n !== null && n !== undefined);
-        expect(new Set(names).size, key).toBe(names.length);
+        for (const c of configs) {
+          const names = list.filter((r) => key !== 'hf' || !r.when || r.when(c)).map((r) => r[key]).filter((n) => n !== null && n !== undefined);
+          expect(new Set(names).size, key).toBe(names.length);
+        }
       }
     }
   });
@@ -136,10 +149,16 @@ describe('the tensor table', () => {
 
   it('maps every row\'s Hugging Face name to its canonical name and back to its row', () => {
     for (const r of [...HEAD_TENSORS, ...TAIL_TENSORS] as readonly TensorRow[]) if (r.hf) expect(canonicalName(r.hf)).toBe(r.gguf);
-    for (const r of LAYER_TENSORS) {
-      expect(canonicalName(`model.layers.7.${r.hf}`)).toBe(`blk.7.${r.gguf}`);
+    for (const r of LAYER_TENSORS as readonly TensorRow[]) {
+      for (const c of configs.filter((c) => !r.when || r.when(c))) expect(canonicalName(`model.layers.7.${r.hf}`, c)).toBe(`blk.7.${r.gguf}`);
       expect(layerRow(`blk.7.${r.gguf}`)).toBe(r);
     }
+    // post_attention_layernorm: Llama's pre-FFN norm, OLMo 2's attention output norm.
+    const hf = 'model.layers.2.post_attention_layernorm.weight';
+    expect(canonicalName(hf)).toBe('blk.2.ffn_norm.weight');
+    expect(canonicalName(hf, { ...config, normPlacement: 'post' })).toBe('blk.2.post_attention_norm.weight');
+    expect(canonicalName('model.layers.2.post_feedforward_layernorm.weight', { ...config, normPlacement: 'post' })).toBe('blk.2.post_ffw_norm.weight');
+    expect(canonicalName('model.layers.2.input_layernorm.weight', { ...config, normPlacement: 'post' })).toBeNull();
     expect(layerRow('token_embd.weight')).toBeNull();
   });
 

@@ -43,25 +43,32 @@ export interface TensorRow {
 
 const qDim = (c: ModelConfig) => c.numHeads * c.headDim;
 const kvDim = (c: ModelConfig) => c.numKvHeads * c.headDim;
+const preNorm = (c: ModelConfig) => c.normPlacement === 'pre';
+const postNorm = (c: ModelConfig) => c.normPlacement === 'post';
 
 /** One layer's tensors, in file order. */
 export const LAYER_TENSORS = [
-  { field: 'attnNorm', hf: 'input_layernorm.weight', gguf: 'attn_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize] },
+  { field: 'attnNorm', hf: 'input_layernorm.weight', gguf: 'attn_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: preNorm },
   { field: 'wq', hf: 'self_attn.q_proj.weight', gguf: 'attn_q.weight', kind: 'linear', shape: (c) => [qDim(c), c.hiddenSize], rotary: 'q' },
   { field: 'wk', hf: 'self_attn.k_proj.weight', gguf: 'attn_k.weight', kind: 'linear', shape: (c) => [kvDim(c), c.hiddenSize], rotary: 'k' },
   { field: 'wv', hf: 'self_attn.v_proj.weight', gguf: 'attn_v.weight', kind: 'linear', shape: (c) => [kvDim(c), c.hiddenSize] },
   { field: 'bq', hf: 'self_attn.q_proj.bias', gguf: 'attn_q.bias', kind: 'bias', shape: (c) => [qDim(c)], when: (c) => c.attentionBias, rotary: 'q' },
   { field: 'bk', hf: 'self_attn.k_proj.bias', gguf: 'attn_k.bias', kind: 'bias', shape: (c) => [kvDim(c)], when: (c) => c.attentionBias, rotary: 'k' },
   { field: 'bv', hf: 'self_attn.v_proj.bias', gguf: 'attn_v.bias', kind: 'bias', shape: (c) => [kvDim(c)], when: (c) => c.attentionBias },
-  { field: 'qNorm', hf: 'self_attn.q_norm.weight', gguf: 'attn_q_norm.weight', kind: 'norm', shape: (c) => [c.headDim], when: (c) => c.qkNorm },
-  { field: 'kNorm', hf: 'self_attn.k_norm.weight', gguf: 'attn_k_norm.weight', kind: 'norm', shape: (c) => [c.headDim], when: (c) => c.qkNorm },
+  // Per head (Qwen3) or over the whole projection (OLMo 2).
+  { field: 'qNorm', hf: 'self_attn.q_norm.weight', gguf: 'attn_q_norm.weight', kind: 'norm', shape: (c) => [c.qkNormScope === 'full' ? qDim(c) : c.headDim], when: (c) => c.qkNorm },
+  { field: 'kNorm', hf: 'self_attn.k_norm.weight', gguf: 'attn_k_norm.weight', kind: 'norm', shape: (c) => [c.qkNormScope === 'full' ? kvDim(c) : c.headDim], when: (c) => c.qkNorm },
   { field: 'wo', hf: 'self_attn.o_proj.weight', gguf: 'attn_output.weight', kind: 'attn_out', shape: (c) => [c.hiddenSize, qDim(c)] },
   // Llama/Qwen3 with attention_bias also bias o_proj; Qwen2 never does.
   { field: 'bo', hf: 'self_attn.o_proj.bias', gguf: 'attn_output.bias', kind: 'bias', shape: (c) => [c.hiddenSize], optional: true },
-  { field: 'ffnNorm', hf: 'post_attention_layernorm.weight', gguf: 'ffn_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize] },
+  // HF calls Llama's pre-FFN norm `post_attention_layernorm`; with post-norms (OLMo 2) the same
+  // name is the attention output's norm, llama.cpp's post_attention_norm.
+  { field: 'ffnNorm', hf: 'post_attention_layernorm.weight', gguf: 'ffn_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: preNorm },
+  { field: 'postAttnNorm', hf: 'post_attention_layernorm.weight', gguf: 'post_attention_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: postNorm },
   { field: 'wGate', hf: 'mlp.gate_proj.weight', gguf: 'ffn_gate.weight', kind: 'linear', shape: (c) => [c.intermediateSize, c.hiddenSize] },
   { field: 'wUp', hf: 'mlp.up_proj.weight', gguf: 'ffn_up.weight', kind: 'linear', shape: (c) => [c.intermediateSize, c.hiddenSize] },
   { field: 'wDown', hf: 'mlp.down_proj.weight', gguf: 'ffn_down.weight', kind: 'mlp_out', shape: (c) => [c.hiddenSize, c.intermediateSize] },
+  { field: 'postFfnNorm', hf: 'post_feedforward_layernorm.weight', gguf: 'post_ffw_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: postNorm },
 ] as const satisfies readonly TensorRow[];
 
 /** The tensors before the layers, in file order. */
@@ -152,20 +159,27 @@ export function assembleWeights<M, V>(config: ModelConfig, get: (t: ModelTensor)
   return { tokenEmbd: head.tokenEmbd as M, layers, outputNorm: tail.outputNorm as V, output: (tail.output ?? head.tokenEmbd) as M };
 }
 
-const hfNames = (rows: readonly TensorRow[]) => new Map(rows.flatMap((r) => (r.hf === null ? [] : [[r.hf, r.gguf] as const])));
+/** HF name -> canonical name; the first row claiming a name wins (rows present for `config` only, when given). */
+const hfNames = (rows: readonly TensorRow[], config?: ModelConfig) => {
+  const map = new Map<string, string>();
+  for (const r of rows) if (r.hf !== null && !map.has(r.hf) && (!config || !r.when || r.when(config))) map.set(r.hf, r.gguf);
+  return map;
+};
 const HF_LAYER_NAMES = hfNames(LAYER_TENSORS);
 const HF_MODEL_NAMES = hfNames([...HEAD_TENSORS, ...TAIL_TENSORS]);
 
 /**
  * Maps a safetensors (Hugging Face) tensor name to its canonical llama.cpp name, or null for
- * tensors we do not use (e.g. `rotary_emb.inv_freq`).
+ * tensors we do not use (e.g. `rotary_emb.inv_freq`). HF reuses some names for different
+ * tensors across families (`post_attention_layernorm`: Llama's pre-FFN norm, OLMo 2's attention
+ * output norm): give the model's config to read them its way; without it, the pre-norm reading.
  */
-export function canonicalName(hfName: string): string | null {
+export function canonicalName(hfName: string, config?: ModelConfig): string | null {
   const global = HF_MODEL_NAMES.get(hfName);
   if (global) return global;
   const m = /^model\.layers\.(\d+)\.(.+)$/.exec(hfName);
   if (!m) return null;
-  const local = HF_LAYER_NAMES.get(m[2]!);
+  const local = (config ? hfNames(LAYER_TENSORS, config) : HF_LAYER_NAMES).get(m[2]!);
   return local ? `blk.${m[1]}.${local}` : null;
 }
 

@@ -27,6 +27,8 @@ const base: ModelConfig = {
   qkNorm: false,
   slidingWindow: null,
   noRopeLayers: [],
+  qkNormScope: 'head',
+  normPlacement: 'pre',
   bosTokenId: null,
   eosTokenIds: [],
 };
@@ -66,6 +68,60 @@ describe('reference forward, by hand', () => {
     const got = m.forward(1, 1);
     const want = [n[0], n[1], n[2], n[0] + n[1] + n[2] + n[3]];
     for (let i = 0; i < 4; i++) expect(got[i]).toBeCloseTo(want[i], 6);
+  });
+});
+
+describe('reference forward, OLMo 2 by hand', () => {
+  it('norms each block output, not its input: the FFN adds its post-norm weight whatever its own scale', () => {
+    // 1 layer, hidden 4, one head; Wq = Wk = Wv = Wo = I; eps 0. Token 0 = [2,2,2,2] at position 0.
+    // Attention over one position returns v = x (no input norm) = [2,2,2,2]; o = [2,2,2,2], its
+    // post-norm (weights 1) is [1,1,1,1]: x = [3,3,3,3]. FFN on x itself: gate = up = I, so each
+    // entry is s = silu(3)·3, and down = I gives [s,s,s,s]; its post-norm with weights [1,2,3,4] is
+    // [1,2,3,4] for any s: x = [4,5,6,7]. Final norm (weights 1) and output = I: x / rms(x).
+    const c: ModelConfig = { ...base, arch: 'olmo2', normPlacement: 'post', qkNorm: true, qkNormScope: 'full' };
+    const w = new Map<string, Float32Array>([
+      ['token_embd.weight', new Float32Array([2, 2, 2, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])],
+      ['blk.0.attn_q.weight', identity4],
+      ['blk.0.attn_k.weight', identity4],
+      ['blk.0.attn_v.weight', identity4],
+      ['blk.0.attn_q_norm.weight', new Float32Array([1, 1, 1, 1])],
+      ['blk.0.attn_k_norm.weight', new Float32Array([1, 1, 1, 1])],
+      ['blk.0.attn_output.weight', identity4],
+      ['blk.0.post_attention_norm.weight', new Float32Array([1, 1, 1, 1])],
+      ['blk.0.ffn_gate.weight', identity4],
+      ['blk.0.ffn_up.weight', identity4],
+      ['blk.0.ffn_down.weight', identity4],
+      ['blk.0.post_ffw_norm.weight', new Float32Array([1, 2, 3, 4])],
+      ['output_norm.weight', new Float32Array([1, 1, 1, 1])],
+      ['output.weight', identity4],
+    ]);
+    const r = Math.sqrt((16 + 25 + 36 + 49) / 4);
+    const want = [4 / r, 5 / r, 6 / r, 7 / r];
+    const got = ReferenceModel.fromWeights(c, w).forward(0, 0);
+    for (let i = 0; i < 4; i++) expect(got[i]).toBeCloseTo(want[i], 6);
+    // Down scaled by 10: the post-norm takes the scale out.
+    const scaled = new Map(w).set('blk.0.ffn_down.weight', identity4.map((v) => v * 10));
+    const again = ReferenceModel.fromWeights(c, scaled).forward(0, 0);
+    for (let i = 0; i < 4; i++) expect(again[i]).toBeCloseTo(want[i], 6);
+  });
+
+  it('a full-width q/k norm is the per-head norm when there is one head, and differs with two', () => {
+    const one: ModelConfig = { ...base, arch: 'olmo2', normPlacement: 'post', qkNorm: true, qkNormScope: 'full', numLayers: 2, vocabSize: 11, intermediateSize: 6, rmsNormEps: 1e-5, ropeTheta: 100 };
+    const w = randomWeights(one, 23);
+    const ids = [3, 1, 4, 1, 5, 9];
+    const full = logitsFor(ReferenceModel.fromWeights(one, w), ids);
+    const perHead = logitsFor(ReferenceModel.fromWeights({ ...one, qkNormScope: 'head' }, w), ids);
+    for (let t = 0; t < ids.length; t++) for (let v = 0; v < one.vocabSize; v++) expect(perHead[t][v]).toBeCloseTo(full[t][v], 6);
+    // Two heads of 2: per-head weights would be [2], full-width ones [4]; norm a [4] weight whose
+    // halves are equal both ways, so only the scope differs.
+    const two: ModelConfig = { ...one, numHeads: 2, numKvHeads: 2, headDim: 2 };
+    const w2 = randomWeights(two, 29);
+    for (let l = 0; l < 2; l++) for (const g of ['attn_q_norm', 'attn_k_norm']) w2.set(`blk.${l}.${g}.weight`, Float32Array.from([1.3, 0.7, 1.3, 0.7]));
+    const a = logitsFor(ReferenceModel.fromWeights(two, w2), ids);
+    const half = new Map(w2);
+    for (let l = 0; l < 2; l++) for (const g of ['attn_q_norm', 'attn_k_norm']) half.set(`blk.${l}.${g}.weight`, Float32Array.from([1.3, 0.7]));
+    const b = logitsFor(ReferenceModel.fromWeights({ ...two, qkNormScope: 'head' }, half), ids);
+    expect(Math.max(...a[5].map((v, i) => Math.abs(v - b[5][i])))).toBeGreaterThan(1e-3);
   });
 });
 
@@ -126,14 +182,18 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
   let X: Mat = ids.map((id) => Array.from(w.get('token_embd.weight')!.subarray(id * d, (id + 1) * d)));
   for (let l = 0; l < c.numLayers; l++) {
     const p = `blk.${l}.`;
-    const H = X.map((x) => norm(x, w.get(p + 'attn_norm.weight')!, c.rmsNormEps));
+    // pre-norm: blocks read the normed stream; post-norm (OLMo 2): the stream itself
+    const pre = c.normPlacement === 'pre';
+    const H = X.map((x) => (pre ? norm(x, w.get(p + 'attn_norm.weight')!, c.rmsNormEps) : x));
     const heads = (M: Mat, n: number) => M.map((row) => Array.from({ length: n }, (_, h) => row.slice(h * hd, (h + 1) * hd)));
-    const qn = (v: number[], g: string) => (c.qkNorm ? norm(v, w.get(p + g)!, c.rmsNormEps) : v);
+    // per-head q/k norm on each head; a full-width one on the whole projection before the split
+    const qn = (v: number[], g: string) => (c.qkNorm && c.qkNormScope === 'head' ? norm(v, w.get(p + g)!, c.rmsNormEps) : v);
+    const fullQn = (v: number[], g: string) => (c.qkNorm && c.qkNormScope === 'full' ? norm(v, w.get(p + g)!, c.rmsNormEps) : v);
     // NoPE layers leave q and k where they are
     const rot = (v: number[], t: number) => (c.noRopeLayers.includes(l) ? v : rope(v, t, c.ropeTheta, c.ropeStyle));
-    const Q = heads(H.map((x) => linear(x, W(p + 'attn_q.weight', d), w.get(p + 'attn_q.bias'))), c.numHeads)
+    const Q = heads(H.map((x) => fullQn(linear(x, W(p + 'attn_q.weight', d), w.get(p + 'attn_q.bias')), 'attn_q_norm.weight')), c.numHeads)
       .map((hs, t) => hs.map((v) => rot(qn(v, 'attn_q_norm.weight'), t)));
-    const K = heads(H.map((x) => linear(x, W(p + 'attn_k.weight', d), w.get(p + 'attn_k.bias'))), c.numKvHeads)
+    const K = heads(H.map((x) => fullQn(linear(x, W(p + 'attn_k.weight', d), w.get(p + 'attn_k.bias')), 'attn_k_norm.weight')), c.numKvHeads)
       .map((hs, t) => hs.map((v) => rot(qn(v, 'attn_k_norm.weight'), t)));
     const V = heads(H.map((x) => linear(x, W(p + 'attn_v.weight', d), w.get(p + 'attn_v.bias'))), c.numKvHeads);
     const window = layerWindow(c, l) ?? Infinity;
@@ -149,13 +209,15 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
         return Array.from({ length: hd }, (_, i) => e.reduce((s, p2, u) => s + (p2 / z) * V[from + u][kv][i], 0));
       }),
     );
-    X = X.map((x, t) => linear(A[t], W(p + 'attn_output.weight', c.numHeads * hd)).map((v, i) => v + x[i]));
+    // post-norm: the block's output is normed before the residual add
+    const out = (y: number[], g: string) => (pre ? y : norm(y, w.get(p + g)!, c.rmsNormEps));
+    X = X.map((x, t) => out(linear(A[t], W(p + 'attn_output.weight', c.numHeads * hd)), 'post_attention_norm.weight').map((v, i) => v + x[i]));
     X = X.map((x) => {
-      const h = norm(x, w.get(p + 'ffn_norm.weight')!, c.rmsNormEps);
+      const h = pre ? norm(x, w.get(p + 'ffn_norm.weight')!, c.rmsNormEps) : x;
       const g = linear(h, W(p + 'ffn_gate.weight', d));
       const u = linear(h, W(p + 'ffn_up.weight', d));
       const act = g.map((v, i) => (v / (1 + Math.exp(-v))) * u[i]);
-      return linear(act, W(p + 'ffn_down.weight', c.intermediateSize)).map((v, i) => v + x[i]);
+      return out(linear(act, W(p + 'ffn_down.weight', c.intermediateSize)), 'post_ffw_norm.weight').map((v, i) => v + x[i]);
     });
   }
   const out = W(c.tieWordEmbeddings ? 'token_embd.weight' : 'output.weight', d);
@@ -182,6 +244,7 @@ const cases: [string, Partial<ModelConfig>][] = [
   ['interleaved RoPE', { ropeStyle: 'interleaved', numHeads: 2, numKvHeads: 1, headDim: 4, hiddenSize: 8 }],
   ['mistral with a 3-key sliding window on every layer', { arch: 'mistral', numHeads: 2, numKvHeads: 1, slidingWindow: { size: 3, layers: [0, 1] } }],
   ['qwen2 with a 2-key window on layer 1 only', { arch: 'qwen2', attentionBias: true, slidingWindow: { size: 2, layers: [1] } }],
+  ['olmo2 with post-norms and full-width q/k norms', { arch: 'olmo2', normPlacement: 'post', qkNorm: true, qkNormScope: 'full', numHeads: 2, numKvHeads: 1, headDim: 4, hiddenSize: 8 }],
   ['smollm3 with NoPE on layer 1 and interleaved RoPE on layer 0', { arch: 'smollm3', ropeStyle: 'interleaved', numHeads: 2, numKvHeads: 1, noRopeLayers: [1] }],
 ];
 

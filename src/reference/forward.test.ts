@@ -61,7 +61,7 @@ function maxAbsDiff(got: Float32Array[], want: Float32Array[]): number {
   return worst;
 }
 
-const ARCHES: Arch[] = ['llama', 'qwen2', 'qwen3', 'mistral', 'smollm3'];
+const ARCHES: Arch[] = ['llama', 'qwen2', 'qwen3', 'mistral', 'smollm3', 'olmo2'];
 
 describe.each(ARCHES)('reference forward on the tiny %s fixture', (arch) => {
   let server: StaticServer;

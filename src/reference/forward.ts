@@ -103,18 +103,27 @@ export class ReferenceModel {
     for (let l = 0; l < c.numLayers; l++) {
       const lw = this.w.layers[l];
 
-      // attention rmsnorm
-      rmsnorm(xb, x, lw.attnNorm, c.rmsNormEps);
+      // attention input: the rmsnormed stream (pre-norm), or the stream itself (post-norm, OLMo 2)
+      let input = x;
+      if (lw.attnNorm) {
+        rmsnorm(xb, x, lw.attnNorm, c.rmsNormEps);
+        input = xb;
+      }
 
       // qkv matmuls (+ biases)
-      matmul(q, xb, lw.wq, lw.bq);
-      matmul(k, xb, lw.wk, lw.bk);
-      matmul(v, xb, lw.wv, lw.bv);
+      matmul(q, input, lw.wq, lw.bq);
+      matmul(k, input, lw.wk, lw.bk);
+      matmul(v, input, lw.wv, lw.bv);
 
-      // per-head q/k rmsnorm (Qwen3), before RoPE
+      // q/k rmsnorm before RoPE: per head (Qwen3) or over the whole projection (OLMo 2)
       if (lw.qNorm && lw.kNorm) {
-        for (let h = 0; h < numHeads; h++) rmsnorm(q.subarray(h * headDim, (h + 1) * headDim), null, lw.qNorm, c.rmsNormEps);
-        for (let h = 0; h < numKvHeads; h++) rmsnorm(k.subarray(h * headDim, (h + 1) * headDim), null, lw.kNorm, c.rmsNormEps);
+        if (c.qkNormScope === 'full') {
+          rmsnorm(q, null, lw.qNorm, c.rmsNormEps);
+          rmsnorm(k, null, lw.kNorm, c.rmsNormEps);
+        } else {
+          for (let h = 0; h < numHeads; h++) rmsnorm(q.subarray(h * headDim, (h + 1) * headDim), null, lw.qNorm, c.rmsNormEps);
+          for (let h = 0; h < numKvHeads; h++) rmsnorm(k.subarray(h * headDim, (h + 1) * headDim), null, lw.kNorm, c.rmsNormEps);
+        }
       }
 
       // RoPE on q and k, except on NoPE layers (SmolLM3)
@@ -155,23 +164,29 @@ export class ReferenceModel {
         }
       }
 
-      // output projection and residual
+      // output projection, its post-norm (OLMo 2), and residual
       matmul(xb2, attOut, lw.wo, lw.bo);
+      if (lw.postAttnNorm) rmsnorm(xb2, null, lw.postAttnNorm, c.rmsNormEps);
       for (let i = 0; i < dim; i++) x[i] += xb2[i];
 
-      // ffn rmsnorm
-      rmsnorm(xb, x, lw.ffnNorm, c.rmsNormEps);
+      // ffn input: the rmsnormed stream (pre-norm), or the stream itself (post-norm)
+      input = x;
+      if (lw.ffnNorm) {
+        rmsnorm(xb, x, lw.ffnNorm, c.rmsNormEps);
+        input = xb;
+      }
 
       // gate and up matmuls, SwiGLU: silu(gate) * up
-      matmul(hb, xb, lw.wGate);
-      matmul(hb2, xb, lw.wUp);
+      matmul(hb, input, lw.wGate);
+      matmul(hb2, input, lw.wUp);
       for (let i = 0; i < hidden; i++) {
         const g = hb[i];
         hb[i] = (g / (1 + Math.exp(-g))) * hb2[i];
       }
 
-      // down matmul and residual
+      // down matmul, its post-norm (OLMo 2), and residual
       matmul(xb2, hb, lw.wDown);
+      if (lw.postFfnNorm) rmsnorm(xb2, null, lw.postFfnNorm, c.rmsNormEps);
       for (let i = 0; i < dim; i++) x[i] += xb2[i];
     }
 
