@@ -12,9 +12,12 @@ const STEPS = 32;
 /** Every fixture architecture × every format the generator writes; Q4_1 and Q5_1 on one each, as in Node. */
 const FORMATS = ['hf-F32', 'hf-F16', 'hf-BF16', 'F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q5_0', 'Q4_K', 'Q6_K', 'Q4_K_M'];
 const LEGACY_MIN: Record<string, string[]> = { llama: ['Q4_1'], qwen2: ['Q5_1'] };
-const CASES: Array<[string, string]> = ['llama', 'qwen2', 'qwen3', 'mistral'].flatMap((a) =>
-  [...FORMATS, ...(LEGACY_MIN[a] ?? [])].map((f): [string, string] => [a, f]),
-);
+/** Families added on top of the four: an HF folder and two GGUF types each, as a smaller grid than Node's. */
+const NEWER = ['hf-F32', 'Q8_0', 'Q4_K_M'];
+const CASES: Array<[string, string]> = [
+  ...['llama', 'qwen2', 'qwen3', 'mistral'].flatMap((a) => [...FORMATS, ...(LEGACY_MIN[a] ?? [])].map((f): [string, string] => [a, f])),
+  ...['smollm3', 'olmo2'].flatMap((a) => NEWER.map((f): [string, string] => [a, f])),
+];
 
 describe('the GPU engine in Chromium', () => {
   it.each(CASES)('%s %s: greedy tokens and teacher-forced logits match the reference', async (arch, variant) => {
