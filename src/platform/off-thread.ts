@@ -7,7 +7,8 @@
  * the work where they are (in a browser the engine usually runs in a Worker already). The
  * worker's code is a CommonJS script given as a string, so it needs no file of its own in any
  * build (vitest, vite-node, dist/node.js): it defines `const ops = { name(...args) {...} }` and
- * each `call` runs one op with structured-clone arguments, one call at a time, in order.
+ * each `call` runs one op with structured-clone arguments, one call at a time, in order. An op
+ * that returns `transfer(value, buffers)` hands those ArrayBuffers over instead of copying them.
  *
  * A call may carry a time limit. Nothing else can stop a running wasm function or regex, so past
  * the limit the worker is terminated, the call rejects with OffThreadTimeout, and the next call
@@ -43,6 +44,10 @@ export class OffThreadError extends Error {
  * error's message plus any `detail` object the op attached to it (structured clone keeps no
  * class, so the main thread gets plain data).
  */
+const PRELUDE = `
+const TRANSFER = Symbol('transfer');
+const transfer = (value, buffers) => ({ [TRANSFER]: buffers, value });
+`;
 const LOOP = `
 ;(() => {
   const { parentPort } = require('node:worker_threads');
@@ -50,7 +55,9 @@ const LOOP = `
   parentPort.on('message', ({ id, op, args }) => {
     chain = chain.then(async () => {
       try {
-        parentPort.postMessage({ id, ok: true, value: await ops[op](...args) });
+        const result = await ops[op](...args);
+        if (result && result[TRANSFER]) parentPort.postMessage({ id, ok: true, value: result.value }, result[TRANSFER]);
+        else parentPort.postMessage({ id, ok: true, value: result });
       } catch (e) {
         const message = e instanceof Error ? e.message : String(e);
         parentPort.postMessage({ id, ok: false, error: { message, detail: (e && e.detail) || {} } });
@@ -85,7 +92,7 @@ export class OffThread {
     if (!isNode()) return null;
     try {
       const { Worker } = await import('node:worker_threads');
-      return new OffThread(Worker, source + LOOP, workerData);
+      return new OffThread(Worker, PRELUDE + source + LOOP, workerData);
     } catch {
       return null;
     }

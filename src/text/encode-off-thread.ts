@@ -12,7 +12,8 @@ import { isNode, OffThread } from '../platform/off-thread';
 /**
  * The worker: `encode` is the library's own encode (HFTokenizer.encode's plain path); `sections`
  * encodes plain-text sections already split from special tokens, each as HFTokenizer.encodeFiltered
- * does (keep the two alike: tokenizer.test.ts compares them).
+ * does (keep the two alike: encode-off-thread.test.ts compares them). Ids come back as an
+ * Int32Array handed over, not copied: millions of them are what a long prompt makes.
  */
 const WORKER_SOURCE = `
 const { workerData } = require('node:worker_threads');
@@ -26,29 +27,35 @@ const ops = {
     tokenizers.delete(id);
   },
   encode(id, text) {
-    return tokenizers.get(id).encode(text, { add_special_tokens: false }).ids;
+    const ids = Int32Array.from(tokenizers.get(id).encode(text, { add_special_tokens: false }).ids);
+    return transfer(ids, [ids.buffer]);
   },
   sections(id, sections) {
     const { normalizer, pre_tokenizer: pre, model } = tokenizers.get(id);
-    return sections.map(([text, sectionIndex]) => {
+    const all = [];
+    const lengths = new Int32Array(sections.length);
+    sections.forEach(([text, sectionIndex], k) => {
       const normalised = normalizer ? normalizer(text) : text;
-      if (normalised.length === 0) return [];
+      if (normalised.length === 0) return;
       const words = pre ? pre(normalised, { section_index: sectionIndex }) : [normalised];
-      return model(words).map((tok) => {
+      for (const tok of model(words)) {
         const id = model.tokens_to_ids.get(tok) ?? model.unk_token_id;
         if (id === undefined) throw new Error('token ' + JSON.stringify(tok) + ' has no id and the model has no unk token');
-        return id;
-      });
+        all.push(id);
+        lengths[k]++;
+      }
     });
+    const ids = Int32Array.from(all);
+    return transfer({ ids, lengths }, [ids.buffer, lengths.buffer]);
   },
 };
 `;
 
 export interface OffThreadEncoder {
   /** The library's encode of `text` without special tokens added. */
-  encode(text: string): Promise<number[]>;
-  /** Plain-text sections `[text, sectionIndex]`, each encoded as encodeFiltered does. */
-  sections(sections: [string, number][]): Promise<number[][]>;
+  encode(text: string): Promise<Int32Array>;
+  /** Plain-text sections `[text, sectionIndex]`, each encoded as encodeFiltered does: all their ids, and how many each has. */
+  sections(sections: [string, number][]): Promise<{ ids: Int32Array; lengths: Int32Array }>;
 }
 
 let host: Promise<OffThread | null> | null = null;
@@ -90,7 +97,7 @@ export async function offThreadEncoder(owner: object, json: unknown, config: unk
     return r.done;
   };
   return {
-    encode: async (text) => (await ready(), h.call<number[]>('encode', [tokenizerId, text])),
-    sections: async (sections) => (await ready(), h.call<number[][]>('sections', [tokenizerId, sections])),
+    encode: async (text) => (await ready(), h.call<Int32Array>('encode', [tokenizerId, text])),
+    sections: async (sections) => (await ready(), h.call<{ ids: Int32Array; lengths: Int32Array }>('sections', [tokenizerId, sections])),
   };
 }

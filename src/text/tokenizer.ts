@@ -199,21 +199,30 @@ class HFTokenizer implements TextTokenizer {
     const worker = await offThreadEncoder(this, this.source.json, this.source.config);
     if (!worker) return this.encode(text, options);
     const { addSpecialTokens = true, parseSpecial = true, literalRanges } = options;
-    let ids: number[];
+    const ids: number[] = addSpecialTokens ? [...this.prefix] : [];
+    const append = (from: Int32Array) => {
+      for (let i = 0; i < from.length; i++) ids.push(from[i]!);
+    };
     try {
-      if (parseSpecial && !literalRanges?.length) ids = await worker.encode(text);
+      if (parseSpecial && !literalRanges?.length) append(await worker.encode(text));
       else {
         // As encodeFiltered: the special-token split here (cheap), each plain section there.
         const parts = this.parts(text, parseSpecial, literalRanges ?? []);
         const plain = parts.flatMap((p, i): [string, number][] => (typeof p === 'string' && p.length > 0 ? [[p, i]] : []));
-        const encoded = (await worker.sections(plain)).values();
-        ids = parts.flatMap((p) => (typeof p !== 'string' ? [p.id] : p.length > 0 ? encoded.next().value! : []));
+        const { ids: encoded, lengths } = await worker.sections(plain);
+        let at = 0;
+        let k = 0;
+        for (const p of parts) {
+          if (typeof p !== 'string') ids.push(p.id);
+          else if (p.length > 0) append(encoded.subarray(at, (at += lengths[k++]!)));
+        }
       }
     } catch (e) {
       if (e instanceof OffThreadError) throw new TokenizerError('invalid_id', e.message);
       throw e;
     }
-    return addSpecialTokens ? [...this.prefix, ...ids, ...this.suffix] : ids;
+    if (addSpecialTokens) ids.push(...this.suffix);
+    return ids;
   }
 
   /** The added-token split of encodeFiltered: plain sections and the added tokens allowed between them. */
