@@ -216,6 +216,24 @@ describe('the architecture table', () => {
     expect(gguf('llama').noRopeLayers).toEqual([]);
   });
 
+  it('refuses a sliding window in olmo2 GGUF files (OLMo 3 windows 3 layers in 4), and takes 0 as none', () => {
+    const olmo = (window: number) =>
+      configFromGGUF(
+        new Map<string, unknown>([
+          ['general.architecture', 'olmo2'],
+          ['olmo2.embedding_length', 64],
+          ['olmo2.feed_forward_length', 128],
+          ['olmo2.block_count', 4],
+          ['olmo2.attention.head_count', 4],
+          ['olmo2.attention.layer_norm_rms_epsilon', 1e-6],
+          ['olmo2.vocab_size', 300],
+          ['olmo2.attention.sliding_window', window],
+        ]),
+      );
+    expect(thrown(() => olmo(4096)).field).toBe('olmo2.attention.sliding_window');
+    expect(olmo(0)).toMatchObject({ arch: 'olmo2', slidingWindow: null, normPlacement: 'post', qkNormScope: 'full', ropeStyle: 'neox' });
+  });
+
   it('lists the supported families in its errors', () => {
     expect(thrown(() => configFromHF({ ...sizes, model_type: 'gemma2' })).message).toBe(
       'config.json: model_type "gemma2" is not supported (supported: llama, qwen2, qwen3, mistral, smollm3, olmo2)',

@@ -23,6 +23,12 @@ export interface ArchInfo {
   hfSlidingWindow: null | 'sliding_window' | 'use_sliding_window';
   /** `general.architecture` of this family's GGUF files. Families sharing one read back as the first such row. */
   gguf: string;
+  /**
+   * What `{arch}.attention.sliding_window` means in this family's GGUF files: 'every_layer' (the
+   * window on every layer), or 'refused' where it asks for a layer pattern we do not run (OLMo 3
+   * is written as olmo2 with windows on 3 layers of 4).
+   */
+  ggufSlidingWindow: 'every_layer' | 'refused';
   /** RoPE pairs in GGUF files: llama.cpp's converter permutes `llama` q/k rows into interleaved pairs. */
   ggufRopeStyle: ModelConfig['ropeStyle'];
   /** q/k/v biases: 'always' (Qwen2), or as config.json's `attention_bias` says (GGUF: as the tensors say). */
@@ -47,6 +53,7 @@ const ARCH_ROWS = {
     hfDefaults: { maxPositionEmbeddings: 2048, rmsNormEps: 1e-6 },
     hfSlidingWindow: null,
     gguf: 'llama',
+    ggufSlidingWindow: 'every_layer',
     ggufRopeStyle: 'interleaved',
     attentionBias: 'attention_bias',
     qkNorm: false,
@@ -59,6 +66,7 @@ const ARCH_ROWS = {
     hfDefaults: { maxPositionEmbeddings: 32768, rmsNormEps: 1e-6 },
     hfSlidingWindow: 'use_sliding_window',
     gguf: 'qwen2',
+    ggufSlidingWindow: 'every_layer',
     ggufRopeStyle: 'neox',
     attentionBias: 'always',
     qkNorm: false,
@@ -71,6 +79,7 @@ const ARCH_ROWS = {
     hfDefaults: { maxPositionEmbeddings: 32768, rmsNormEps: 1e-6 },
     hfSlidingWindow: 'use_sliding_window',
     gguf: 'qwen3',
+    ggufSlidingWindow: 'every_layer',
     ggufRopeStyle: 'neox',
     attentionBias: 'attention_bias',
     qkNorm: true,
@@ -84,6 +93,7 @@ const ARCH_ROWS = {
     hfDefaults: { maxPositionEmbeddings: 4096 * 32, rmsNormEps: 1e-6 },
     hfSlidingWindow: 'sliding_window',
     gguf: 'llama',
+    ggufSlidingWindow: 'every_layer',
     ggufRopeStyle: 'interleaved',
     attentionBias: 'attention_bias',
     qkNorm: false,
@@ -97,6 +107,7 @@ const ARCH_ROWS = {
     hfDefaults: { maxPositionEmbeddings: 32768, rmsNormEps: 1e-6 },
     hfSlidingWindow: 'use_sliding_window',
     gguf: 'smollm3',
+    ggufSlidingWindow: 'every_layer',
     ggufRopeStyle: 'interleaved',
     attentionBias: 'attention_bias',
     qkNorm: false,
@@ -110,6 +121,7 @@ const ARCH_ROWS = {
     hfDefaults: { maxPositionEmbeddings: 2048, rmsNormEps: 1e-5 },
     hfSlidingWindow: null,
     gguf: 'olmo2',
+    ggufSlidingWindow: 'refused',
     ggufRopeStyle: 'neox',
     attentionBias: 'attention_bias',
     qkNorm: true,
@@ -447,6 +459,8 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     if (v === undefined || !Number.isInteger(v) || v < 0)
       throw new ModelError('invalid_field', `GGUF ${windowKey} must be a non-negative integer, got ${String(rawWindow)}`, windowKey);
     if (v > 0) window = v;
+    if (window !== undefined && row.ggufSlidingWindow === 'refused')
+      throw new ModelError('invalid_field', `GGUF ${windowKey} is not supported on ${prefix} files (a sliding-window layer pattern, as OLMo 3's)`, windowKey);
   }
 
   const bos = toNumber(metadata.get('tokenizer.ggml.bos_token_id'));
