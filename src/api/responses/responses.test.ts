@@ -109,6 +109,21 @@ describe('POST /v1/responses', () => {
     await expect(client.responses.retrieve(unstored.id)).rejects.toMatchObject({ status: 404 });
   });
 
+  it('passes the shared sampling and stopping fields through to chat under their own names', async () => {
+    const client = clientFor(app);
+    const body = { model: MODEL, input: 'Hello there', max_output_tokens: 8, temperature: 0, ...quiet };
+    const plain = await client.responses.create(body);
+    // A ban on the first greedy token changes the text: logit_bias reached the sampler.
+    const first = rig.qwen.backend.tokenizer.encode(plain.output_text)[0]!;
+    const biased = await client.responses.create({ ...body, logit_bias: { [first]: -100 } } as never);
+    expect(biased.output_text).not.toBe(plain.output_text);
+    const chat = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 8, temperature: 0, logit_bias: { [first]: -100 }, ...quiet });
+    expect(biased.output_text).toBe(chat.choices[0]!.message.content);
+    const bad = await app.handle(new Request('http://localhost/v1/responses', { method: 'POST', body: JSON.stringify({ ...body, repetition_penalty: -1 }) }));
+    expect(bad.status).toBe(400);
+    expect((await bad.json()).error.param).toBe('repetition_penalty');
+  });
+
   it('answers bad input with a 400 naming the Responses field', async () => {
     const post = (body: unknown) => app.handle(new Request('http://localhost/v1/responses', { method: 'POST', body: JSON.stringify(body) }));
     const cases: [unknown, string][] = [

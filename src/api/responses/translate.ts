@@ -5,7 +5,16 @@
  * The chat reader then validates every field; its errors are renamed to the Responses field.
  */
 import { ApiError, invalid, unsupported } from '../errors';
+import { SAMPLING_FIELDS } from '../protocol/common';
 import type { Json } from '../protocol/field';
+import { STRUCTURED_FIELDS } from '../protocol/structured';
+
+/**
+ * Chat fields a Responses body may carry under their own names: the shared sampling and stopping
+ * fields (structured output aside: Responses asks for it in `text.format`; hidden states have no
+ * place in a response object) and the chat template's variables. The chat reader checks them.
+ */
+const PASS_THROUGH = [...Object.keys(SAMPLING_FIELDS).filter((k) => !(k in STRUCTURED_FIELDS) && k !== 'return_hidden_states'), 'chat_template_kwargs'];
 
 /** The Responses fields that shape the reply object (echoed in it) beside the chat body. */
 export interface ResponsesRequest {
@@ -158,15 +167,12 @@ export function toChatBody(b: Json, previous: ChatMessageJson[]): { req: Respons
     stream: true,
     stream_options: { include_usage: true },
     ...(b.max_output_tokens !== undefined && b.max_output_tokens !== null ? { max_tokens: b.max_output_tokens } : {}),
-    ...(b.temperature !== undefined && b.temperature !== null ? { temperature: b.temperature } : {}),
-    ...(b.top_p !== undefined && b.top_p !== null ? { top_p: b.top_p } : {}),
     ...(chatTools.length ? { tools: chatTools } : {}),
     ...(toolChoice !== undefined && toolChoice !== null ? { tool_choice: toolChoice } : {}),
     ...(b.parallel_tool_calls !== undefined && b.parallel_tool_calls !== null ? { parallel_tool_calls: b.parallel_tool_calls } : {}),
     ...(responseFormat ? { response_format: responseFormat } : {}),
     ...(effort ? { reasoning_effort: effort } : {}),
-    // Extensions the chat endpoint takes pass through (seed, top_k, chat_template_kwargs, ...).
-    ...Object.fromEntries(['seed', 'top_k', 'min_p', 'chat_template_kwargs', 'stop', 'frequency_penalty', 'presence_penalty'].filter((k) => b[k] !== undefined).map((k) => [k, b[k]])),
+    ...Object.fromEntries(PASS_THROUGH.filter((k) => b[k] !== undefined && b[k] !== null).map((k) => [k, b[k]])),
   };
   return {
     chat,
