@@ -15,7 +15,7 @@
 //                      Q8_0: block b = c/4, j = c%4:      pa = 32b + 8j,  pb = pa + 4
 //                      Q4_0, Q4_1, Q5_0, Q5_1: block b = c/4, qs word j = c%4:
 //                            pa = 32b + 4j,  pb = pa + 16
-//                      Q4_K: super-block s = c/32, qs word v = c%32:
+//                      Q4_K, Q5_K: super-block s = c/32, qs word v = c%32:
 //                            pa = 256s + 64(v/8) + 4(v%8), pb = pa + 32 (low / high nibbles)
 //                      Q6_K: super-block s = c/32, ql word v = c%32, half h = v/16:
 //                            pa = 256s + 128h + 32((v/8)%2) + 4(v%8), pb = pa + 64
@@ -29,6 +29,7 @@ const WT_Q5_0: u32 = 6u;
 const WT_Q5_1: u32 = 7u;
 const WT_Q8_0: u32 = 8u;
 const WT_Q4_K: u32 = 12u;
+const WT_Q5_K: u32 = 13u;
 const WT_Q6_K: u32 = 14u;
 const WT_BF16: u32 = 30u;
 
@@ -41,6 +42,7 @@ const Q4_1_WORDS: u32 = 5u;  // [d:f16, m:f16], qs[16]
 const Q5_0_WORDS: u32 = 6u;  // [d:f16, pad], qh, qs[16]
 const Q5_1_WORDS: u32 = 6u;  // [d:f16, m:f16], qh, qs[16]
 const Q4_K_WORDS: u32 = 36u; // [d:f16, dmin:f16], scales[12], qs[128]
+const Q5_K_WORDS: u32 = 44u; // [d:f16, dmin:f16], scales[12], qh[32], qs[128]
 const Q6_K_WORDS: u32 = 53u; // ql[128], qh[64], scales[16], [d:f16, pad]
 
 struct Chunk {
@@ -85,6 +87,11 @@ fn dq_bit4(qh: u32, shift: u32) -> vec4u {
 // half): nibbles from qs word q (low ones for e < 16), bit 4 from bit e.. of qh.
 fn dq_q5(q: u32, qh: u32, e: u32) -> vec4f {
   return vec4f(dq_nib4(q, (e & 16u) >> 2u) | (dq_bit4(qh, e) << vec4u(4u)));
+}
+
+// Bit `shift` of each byte of a word: Q5_K's fifth bits of 4 consecutive elements.
+fn dq_1bit4(q: u32, shift: u32) -> vec4u {
+  return (vec4u(q, q >> 8u, q >> 16u, q >> 24u) >> vec4u(shift)) & vec4u(1u);
 }
 
 // Bits shift..shift+1 of each byte of a word.
@@ -148,14 +155,20 @@ fn dq_quad(rw: u32, p: u32) -> vec4f {
       }
       return dm.x * q + dm.y;
     }
-    case WT_Q4_K: {
+    case WT_Q4_K, WT_Q5_K: {
       // 32-byte run i of qs holds sub-block 2i in its low nibbles and 2i + 1 in its high ones.
-      let base = rw + (p >> 8u) * Q4_K_WORDS;
+      // Q5_K: qh (8 words) sits before qs; bit j of qh byte l is bit 4 of element l of sub-block j.
+      let q5 = WTYPE == WT_Q5_K;
+      let base = rw + (p >> 8u) * select(Q4_K_WORDS, Q5_K_WORDS, q5);
       let e = p & 255u;
       let sub = e >> 5u;
+      let l4 = (e & 31u) >> 2u;
       let dm = unpack2x16float(w[base]);
       let sm = q4k_scale_min(w[base + 1u], w[base + 2u], w[base + 3u], sub);
-      let q = dq_nib4(w[base + 4u + 8u * (sub >> 1u) + ((e & 31u) >> 2u)], (sub & 1u) * 4u);
+      var q = dq_nib4(w[base + select(4u, 12u, q5) + 8u * (sub >> 1u) + l4], (sub & 1u) * 4u);
+      if (q5) {
+        q |= dq_1bit4(w[base + 4u + l4], sub) << vec4u(4u);
+      }
       return (dm.x * sm.x) * vec4f(q) - dm.y * sm.y;
     }
     case WT_Q6_K: {
@@ -221,8 +234,10 @@ fn dq_chunk(rw: u32, c: u32) -> Chunk {
       }
       return Chunk(dm.x * qa + dm.y, dm.x * qb + dm.y, pa, pa + 16u);
     }
-    case WT_Q4_K: {
-      let base = rw + (c >> 5u) * Q4_K_WORDS;
+    case WT_Q4_K, WT_Q5_K: {
+      // Q5_K: qh word v % 8 holds the fifth bits, at bit 2i (low nibbles) and 2i + 1 (high).
+      let q5 = WTYPE == WT_Q5_K;
+      let base = rw + (c >> 5u) * select(Q4_K_WORDS, Q5_K_WORDS, q5);
       let v = c & 31u;
       let i = v >> 3u;
       let dm = unpack2x16float(w[base]);
@@ -231,11 +246,18 @@ fn dq_chunk(rw: u32, c: u32) -> Chunk {
       let s2 = w[base + 3u];
       let sm_lo = q4k_scale_min(s0, s1, s2, 2u * i);
       let sm_hi = q4k_scale_min(s0, s1, s2, 2u * i + 1u);
-      let q = w[base + 4u + v];
+      let q = w[base + select(4u, 12u, q5) + v];
+      var qa = dq_nib4(q, 0u);
+      var qb = dq_nib4(q, 4u);
+      if (q5) {
+        let qh = w[base + 4u + (v & 7u)];
+        qa |= dq_1bit4(qh, 2u * i) << vec4u(4u);
+        qb |= dq_1bit4(qh, 2u * i + 1u) << vec4u(4u);
+      }
       let pa = 256u * (c >> 5u) + 64u * i + 4u * (v & 7u);
       return Chunk(
-        (dm.x * sm_lo.x) * vec4f(dq_nib4(q, 0u)) - dm.y * sm_lo.y,
-        (dm.x * sm_hi.x) * vec4f(dq_nib4(q, 4u)) - dm.y * sm_hi.y,
+        (dm.x * sm_lo.x) * vec4f(qa) - dm.y * sm_lo.y,
+        (dm.x * sm_hi.x) * vec4f(qb) - dm.y * sm_hi.y,
         pa,
         pa + 32u,
       );

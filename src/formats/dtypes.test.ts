@@ -13,6 +13,7 @@ describe('the weight-type codec table', () => {
       ['Q5_0', 6, 32, 22],
       ['Q5_1', 7, 32, 24],
       ['Q4_K', 12, 256, 144],
+      ['Q5_K', 13, 256, 176],
       ['Q6_K', 14, 256, 210],
     ]);
   });
@@ -62,7 +63,7 @@ describe('the weight-type codec table', () => {
 
   it('maps ggml type ids back to dtypes and leaves unsupported ones undefined', () => {
     for (const d of DTYPES) expect(dtypeFromGgmlType(DTYPE_INFO[d].ggmlType)).toBe(d);
-    expect(dtypeFromGgmlType(13)).toBeUndefined(); // Q5_K
+    expect(dtypeFromGgmlType(16)).toBeUndefined(); // IQ2_XXS
   });
 
   it('computes byte lengths for whole blocks and refuses partial ones', () => {

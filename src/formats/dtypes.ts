@@ -8,7 +8,7 @@
  * and whatever else is keyed `Record<DType, …>`: the compiler names each place.
  */
 import { bf16ArrayToF32, f16ArrayToF32, f32ArrayToBf16, f32ArrayToF16 } from './halfs';
-import { dequantizeQ4_K, dequantizeQ6_K, quantizeQ4_K, quantizeQ6_K } from './quants-k';
+import { dequantizeQ4_K, dequantizeQ5_K, dequantizeQ6_K, quantizeQ4_K, quantizeQ5_K, quantizeQ6_K } from './quants-k';
 import {
   dequantizeQ4_0,
   dequantizeQ4_1,
@@ -137,6 +137,16 @@ const ROWS = {
     quantize: quantizeQ4_K,
     dequantize: dequantizeQ4_K,
   },
+  // [d:f16, dmin:f16, scales:12, qh:32, qs:128] (176 B): already word-aligned.
+  Q5_K: {
+    ggmlType: 13,
+    blockSize: 256,
+    bytesPerBlock: 176,
+    gpu: { bytesPerBlock: 176 },
+    safetensors: false,
+    quantize: quantizeQ5_K,
+    dequantize: dequantizeQ5_K,
+  },
   // ggml [ql:128, qh:64, scales:16 × i8, d:f16] (210 B); GPU the same plus 2 bytes of pad (212 B).
   Q6_K: {
     ggmlType: 14,
@@ -164,7 +174,7 @@ export const SAFETENSORS_DTYPES = DTYPES.filter((d) => DTYPE_INFO[d].safetensors
 
 /**
  * Names of every ggml type id we know of, so an unsupported tensor's error can say what it is
- * ("Q5_K") rather than only a number. Ids missing here are unknown to us altogether.
+ * ("Q3_K") rather than only a number. Ids missing here are unknown to us altogether.
  */
 export const GGML_TYPE_NAMES: Readonly<Record<number, string>> = {
   0: 'F32', 1: 'F16', 2: 'Q4_0', 3: 'Q4_1', 6: 'Q5_0', 7: 'Q5_1', 8: 'Q8_0', 9: 'Q8_1',

@@ -229,7 +229,7 @@ describe('GGUF reader errors', () => {
       return b;
     };
     await fails(withType(99), 'unknown_type', /"weird.weight".*type id 99/);
-    await fails(withType(13), 'unsupported_dtype', /"weird.weight".*Q5_K \(id 13\)/);
+    await fails(withType(16), 'unsupported_dtype', /"weird.weight".*IQ2_XXS \(id 16\)/);
   });
 
   it('rejects more than 4 dims, rows that are not whole blocks, and misaligned offsets', async () => {

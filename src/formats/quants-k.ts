@@ -4,6 +4,9 @@
  * Q4_K (144 bytes): f16 d, f16 dmin, 12 bytes of 6-bit scales and mins for 8 sub-blocks of 32,
  *   128 bytes of nibbles. value = d * sc[j] * q - dmin * m[j] for sub-block j.
  *   Nibbles: 32-byte chunk c of qs holds sub-block 2c in its low nibbles and 2c+1 in its high ones.
+ * Q5_K (176 bytes): f16 d, f16 dmin, 12 bytes of scales and mins as Q4_K's, 32 bytes qh, 128 bytes
+ *   of nibbles as Q4_K's. Element l of sub-block j (l < 32) has bit 4 = bit j of qh[l].
+ *   value = d * sc[j] * q - dmin * m[j], q in 0..31.
  * Q6_K (210 bytes): 128 bytes ql (low 4 bits), 64 bytes qh (high 2 bits), 16 int8 scales (one per
  *   16 elements), f16 d. value = d * scales[j] * (q - 32).
  *   Each 128-element half n uses ql[64n..64n+64] and qh[32n..32n+32]; its quarter k (32 elements,
@@ -11,7 +14,7 @@
  *   of qh[32n + l].
  *
  * The quantisers are simple (min/max per sub-block, no iterative search like llama.cpp's
- * make_qkx2_quants), so they make valid blocks with somewhat more error than llama.cpp's.
+ * make_qkx2_quants / make_qkx3_quants), so they make valid blocks with somewhat more error than llama.cpp's.
  */
 import { readF16, roundAway, writeF16 } from './quants-legacy';
 
@@ -42,13 +45,20 @@ export function unpackScalesMinsK4(bytes: Uint8Array, at: number, sc: Uint8Array
   }
 }
 
-export function quantizeQ4_K(x: Float32Array, out: Uint8Array): void {
+/**
+ * Q4_K and Q5_K (`bits` 4 or 5): per 32-element sub-block an affine map of [min, max] onto
+ * 0..2^bits - 1, with min <= 0 (the format stores -min); the super-block's d and dmin quantise
+ * the sub-block scales and mins to 6 bits. Q5_K puts its 32 bytes of fifth bits (qh) between the
+ * scales and the nibbles: bit j of qh[l] is bit 4 of element l of sub-block j.
+ */
+function quantizeAffineK(x: Float32Array, out: Uint8Array, bits: 4 | 5): void {
+  const qmax = (1 << bits) - 1;
+  const blockBytes = bits === 4 ? 144 : 176;
   const scale = new Float64Array(8);
   const minv = new Float64Array(8);
   const sc = new Uint8Array(8);
   const m = new Uint8Array(8);
-  for (let src = 0, dst = 0; src < x.length; src += QK_K, dst += 144) {
-    // Per sub-block: an affine map of [min, max] onto 0..15, with min <= 0 (the format stores -min).
+  for (let src = 0, dst = 0; src < x.length; src += QK_K, dst += blockBytes) {
     let maxScale = 0;
     let maxMin = 0;
     for (let j = 0; j < 8; j++) {
@@ -59,12 +69,11 @@ export function quantizeQ4_K(x: Float32Array, out: Uint8Array): void {
         if (v < lo) lo = v;
         if (v > hi) hi = v;
       }
-      scale[j] = Math.max(0, hi - lo) / 15;
+      scale[j] = Math.max(0, hi - lo) / qmax;
       minv[j] = -lo;
       maxScale = Math.max(maxScale, scale[j]!);
       maxMin = Math.max(maxMin, minv[j]!);
     }
-    // Super-block scales quantise the sub-block scales and mins to 6 bits.
     const d = writeF16(out, dst, maxScale / 63);
     const dmin = writeF16(out, dst + 2, maxMin / 63);
     for (let j = 0; j < 8; j++) {
@@ -72,7 +81,9 @@ export function quantizeQ4_K(x: Float32Array, out: Uint8Array): void {
       m[j] = dmin > 0 ? clamp(roundAway(minv[j]! / dmin), 0, 63) : 0;
     }
     packScalesMinsK4(sc, m, out, dst + 4);
-    const qs = dst + 16;
+    const qh = dst + 16;
+    const qs = bits === 4 ? qh : qh + 32;
+    if (bits === 5) out.fill(0, qh, qh + 32); // filled by OR-ing bits
     for (let j = 0; j < 8; j++) {
       const step = d * sc[j]!;
       const offset = dmin * m[j]!;
@@ -80,32 +91,42 @@ export function quantizeQ4_K(x: Float32Array, out: Uint8Array): void {
       const byte0 = qs + 32 * (j >> 1);
       const shift = (j & 1) * 4;
       for (let i = 0; i < 32; i++) {
-        const q = clamp(roundAway((x[src + 32 * j + i]! + offset) * inv), 0, 15);
-        out[byte0 + i] = shift === 0 ? q : out[byte0 + i]! | (q << 4);
+        const q = clamp(roundAway((x[src + 32 * j + i]! + offset) * inv), 0, qmax);
+        out[byte0 + i] = shift === 0 ? q & 0xf : out[byte0 + i]! | ((q & 0xf) << 4);
+        if (bits === 5) out[qh + i] |= (q >> 4) << j;
       }
     }
   }
 }
 
-export function dequantizeQ4_K(bytes: Uint8Array, y: Float32Array): void {
+/** Inverse of quantizeAffineK: value = d * sc[j] * q - dmin * m[j] for sub-block j. */
+function dequantizeAffineK(bytes: Uint8Array, y: Float32Array, bits: 4 | 5): void {
+  const blockBytes = bits === 4 ? 144 : 176;
   const sc = new Uint8Array(8);
   const m = new Uint8Array(8);
-  for (let src = 0, dst = 0; dst < y.length; src += 144, dst += QK_K) {
+  for (let src = 0, dst = 0; dst < y.length; src += blockBytes, dst += QK_K) {
     const d = readF16(bytes, src);
     const dmin = readF16(bytes, src + 2);
     unpackScalesMinsK4(bytes, src + 4, sc, m);
-    const qs = src + 16;
+    const qh = src + 16;
+    const qs = bits === 4 ? qh : qh + 32;
     for (let c = 0; c < 4; c++) {
       const d1 = d * sc[2 * c]!, m1 = dmin * m[2 * c]!;
       const d2 = d * sc[2 * c + 1]!, m2 = dmin * m[2 * c + 1]!;
       for (let l = 0; l < 32; l++) {
         const q = bytes[qs + 32 * c + l]!;
-        y[dst + 64 * c + l] = d1 * (q & 0xf) - m1;
-        y[dst + 64 * c + 32 + l] = d2 * (q >> 4) - m2;
+        const h = bits === 4 ? 0 : bytes[qh + l]! >> (2 * c); // bit 0: sub-block 2c, bit 1: 2c + 1
+        y[dst + 64 * c + l] = d1 * ((q & 0xf) | ((h & 1) << 4)) - m1;
+        y[dst + 64 * c + 32 + l] = d2 * ((q >> 4) | ((h & 2) << 3)) - m2;
       }
     }
   }
 }
+
+export const quantizeQ4_K = (x: Float32Array, out: Uint8Array): void => quantizeAffineK(x, out, 4);
+export const dequantizeQ4_K = (bytes: Uint8Array, y: Float32Array): void => dequantizeAffineK(bytes, y, 4);
+export const quantizeQ5_K = (x: Float32Array, out: Uint8Array): void => quantizeAffineK(x, out, 5);
+export const dequantizeQ5_K = (bytes: Uint8Array, y: Float32Array): void => dequantizeAffineK(bytes, y, 5);
 
 export function quantizeQ6_K(x: Float32Array, out: Uint8Array): void {
   const scale = new Float64Array(16);

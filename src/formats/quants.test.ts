@@ -20,6 +20,7 @@ const gaussian = (r: () => number) => () => Math.sqrt(-2 * Math.log(r() + 1e-12)
  *   Q5_0: one step (amax / 16: the value opposite the extreme clamps at q = 31) plus f16 slack.
  *   Q5_1: half a step ((max - min) / 31 / 2 <= amax / 31) plus the f16 rounding of d and m.
  *   Q4_K: half of a sub-block step (range / 15 / 2 <= amax / 15) plus 6-bit scale rounding.
+ *   Q5_K: as Q4_K with 31 steps (range / 31 / 2 <= amax / 31) plus 6-bit scale rounding.
  *   Q6_K: one step (amax / 32, the clamp at q = 31) plus 8-bit scale rounding.
  * Plus 2^-17 absolute for every type: a tiny block's d is a subnormal f16 (steps of 2^-24),
  * whose rounding is up to 2^-25 * |q| <= 2^-18 of error.
@@ -35,6 +36,7 @@ const BOUNDS: Record<DType, { maxOfAmax: number; relRmse: number }> = {
   Q5_0: { maxOfAmax: 1 / 16 + 2 ** -10, relRmse: 0.05 }, // measured 0.043
   Q5_1: { maxOfAmax: 1 / 31 + 2 ** -9, relRmse: 0.045 }, // measured 0.038
   Q4_K: { maxOfAmax: 0.1, relRmse: 0.09 },
+  Q5_K: { maxOfAmax: 0.05, relRmse: 0.045 }, // measured 0.039 (max error 0.031 amax)
   Q6_K: { maxOfAmax: 0.05, relRmse: 0.025 },
 };
 
@@ -216,6 +218,39 @@ describe('hand-built blocks dequantise exactly', () => {
       128: -0.5 * 20, 160: -0.5 * 40, 192: -0.5 * 60, 223: -30, 224: -0.5 * 5, 255: 63 * 15 - 0.5 * 5,
     };
     for (const [i, v] of Object.entries(expected)) expect(y[Number(i)], `element ${i}`).toBe(v);
+  });
+
+  it('Q5_K: Q4_K\'s scales and nibbles after 32 bytes of qh; bit j of qh[l] is bit 4 of element l of sub-block j', () => {
+    // Q4_K's block above with qh inserted before the nibbles.
+    const b = new Uint8Array(176);
+    b.set(F16[1], 0);
+    b.set(F16[0.5], 2);
+    b.set([0x41, 0x82, 0xc3, 0xc4, 0x40, 0x81, 0xc2, 0x03, 0x41, 0x81, 0xc1, 0x5f], 4);
+    const qh = 16, qs = 48;
+    b[qh + 0] = 0b0000_0110; // elements 32 (sub-block 1) and 64 (sub-block 2) get 16
+    b[qh + 1] = 0b0000_0001; // element 1 (sub-block 0)
+    b[qh + 5] = 0b0001_0000; // element 133 (sub-block 4)
+    b[qh + 31] = 0b1000_0000; // element 255 (sub-block 7)
+    b[qs + 0] = 0x93;
+    b[qs + 32] = 0x07;
+    b[qs + 127] = 0xf0;
+    const y = dequantize('Q5_K', b, 256);
+    const expected: Record<number, number> = {
+      0: 3, 1: 16, 2: 0, 32: 2 * 25 - 0.5, 33: -0.5, 64: 3 * 23 - 1, 96: -1.5, 128: -10, 133: 17 * 16 - 10,
+      223: -30, 224: -2.5, 255: 63 * 31 - 2.5,
+    };
+    for (const [i, v] of Object.entries(expected)) expect(y[Number(i)], `element ${i}`).toBe(v);
+  });
+
+  it('Q5_K quantises bit 4 into qh and the low bits into nibbles (sub-block 0 holding 0..31)', () => {
+    const x = new Float32Array(256);
+    for (let i = 0; i < 32; i++) x[i] = i; // scale 1 -> sc = 63, d = f16(1 / 63): q = i
+    const b = quantize('Q5_K', x);
+    for (let l = 0; l < 32; l++) {
+      expect(b[16 + l], `qh[${l}]`).toBe(l >= 16 ? 1 : 0);
+      expect(b[48 + l], `qs[${l}]`).toBe(l & 15);
+    }
+    expect(Array.from(dequantize('Q5_K', b, 256).subarray(0, 32)).map(Math.round)).toEqual(Array.from(x.subarray(0, 32)));
   });
 
   it('Q6_K: ql low/high nibbles, qh 2-bit fields and 16 int8 scales interleave as in ggml', () => {

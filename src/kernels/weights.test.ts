@@ -30,7 +30,7 @@ describe('repackForGPU', () => {
     }
   });
 
-  it('pads each Q6_K super-block to 212 bytes and leaves Q4_K as it is', () => {
+  it('pads each Q6_K super-block to 212 bytes and leaves Q4_K and Q5_K as they are', () => {
     const q6 = quantize('Q6_K', values(512));
     const gpu6 = repackForGPU('Q6_K', q6);
     expect(gpu6.length).toBe(424);
@@ -38,6 +38,8 @@ describe('repackForGPU', () => {
     expect([...gpu6.subarray(210, 212)]).toEqual([0, 0]);
     const q4 = quantize('Q4_K', values(512));
     expect(repackForGPU('Q4_K', q4)).toEqual(q4);
+    const q5 = quantize('Q5_K', values(512));
+    expect(repackForGPU('Q5_K', q5)).toEqual(q5);
   });
 
   it('pads plain floats to a whole word', () => {
@@ -71,7 +73,7 @@ describe('gpuBytesPerRow', () => {
 
 describe('WTYPE', () => {
   it('is each type\'s ggml id', () => {
-    expect(WTYPE).toEqual({ F32: 0, F16: 1, BF16: 30, Q8_0: 8, Q4_0: 2, Q4_1: 3, Q5_0: 6, Q5_1: 7, Q4_K: 12, Q6_K: 14 });
+    expect(WTYPE).toEqual({ F32: 0, F16: 1, BF16: 30, Q8_0: 8, Q4_0: 2, Q4_1: 3, Q5_0: 6, Q5_1: 7, Q4_K: 12, Q5_K: 13, Q6_K: 14 });
   });
 
   it.each(DTYPES)('%s: shaders/lib/dequant.wgsl names its WTYPE and, when quantised, its GPU block in words', (dtype) => {
