@@ -21,6 +21,7 @@ const LAYERS: Record<string, string[]> = {
   kernels: ['gpu', 'formats', 'model'],
   structured: ['platform', 'text', 'model'],
   loader: ['formats', 'model'],
+  lora: ['formats', 'model', 'loader'],
   engine: ['platform', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader'],
   reference: ['platform', 'formats', 'model', 'text', 'kernels', 'structured', 'engine'],
   api: ['platform', 'gpu', 'formats', 'model', 'text', 'structured', 'engine'],

@@ -73,8 +73,8 @@ export async function openModelWithCache(input: ModelInput, opts: LoadOptions = 
   }
 }
 
-/** What openModel() gets for each kind of location. */
-function location(r: ResolvedModel, cache: ModelCache | null, opts: CachedSourceOptions): string | ByteSource | Folder {
+/** What openModel() (or openLora()) gets for each kind of location. */
+export function location(r: ResolvedModel, cache: ModelCache | null, opts: CachedSourceOptions): string | ByteSource | Folder {
   switch (r.kind) {
     case 'gguf-url':
       return cache ? lazySource(r.url, () => cachedSource(r.url, cache, { ...opts, modelKey: r.modelKey })) : abortable(httpSource(r.url, { ...opts.init, signal: opts.signal }), opts.signal);
@@ -127,7 +127,8 @@ function abortable(src: ByteSource, signal: AbortSignal | undefined): ByteSource
   };
 }
 
-function locationName(r: ResolvedModel): string {
+/** The file or folder a resolved input names, for messages. */
+export function locationName(r: ResolvedModel): string {
   switch (r.kind) {
     case 'gguf-url':
     case 'folder-url':

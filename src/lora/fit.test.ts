@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+import { configFromHF, type ModelConfig } from '../model/config';
+import { permuteQK } from '../model/qk-rows';
+import { fitLora } from './fit';
+import { LoraError, type LoraAdapter, type LoraWeight } from './types';
+
+// hidden 8, 2 heads of 4 (q: 8 rows), 1 kv head (k/v: 4 rows), intermediate 16, 2 layers
+const hf: ModelConfig = configFromHF({
+  model_type: 'llama',
+  vocab_size: 8,
+  hidden_size: 8,
+  intermediate_size: 16,
+  num_hidden_layers: 2,
+  num_attention_heads: 2,
+  num_key_value_heads: 1,
+  rms_norm_eps: 1e-5,
+  max_position_embeddings: 64,
+});
+const gguf: ModelConfig = { ...hf, ropeStyle: 'interleaved' };
+
+const seq = (n: number) => Float32Array.from({ length: n }, (_, i) => i);
+const w = (x: Partial<LoraWeight> & Pick<LoraWeight, 'target' | 'outFeatures' | 'inFeatures'>): LoraWeight => ({
+  layer: 0,
+  rank: 1,
+  scale: 1,
+  a: seq(x.inFeatures),
+  b: seq(x.outFeatures),
+  ...x,
+});
+const adapter = (weights: LoraWeight[], extra: Partial<LoraAdapter> = {}): LoraAdapter => ({ name: 'a', file: 'a/adapter_model.safetensors', format: 'peft', qkRows: 'halves', weights, ...extra });
+
+function failure(f: () => unknown): LoraError {
+  try {
+    f();
+  } catch (e) {
+    expect(e).toBeInstanceOf(LoraError);
+    return e as LoraError;
+  }
+  throw new Error('did not throw');
+}
+
+describe('fitLora', () => {
+  it('passes an adapter whose shapes match the base, as it is', () => {
+    const a = adapter([w({ target: 'q', outFeatures: 8, inFeatures: 8 }), w({ target: 'down', outFeatures: 8, inFeatures: 16, layer: 1 })]);
+    expect(fitLora(a, hf)).toBe(a);
+  });
+
+  it('permutes q/k B rows into a llama GGUF base’s order (and back), leaving A and other targets alone', () => {
+    const q = w({ target: 'q', outFeatures: 8, inFeatures: 8 });
+    const k = w({ target: 'k', outFeatures: 4, inFeatures: 8 });
+    const v = w({ target: 'v', outFeatures: 4, inFeatures: 8 });
+    const fitted = fitLora(adapter([q, k, v]), gguf);
+    expect(fitted.qkRows).toBe('interleaved');
+    expect(fitted.weights[0]!.b).toEqual(permuteQK(q.b, 8, 2));
+    expect(fitted.weights[1]!.b).toEqual(permuteQK(k.b, 4, 1));
+    expect(fitted.weights[0]!.a).toBe(q.a);
+    expect(fitted.weights[2]).toBe(v);
+    const back = fitLora(fitted, hf);
+    expect(back.weights[0]!.b).toEqual(q.b);
+    expect(back.weights[1]!.b).toEqual(k.b);
+  });
+
+  it('refuses shapes of another base, naming the layer, the target and both shapes', () => {
+    const e = failure(() => fitLora(adapter([w({ target: 'gate', outFeatures: 32, inFeatures: 8 })]), hf));
+    expect(e.code).toBe('tensor_shape');
+    expect(e.file).toBe('a/adapter_model.safetensors');
+    expect(e.message).toContain('layer 0 gate');
+    expect(e.message).toContain('[16, 8]');
+    expect(e.message).toContain('another base model');
+  });
+
+  it('refuses a layer the base does not have', () => {
+    const e = failure(() => fitLora(adapter([w({ target: 'v', outFeatures: 4, inFeatures: 8, layer: 2 })]), hf));
+    expect(e.code).toBe('wrong_base');
+    expect(e.message).toContain('layer 2');
+  });
+
+  it('refuses a GGUF adapter of another architecture', () => {
+    const e = failure(() => fitLora(adapter([], { format: 'gguf', ggufArch: 'qwen2' }), hf));
+    expect(e.code).toBe('wrong_base');
+    expect(e.message).toContain('"qwen2"');
+  });
+});

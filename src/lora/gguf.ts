@@ -1,0 +1,67 @@
+/**
+ * llama.cpp LoRA files (convert_lora_to_gguf.py): `general.type = adapter`,
+ * `adapter.type = lora`, `adapter.lora.alpha`, tensors `blk.{i}.attn_q.weight.lora_a` [r, in] and
+ * `.lora_b` [out, r] (outermost first). llama.cpp scales by alpha / r, or by 1 when alpha is 0;
+ * its converter writes PEFT's lora_alpha unchanged and ignores use_rslora. The converter permutes
+ * a `llama` file's q/k B rows as it does the base's (model/qk-rows.ts).
+ */
+import { readGGUF } from '../formats/gguf';
+import { dequantize } from '../formats/quants';
+import type { ByteSource } from '../formats/source';
+import { elementCount, type TensorInfo } from '../formats/types';
+import { ARCH, ARCHES } from '../model/config';
+import { TARGETS } from './targets';
+import { LoraError, sortWeights, type LoraAdapter, type LoraTarget, type LoraWeight } from './types';
+
+const TENSOR = /^blk\.(\d+)\.(.+\.weight)\.lora_([ab])$/;
+const BY_TENSOR = new Map(TARGETS.map((t) => [t.ggufTensor, t.target]));
+
+export async function readGGUFAdapter(src: ByteSource): Promise<LoraAdapter> {
+  const file = src.name;
+  const gguf = await readGGUF(src);
+  const meta = gguf.metadata;
+  const type = meta.get('general.type');
+  if (type !== 'adapter')
+    throw new LoraError('not_an_adapter', file, `general.type is ${JSON.stringify(type ?? null)}, not "adapter": this is ${type === undefined || type === 'model' ? 'a model' : 'not a LoRA adapter'}`);
+  const adapterType = meta.get('adapter.type');
+  if (adapterType !== 'lora') throw new LoraError('unsupported_option', file, `adapter.type is ${JSON.stringify(adapterType ?? null)}; only "lora" adapters are supported`);
+  if (meta.has('adapter.alora.invocation_tokens')) throw new LoraError('unsupported_option', file, 'activated LoRA (adapter.alora.invocation_tokens) is not supported');
+  const alpha = meta.get('adapter.lora.alpha') ?? 0;
+  if (typeof alpha !== 'number' || !Number.isFinite(alpha)) throw new LoraError('invalid_config', file, 'adapter.lora.alpha must be a number');
+  const arch = meta.get('general.architecture');
+  if (typeof arch !== 'string') throw new LoraError('invalid_config', file, 'general.architecture is missing');
+  const family = ARCHES.find((a) => ARCH[a].gguf === arch);
+  if (!family) throw new LoraError('wrong_base', file, `is an adapter for architecture "${arch}", which webgpu-llm does not run`);
+
+  const pairs = new Map<string, { layer: number; target: LoraTarget; base: string; a?: TensorInfo; b?: TensorInfo }>();
+  for (const info of gguf.tensors) {
+    const m = TENSOR.exec(info.name);
+    const target = m && BY_TENSOR.get(m[2]!);
+    if (!m || !target) throw new LoraError('unsupported_target', file, unsupportedTensor(info.name));
+    const base = `blk.${m[1]}.${m[2]}`;
+    const pair = pairs.get(base) ?? { layer: Number(m[1]), target, base };
+    pair[m[3] as 'a' | 'b'] = info;
+    pairs.set(base, pair);
+  }
+  if (pairs.size === 0) throw new LoraError('missing_tensor', file, 'holds no .lora_a / .lora_b tensors');
+
+  const read = async (info: TensorInfo) => dequantize(info.dtype, await src.read(info.offset, info.byteLength), elementCount(info.shape));
+  const weights: LoraWeight[] = [];
+  for (const { layer, target, base, a, b } of pairs.values()) {
+    if (!a || !b) throw new LoraError('missing_tensor', file, `${base} has ${a ? 'lora_a' : 'lora_b'} but no ${a ? 'lora_b' : 'lora_a'}`);
+    if (a.shape.length !== 2 || b.shape.length !== 2) throw new LoraError('tensor_shape', file, `${base}'s lora_a and lora_b must be 2-D`);
+    const [rank, inFeatures] = a.shape as [number, number];
+    const [outFeatures, rankB] = b.shape as [number, number];
+    if (rankB !== rank)
+      throw new LoraError('tensor_shape', file, `${a.name} [${a.shape.join(', ')}] and ${b.name} [${b.shape.join(', ')}] disagree on the rank (is lora_a transposed?)`);
+    weights.push({ layer, target, rank, inFeatures, outFeatures, a: await read(a), b: await read(b), scale: alpha === 0 ? 1 : alpha / rank });
+  }
+  const qkRows = ARCH[family].ggufRopeStyle === 'interleaved' ? 'interleaved' : 'halves';
+  return { name: file, file, format: 'gguf', qkRows, ggufArch: arch, weights: sortWeights(weights) };
+}
+
+function unsupportedTensor(name: string): string {
+  if (/^(token_embd|output)\./.test(name)) return `tensor ${name} adapts the embeddings or the output; webgpu-llm applies adapters to attn_q/k/v/output and ffn_gate/up/down only`;
+  if (/_norm\.weight$/.test(name)) return `tensor ${name} replaces a norm (as mergekit-extract-lora writes), which is not supported`;
+  return `tensor ${name} is not a .lora_a / .lora_b of attn_q/k/v/output or ffn_gate/up/down`;
+}
