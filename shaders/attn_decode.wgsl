@@ -68,7 +68,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     for (var j = lid; j < n; j += WG) {
       var s = 0.0;
       for (var d = 0u; d < D4; d++) { s += dot(qs[d], kv[j * ROW + d]); }
-      scores[j] = s;
+      scores[j] = capScore(s);
     }
     workgroupBarrier();
     // Every thread derives the same running max; only the exps are shared out.

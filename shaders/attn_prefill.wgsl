@@ -108,6 +108,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       if (r < count && j < n && visible(tile + j, rowPos[r])) {
         score = 0.0;
         for (var d = 0u; d < D4; d++) { score += dot(qs[r * D4 + d], kv[j * ROW + d]); }
+        score = capScore(score);
       }
       s[i] = score;
     }

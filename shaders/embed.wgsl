@@ -1,4 +1,4 @@
-// Token embedding gather: x[t, :] = row tokens[t] of the embedding table, dequantised from any
+// Token embedding gather: x[t, :] = scale * row tokens[t] of the embedding table, dequantised from any
 // weight type (WTYPE) by shaders/lib/dequant.wgsl, which is concatenated in front of this text
 // and reads the table as `w`. A 2D grid: x covers the row in quads of 4 columns (dq_quad's
 // unit), y is the token, so the token count rides on the dispatch and the uniform is static.
@@ -10,6 +10,7 @@ struct Params {
   n: u32,           // elements per row (hidden size), a multiple of 4
   rowWords: u32,    // u32 words per table row in the GPU layout
   vocab: u32,       // rows in the table: larger ids are clamped to the last row, never read out of bounds
+  scale: f32,       // each row is multiplied by this (Gemma: sqrt(hidden size)); 1 elsewhere
 }
 
 @group(0) @binding(0) var<storage, read> tokens: array<u32>;
@@ -23,7 +24,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   if (col >= p.n) { return; }
   let t = gid.y;
   let row = min(tokens[t], p.vocab - 1u);
-  let v = dq_quad(row * p.rowWords, col);
+  let v = dq_quad(row * p.rowWords, col) * p.scale;
   let o = t * p.n + col;
   x[o] = act(v.x);
   x[o + 1u] = act(v.y);

@@ -18,11 +18,19 @@ struct Params {
   window: u32,          // sliding window in keys: position p sees keys p - window < j <= p (0xffffffff: all)
   nSplits: u32,         // attn_decode only: splits per (token, head)
   splitKeys: u32,       // attn_decode only: keys per split (a multiple of its key tile)
-  scale: f32,           // 1 / sqrt(headDim)
+  scale: f32,           // what q·k is multiplied by (1 / sqrt(headDim) unless the model says otherwise)
+  softcap: f32,         // scores s become tanh(s / softcap) * softcap before the softmax (Gemma 2); 0: none
 }
 
 // Below any real score and finite, so exp(m - m') never sees inf - inf.
 const NO_MAX = -1e30;
+
+// A scaled score, soft-capped when the model caps them. tanh's argument is clamped: tanh(±10)
+// is ±1 in f32, and no backend meets exp overflow.
+fn capScore(s: f32) -> f32 {
+  if (p.softcap > 0.0) { return tanh(clamp(s / p.softcap, -10.0, 10.0)) * p.softcap; }
+  return s;
+}
 
 // The first key a query at position `pos` sees (0 without a window).
 fn firstKey(pos: u32) -> u32 {

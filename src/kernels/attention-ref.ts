@@ -10,17 +10,22 @@ export interface AttentionRefArgs {
   positions: ArrayLike<number>; // [T] position of each token; it sees keys 0..position
   /** Sliding window: a token at position p sees only keys p - window < j <= p. null/absent: all. */
   window?: number | null;
+  /** What q·k is multiplied by. Default 1/sqrt(headDim). */
+  scale?: number;
+  /** Scaled scores s become tanh(s / softcap) * softcap before the softmax. null/absent: none. */
+  softcap?: number | null;
   nHeads: number;
   nKv: number;
   headDim: number;
 }
 
-/** softmax(q·kᵀ / sqrt(headDim)) · v for each token and head: `[T, nHeads, headDim]`. */
+/** softmax(cap(q·kᵀ · scale)) · v for each token and head: `[T, nHeads, headDim]`. */
 export function attentionRef(a: AttentionRefArgs): Float32Array {
   const { nHeads, nKv, headDim: D } = a;
   const T = a.positions.length;
   const group = nHeads / nKv;
-  const scale = 1 / Math.sqrt(D);
+  const scale = a.scale ?? 1 / Math.sqrt(D);
+  const cap = a.softcap ?? null;
   const out = new Float32Array(T * nHeads * D);
   for (let t = 0; t < T; t++) {
     const K = a.keys[a.tokenSeq[t]!]!;
@@ -36,7 +41,7 @@ export function attentionRef(a: AttentionRefArgs): Float32Array {
       for (let j = first; j < len; j++) {
         let s = 0;
         for (let d = 0; d < D; d++) s += a.q[qOff + d]! * K[(j * nKv + kh) * D + d]!;
-        scores[j] = s * scale;
+        scores[j] = cap === null ? s * scale : Math.tanh((s * scale) / cap) * cap;
         max = Math.max(max, scores[j]!);
       }
       let sum = 0;

@@ -17,6 +17,9 @@ interface Case {
   prefill?: AttentionArgs['prefill'];
   /** Sliding window in keys; absent: full causal attention. */
   window?: number;
+  /** q·k multiplier and score soft-cap (Gemma 2); absent: 1/sqrt(headDim), none. */
+  scale?: number;
+  softcap?: number;
 }
 
 // A mixed ragged batch: one sequence decodes a token, one starts with a 5-token prompt, one
@@ -58,6 +61,8 @@ async function run(c: Case, mode: AttentionMode, seed = 1) {
     maxSeqs: c.seqs.length,
     maxPagesPerSeq: MAX_PAGES,
     window: c.window,
+    scale: c.scale,
+    softcap: c.softcap,
     decode: { maxTokens: b.T, ...c.decode },
     prefill: c.prefill,
   });
@@ -70,6 +75,8 @@ async function run(c: Case, mode: AttentionMode, seed = 1) {
     tokenSeq: b.tokenSeq,
     positions: b.positions,
     window: c.window,
+    scale: c.scale,
+    softcap: c.softcap,
     nHeads: c.nHeads,
     nKv: c.nKv,
     headDim: c.headDim,
@@ -144,6 +151,41 @@ describe('paged attention kernels', () => {
       }
     }
   }
+
+  // Soft-capped scores (Gemma 2) with a query scale of its own: a scale of 1 spreads the scores
+  // over several units, and a cap of 2 bends most of them. Every specialisation of both paths.
+  for (const precision of ['f32', 'f16'] as const) {
+    for (const headDim of [64, 128]) {
+      const c: Case = { nHeads: 4, nKv: 2, headDim, pageSize: 16, seqs: MIXED, precision, scale: 1, softcap: 2 };
+      const where = `headDim ${headDim}, ${precision}`;
+      const keyTile = DECODE_KEY_TILES[headDim === 64 ? 0 : 1];
+      it(`soft-caps the scaled scores when decoding (key tile ${keyTile}, ${where})`, async (ctx) => {
+        if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
+        const { got, want } = await run({ ...c, decode: { splitPages: 1, keyTile } }, 'decode');
+        expect(maxRelDiff(got, want)).toBeLessThan(TOLERANCE[precision]);
+      });
+      for (const tile of PREFILL_TILES) {
+        it(`soft-caps the scaled scores when prefilling in ${tile.tq}×${tile.tk} tiles (${where})`, async (ctx) => {
+          if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
+          const { got, want } = await run({ ...c, prefill: tile }, 'prefill');
+          expect(maxRelDiff(got, want)).toBeLessThan(TOLERANCE[precision]);
+        });
+      }
+    }
+  }
+
+  it('soft-capping and the scale each change the answer; a cap far above the scores does not', async () => {
+    const c: Case = { nHeads: 2, nKv: 1, headDim: 64, pageSize: 16, seqs: [{ len: 30, fresh: 6 }], scale: 1 };
+    const capped = await run({ ...c, softcap: 2 }, 'prefill', 5);
+    const uncapped = await run(c, 'prefill', 5);
+    const defaultScale = await run({ ...c, scale: undefined }, 'prefill', 5);
+    const farCap = await run({ ...c, softcap: 1e4 }, 'prefill', 5);
+    expect(maxRelDiff(capped.want, uncapped.want)).toBeGreaterThan(1e-2);
+    expect(maxRelDiff(defaultScale.want, uncapped.want)).toBeGreaterThan(1e-2);
+    expect(maxRelDiff(farCap.got, uncapped.want)).toBeLessThan(1e-3);
+    expect(maxRelDiff(capped.got, capped.want)).toBeLessThan(1e-5);
+    await expect(run({ ...c, softcap: -1 }, 'prefill')).rejects.toThrow(/softcap/);
+  });
 
   it('narrows attention to the window on both paths, down to a window of one key', async () => {
     const c: Case = { nHeads: 2, nKv: 1, headDim: 64, pageSize: 16, seqs: [{ len: 40, fresh: 9 }, { len: 3, fresh: 1 }] };

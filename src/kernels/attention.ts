@@ -64,6 +64,10 @@ export interface AttentionArgs {
    * pages wholly before that are not read. null/absent: full causal attention.
    */
   window?: number | null;
+  /** What q·k is multiplied by. Default 1/sqrt(headDim). */
+  scale?: number;
+  /** Scores s (scaled) become tanh(s / softcap) * softcap before the softmax (Gemma 2). null/absent: none. */
+  softcap?: number | null;
   decode?: {
     /** KV pages per split. Default: 256 keys' worth, more if that would make over 32 splits. */
     splitPages?: number;
@@ -98,7 +102,8 @@ function kvParams(a: AttentionArgs, split: { nSplits: number; splitKeys: number 
     ['u32', a.window ?? NO_WINDOW],
     ['u32', split.nSplits],
     ['u32', split.splitKeys],
-    ['f32', 1 / Math.sqrt(a.headDim)],
+    ['f32', a.scale ?? 1 / Math.sqrt(a.headDim)],
+    ['f32', a.softcap ?? 0],
   ]);
 }
 
@@ -119,6 +124,7 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
   if (a.window != null && !(Number.isInteger(a.window) && a.window > 0 && a.window < NO_WINDOW)) {
     throw new RangeError(`attention window must be a positive integer key count, got ${a.window}`);
   }
+  if (a.softcap != null && !(a.softcap > 0)) throw new RangeError(`attention softcap must be positive, got ${a.softcap}`);
   const d4 = headDim / 4;
   const limit = device.limits.maxComputeWorkgroupStorageSize;
 

@@ -13,16 +13,16 @@ describe('embed kernel', () => {
   const TOLERANCE = { f32: 1e-6, f16: 1e-3 };
   const [vocab, n] = [7, 768]; // three Q4_K/Q6_K super-blocks: 192 quads, not a multiple of WG=128
 
-  async function run(dtype: DType, precision: 'f32' | 'f16', wg: number, ids: number[]) {
+  async function run(dtype: DType, precision: 'f32' | 'f16', wg: number, ids: number[], scale?: number) {
     const { device } = await testGPU();
     const table = quantize(dtype, random(vocab * n, 40 + vocab, 2));
     const maxTokens = ids.length + 1;
     const tokens = uploadBuffer(device, new Uint32Array([...ids, 0]), STORAGE);
     const x = createBuffer(device, maxTokens * n * 4, STORAGE);
-    const op = await createEmbedOp(opContext(device, precision), { tokens, table: uploadWeight(device, dtype, table), x, dtype, n, vocab, wg });
+    const op = await createEmbedOp(opContext(device, precision), { tokens, table: uploadWeight(device, dtype, table), x, dtype, n, vocab, scale, wg });
     await runPass(device, (pass) => op.encode(pass, ids.length));
     const got = await readAct(device, x, maxTokens * n, precision);
-    return { got, want: actRound(embedRef(dtype, table, vocab, n, ids), precision) };
+    return { got, want: actRound(embedRef(dtype, table, vocab, n, ids, scale), precision) };
   }
 
   for (const precision of ['f32', 'f16'] as const) {
@@ -39,6 +39,22 @@ describe('embed kernel', () => {
           expect(got.subarray(used).every((v) => v === 0)).toBe(true);
         });
       }
+    }
+  }
+
+  // Gemma's sqrt(hidden) scale: one dtype per workgroup size and precision.
+  for (const precision of ['f32', 'f16'] as const) {
+    for (const wg of EMBED_WG) {
+      it(`scales the rows it gathers at WG=${wg} in ${precision}`, async (ctx) => {
+        if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
+        const ids = [3, 0, 6];
+        const { got, want } = await run('Q8_0', precision, wg, ids, Math.sqrt(n));
+        const plain = await run('Q8_0', precision, wg, ids);
+        expect(maxRelDiff(got.subarray(0, ids.length * n), want)).toBeLessThan(TOLERANCE[precision]);
+        // The scale is there: sqrt(768) ≈ 27.7 times the unscaled rows.
+        expect(maxRelDiff(want, plain.want.map((v) => v * Math.sqrt(n)))).toBeLessThan(TOLERANCE[precision]);
+        expect(Math.abs(want[1]!)).toBeGreaterThan(Math.abs(plain.want[1]!) * 20);
+      });
     }
   }
 

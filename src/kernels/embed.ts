@@ -13,36 +13,37 @@ export const embedKernel: Kernel = { name: 'embed', source: dequantLib + body };
 export const EMBED_WG = [32, 64, 128] as const;
 
 /** The `Params` uniform of embed.wgsl for a [vocab, n] table of `dtype`. */
-export function embedParams(dtype: DType, n: number, vocab: number): ArrayBuffer {
+export function embedParams(dtype: DType, n: number, vocab: number, scale = 1): ArrayBuffer {
   if (n % 4 !== 0) throw new RangeError(`embed needs a row length that is a multiple of 4, got ${n}`);
-  return packParams([['u32', n], ['u32', gpuBytesPerRow(dtype, n) / 4], ['u32', vocab]]);
+  return packParams([['u32', n], ['u32', gpuBytesPerRow(dtype, n) / 4], ['u32', vocab], ['f32', scale]]);
 }
 
 /**
  * TypeScript reference: the rows `tokens` of a [vocab, n] table given as ggml bytes of `dtype`,
  * dequantised. Ids past the table are clamped to its last row, as the kernel does.
  */
-export function embedRef(dtype: DType, table: Uint8Array, vocab: number, n: number, tokens: ArrayLike<number>): Float32Array {
+export function embedRef(dtype: DType, table: Uint8Array, vocab: number, n: number, tokens: ArrayLike<number>, scale = 1): Float32Array {
   const rowBytes = tensorByteLength(dtype, n);
   const x = new Float32Array(tokens.length * n);
   for (let t = 0; t < tokens.length; t++) {
     const row = Math.min(tokens[t]!, vocab - 1);
     dequantize(dtype, table.subarray(row * rowBytes, (row + 1) * rowBytes), n, x.subarray(t * n, (t + 1) * n));
   }
-  return x;
+  return scale === 1 ? x : x.map((v) => v * scale);
 }
 
 /**
- * Embedding lookup for a step: x[t, :] = table[tokens[t], :] for the first `tokens` ids of the
- * step's `tokens` buffer. `table` is uploaded in the GPU layout (`uploadWeight`), shape [vocab, n].
+ * Embedding lookup for a step: x[t, :] = scale * table[tokens[t], :] for the first `tokens` ids
+ * of the step's `tokens` buffer. `table` is uploaded in the GPU layout (`uploadWeight`), shape
+ * [vocab, n]; `scale` defaults to 1 (Gemma: sqrt(n)).
  */
 export async function createEmbedOp(
   ctx: OpContext,
-  args: { tokens: BufferRef; table: GPUBuffer; x: GPUBuffer; dtype: DType; n: number; vocab: number; wg?: number },
+  args: { tokens: BufferRef; table: GPUBuffer; x: GPUBuffer; dtype: DType; n: number; vocab: number; scale?: number; wg?: number },
 ): Promise<Op> {
   const wg = args.wg ?? 64;
   const pipeline = await ctx.cache.get(embedKernel, { precision: ctx.precision, constants: { WG: wg, WTYPE: WTYPE[args.dtype] } });
-  const params = uploadBuffer(ctx.device, new Uint8Array(embedParams(args.dtype, args.n, args.vocab)), UNIFORM, 'embed params');
+  const params = uploadBuffer(ctx.device, new Uint8Array(embedParams(args.dtype, args.n, args.vocab, args.scale)), UNIFORM, 'embed params');
   const bindGroup = bindBuffers(ctx.device, pipeline, [args.tokens, args.table, args.x, params]);
   const groupsX = Math.ceil(args.n / 4 / wg);
   return {

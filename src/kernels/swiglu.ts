@@ -30,28 +30,36 @@ export function swigluParams(layout: SwigluLayout): ArrayBuffer {
 }
 
 export const silu = (g: number): number => g / (1 + Math.exp(-g));
+/** GELU with the tanh approximation (transformers' gelu_pytorch_tanh). */
+export const geluTanh = (g: number): number => 0.5 * g * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (g + 0.044715 * g ** 3)));
 
-/** TypeScript reference: out[t, i] = silu(gate[t, i]) * up[t, i] for `tokens` tokens. */
-export function swigluRef(gate: Float32Array, up: Float32Array, tokens: number, layout: SwigluLayout): Float32Array {
+/** The gate's activation: SwiGLU's silu or GeGLU's tanh-approximated GELU (the ACT specialisation). */
+export type GluActivation = 'silu' | 'gelu_tanh';
+const ACT: Record<GluActivation, number> = { silu: 0, gelu_tanh: 1 };
+const ACT_FN: Record<GluActivation, (g: number) => number> = { silu, gelu_tanh: geluTanh };
+
+/** TypeScript reference: out[t, i] = act(gate[t, i]) * up[t, i] for `tokens` tokens. */
+export function swigluRef(gate: Float32Array, up: Float32Array, tokens: number, layout: SwigluLayout, activation: GluActivation = 'silu'): Float32Array {
+  const act = ACT_FN[activation];
   const { n } = layout;
   const [gs, us, go, uo] = [layout.gateStride ?? n, layout.upStride ?? n, layout.gateOffset ?? 0, layout.upOffset ?? 0];
   const out = new Float32Array(tokens * n);
   for (let t = 0; t < tokens; t++) {
-    for (let i = 0; i < n; i++) out[t * n + i] = silu(gate[go + t * gs + i]!) * up[uo + t * us + i]!;
+    for (let i = 0; i < n; i++) out[t * n + i] = act(gate[go + t * gs + i]!) * up[uo + t * us + i]!;
   }
   return out;
 }
 
 /**
- * SwiGLU over `tokens` rows into `out` ([maxTokens, n] of act). Pass the same buffer as `gate`
- * and `up` with offsets/strides for a fused gate-up projection.
+ * SwiGLU (or GeGLU, `activation: 'gelu_tanh'`) over `tokens` rows into `out` ([maxTokens, n] of
+ * act). Pass the same buffer as `gate` and `up` with offsets/strides for a fused gate-up projection.
  */
 export async function createSwigluOp(
   ctx: OpContext,
-  args: SwigluLayout & { gate: GPUBuffer; up: GPUBuffer; out: GPUBuffer; wg?: number },
+  args: SwigluLayout & { gate: GPUBuffer; up: GPUBuffer; out: GPUBuffer; wg?: number; activation?: GluActivation },
 ): Promise<Op> {
   const wg = args.wg ?? 64;
-  const pipeline = await ctx.cache.get(swigluKernel, { precision: ctx.precision, constants: { WG: wg } });
+  const pipeline = await ctx.cache.get(swigluKernel, { precision: ctx.precision, constants: { WG: wg, ACT: ACT[args.activation ?? 'silu'] } });
   const params = uploadBuffer(ctx.device, new Uint8Array(swigluParams(args)), UNIFORM, 'swiglu params');
   const bindGroup = bindBuffers(ctx.device, pipeline, [args.gate, args.up, args.out, params]);
   const groupsX = Math.ceil(args.n / wg);
