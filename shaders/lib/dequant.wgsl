@@ -17,6 +17,8 @@
 //                            pa = 32b + 4j,  pb = pa + 16
 //                      Q4_K, Q5_K: super-block s = c/32, qs word v = c%32:
 //                            pa = 256s + 64(v/8) + 4(v%8), pb = pa + 32 (low / high nibbles)
+//                      Q2_K, Q3_K: super-block s = c/32, qs word v = c%16, k = (c/16)%2,
+//                            half h = v/8: pa = 256s + 128h + 64k + 4(v%8), pb = pa + 32
 //                      Q6_K: super-block s = c/32, ql word v = c%32, half h = v/16:
 //                            pa = 256s + 128h + 32((v/8)%2) + 4(v%8), pb = pa + 64
 
@@ -28,6 +30,8 @@ const WT_Q4_1: u32 = 3u;
 const WT_Q5_0: u32 = 6u;
 const WT_Q5_1: u32 = 7u;
 const WT_Q8_0: u32 = 8u;
+const WT_Q2_K: u32 = 10u;
+const WT_Q3_K: u32 = 11u;
 const WT_Q4_K: u32 = 12u;
 const WT_Q5_K: u32 = 13u;
 const WT_Q6_K: u32 = 14u;
@@ -41,6 +45,8 @@ const Q4_0_WORDS: u32 = 5u;  // [d:f16, pad], qs[16]
 const Q4_1_WORDS: u32 = 5u;  // [d:f16, m:f16], qs[16]
 const Q5_0_WORDS: u32 = 6u;  // [d:f16, pad], qh, qs[16]
 const Q5_1_WORDS: u32 = 6u;  // [d:f16, m:f16], qh, qs[16]
+const Q2_K_WORDS: u32 = 21u; // scales[16], qs[64], [d:f16, dmin:f16]
+const Q3_K_WORDS: u32 = 28u; // hmask[32], qs[64], scales[12], [d:f16, pad]
 const Q4_K_WORDS: u32 = 36u; // [d:f16, dmin:f16], scales[12], qs[128]
 const Q5_K_WORDS: u32 = 44u; // [d:f16, dmin:f16], scales[12], qh[32], qs[128]
 const Q6_K_WORDS: u32 = 53u; // ql[128], qh[64], scales[16], [d:f16, pad]
@@ -112,6 +118,25 @@ fn q4k_scale_min(s0: u32, s1: u32, s2: u32, j: u32) -> vec2f {
   return vec2f(f32(sc), f32(mn));
 }
 
+// Byte b of the words from `at` on.
+fn dq_byte(at: u32, b: u32) -> u32 {
+  return (w[at + (b >> 2u)] >> (8u * (b & 3u))) & 255u;
+}
+
+// Q2_K: (d * scale, dmin * min) of sub-block s (0..15) of the super-block at word `base`.
+fn q2k_scale_min(base: u32, s: u32) -> vec2f {
+  let sm = dq_byte(base, s);
+  return unpack2x16float(w[base + 20u]) * vec2f(f32(sm & 15u), f32(sm >> 4u));
+}
+
+// Q3_K: d * (scale - 32) of sub-block s (0..15): low 4 bits in byte s % 8 of the scales (high
+// nibble for s >= 8), top 2 bits at 2(s / 4) of byte 8 + s % 4.
+fn q3k_scale(base: u32, s: u32) -> f32 {
+  let lo = (dq_byte(base + 24u, s & 7u) >> (4u * (s >> 3u))) & 15u;
+  let hi = (dq_byte(base + 24u, 8u + (s & 3u)) >> (2u * (s >> 2u))) & 3u;
+  return unpack2x16float(w[base + 27u]).x * (f32(lo | (hi << 4u)) - 32.0);
+}
+
 // Q6_K: int8 scale idx (0..15) of the super-block at word `base`.
 fn q6k_scale(base: u32, idx: u32) -> f32 {
   let v = w[base + 48u + (idx >> 2u)];
@@ -170,6 +195,21 @@ fn dq_quad(rw: u32, p: u32) -> vec4f {
         q |= dq_1bit4(w[base + 4u + l4], sub) << vec4u(4u);
       }
       return (dm.x * sm.x) * vec4f(q) - dm.y * sm.y;
+    }
+    case WT_Q2_K, WT_Q3_K: {
+      // Half h (128 elements), quarter j (32), index l: 2 bits at 2j of qs[32h + l]; Q3_K's
+      // third bit is bit 4h + j of hmask[l]. Sub-block (of 16) e / 16.
+      let e = p & 255u;
+      let j = (e >> 5u) & 3u;
+      let l4 = (e & 31u) >> 2u;
+      if (WTYPE == WT_Q2_K) {
+        let base = rw + (p >> 8u) * Q2_K_WORDS;
+        let sm = q2k_scale_min(base, e >> 4u);
+        return sm.x * vec4f(dq_2bit4(w[base + 4u + 8u * (e >> 7u) + l4], 2u * j)) - sm.y;
+      }
+      let base = rw + (p >> 8u) * Q3_K_WORDS;
+      let q = dq_2bit4(w[base + 8u + 8u * (e >> 7u) + l4], 2u * j) | (dq_1bit4(w[base + l4], (e >> 5u) & 7u) << vec4u(2u));
+      return q3k_scale(base, e >> 4u) * (vec4f(q) - 4.0);
     }
     case WT_Q6_K: {
       // Half h (128 elements), quarter k (32), index l: low 4 bits in ql[64h + 32(k&1) + l]
@@ -261,6 +301,28 @@ fn dq_chunk(rw: u32, c: u32) -> Chunk {
         pa,
         pa + 32u,
       );
+    }
+    case WT_Q2_K, WT_Q3_K: {
+      // qs word v (of 16) holds quarters 0..3 of 4 elements; chunk c takes quarters 2k and 2k + 1.
+      let v = c & 15u;
+      let k = (c >> 4u) & 1u;
+      let h = v >> 3u;
+      let m = v & 7u;
+      let sa = 8u * h + 4u * k + (m >> 2u); // sub-block of pa; pb's is sa + 2
+      let pa = 256u * (c >> 5u) + 128u * h + 64u * k + 4u * m;
+      if (WTYPE == WT_Q2_K) {
+        let base = rw + (c >> 5u) * Q2_K_WORDS;
+        let q = w[base + 4u + v];
+        let sm_a = q2k_scale_min(base, sa);
+        let sm_b = q2k_scale_min(base, sa + 2u);
+        return Chunk(sm_a.x * vec4f(dq_2bit4(q, 4u * k)) - sm_a.y, sm_b.x * vec4f(dq_2bit4(q, 4u * k + 2u)) - sm_b.y, pa, pa + 32u);
+      }
+      let base = rw + (c >> 5u) * Q3_K_WORDS;
+      let q = w[base + 8u + v];
+      let hm = w[base + m];
+      let qa = dq_2bit4(q, 4u * k) | (dq_1bit4(hm, 4u * h + 2u * k) << vec4u(2u));
+      let qb = dq_2bit4(q, 4u * k + 2u) | (dq_1bit4(hm, 4u * h + 2u * k + 1u) << vec4u(2u));
+      return Chunk(q3k_scale(base, sa) * (vec4f(qa) - 4.0), q3k_scale(base, sa + 2u) * (vec4f(qb) - 4.0), pa, pa + 32u);
     }
     case WT_Q6_K: {
       // ql word v: half h = v / 16, quarters k = (v / 8) % 2 (low nibbles) and k + 2 (high).

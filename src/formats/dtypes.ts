@@ -8,7 +8,18 @@
  * and whatever else is keyed `Record<DType, …>`: the compiler names each place.
  */
 import { bf16ArrayToF32, f16ArrayToF32, f32ArrayToBf16, f32ArrayToF16 } from './halfs';
-import { dequantizeQ4_K, dequantizeQ5_K, dequantizeQ6_K, quantizeQ4_K, quantizeQ5_K, quantizeQ6_K } from './quants-k';
+import {
+  dequantizeQ2_K,
+  dequantizeQ3_K,
+  dequantizeQ4_K,
+  dequantizeQ5_K,
+  dequantizeQ6_K,
+  quantizeQ2_K,
+  quantizeQ3_K,
+  quantizeQ4_K,
+  quantizeQ5_K,
+  quantizeQ6_K,
+} from './quants-k';
 import {
   dequantizeQ4_0,
   dequantizeQ4_1,
@@ -127,6 +138,26 @@ const ROWS = {
     quantize: quantizeQ5_1,
     dequantize: dequantizeQ5_1,
   },
+  // [scales:16, qs:64, d:f16, dmin:f16] (84 B): already word-aligned.
+  Q2_K: {
+    ggmlType: 10,
+    blockSize: 256,
+    bytesPerBlock: 84,
+    gpu: { bytesPerBlock: 84 },
+    safetensors: false,
+    quantize: quantizeQ2_K,
+    dequantize: dequantizeQ2_K,
+  },
+  // ggml [hmask:32, qs:64, scales:12, d:f16] (110 B); GPU the same plus 2 bytes of pad (112 B).
+  Q3_K: {
+    ggmlType: 11,
+    blockSize: 256,
+    bytesPerBlock: 110,
+    gpu: { bytesPerBlock: 112, moves: [[0, 0, 110]] },
+    safetensors: false,
+    quantize: quantizeQ3_K,
+    dequantize: dequantizeQ3_K,
+  },
   // [d:f16, dmin:f16, scales:12, qs:128] (144 B): already word-aligned, so the GPU takes it as it is.
   Q4_K: {
     ggmlType: 12,
@@ -174,7 +205,7 @@ export const SAFETENSORS_DTYPES = DTYPES.filter((d) => DTYPE_INFO[d].safetensors
 
 /**
  * Names of every ggml type id we know of, so an unsupported tensor's error can say what it is
- * ("Q3_K") rather than only a number. Ids missing here are unknown to us altogether.
+ * ("IQ2_XS") rather than only a number. Ids missing here are unknown to us altogether.
  */
 export const GGML_TYPE_NAMES: Readonly<Record<number, string>> = {
   0: 'F32', 1: 'F16', 2: 'Q4_0', 3: 'Q4_1', 6: 'Q5_0', 7: 'Q5_1', 8: 'Q8_0', 9: 'Q8_1',

@@ -181,3 +181,121 @@ export function dequantizeQ6_K(bytes: Uint8Array, y: Float32Array): void {
     }
   }
 }
+
+/*
+ * Q2_K and Q3_K share their 2-bit field layout: element e = 128n + 32j + l (half n, quarter j,
+ * l < 32) keeps its low 2 bits at bits 2j..2j+1 of qs[32n + l], and sub-block (of 16) e >> 4.
+ *
+ * Q2_K (84 bytes): 16 bytes scales (low nibble sc, high nibble m, per 16 elements), 64 bytes qs,
+ *   f16 d, f16 dmin. value = d * sc * q - dmin * m, q in 0..3.
+ * Q3_K (110 bytes): 32 bytes hmask (bit 4n + j of hmask[l] is bit 2 of element e's quant),
+ *   64 bytes qs, 12 bytes of 16 six-bit scales, f16 d. value = d * (sc - 32) * (q - 4), q in 0..7.
+ *   Scale s: low 4 bits in byte s % 8 (low nibble for s < 8, high for s >= 8), top 2 bits at
+ *   bits 2(s / 4).. of byte 8 + s % 4.
+ */
+
+/** Byte and shift of element e's 2-bit field in qs (relative to qs). */
+const qs2At = (e: number): number => 32 * (e >> 7) + (e & 31);
+const qs2Shift = (e: number): number => 2 * ((e >> 5) & 3);
+
+export function quantizeQ2_K(x: Float32Array, out: Uint8Array): void {
+  const lo = new Float64Array(16);
+  const need = new Float64Array(16);
+  for (let src = 0, dst = 0; src < x.length; src += QK_K, dst += 84) {
+    // Per 16 elements: an affine map onto 0..3. The mins (4-bit, -lo rounded up) are chosen
+    // first, then each scale rounds up to cover [lo, hi] from its min, so nothing clamps.
+    let maxMin = 0;
+    for (let j = 0; j < 16; j++) {
+      let a = 0;
+      for (let i = 0; i < 16; i++) a = Math.min(a, x[src + 16 * j + i]!);
+      lo[j] = -a;
+      maxMin = Math.max(maxMin, -a);
+    }
+    const dmin = writeF16(out, dst + 82, maxMin / 15);
+    let maxNeed = 0;
+    for (let j = 0; j < 16; j++) {
+      const m = dmin > 0 ? clamp(Math.ceil(lo[j]! / dmin), 0, 15) : 0;
+      out[dst + j] = m << 4;
+      let hi = 0;
+      for (let i = 0; i < 16; i++) hi = Math.max(hi, x[src + 16 * j + i]! + dmin * m);
+      need[j] = hi / 3;
+      maxNeed = Math.max(maxNeed, need[j]!);
+    }
+    const d = writeF16(out, dst + 80, maxNeed / 15);
+    out.fill(0, dst + 16, dst + 80);
+    for (let j = 0; j < 16; j++) {
+      const sc = d > 0 ? clamp(Math.ceil(need[j]! / d), 0, 15) : 0;
+      out[dst + j] |= sc;
+      const step = d * sc;
+      const inv = step > 0 ? 1 / step : 0;
+      const offset = dmin * (out[dst + j]! >> 4);
+      for (let i = 0; i < 16; i++) {
+        const e = 16 * j + i;
+        const q = clamp(roundAway((x[src + e]! + offset) * inv), 0, 3);
+        out[dst + 16 + qs2At(e)] |= q << qs2Shift(e);
+      }
+    }
+  }
+}
+
+export function dequantizeQ2_K(bytes: Uint8Array, y: Float32Array): void {
+  for (let src = 0, dst = 0; dst < y.length; src += 84, dst += QK_K) {
+    const d = readF16(bytes, src + 80);
+    const dmin = readF16(bytes, src + 82);
+    for (let e = 0; e < QK_K; e++) {
+      const s = bytes[src + (e >> 4)]!;
+      const q = (bytes[src + 16 + qs2At(e)]! >> qs2Shift(e)) & 3;
+      y[dst + e] = d * (s & 0xf) * q - dmin * (s >> 4);
+    }
+  }
+}
+
+/** Q3_K's 6-bit scale s (0..63, stored with an offset of 32) from the 12 bytes at `at`. */
+function q3kScale(bytes: Uint8Array, at: number, s: number): number {
+  return ((bytes[at + (s & 7)]! >> (4 * (s >> 3))) & 0xf) | (((bytes[at + 8 + (s & 3)]! >> (2 * (s >> 2))) & 3) << 4);
+}
+
+export function quantizeQ3_K(x: Float32Array, out: Uint8Array): void {
+  const scale = new Float64Array(16);
+  for (let src = 0, dst = 0; src < x.length; src += QK_K, dst += 110) {
+    // Per 16 elements: the value of largest magnitude maps to q - 4 = -4; the largest scale to
+    // -32, the 6-bit minimum (as Q6_K does with 8 bits).
+    let maxScale = 0;
+    for (let j = 0; j < 16; j++) {
+      let big = 0;
+      for (let i = 0; i < 16; i++) {
+        const v = x[src + 16 * j + i]!;
+        if (Math.abs(v) > Math.abs(big)) big = v;
+      }
+      scale[j] = big / -4;
+      if (Math.abs(scale[j]!) > Math.abs(maxScale)) maxScale = scale[j]!;
+    }
+    const d = writeF16(out, dst + 108, maxScale / -32);
+    out.fill(0, dst, dst + 108); // every field is OR-ed in
+    for (let j = 0; j < 16; j++) {
+      const s = d !== 0 ? clamp(roundAway(scale[j]! / d), -32, 31) : 0;
+      const u = s + 32;
+      out[dst + 96 + (j & 7)] |= (u & 0xf) << (4 * (j >> 3));
+      out[dst + 104 + (j & 3)] |= (u >> 4) << (2 * (j >> 2));
+      const step = d * s;
+      const inv = step !== 0 ? 1 / step : 0;
+      for (let i = 0; i < 16; i++) {
+        const e = 16 * j + i;
+        const q = clamp(roundAway(x[src + e]! * inv), -4, 3) + 4;
+        out[dst + 32 + qs2At(e)] |= (q & 3) << qs2Shift(e);
+        out[dst + (e & 31)] |= (q >> 2) << ((e >> 5) & 7);
+      }
+    }
+  }
+}
+
+export function dequantizeQ3_K(bytes: Uint8Array, y: Float32Array): void {
+  for (let src = 0, dst = 0; dst < y.length; src += 110, dst += QK_K) {
+    const d = readF16(bytes, src + 108);
+    for (let e = 0; e < QK_K; e++) {
+      const lo = (bytes[src + 32 + qs2At(e)]! >> qs2Shift(e)) & 3;
+      const hi = (bytes[src + (e & 31)]! >> ((e >> 5) & 7)) & 1;
+      y[dst + e] = d * (q3kScale(bytes, src + 96, e >> 4) - 32) * ((lo | (hi << 2)) - 4);
+    }
+  }
+}

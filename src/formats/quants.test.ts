@@ -21,6 +21,9 @@ const gaussian = (r: () => number) => () => Math.sqrt(-2 * Math.log(r() + 1e-12)
  *   Q5_1: half a step ((max - min) / 31 / 2 <= amax / 31) plus the f16 rounding of d and m.
  *   Q4_K: half of a sub-block step (range / 15 / 2 <= amax / 15) plus 6-bit scale rounding.
  *   Q5_K: as Q4_K with 31 steps (range / 31 / 2 <= amax / 31) plus 6-bit scale rounding.
+ *   Q2_K: half a step; the 4-bit mins round up and the scales up from them, so nothing clamps:
+ *     step <= (range + dmin) / 3 + d <= (2 + 1/15) amax / 3 + 0.046 amax, half of it 0.37 amax.
+ *   Q3_K: one step (amax of 16 / 4: the clamp at q - 4 = 3) plus 2 d (d = amax / 128): 0.27 amax.
  *   Q6_K: one step (amax / 32, the clamp at q = 31) plus 8-bit scale rounding.
  * Plus 2^-17 absolute for every type: a tiny block's d is a subnormal f16 (steps of 2^-24),
  * whose rounding is up to 2^-25 * |q| <= 2^-18 of error.
@@ -35,6 +38,8 @@ const BOUNDS: Record<DType, { maxOfAmax: number; relRmse: number }> = {
   Q4_1: { maxOfAmax: 1 / 15 + 2 ** -9, relRmse: 0.09 }, // measured 0.077
   Q5_0: { maxOfAmax: 1 / 16 + 2 ** -10, relRmse: 0.05 }, // measured 0.043
   Q5_1: { maxOfAmax: 1 / 31 + 2 ** -9, relRmse: 0.045 }, // measured 0.038
+  Q2_K: { maxOfAmax: 0.38, relRmse: 0.4 }, // measured 0.356 (max error 0.33 amax)
+  Q3_K: { maxOfAmax: 0.28, relRmse: 0.17 }, // measured 0.155 (max error 0.25 amax)
   Q4_K: { maxOfAmax: 0.1, relRmse: 0.09 },
   Q5_K: { maxOfAmax: 0.05, relRmse: 0.045 }, // measured 0.039 (max error 0.031 amax)
   Q6_K: { maxOfAmax: 0.05, relRmse: 0.025 },
@@ -251,6 +256,53 @@ describe('hand-built blocks dequantise exactly', () => {
       expect(b[48 + l], `qs[${l}]`).toBe(l & 15);
     }
     expect(Array.from(dequantize('Q5_K', b, 256).subarray(0, 32)).map(Math.round)).toEqual(Array.from(x.subarray(0, 32)));
+  });
+
+  it('Q2_K: scale/min nibbles per 16 elements; element 128n + 32j + l at bits 2j of qs[32n + l]; d, dmin last', () => {
+    const b = new Uint8Array(84);
+    b.set([0x21, 0x03, 0x12, 0, 0x04, 0, 0x05], 0); // (sc, m): sub-block 0 (1, 2), 1 (3, 0), 2 (2, 1), 4 (4, 0), 6 (5, 0)
+    b[15] = 0xf7; // sub-block 15: sc 7, m 15
+    b[16 + 0] = 0xe4; // elements 0, 32, 64, 96: q = 0, 1, 2, 3
+    b[16 + 16] = 0x02; // element 16: q = 2
+    b[16 + 63] = 0xc0; // element 255: q = 3
+    b.set(F16[1], 80);
+    b.set(F16[0.5], 82);
+    const y = dequantize('Q2_K', b, 256);
+    const expected: Record<number, number> = { 0: -1, 1: -1, 16: 6, 32: 1.5, 64: 8, 96: 15, 128: 0, 240: -7.5, 255: 13.5 };
+    for (const [i, v] of Object.entries(expected)) expect(y[Number(i)], `element ${i}`).toBe(v);
+  });
+
+  it('Q3_K: hmask bit 4n + j, qs as Q2_K, 16 six-bit scales (offset 32) packed in 12 bytes, d last', () => {
+    // d = 0.5; scales (stored) 0: 33, 2: 34, 4: 31, 6: 40, 8: 24, 15: 0, the rest 32 (a scale of 0).
+    const b = new Uint8Array(110);
+    b.set([0x81, 0, 0x02, 0, 0x0f, 0, 0x08, 0, 0x96, 0xaa, 0xaa, 0x2a], 96);
+    b.set(F16[0.5], 108);
+    b[0] = 0b0001_0101; // hmask[0]: bit 2 of elements 0, 64 and 128
+    b[31] = 0b1000_0000; // hmask[31]: element 255
+    b[32 + 0] = 0xe7; // elements 0, 32, 64, 96: low bits 3, 1, 2, 3
+    b[32 + 32] = 0x01; // element 128: low bits 1
+    b[32 + 63] = 0x40; // element 255: low bits 1
+    const y = dequantize('Q3_K', b, 256);
+    const expected: Record<number, number> = {
+      0: 0.5 * 1 * 3, 1: 0.5 * 1 * -4, 16: 0, 32: 0.5 * 2 * -3, 64: 0.5 * -1 * 2, 96: 0.5 * 8 * -1, 128: 0.5 * -8 * 1,
+      129: 0.5 * -8 * -4, 255: 0.5 * -32 * 1,
+    };
+    for (const [i, v] of Object.entries(expected)) expect(y[Number(i)] === 0 ? 0 : y[Number(i)], `element ${i}`).toBe(v);
+  });
+
+  it('Q2_K and Q3_K quantise into the layout they dequantise from (sub-block 0 a ramp, the rest zero)', () => {
+    const x2 = new Float32Array(256).map((_, i) => (i < 16 ? i % 4 : 0));
+    const b2 = quantize('Q2_K', x2);
+    expect(b2[0]).toBe(0x0f); // sc 15, m 0
+    for (let l = 0; l < 16; l++) expect(b2[16 + l]! & 3, `qs[${l}]`).toBe(l % 4);
+    expect(Array.from(dequantize('Q2_K', b2, 256)).map(Math.round)).toEqual(Array.from(x2));
+    // Q3_K: -4 is the extreme, so scale 1 = d * -32 with d = -1/32 (exact): q - 4 = x.
+    const x3 = new Float32Array(256).map((_, i) => (i < 16 ? (i % 8) - 4 : 0));
+    const b3 = quantize('Q3_K', x3);
+    for (let l = 0; l < 16; l++) {
+      expect((b3[l]! & 1) << 2 | (b3[32 + l]! & 3), `element ${l}`).toBe(l % 8);
+    }
+    expect(Array.from(dequantize('Q3_K', b3, 256)).map((v) => v + 0)).toEqual(Array.from(x3));
   });
 
   it('Q6_K: ql low/high nibbles, qh 2-bit fields and 16 int8 scales interleave as in ggml', () => {

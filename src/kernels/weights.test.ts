@@ -30,7 +30,7 @@ describe('repackForGPU', () => {
     }
   });
 
-  it('pads each Q6_K super-block to 212 bytes and leaves Q4_K and Q5_K as they are', () => {
+  it('pads each Q6_K (Q3_K) super-block to 212 (112) bytes and leaves Q2_K, Q4_K and Q5_K as they are', () => {
     const q6 = quantize('Q6_K', values(512));
     const gpu6 = repackForGPU('Q6_K', q6);
     expect(gpu6.length).toBe(424);
@@ -40,6 +40,13 @@ describe('repackForGPU', () => {
     expect(repackForGPU('Q4_K', q4)).toEqual(q4);
     const q5 = quantize('Q5_K', values(512));
     expect(repackForGPU('Q5_K', q5)).toEqual(q5);
+    const q3 = quantize('Q3_K', values(512));
+    const gpu3 = repackForGPU('Q3_K', q3);
+    expect(gpu3.length).toBe(224);
+    expect([...gpu3.subarray(112, 222)]).toEqual([...q3.subarray(110, 220)]);
+    expect([...gpu3.subarray(110, 112)]).toEqual([0, 0]);
+    const q2 = quantize('Q2_K', values(512));
+    expect(repackForGPU('Q2_K', q2)).toEqual(q2);
   });
 
   it('pads plain floats to a whole word', () => {
@@ -73,7 +80,7 @@ describe('gpuBytesPerRow', () => {
 
 describe('WTYPE', () => {
   it('is each type\'s ggml id', () => {
-    expect(WTYPE).toEqual({ F32: 0, F16: 1, BF16: 30, Q8_0: 8, Q4_0: 2, Q4_1: 3, Q5_0: 6, Q5_1: 7, Q4_K: 12, Q5_K: 13, Q6_K: 14 });
+    expect(WTYPE).toEqual({ F32: 0, F16: 1, BF16: 30, Q8_0: 8, Q4_0: 2, Q4_1: 3, Q5_0: 6, Q5_1: 7, Q2_K: 10, Q3_K: 11, Q4_K: 12, Q5_K: 13, Q6_K: 14 });
   });
 
   it.each(DTYPES)('%s: shaders/lib/dequant.wgsl names its WTYPE and, when quantised, its GPU block in words', (dtype) => {
