@@ -6,12 +6,11 @@
  * a `llama` file's q/k B rows as it does the base's (model/qk-rows.ts).
  */
 import { readGGUF } from '../formats/gguf';
-import { dequantize } from '../formats/quants';
 import type { ByteSource } from '../formats/source';
-import { elementCount, type TensorInfo } from '../formats/types';
 import { ARCH, ARCHES } from '../model/config';
+import { readPairs } from './pairs';
 import { TARGETS } from './targets';
-import { LoraError, sortWeights, type LoraAdapter, type LoraTarget, type LoraWeight } from './types';
+import { LoraError, type LoraAdapter } from './types';
 
 const TENSOR = /^blk\.(\d+)\.(.+\.weight)\.lora_([ab])$/;
 const BY_TENSOR = new Map(TARGETS.map((t) => [t.ggufTensor, t.target]));
@@ -33,31 +32,18 @@ export async function readGGUFAdapter(src: ByteSource): Promise<LoraAdapter> {
   const family = ARCHES.find((a) => ARCH[a].gguf === arch);
   if (!family) throw new LoraError('wrong_base', file, `is an adapter for architecture "${arch}", which webgpu-llm does not run`);
 
-  const pairs = new Map<string, { layer: number; target: LoraTarget; base: string; a?: TensorInfo; b?: TensorInfo }>();
-  for (const info of gguf.tensors) {
-    const m = TENSOR.exec(info.name);
-    const target = m && BY_TENSOR.get(m[2]!);
-    if (!m || !target) throw new LoraError('unsupported_target', file, unsupportedTensor(info.name));
-    const base = `blk.${m[1]}.${m[2]}`;
-    const pair = pairs.get(base) ?? { layer: Number(m[1]), target, base };
-    pair[m[3] as 'a' | 'b'] = info;
-    pairs.set(base, pair);
-  }
-  if (pairs.size === 0) throw new LoraError('missing_tensor', file, 'holds no .lora_a / .lora_b tensors');
-
-  const read = async (info: TensorInfo) => dequantize(info.dtype, await src.read(info.offset, info.byteLength), elementCount(info.shape));
-  const weights: LoraWeight[] = [];
-  for (const { layer, target, base, a, b } of pairs.values()) {
-    if (!a || !b) throw new LoraError('missing_tensor', file, `${base} has ${a ? 'lora_a' : 'lora_b'} but no ${a ? 'lora_b' : 'lora_a'}`);
-    if (a.shape.length !== 2 || b.shape.length !== 2) throw new LoraError('tensor_shape', file, `${base}'s lora_a and lora_b must be 2-D`);
-    const [rank, inFeatures] = a.shape as [number, number];
-    const [outFeatures, rankB] = b.shape as [number, number];
-    if (rankB !== rank)
-      throw new LoraError('tensor_shape', file, `${a.name} [${a.shape.join(', ')}] and ${b.name} [${b.shape.join(', ')}] disagree on the rank (is lora_a transposed?)`);
-    weights.push({ layer, target, rank, inFeatures, outFeatures, a: await read(a), b: await read(b), scale: alpha === 0 ? 1 : alpha / rank });
-  }
+  const weights = await readPairs(src, file, gguf.tensors, {
+    names: ['lora_a', 'lora_b'],
+    role: (info) => {
+      const m = TENSOR.exec(info.name);
+      const target = m && BY_TENSOR.get(m[2]!);
+      if (!m || !target) throw new LoraError('unsupported_target', file, unsupportedTensor(info.name));
+      return { layer: Number(m[1]), target, matrix: `blk.${m[1]}.${m[2]}`, which: m[3] as 'a' | 'b' };
+    },
+    scale: (rank) => (alpha === 0 ? 1 : alpha / rank),
+  });
   const qkRows = ARCH[family].ggufRopeStyle === 'interleaved' ? 'interleaved' : 'halves';
-  return { name: file, file, format: 'gguf', qkRows, ggufArch: arch, weights: sortWeights(weights) };
+  return { name: file, file, format: 'gguf', qkRows, ggufArch: arch, weights };
 }
 
 function unsupportedTensor(name: string): string {

@@ -4,12 +4,11 @@
  * The scale is PEFT's `scaling`: lora_alpha / r, or lora_alpha / sqrt(r) with `use_rslora`, r and
  * alpha per module from `rank_pattern` / `alpha_pattern` when a key matches.
  */
-import { dequantize } from '../formats/quants';
 import { readSafetensors } from '../formats/safetensors';
-import { elementCount, type TensorInfo } from '../formats/types';
 import type { Folder } from '../model/folder';
+import { readPairs } from './pairs';
 import { TARGETS } from './targets';
-import { LoraError, sortWeights, type LoraAdapter, type LoraTarget, type LoraWeight } from './types';
+import { LoraError, type LoraAdapter } from './types';
 
 export const PEFT_CONFIG = 'adapter_config.json';
 export const PEFT_WEIGHTS = 'adapter_model.safetensors';
@@ -45,37 +44,21 @@ export async function readPeftAdapter(folder: Folder): Promise<LoraAdapter> {
   const file = `${folder.name}/${PEFT_WEIGHTS}`;
   const source = folder.source(PEFT_WEIGHTS);
   const { tensors } = await readSafetensors(source);
-  const pairs = new Map<string, { layer: number; target: LoraTarget; module: string; A?: TensorInfo; B?: TensorInfo }>();
-  for (const info of tensors) {
-    const m = TENSOR.exec(info.name);
-    const target = m && BY_MODULE.get(m[2]!);
-    if (!m || !target) throw new LoraError('unsupported_target', file, unsupportedTensor(info.name));
-    const key = `${m[1]}.${m[2]}`;
-    const pair = pairs.get(key) ?? { layer: Number(m[1]), target, module: `model.layers.${m[1]}.${m[2]}` };
-    pair[m[3] as 'A' | 'B'] = info;
-    pairs.set(key, pair);
-  }
-  if (pairs.size === 0) throw new LoraError('missing_tensor', file, 'holds no lora_A / lora_B tensors');
-
-  const read = async (info: TensorInfo) => dequantize(info.dtype, await source.read(info.offset, info.byteLength), elementCount(info.shape));
-  const weights: LoraWeight[] = [];
-  for (const { layer, target, module, A, B } of pairs.values()) {
-    const missing = !A ? 'lora_A' : !B ? 'lora_B' : null;
-    if (missing) throw new LoraError('missing_tensor', file, `${module} has ${missing === 'lora_A' ? 'lora_B' : 'lora_A'} but no ${missing}`);
-    const [rank, inFeatures] = matrix(A!, file);
-    const [outFeatures, rankB] = matrix(B!, file);
-    if (rankB !== rank) throw new LoraError('tensor_shape', file, `${B!.name} has rank ${rankB} but ${A!.name} has rank ${rank}`);
-    const { r, alpha } = moduleRankAlpha(config, module, configFile);
-    if (r !== rank) throw new LoraError('tensor_shape', file, `${A!.name} has rank ${rank} but adapter_config.json gives ${module} r = ${r}`);
-    const scale = config.useRslora ? alpha / Math.sqrt(r) : alpha / r;
-    weights.push({ layer, target, rank, inFeatures, outFeatures, a: await read(A!), b: await read(B!), scale });
-  }
-  return { name: folder.name, file, format: 'peft', qkRows: 'halves', weights: sortWeights(weights) };
-}
-
-function matrix(info: TensorInfo, file: string): [number, number] {
-  if (info.shape.length !== 2) throw new LoraError('tensor_shape', file, `${info.name} has shape [${info.shape.join(', ')}]; a LoRA matrix is 2-D`);
-  return [info.shape[0]!, info.shape[1]!];
+  const weights = await readPairs(source, file, tensors, {
+    names: ['lora_A', 'lora_B'],
+    role: (info) => {
+      const m = TENSOR.exec(info.name);
+      const target = m && BY_MODULE.get(m[2]!);
+      if (!m || !target) throw new LoraError('unsupported_target', file, unsupportedTensor(info.name));
+      return { layer: Number(m[1]), target, matrix: `model.layers.${m[1]}.${m[2]}`, which: m[3] === 'A' ? 'a' : 'b' };
+    },
+    scale: (rank, module, a) => {
+      const { r, alpha } = moduleRankAlpha(config, module, configFile);
+      if (r !== rank) throw new LoraError('tensor_shape', file, `${a.name} has rank ${rank} but adapter_config.json gives ${module} r = ${r}`);
+      return config.useRslora ? alpha / Math.sqrt(r) : alpha / r;
+    },
+  });
+  return { name: folder.name, file, format: 'peft', qkRows: 'halves', weights };
 }
 
 function unsupportedTensor(name: string): string {
