@@ -129,11 +129,12 @@ function resolvePicked(input: Blob | readonly File[] | FileList): ResolvedModel 
   // webkitdirectory gives `picked/sub/file`; keep the path inside the picked folder.
   for (const f of list) files.set(relativeName(f), f);
   const top = (list[0].webkitRelativePath || '').split('/')[0] || 'picked files';
-  if (files.has('config.json')) return { kind: 'folder-files', files, name: top };
+  // A model folder, or a PEFT adapter folder (openLoraWithCache takes picked folders too).
+  if (files.has('config.json') || files.has('adapter_config.json')) return { kind: 'folder-files', files, name: top };
   const ggufs = [...files.keys()].filter((n) => /\.gguf$/i.test(n));
   if (ggufs.length === 1) return { kind: 'gguf-blob', blob: files.get(ggufs[0])!, name: ggufs[0] };
   if (ggufs.length > 1) throw new LoadError('bad_input', top, `several GGUF files were picked (${ggufs.join(', ')}): pick one`);
-  throw new LoadError('bad_input', top, 'the picked files hold neither a config.json (a Hugging Face folder) nor a .gguf file');
+  throw new LoadError('bad_input', top, 'the picked files hold no config.json (a Hugging Face folder), adapter_config.json (a PEFT adapter) or .gguf file');
 }
 
 function relativeName(f: File): string {
