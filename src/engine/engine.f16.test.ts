@@ -35,6 +35,7 @@ const FORMATS: Record<Arch, string[]> = {
   mistral: ['F32', 'Q8_0', 'Q4_K_M'],
   smollm3: ['Q8_0'],
   olmo2: ['hf-BF16'],
+  gemma2: ['Q8_0'],
 };
 
 describe.each(Object.keys(FORMATS) as Arch[])('the f16 GPU engine on the tiny %s fixture', (arch) => {

@@ -35,6 +35,7 @@ const CASES: Array<[Arch, string[]]> = [
   ...(['llama', 'qwen2', 'qwen3', 'mistral'] as Arch[]).map((a): [Arch, string[]] => [a, [...FORMATS, ...(LEGACY_MIN[a] ?? [])]]),
   ['smollm3', NEWER],
   ['olmo2', NEWER],
+  ['gemma2', NEWER],
 ];
 
 describe.each(CASES)('the GPU engine on the tiny %s fixture', (arch, variants) => {

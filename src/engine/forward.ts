@@ -1,6 +1,8 @@
 /**
  * The GPU forward pass of the Llama family over a ragged batch; a family's differences are flags
- * of its ModelConfig (norm placement, q/k norm, NoPE layers, sliding windows), never its arch name.
+ * of its ModelConfig (norm placement, q/k norm, NoPE layers, sliding windows, embedding scale, GLU
+ * activation, attention scale and soft-caps), never its arch name. Norm weights reach the GPU
+ * as applied (gpu-weights.ts adds Gemma's 1).
  * Everything is built once at load: run-state buffers, the paged KV cache, pipelines and bind
  * groups. `encode` only records dispatches into the step's single compute pass.
  */
@@ -14,8 +16,9 @@ import { createLinearOp, EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC, EMULATE
 import { actBytes, type Op, type OpContext } from '../kernels/op';
 import { createRmsNormOp } from '../kernels/rms-norm';
 import { createRopeOp, ropeInvFreq } from '../kernels/rope';
+import { createSoftcapOp } from '../kernels/softcap';
 import { createSwigluOp } from '../kernels/swiglu';
-import { layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
+import { attentionScale, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
 import type { GpuMatrix, GpuWeights } from './gpu-weights';
 import { LayerCaches, layerCacheKinds } from './layer-cache';
 import type { StepBuffers } from './step';
@@ -42,7 +45,7 @@ interface RunState {
   att: GPUBuffer; // [maxTokens, nHeads·headDim] attention output
   gate: GPUBuffer; // [maxTokens, intermediate]
   up: GPUBuffer; // [maxTokens, intermediate]
-  hb: GPUBuffer; // [maxTokens, intermediate] silu(gate)·up
+  hb: GPUBuffer; // [maxTokens, intermediate] act(gate)·up
   last: GPUBuffer; // f32 [maxSeqs, hidden] residual rows of each sequence's last token
   lastNormed: GPUBuffer; // f32 [maxSeqs, hidden]
   logits: GPUBuffer; // f32 [maxSeqs, vocab]
@@ -86,6 +89,8 @@ export class GpuForward {
     private readonly gatherLast: Op,
     private readonly finalNorm: Op,
     private readonly lmHead: Op,
+    /** Final logit soft-capping (Gemma 2); absent elsewhere. */
+    private readonly logitSoftcap: Op | undefined,
     private readonly buffers: GPUBuffer[],
   ) {}
 
@@ -157,6 +162,7 @@ export class GpuForward {
       dtype: weights.tokenEmbd.dtype,
       n: H,
       vocab: V,
+      scale: config.embeddingScale,
     });
     onPart?.();
 
@@ -166,8 +172,8 @@ export class GpuForward {
       const kv = caches.paged(l);
       const qRoped = state.qn ?? state.q;
       const kRoped = state.kn ?? state.k;
-      // Pre-norm blocks read the normed stream xb; post-norm blocks (OLMo 2) read x itself and
-      // norm their output xb2 into xb before the residual add.
+      // Pre-norm blocks read the normed stream xb; post-norm blocks (OLMo 2) read x itself; both
+      // post-norm and sandwich blocks (Gemma) norm their output xb2 into xb before the residual add.
       const attnIn = w.attnNorm ? state.xb : state.x;
       const ffnIn = w.ffnNorm ? state.xb : state.x;
       const attnOut = w.postAttnNorm ? state.xb : state.xb2;
@@ -218,6 +224,8 @@ export class GpuForward {
           maxSeqs: S,
           maxPagesPerSeq: limits.maxPagesPerSeq,
           window: layerWindow(config, l),
+          scale: attentionScale(config),
+          softcap: config.attnLogitSoftcap,
         }),
         o: await linear(w.wo, state.att, state.xb2, w.bo),
         postAttnNorm: w.postAttnNorm ? await norm(state.xb2, w.postAttnNorm, state.xb) : undefined,
@@ -225,7 +233,7 @@ export class GpuForward {
         ffnNorm: w.ffnNorm ? await norm(state.x, w.ffnNorm, state.xb) : undefined,
         gate: await linear(w.wGate, ffnIn, state.gate),
         up: await linear(w.wUp, ffnIn, state.up),
-        swiglu: await createSwigluOp(ctx, { gate: state.gate, up: state.up, out: state.hb, n: I }),
+        swiglu: await createSwigluOp(ctx, { gate: state.gate, up: state.up, out: state.hb, n: I, activation: config.ffnActivation }),
         down: await linear(w.wDown, state.hb, state.xb2),
         postFfnNorm: w.postFfnNorm ? await norm(state.xb2, w.postFfnNorm, state.xb) : undefined,
         ffnResidual: await createAddOp(ctx, { x: state.x, y: ffnOut, n: H }),
@@ -261,7 +269,9 @@ export class GpuForward {
       step: step.seqCount,
       maxTokens: S,
     }, specs);
-    return new GpuForward(config, limits, state, caches, feed, embed, layers, gatherLast, finalNorm, lmHead, owned);
+    const cap = config.finalLogitSoftcap;
+    const logitSoftcap = cap === null ? undefined : await createSoftcapOp(f32, { x: state.logits, n: V, cap });
+    return new GpuForward(config, limits, state, caches, feed, embed, layers, gatherLast, finalNorm, lmHead, logitSoftcap, owned);
   }
 
   /** Records one forward step of `tokens` tokens from `seqs` sequences; logits land in `state.logits`. */
@@ -296,11 +306,12 @@ export class GpuForward {
     this.gatherLast.encode(pass, seqs);
     this.finalNorm.encode(pass, seqs);
     this.lmHead.encode(pass, seqs);
+    this.logitSoftcap?.encode(pass, seqs);
   }
 
   /** Frees every op's own buffers, then the run state's. */
   destroy(): void {
-    const ops: Op[] = [this.feed, this.embed, this.gatherLast, this.finalNorm, this.lmHead];
+    const ops: Op[] = [this.feed, this.embed, this.gatherLast, this.finalNorm, this.lmHead, ...(this.logitSoftcap ? [this.logitSoftcap] : [])];
     for (const layer of this.layers) for (const op of Object.values(layer) as (Op | undefined)[]) if (op) ops.push(op);
     for (const op of ops) op.destroy();
     for (const b of this.buffers) b.destroy();

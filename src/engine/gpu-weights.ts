@@ -1,6 +1,7 @@
 /**
  * Model weights on the GPU, uploaded tensor by tensor at load (never the whole file in memory).
- * Matrices keep their file's type (dequantised in the kernels' registers); norms and biases are f32.
+ * Matrices keep their file's type (dequantised in the kernels' registers); norms and biases are f32,
+ * norms as applied (the config's normWeightOffset added).
  */
 import type { DType } from '../formats/types';
 import { STORAGE, uploadBuffer } from '../gpu/buffers';
@@ -47,7 +48,10 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
         uploaded.set(name, { buffer, dtype: t.info.dtype, rows, cols });
         if (layer !== null) layerMatrixBytes += buffer.size;
       } else {
-        const buffer = uploadBuffer(device, await opened.readTensorF32(name), STORAGE, name);
+        const values = await opened.readTensorF32(name);
+        // Norm weights as applied: offset + w (Gemma's checkpoints store w of 1 + w).
+        const offset = row.kind === 'norm' ? opened.config.normWeightOffset : 0;
+        const buffer = uploadBuffer(device, offset === 0 ? values : values.map((v) => v + offset), STORAGE, name);
         all.push(buffer);
         uploaded.set(name, buffer);
       }

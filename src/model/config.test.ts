@@ -52,6 +52,12 @@ describe('configFromHF', () => {
       qkNorm: false,
       qkNormScope: 'head',
       normPlacement: 'pre',
+      normWeightOffset: 0,
+      embeddingScale: 1,
+      ffnActivation: 'silu',
+      attentionScale: null,
+      attnLogitSoftcap: null,
+      finalLogitSoftcap: null,
       slidingWindow: null,
       noRopeLayers: [],
       bosTokenId: 128000,
@@ -82,10 +88,10 @@ describe('configFromHF', () => {
   });
 
   it('rejects an unsupported model type, naming the field', () => {
-    const e = thrown(() => configFromHF({ ...llamaJson, model_type: 'gemma2' }));
+    const e = thrown(() => configFromHF({ ...llamaJson, model_type: 'phi3' }));
     expect(e.code).toBe('unsupported_arch');
     expect(e.field).toBe('model_type');
-    expect(e.message).toMatch(/gemma2/);
+    expect(e.message).toMatch(/phi3/);
   });
 
   it('rejects a missing required field, naming it', () => {
@@ -135,6 +141,84 @@ describe('the sliding window from config.json', () => {
   });
 });
 
+describe('Gemma 2', () => {
+  // google/gemma-2-2b-it's config.json (the keys the reader uses).
+  const gemma2Json = {
+    architectures: ['Gemma2ForCausalLM'],
+    model_type: 'gemma2',
+    vocab_size: 256000,
+    hidden_size: 2304,
+    intermediate_size: 9216,
+    num_hidden_layers: 26,
+    num_attention_heads: 8,
+    num_key_value_heads: 4,
+    head_dim: 256,
+    hidden_activation: 'gelu_pytorch_tanh',
+    query_pre_attn_scalar: 256,
+    sliding_window: 4096,
+    attn_logit_softcapping: 50.0,
+    final_logit_softcapping: 30.0,
+    rms_norm_eps: 1e-6,
+    rope_theta: 10000.0,
+    max_position_embeddings: 8192,
+    bos_token_id: 2,
+    eos_token_id: [1, 107],
+  };
+
+  it('reads config.json: sandwich (1 + w) norms, sqrt(hidden) embeddings, GeGLU, query_pre_attn_scalar, both caps, windows on even layers, tied by default', () => {
+    const c = configFromHF(gemma2Json);
+    expect(c).toMatchObject({
+      arch: 'gemma2',
+      headDim: 256,
+      normPlacement: 'sandwich',
+      normWeightOffset: 1,
+      embeddingScale: Math.sqrt(2304),
+      ffnActivation: 'gelu_tanh',
+      attentionScale: 1 / 16,
+      attnLogitSoftcap: 50,
+      finalLogitSoftcap: 30,
+      tieWordEmbeddings: true,
+      ropeStyle: 'neox',
+      qkNorm: false,
+    });
+    expect(c.slidingWindow).toEqual({ size: 4096, layers: Array.from({ length: 13 }, (_, i) => 2 * i) });
+    // The 27B's scalar is hidden/heads = 144, not its head_dim 128; null caps are off.
+    const big = configFromHF({ ...gemma2Json, query_pre_attn_scalar: 144, attn_logit_softcapping: null, final_logit_softcapping: null });
+    expect(big).toMatchObject({ attentionScale: 1 / 12, attnLogitSoftcap: null, finalLogitSoftcap: null });
+    expect(configFromHF({ ...gemma2Json, tie_word_embeddings: false }).tieWordEmbeddings).toBe(false);
+    expect(thrown(() => configFromHF({ ...gemma2Json, final_logit_softcapping: -1 })).field).toBe('final_logit_softcapping');
+    // Llama's rows keep Llama's math.
+    expect(configFromHF(llamaJson)).toMatchObject({ normWeightOffset: 0, embeddingScale: 1, ffnActivation: 'silu', attentionScale: null, attnLogitSoftcap: null, finalLogitSoftcap: null });
+  });
+
+  it('reads GGUF metadata: norms already 1 + w, the caps, the window on even layers, llama.cpp\'s 27B query scale', () => {
+    const meta = (layers: number, extra: [string, unknown][] = []) =>
+      new Map<string, unknown>([
+        ['general.architecture', 'gemma2'],
+        ['gemma2.embedding_length', 2304],
+        ['gemma2.feed_forward_length', 9216],
+        ['gemma2.block_count', layers],
+        ['gemma2.attention.head_count', 8],
+        ['gemma2.attention.head_count_kv', 4],
+        ['gemma2.attention.key_length', 256],
+        ['gemma2.attention.layer_norm_rms_epsilon', 1e-6],
+        ['gemma2.vocab_size', 256000],
+        ...extra,
+      ]);
+    const caps: [string, unknown][] = [
+      ['gemma2.attn_logit_softcapping', 50],
+      ['gemma2.final_logit_softcapping', 30],
+      ['gemma2.attention.sliding_window', 4096],
+    ];
+    const c = configFromGGUF(meta(26, caps));
+    expect(c).toMatchObject({ arch: 'gemma2', normPlacement: 'sandwich', normWeightOffset: 0, embeddingScale: Math.sqrt(2304), ffnActivation: 'gelu_tanh', attentionScale: null, attnLogitSoftcap: 50, finalLogitSoftcap: 30, ropeStyle: 'neox' });
+    expect(c.slidingWindow).toEqual({ size: 4096, layers: Array.from({ length: 13 }, (_, i) => 2 * i) });
+    // 46 layers: the 27B, scaled by 1/sqrt(hidden / heads) as llama.cpp does (no key says so).
+    expect(configFromGGUF(meta(46, caps)).attentionScale).toBe(1 / Math.sqrt(2304 / 8));
+    expect(configFromGGUF(meta(26))).toMatchObject({ attnLogitSoftcap: null, finalLogitSoftcap: null, slidingWindow: null });
+  });
+});
+
 describe('the architecture table', () => {
   // The keys every family's config.json states; each row adds its model_type or class.
   const sizes = { vocab_size: 300, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 3, num_attention_heads: 4, sliding_window: 8 };
@@ -159,10 +243,12 @@ describe('the architecture table', () => {
     });
     expect(configFromHF({ ...sizes, model_type: arch, attention_bias: true }).attentionBias).toBe(true);
     // The window follows the row's style: never, on every layer, or only with use_sliding_window.
+    // A layer-pattern family (Gemma) windows its pattern's layers either way.
+    const pattern = { size: 8, layers: [0, 2] };
     const windowed = configFromHF({ ...sizes, model_type: arch, use_sliding_window: true, max_window_layers: 0 }).slidingWindow;
-    expect(windowed).toEqual(row.hfSlidingWindow === null ? null : { size: 8, layers: [0, 1, 2] });
+    expect(windowed).toEqual(row.hfSlidingWindow === null ? null : row.hfSlidingWindow === 'pattern' ? pattern : { size: 8, layers: [0, 1, 2] });
     const plain = configFromHF({ ...sizes, model_type: arch }).slidingWindow;
-    expect(plain).toEqual(row.hfSlidingWindow === 'sliding_window' ? { size: 8, layers: [0, 1, 2] } : null);
+    expect(plain).toEqual(row.hfSlidingWindow === 'sliding_window' ? { size: 8, layers: [0, 1, 2] } : row.hfSlidingWindow === 'pattern' ? pattern : null);
   });
 
   it.each(ARCHES)('%s: its GGUF name reads back as a family with the same GGUF flags', (arch) => {
@@ -235,14 +321,14 @@ describe('the architecture table', () => {
   });
 
   it('lists the supported families in its errors', () => {
-    expect(thrown(() => configFromHF({ ...sizes, model_type: 'gemma2' })).message).toBe(
-      'config.json: model_type "gemma2" is not supported (supported: llama, qwen2, qwen3, mistral, smollm3, olmo2)',
+    expect(thrown(() => configFromHF({ ...sizes, model_type: 'phi3' })).message).toBe(
+      'config.json: model_type "phi3" is not supported (supported: llama, qwen2, qwen3, mistral, smollm3, olmo2, gemma2)',
     );
-    expect(thrown(() => configFromHF({ ...sizes, architectures: ['Gemma2ForCausalLM'] })).message).toBe(
-      'config.json: architectures ["Gemma2ForCausalLM"] are not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, SmolLM3ForCausalLM, Olmo2ForCausalLM)',
+    expect(thrown(() => configFromHF({ ...sizes, architectures: ['Phi3ForCausalLM'] })).message).toBe(
+      'config.json: architectures ["Phi3ForCausalLM"] are not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM)',
     );
-    expect(thrown(() => configFromGGUF(new Map([['general.architecture', 'gemma2']]))).message).toBe(
-      'GGUF general.architecture "gemma2" is not supported (supported: llama (also mistral), qwen2, qwen3, smollm3, olmo2)',
+    expect(thrown(() => configFromGGUF(new Map([['general.architecture', 'phi3']]))).message).toBe(
+      'GGUF general.architecture "phi3" is not supported (supported: llama (also mistral), qwen2, qwen3, smollm3, olmo2, gemma2)',
     );
   });
 });
@@ -303,7 +389,7 @@ describe('configFromGGUF', () => {
   });
 
   it('rejects an unsupported architecture and a missing key, naming them', () => {
-    const e = thrown(() => configFromGGUF(meta('gemma2')));
+    const e = thrown(() => configFromGGUF(meta('phi3')));
     expect(e.code).toBe('unsupported_arch');
     expect(e.field).toBe('general.architecture');
     const m = meta('llama');

@@ -11,16 +11,17 @@ export interface ArchInfo {
   /** transformers' class, as config.json's `architectures` names it (read when `model_type` is absent). */
   hfClass: string;
   /** Defaults of that transformers config class for keys a config.json may leave out. */
-  hfDefaults: { maxPositionEmbeddings: number; rmsNormEps: number };
+  hfDefaults: { maxPositionEmbeddings: number; rmsNormEps: number; /** When config.json leaves it out (default false). */ tieWordEmbeddings?: boolean };
   /**
    * How config.json asks for sliding-window attention (transformers' own reading):
    * - null: never (LlamaConfig has no window);
    * - 'sliding_window': `sliding_window` on every layer; absent means 4096, null turns it off (Mistral);
    * - 'use_sliding_window': only when `use_sliding_window` is true (default false); then
    *   `sliding_window` (default 4096) on layers i >= `max_window_layers` (default 28) (Qwen2/Qwen3).
+   * - 'pattern': `sliding_window` (default 4096) on the layers `swaPattern` picks (Gemma 2).
    * Either non-null style takes an explicit `layer_types` list instead when there is one.
    */
-  hfSlidingWindow: null | 'sliding_window' | 'use_sliding_window';
+  hfSlidingWindow: null | 'sliding_window' | 'use_sliding_window' | 'pattern';
   /** `general.architecture` of this family's GGUF files. Families sharing one read back as the first such row. */
   gguf: string;
   /**
@@ -28,7 +29,13 @@ export interface ArchInfo {
    * window on every layer), or 'refused' where it asks for a layer pattern we do not run (OLMo 3
    * is written as olmo2 with windows on 3 layers of 4).
    */
-  ggufSlidingWindow: 'every_layer' | 'refused';
+  ggufSlidingWindow: 'every_layer' | 'pattern' | 'refused';
+  /**
+   * Sliding-window layer pattern of 'pattern' families (llama.cpp's `set_swa_pattern(n)`,
+   * transformers' older `is_sliding`): layer l is windowed when l % n < n - 1, so n = 2 windows
+   * the even layers (Gemma 2). null: no pattern.
+   */
+  swaPattern: number | null;
   /** RoPE pairs in GGUF files: llama.cpp's converter permutes `llama` q/k rows into interleaved pairs. */
   ggufRopeStyle: ModelConfig['ropeStyle'];
   /** q/k/v biases: 'always' (Qwen2), or as config.json's `attention_bias` says (GGUF: as the tensors say). */
@@ -40,12 +47,42 @@ export interface ArchInfo {
   /** Where each block's RMSNorm sits: on its input (Llama) or on its output (OLMo 2). */
   normPlacement: ModelConfig['normPlacement'];
   /**
+   * Gemma's RMSNorm scales by (1 + w): checkpoints store w, llama.cpp's converter stores w + 1
+   * (so GGUF files need nothing added). false: the plain w.
+   */
+  normOnePlus: boolean;
+  /** Token embeddings multiplied by sqrt(hidden_size) (Gemma). */
+  embeddingSqrtScale: boolean;
+  /** The gate's activation in the gated MLP. */
+  ffnActivation: ModelConfig['ffnActivation'];
+  /**
+   * Attention and final logit soft-capping as config.json (`attn_logit_softcapping`,
+   * `final_logit_softcapping`) and GGUF (`{arch}.attn_logit_softcapping`,
+   * `{arch}.final_logit_softcapping`) state them (Gemma 2). false: never read.
+   */
+  logitSoftcaps: boolean;
+  /**
+   * Gemma's query scale: config.json's `query_pre_attn_scalar` s gives 1/sqrt(s); GGUF has no
+   * key, and llama.cpp takes 1/sqrt(head_dim) except on the 27B model, recognised by this many
+   * layers, which takes 1/sqrt(hidden_size / num_heads). null: 1/sqrt(head_dim) everywhere.
+   */
+  queryPreAttnScalar: { ggufWideLayers: number } | null;
+  /**
    * NoPE layers (SmolLM3): layer l skips RoPE when (l + 1) % step == 0. llama.cpp hard-codes the
    * step (no GGUF key); config.json lists the layers in `no_rope_layers` (1: RoPE, 0: NoPE) or
    * states `no_rope_layer_interval`, this step being transformers' default. null: RoPE everywhere.
    */
   noRopeLayerStep: number | null;
 }
+
+/** Llama's math where Gemma differs: plain norm weights, unscaled embeddings, SwiGLU, no caps. */
+const LLAMA_MATH = {
+  normOnePlus: false,
+  embeddingSqrtScale: false,
+  ffnActivation: 'silu',
+  logitSoftcaps: false,
+  queryPreAttnScalar: null,
+} as const;
 
 const ARCH_ROWS = {
   llama: {
@@ -54,12 +91,14 @@ const ARCH_ROWS = {
     hfSlidingWindow: null,
     gguf: 'llama',
     ggufSlidingWindow: 'every_layer',
+    swaPattern: null,
     ggufRopeStyle: 'interleaved',
     attentionBias: 'attention_bias',
     qkNorm: false,
     qkNormScope: 'head',
     normPlacement: 'pre',
     noRopeLayerStep: null,
+    ...LLAMA_MATH,
   },
   qwen2: {
     hfClass: 'Qwen2ForCausalLM',
@@ -67,12 +106,14 @@ const ARCH_ROWS = {
     hfSlidingWindow: 'use_sliding_window',
     gguf: 'qwen2',
     ggufSlidingWindow: 'every_layer',
+    swaPattern: null,
     ggufRopeStyle: 'neox',
     attentionBias: 'always',
     qkNorm: false,
     qkNormScope: 'head',
     normPlacement: 'pre',
     noRopeLayerStep: null,
+    ...LLAMA_MATH,
   },
   qwen3: {
     hfClass: 'Qwen3ForCausalLM',
@@ -80,12 +121,14 @@ const ARCH_ROWS = {
     hfSlidingWindow: 'use_sliding_window',
     gguf: 'qwen3',
     ggufSlidingWindow: 'every_layer',
+    swaPattern: null,
     ggufRopeStyle: 'neox',
     attentionBias: 'attention_bias',
     qkNorm: true,
     qkNormScope: 'head',
     normPlacement: 'pre',
     noRopeLayerStep: null,
+    ...LLAMA_MATH,
   },
   // Llama's graph with its own config defaults; llama.cpp writes its GGUF files as `llama`.
   mistral: {
@@ -94,12 +137,14 @@ const ARCH_ROWS = {
     hfSlidingWindow: 'sliding_window',
     gguf: 'llama',
     ggufSlidingWindow: 'every_layer',
+    swaPattern: null,
     ggufRopeStyle: 'interleaved',
     attentionBias: 'attention_bias',
     qkNorm: false,
     qkNormScope: 'head',
     normPlacement: 'pre',
     noRopeLayerStep: null,
+    ...LLAMA_MATH,
   },
   // Llama with NoPE layers: every 4th layer attends without RoPE.
   smollm3: {
@@ -108,12 +153,14 @@ const ARCH_ROWS = {
     hfSlidingWindow: 'use_sliding_window',
     gguf: 'smollm3',
     ggufSlidingWindow: 'every_layer',
+    swaPattern: null,
     ggufRopeStyle: 'interleaved',
     attentionBias: 'attention_bias',
     qkNorm: false,
     qkNormScope: 'head',
     normPlacement: 'pre',
     noRopeLayerStep: 4,
+    ...LLAMA_MATH,
   },
   // Norms on each block's output instead of its input, and q/k norms over the whole projection.
   olmo2: {
@@ -122,12 +169,35 @@ const ARCH_ROWS = {
     hfSlidingWindow: null,
     gguf: 'olmo2',
     ggufSlidingWindow: 'refused',
+    swaPattern: null,
     ggufRopeStyle: 'neox',
     attentionBias: 'attention_bias',
     qkNorm: true,
     qkNormScope: 'full',
     normPlacement: 'post',
     noRopeLayerStep: null,
+    ...LLAMA_MATH,
+  },
+  // Sandwich norms, (1 + w) norm weights, sqrt(hidden)-scaled embeddings, GeGLU, attention and
+  // final logit soft-caps, its own query scale, a window on every other layer; tied.
+  gemma2: {
+    hfClass: 'Gemma2ForCausalLM',
+    hfDefaults: { maxPositionEmbeddings: 8192, rmsNormEps: 1e-6, tieWordEmbeddings: true },
+    hfSlidingWindow: 'pattern',
+    gguf: 'gemma2',
+    ggufSlidingWindow: 'pattern',
+    swaPattern: 2,
+    ggufRopeStyle: 'neox',
+    attentionBias: 'attention_bias',
+    qkNorm: false,
+    qkNormScope: 'head',
+    normPlacement: 'sandwich',
+    noRopeLayerStep: null,
+    normOnePlus: true,
+    embeddingSqrtScale: true,
+    ffnActivation: 'gelu_tanh',
+    logitSoftcaps: true,
+    queryPreAttnScalar: { ggufWideLayers: 46 },
   },
 } satisfies Record<string, ArchInfo>;
 
@@ -180,8 +250,25 @@ export interface ModelConfig {
   /**
    * 'pre': RMSNorm on each block's input, x += block(norm(x)) (Llama). 'post': none on the input,
    * RMSNorm on the block's output before the residual add, x += norm(block(x)) (OLMo 2).
+   * 'sandwich': both, x += norm2(block(norm1(x))) (Gemma).
    */
-  normPlacement: 'pre' | 'post';
+  normPlacement: 'pre' | 'post' | 'sandwich';
+  /**
+   * Every RMSNorm scales by (normWeightOffset + w): 1 where the file stores Gemma's w (HF), 0
+   * where it stores the weight as applied (every other family, and Gemma GGUF files, whose
+   * converter added the 1).
+   */
+  normWeightOffset: number;
+  /** Token embeddings are multiplied by this (Gemma: sqrt(hidden_size)); 1 elsewhere. */
+  embeddingScale: number;
+  /** Gated MLP: act(gate) * up, act silu (SwiGLU) or GELU with the tanh approximation (GeGLU, Gemma). */
+  ffnActivation: 'silu' | 'gelu_tanh';
+  /** What q·k is multiplied by before the soft-cap and softmax; null: 1/sqrt(headDim) (see `attentionScale()`). */
+  attentionScale: number | null;
+  /** Attention scores s become tanh(s / cap) * cap before the mask and softmax (Gemma 2); null: none. */
+  attnLogitSoftcap: number | null;
+  /** Logits x become tanh(x / cap) * cap (Gemma 2); null: none. */
+  finalLogitSoftcap: number | null;
   /**
    * Sliding-window attention (Mistral; Qwen2/Qwen3 with `use_sliding_window`): on the listed
    * layers a query at position p sees only keys j with p - size < j <= p, the current one
@@ -211,6 +298,11 @@ export function layerWindow(config: Pick<ModelConfig, 'slidingWindow'>, layer: n
   return w && w.layers.includes(layer) ? w.size : null;
 }
 
+/** What q·k is multiplied by: the config's own scale, else 1/sqrt(headDim). */
+export function attentionScale(config: Pick<ModelConfig, 'attentionScale' | 'headDim'>): number {
+  return config.attentionScale ?? 1 / Math.sqrt(config.headDim);
+}
+
 /** Whether layer `layer` rotates q and k (false on NoPE layers). */
 export function layerUsesRope(config: Pick<ModelConfig, 'noRopeLayers'>, layer: number): boolean {
   return !config.noRopeLayers.includes(layer);
@@ -220,6 +312,12 @@ export function layerUsesRope(config: Pick<ModelConfig, 'noRopeLayers'>, layer: 
 function everyNth(step: number | null, numLayers: number): number[] {
   if (step === null) return [];
   return Array.from({ length: numLayers }, (_, l) => l).filter((l) => (l + 1) % step === 0);
+}
+
+/** Layers l with l % n < n - 1: llama.cpp's `set_swa_pattern(n)` (n = 2: the even layers). */
+function patternLayers(n: number | null, numLayers: number): number[] {
+  if (n === null) throw new Error('a sliding-window pattern family needs swaPattern');
+  return Array.from({ length: numLayers }, (_, l) => l).filter((l) => l % n < n - 1);
 }
 
 type Json = Record<string, unknown>;
@@ -248,6 +346,9 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
       throw new ModelError('invalid_field', `${field(key)} must be a positive number, got ${JSON.stringify(v)}`, key);
     return v;
   };
+
+  // Absent or null: off.
+  const optionalPositive = (key: string): number | null => (c[key] === undefined || c[key] === null ? null : positiveReal(key, 0));
 
   const hiddenSize = positive('hidden_size');
   const numHeads = positive('num_attention_heads');
@@ -281,12 +382,19 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     ropeScaling: hfRopeScaling(ropeParams ?? c.rope_scaling, ropeParams ? 'rope_parameters' : 'rope_scaling'),
     ropeStyle: 'neox',
     maxPositionEmbeddings: positive('max_position_embeddings', row.hfDefaults.maxPositionEmbeddings),
-    tieWordEmbeddings: c.tie_word_embeddings === true,
+    tieWordEmbeddings: (c.tie_word_embeddings ?? row.hfDefaults.tieWordEmbeddings) === true,
     attentionBias: row.attentionBias === 'always' || c.attention_bias === true,
     qkNorm: row.qkNorm,
     qkNormScope: row.qkNormScope,
     normPlacement: row.normPlacement,
-    slidingWindow: hfSlidingWindow(c, row.hfSlidingWindow, numLayers),
+    normWeightOffset: row.normOnePlus ? 1 : 0,
+    embeddingScale: row.embeddingSqrtScale ? Math.sqrt(hiddenSize) : 1,
+    ffnActivation: row.ffnActivation,
+    // transformers' Gemma2Config default query_pre_attn_scalar is 256.
+    attentionScale: row.queryPreAttnScalar ? 1 / Math.sqrt(positiveReal('query_pre_attn_scalar', 256)) : null,
+    attnLogitSoftcap: row.logitSoftcaps ? optionalPositive('attn_logit_softcapping') : null,
+    finalLogitSoftcap: row.logitSoftcaps ? optionalPositive('final_logit_softcapping') : null,
+    slidingWindow: hfSlidingWindow(c, row.hfSlidingWindow, numLayers, row.swaPattern),
     noRopeLayers: hfNoRopeLayers(c, row.noRopeLayerStep, numLayers),
     bosTokenId: typeof bos === 'number' ? bos : null,
     eosTokenIds: unique([...tokenIds(gen.eos_token_id), ...tokenIds(c.eos_token_id)]),
@@ -318,7 +426,7 @@ function hfArch(c: Json): Arch {
 }
 
 /** The sliding window as transformers builds it from config.json, in the family's `style` (ArchInfo.hfSlidingWindow). */
-function hfSlidingWindow(c: Json, style: ArchInfo['hfSlidingWindow'], numLayers: number): SlidingWindow | null {
+function hfSlidingWindow(c: Json, style: ArchInfo['hfSlidingWindow'], numLayers: number, pattern: number | null): SlidingWindow | null {
   if (style === null) return null;
   if (style === 'use_sliding_window' && c.use_sliding_window !== true) return null;
   const raw = 'sliding_window' in c ? c.sliding_window : 4096;
@@ -341,6 +449,8 @@ function hfSlidingWindow(c: Json, style: ArchInfo['hfSlidingWindow'], numLayers:
     if (typeof from !== 'number' || !Number.isInteger(from) || from < 0)
       throw new ModelError('invalid_field', `config.json: max_window_layers must be a non-negative integer, got ${JSON.stringify(from)}`, 'max_window_layers');
     layers = Array.from({ length: Math.max(0, numLayers - from) }, (_, i) => from + i);
+  } else if (style === 'pattern') {
+    layers = patternLayers(pattern, numLayers);
   } else {
     layers = Array.from({ length: numLayers }, (_, i) => i);
   }
@@ -463,6 +573,14 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
       throw new ModelError('invalid_field', `GGUF ${windowKey} is not supported on ${prefix} files (a sliding-window layer pattern, as OLMo 3's)`, windowKey);
   }
 
+  // Soft-caps: absent or 0 means none.
+  const softcap = (key: string): number | null => {
+    if (!row.logitSoftcaps || metadata.get(`${prefix}.${key}`) === undefined) return null;
+    return get(key);
+  };
+  // Gemma's query scale: llama.cpp's rule (its 27B by layer count), no metadata key.
+  const wide = row.queryPreAttnScalar !== null && numLayers === row.queryPreAttnScalar.ggufWideLayers;
+
   const bos = toNumber(metadata.get('tokenizer.ggml.bos_token_id'));
   // llama.cpp stops on any end-of-generation token: eos, end-of-turn and end-of-message.
   const eos = ['eos', 'eot', 'eom']
@@ -488,8 +606,18 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     qkNorm: row.qkNorm,
     qkNormScope: row.qkNormScope,
     normPlacement: row.normPlacement,
-    // GGUF states one window and no layer pattern for these archs: it holds on every layer.
-    slidingWindow: window === undefined ? null : { size: window, layers: Array.from({ length: numLayers }, (_, i) => i) },
+    // llama.cpp's converter stored Gemma's norm weights as 1 + w already.
+    normWeightOffset: 0,
+    embeddingScale: row.embeddingSqrtScale ? Math.sqrt(hiddenSize) : 1,
+    ffnActivation: row.ffnActivation,
+    attentionScale: wide ? 1 / Math.sqrt(hiddenSize / numHeads) : null,
+    attnLogitSoftcap: softcap('attn_logit_softcapping'),
+    finalLogitSoftcap: softcap('final_logit_softcapping'),
+    // GGUF states one window: on every layer, or on the family's fixed layer pattern.
+    slidingWindow:
+      window === undefined
+        ? null
+        : { size: window, layers: row.ggufSlidingWindow === 'pattern' ? patternLayers(row.swaPattern, numLayers) : Array.from({ length: numLayers }, (_, i) => i) },
     // No metadata key: llama.cpp fixes the step per architecture.
     noRopeLayers: everyNth(row.noRopeLayerStep, numLayers),
     bosTokenId: bos ?? null,

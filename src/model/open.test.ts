@@ -140,9 +140,9 @@ describe('openModel errors', () => {
   });
 
   it('refuses an unsupported architecture', async () => {
-    const e = await openError(url(await hfCopy('gemma', (c) => (c.model_type = 'gemma2'))));
+    const e = await openError(url(await hfCopy('phi', (c) => (c.model_type = 'phi3'))));
     expect(e.code).toBe('unsupported_arch');
-    expect(e.message).toContain('gemma2');
+    expect(e.message).toContain('phi3');
   });
 
   it('says which file is missing when a folder has no config.json', async () => {

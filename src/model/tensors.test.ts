@@ -36,6 +36,12 @@ const config: ModelConfig = {
   noRopeLayers: [],
   qkNormScope: 'head',
   normPlacement: 'pre',
+  normWeightOffset: 0,
+  embeddingScale: 1,
+  ffnActivation: 'silu',
+  attentionScale: null,
+  attnLogitSoftcap: null,
+  finalLogitSoftcap: null,
   bosTokenId: null,
   eosTokenIds: [],
 };
@@ -118,19 +124,19 @@ describe('the tensor table', () => {
   const configs = [false, true].flatMap((attentionBias) =>
     [false, true].flatMap((qkNorm) =>
       [false, true].flatMap((tieWordEmbeddings) =>
-        (['pre', 'post'] as const).flatMap((normPlacement) =>
+        (['pre', 'post', 'sandwich'] as const).flatMap((normPlacement) =>
           (['head', 'full'] as const).map((qkNormScope): ModelConfig => ({ ...config, attentionBias, qkNorm, tieWordEmbeddings, normPlacement, qkNormScope })),
         ),
       ),
     ),
   );
 
-  it('names each tensor once per format and each field once (HF names once among the rows of one config)', () => {
+  it('names each tensor once per format and each field once among the rows of one config', () => {
     for (const table of [[...HEAD_TENSORS, ...TAIL_TENSORS], LAYER_TENSORS] as const) {
       const list = table as readonly TensorRow[];
       for (const key of ['gguf', 'hf', 'field'] as const) {
         for (const c of configs) {
-          const names = list.filter((r) => key !== 'hf' || !r.when || r.when(c)).map((r) => r[key]).filter((n) => n !== null && n !== undefined);
+          const names = list.filter((r) => !r.when || r.when(c)).map((r) => r[key]).filter((n) => n !== null && n !== undefined);
           expect(new Set(names).size, key).toBe(names.length);
         }
       }
@@ -151,7 +157,8 @@ describe('the tensor table', () => {
     for (const r of [...HEAD_TENSORS, ...TAIL_TENSORS] as readonly TensorRow[]) if (r.hf) expect(canonicalName(r.hf)).toBe(r.gguf);
     for (const r of LAYER_TENSORS as readonly TensorRow[]) {
       for (const c of configs.filter((c) => !r.when || r.when(c))) expect(canonicalName(`model.layers.7.${r.hf}`, c)).toBe(`blk.7.${r.gguf}`);
-      expect(layerRow(`blk.7.${r.gguf}`)).toBe(r);
+      // Rows sharing a canonical name (the pre-FFN norm under two HF names) are one tensor.
+      expect(layerRow(`blk.7.${r.gguf}`)).toMatchObject({ gguf: r.gguf, field: r.field, kind: r.kind });
     }
     // post_attention_layernorm: Llama's pre-FFN norm, OLMo 2's attention output norm.
     const hf = 'model.layers.2.post_attention_layernorm.weight';
@@ -159,6 +166,13 @@ describe('the tensor table', () => {
     expect(canonicalName(hf, { ...config, normPlacement: 'post' })).toBe('blk.2.post_attention_norm.weight');
     expect(canonicalName('model.layers.2.post_feedforward_layernorm.weight', { ...config, normPlacement: 'post' })).toBe('blk.2.post_ffw_norm.weight');
     expect(canonicalName('model.layers.2.input_layernorm.weight', { ...config, normPlacement: 'post' })).toBeNull();
+    // Gemma's sandwich: post_attention_layernorm is the attention output's norm there too, and
+    // pre_feedforward_layernorm the pre-FFN one.
+    const sandwich: ModelConfig = { ...config, normPlacement: 'sandwich' };
+    expect(canonicalName(hf, sandwich)).toBe('blk.2.post_attention_norm.weight');
+    expect(canonicalName('model.layers.2.pre_feedforward_layernorm.weight', sandwich)).toBe('blk.2.ffn_norm.weight');
+    expect(canonicalName('model.layers.2.input_layernorm.weight', sandwich)).toBe('blk.2.attn_norm.weight');
+    expect(canonicalName('model.layers.2.post_feedforward_layernorm.weight', sandwich)).toBe('blk.2.post_ffw_norm.weight');
     expect(layerRow('token_embd.weight')).toBeNull();
   });
 

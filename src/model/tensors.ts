@@ -43,8 +43,8 @@ export interface TensorRow {
 
 const qDim = (c: ModelConfig) => c.numHeads * c.headDim;
 const kvDim = (c: ModelConfig) => c.numKvHeads * c.headDim;
-const preNorm = (c: ModelConfig) => c.normPlacement === 'pre';
-const postNorm = (c: ModelConfig) => c.normPlacement === 'post';
+const preNorm = (c: ModelConfig) => c.normPlacement !== 'post';
+const postNorm = (c: ModelConfig) => c.normPlacement !== 'pre';
 
 /** One layer's tensors, in file order. */
 export const LAYER_TENSORS = [
@@ -61,9 +61,11 @@ export const LAYER_TENSORS = [
   { field: 'wo', hf: 'self_attn.o_proj.weight', gguf: 'attn_output.weight', kind: 'attn_out', shape: (c) => [c.hiddenSize, qDim(c)] },
   // Llama/Qwen3 with attention_bias also bias o_proj; Qwen2 never does.
   { field: 'bo', hf: 'self_attn.o_proj.bias', gguf: 'attn_output.bias', kind: 'bias', shape: (c) => [c.hiddenSize], optional: true },
-  // HF calls Llama's pre-FFN norm `post_attention_layernorm`; with post-norms (OLMo 2) the same
-  // name is the attention output's norm, llama.cpp's post_attention_norm.
-  { field: 'ffnNorm', hf: 'post_attention_layernorm.weight', gguf: 'ffn_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: preNorm },
+  // HF calls Llama's pre-FFN norm `post_attention_layernorm`; with post-norms (OLMo 2, and
+  // Gemma's sandwich) the same name is the attention output's norm, llama.cpp's
+  // post_attention_norm, and Gemma's pre-FFN norm is `pre_feedforward_layernorm`.
+  { field: 'ffnNorm', hf: 'post_attention_layernorm.weight', gguf: 'ffn_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: (c) => c.normPlacement === 'pre' },
+  { field: 'ffnNorm', hf: 'pre_feedforward_layernorm.weight', gguf: 'ffn_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: (c) => c.normPlacement === 'sandwich' },
   { field: 'postAttnNorm', hf: 'post_attention_layernorm.weight', gguf: 'post_attention_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: postNorm },
   { field: 'wGate', hf: 'mlp.gate_proj.weight', gguf: 'ffn_gate.weight', kind: 'linear', shape: (c) => [c.intermediateSize, c.hiddenSize] },
   { field: 'wUp', hf: 'mlp.up_proj.weight', gguf: 'ffn_up.weight', kind: 'linear', shape: (c) => [c.intermediateSize, c.hiddenSize] },
@@ -183,7 +185,8 @@ export function canonicalName(hfName: string, config?: ModelConfig): string | nu
   return local ? `blk.${m[1]}.${local}` : null;
 }
 
-const LAYER_ROWS = new Map<string, TensorRow>(LAYER_TENSORS.map((r) => [r.gguf, r]));
+// The first row of each canonical name (the pre-FFN norm has two HF names, one tensor).
+const LAYER_ROWS = new Map<string, TensorRow>([...LAYER_TENSORS].reverse().map((r) => [r.gguf, r]));
 
 /** The table row of a canonical layer tensor name (`blk.N.…`), or null. */
 export function layerRow(name: string): TensorRow | null {

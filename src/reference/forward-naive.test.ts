@@ -29,6 +29,12 @@ const base: ModelConfig = {
   noRopeLayers: [],
   qkNormScope: 'head',
   normPlacement: 'pre',
+  normWeightOffset: 0,
+  embeddingScale: 1,
+  ffnActivation: 'silu',
+  attentionScale: null,
+  attnLogitSoftcap: null,
+  finalLogitSoftcap: null,
   bosTokenId: null,
   eosTokenIds: [],
 };
@@ -144,7 +150,8 @@ function randomWeights(c: ModelConfig, seed: number): Map<string, Float32Array> 
     if (t.optional) continue;
     const n = t.shape.reduce((a, b) => a * b, 1);
     const isNorm = t.shape.length === 1 && !t.name.endsWith('.bias');
-    w.set(t.name, Float32Array.from({ length: n }, () => (isNorm ? 1 + r() : r())));
+    // norms applied as about 1 (Gemma stores w of 1 + w)
+    w.set(t.name, Float32Array.from({ length: n }, () => (isNorm ? 1 - c.normWeightOffset + r() : r())));
   }
   return w;
 }
@@ -152,10 +159,11 @@ function randomWeights(c: ModelConfig, seed: number): Map<string, Float32Array> 
 const rows = (a: Float32Array, cols: number): Mat =>
   Array.from({ length: a.length / cols }, (_, i) => Array.from(a.subarray(i * cols, (i + 1) * cols)));
 const linear = (x: number[], wt: Mat, b?: Float32Array) => wt.map((row, i) => row.reduce((s, v, j) => s + v * x[j], b ? b[i] : 0));
-const norm = (x: number[], g: ArrayLike<number>, eps: number) => {
+const normOf = (x: number[], g: ArrayLike<number>, eps: number, offset = 0) => {
   const rms = Math.sqrt(x.reduce((s, v) => s + v * v, 0) / x.length + eps);
-  return x.map((v, i) => (v / rms) * g[i]);
+  return x.map((v, i) => (v / rms) * (offset + g[i]));
 };
+const cap = (s: number, c: number | null) => (c === null ? s : c * Math.tanh(s / c));
 
 /** Rotates one head; neox uses rotate_half, interleaved rotates adjacent pairs. */
 function rope(x: number[], pos: number, theta: number, style: 'neox' | 'interleaved'): number[] {
@@ -179,12 +187,16 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
   const d = c.hiddenSize;
   const hd = c.headDim;
   const W = (name: string, cols: number) => rows(w.get(name)!, cols);
-  let X: Mat = ids.map((id) => Array.from(w.get('token_embd.weight')!.subarray(id * d, (id + 1) * d)));
+  // Gemma: embeddings times sqrt(d), every norm weight applied as 1 + w
+  let X: Mat = ids.map((id) => Array.from(w.get('token_embd.weight')!.subarray(id * d, (id + 1) * d)).map((v) => v * c.embeddingScale));
+  const eps = c.rmsNormEps;
+  const norm = (x: number[], g: ArrayLike<number>, e: number) => normOf(x, g, e, c.normWeightOffset);
   for (let l = 0; l < c.numLayers; l++) {
     const p = `blk.${l}.`;
-    // pre-norm: blocks read the normed stream; post-norm (OLMo 2): the stream itself
-    const pre = c.normPlacement === 'pre';
-    const H = X.map((x) => (pre ? norm(x, w.get(p + 'attn_norm.weight')!, c.rmsNormEps) : x));
+    // pre-norm: blocks read the normed stream; post-norm (OLMo 2): the stream itself; sandwich (Gemma): both norms
+    const pre = c.normPlacement !== 'post';
+    const post = c.normPlacement !== 'pre';
+    const H = X.map((x) => (pre ? norm(x, w.get(p + 'attn_norm.weight')!, eps) : x));
     const heads = (M: Mat, n: number) => M.map((row) => Array.from({ length: n }, (_, h) => row.slice(h * hd, (h + 1) * hd)));
     // per-head q/k norm on each head; a full-width one on the whole projection before the split
     const qn = (v: number[], g: string) => (c.qkNorm && c.qkNormScope === 'head' ? norm(v, w.get(p + g)!, c.rmsNormEps) : v);
@@ -202,7 +214,9 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
         const kv = Math.floor(h / (c.numHeads / c.numKvHeads));
         // causal mask, narrowed by a sliding window: only positions t - window < s <= t
         const from = Math.max(0, t + 1 - window);
-        const scores = K.slice(from, t + 1).map((ks) => ks[kv].reduce((s, v, i) => s + v * q[i], 0) / Math.sqrt(hd));
+        // scaled (Gemma: by its own scalar), then soft-capped (Gemma 2)
+        const scale = c.attentionScale ?? 1 / Math.sqrt(hd);
+        const scores = K.slice(from, t + 1).map((ks) => cap(ks[kv].reduce((s, v, i) => s + v * q[i], 0) * scale, c.attnLogitSoftcap));
         const m = Math.max(...scores);
         const e = scores.map((s) => Math.exp(s - m));
         const z = e.reduce((a, b) => a + b, 0);
@@ -210,18 +224,20 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
       }),
     );
     // post-norm: the block's output is normed before the residual add
-    const out = (y: number[], g: string) => (pre ? y : norm(y, w.get(p + g)!, c.rmsNormEps));
+    const out = (y: number[], g: string) => (post ? norm(y, w.get(p + g)!, eps) : y);
     X = X.map((x, t) => out(linear(A[t], W(p + 'attn_output.weight', c.numHeads * hd)), 'post_attention_norm.weight').map((v, i) => v + x[i]));
     X = X.map((x) => {
       const h = pre ? norm(x, w.get(p + 'ffn_norm.weight')!, c.rmsNormEps) : x;
       const g = linear(h, W(p + 'ffn_gate.weight', d));
       const u = linear(h, W(p + 'ffn_up.weight', d));
-      const act = g.map((v, i) => (v / (1 + Math.exp(-v))) * u[i]);
+      // SwiGLU, or GeGLU: GELU with tanh, x·Φ(x) ≈ x/2·(1 + tanh(√(2/π)(x + 0.044715x³)))
+      const gelu = (v: number) => (v / 2) * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (v + 0.044715 * v ** 3)));
+      const act = g.map((v, i) => (c.ffnActivation === 'gelu_tanh' ? gelu(v) : v / (1 + Math.exp(-v))) * u[i]);
       return out(linear(act, W(p + 'ffn_down.weight', c.intermediateSize)), 'post_ffw_norm.weight').map((v, i) => v + x[i]);
     });
   }
   const out = W(c.tieWordEmbeddings ? 'token_embd.weight' : 'output.weight', d);
-  return X.map((x) => linear(norm(x, w.get('output_norm.weight')!, c.rmsNormEps), out));
+  return X.map((x) => linear(norm(x, w.get('output_norm.weight')!, eps), out).map((v) => cap(v, c.finalLogitSoftcap)));
 }
 
 /** llama.cpp's converter permutation of q/k rows: within a head, rows (i, i + d/2) become (2i, 2i+1). */
@@ -237,6 +253,24 @@ function permuteRows(a: Float32Array, numHeads: number, headDim: number, cols: n
   return out;
 }
 
+// Gemma 2's pieces, with caps low enough to bend these small models' scores and logits.
+const GEMMA2: Partial<ModelConfig> = {
+  arch: 'gemma2',
+  normPlacement: 'sandwich',
+  normWeightOffset: 1,
+  embeddingScale: Math.sqrt(8),
+  ffnActivation: 'gelu_tanh',
+  attentionScale: 0.9,
+  attnLogitSoftcap: 0.5,
+  finalLogitSoftcap: 0.6,
+  tieWordEmbeddings: true,
+  numHeads: 2,
+  numKvHeads: 1,
+  headDim: 4,
+  hiddenSize: 8,
+  slidingWindow: { size: 2, layers: [0] },
+};
+
 const cases: [string, Partial<ModelConfig>][] = [
   ['llama with GQA', { numHeads: 4, numKvHeads: 2, headDim: 4, hiddenSize: 8 }],
   ['qwen2 with q/k/v biases and tied embeddings', { arch: 'qwen2', attentionBias: true, tieWordEmbeddings: true, numHeads: 2, numKvHeads: 1 }],
@@ -246,6 +280,7 @@ const cases: [string, Partial<ModelConfig>][] = [
   ['qwen2 with a 2-key window on layer 1 only', { arch: 'qwen2', attentionBias: true, slidingWindow: { size: 2, layers: [1] } }],
   ['olmo2 with post-norms and full-width q/k norms', { arch: 'olmo2', normPlacement: 'post', qkNorm: true, qkNormScope: 'full', numHeads: 2, numKvHeads: 1, headDim: 4, hiddenSize: 8 }],
   ['smollm3 with NoPE on layer 1 and interleaved RoPE on layer 0', { arch: 'smollm3', ropeStyle: 'interleaved', numHeads: 2, numKvHeads: 1, noRopeLayers: [1] }],
+  ['gemma2 with sandwich (1 + w) norms, scaled embeddings, GeGLU, its own query scale, both soft-caps and a 2-key window on layer 0', { ...GEMMA2 }],
 ];
 
 describe('reference forward against an independent whole-sequence computation', () => {
@@ -334,5 +369,52 @@ describe('reference forward against an independent whole-sequence computation', 
     const m = ReferenceModel.fromWeights(base, randomWeights(base, 1));
     expect(() => m.forward(0, 1)).toThrow(RangeError);
     expect(() => m.forward(4, 0)).toThrow(/outside the vocabulary/);
+  });
+});
+
+describe('reference forward, Gemma 2 pieces', () => {
+  it('by hand, no layers: embeddings times the scale, the final norm as (1 + w), logits soft-capped', () => {
+    // Token 0 = [1,-1,1,-1] times sqrt(4) = [2,-2,2,-2]; eps 4 makes the norm see the scale:
+    // rms = sqrt(4 + 4), normed = ±2/sqrt(8) = ±0.70711; weights w = [0,1,2,3] applied as
+    // [1,2,3,4]: [0.70711, -1.41421, 2.12132, -2.82843]; output = 20·I: [14.142, -28.284,
+    // 42.426, -56.569]; capped at 30: 30·tanh(those / 30).
+    const c: ModelConfig = { ...base, ...GEMMA2, numLayers: 0, hiddenSize: 4, vocabSize: 4, rmsNormEps: 4, embeddingScale: 2, finalLogitSoftcap: 30, tieWordEmbeddings: false, slidingWindow: null };
+    const w = new Map<string, Float32Array>([
+      ['token_embd.weight', new Float32Array([1, -1, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])],
+      ['output_norm.weight', new Float32Array([0, 1, 2, 3])],
+      ['output.weight', identity4.map((v) => v * 20)],
+    ]);
+    const got = ReferenceModel.fromWeights(c, w).forward(0, 0);
+    const raw = [14.142136, -28.284271, 42.426407, -56.568542];
+    for (let i = 0; i < 4; i++) expect(got[i]).toBeCloseTo(30 * Math.tanh(raw[i] / 30), 5);
+    expect(got[2]).toBeCloseTo(26.6516, 3); // 30·tanh(1.41421)
+    // Without the cap, the raw logits; without the scale, ±1/sqrt(5) normed: each piece shows.
+    const plain = ReferenceModel.fromWeights({ ...c, finalLogitSoftcap: null }, w).forward(0, 0);
+    for (let i = 0; i < 4; i++) expect(plain[i]).toBeCloseTo(raw[i], 4);
+    const unscaled = ReferenceModel.fromWeights({ ...c, finalLogitSoftcap: null, embeddingScale: 1 }, w).forward(0, 0);
+    expect(unscaled[0]).toBeCloseTo(20 / Math.sqrt(5), 4);
+    const plainNorm = ReferenceModel.fromWeights({ ...c, finalLogitSoftcap: null, normWeightOffset: 0 }, w).forward(0, 0);
+    expect(plainNorm[0]).toBeCloseTo(0, 6); // w[0] = 0 applied as is
+  });
+
+  it('each piece changes the logits: dropping any one would fail the whole-sequence check', () => {
+    const c: ModelConfig = { ...base, numLayers: 2, vocabSize: 11, intermediateSize: 6, rmsNormEps: 1e-5, ropeTheta: 100, ...GEMMA2 };
+    const w = randomWeights(c, 7);
+    const ids = [3, 1, 4, 1, 5, 9];
+    const want = logitsFor(ReferenceModel.fromWeights(c, w), ids);
+    const drops: Partial<ModelConfig>[] = [
+      { normWeightOffset: 0 },
+      { embeddingScale: 1 },
+      { ffnActivation: 'silu' },
+      { attentionScale: null },
+      { attnLogitSoftcap: null },
+      { finalLogitSoftcap: null },
+      { slidingWindow: null },
+    ];
+    for (const drop of drops) {
+      const got = logitsFor(ReferenceModel.fromWeights({ ...c, ...drop }, w), ids);
+      const diff = Math.max(...got.flatMap((row, t) => Array.from(row, (v, i) => Math.abs(v - want[t][i]))));
+      expect(diff, JSON.stringify(drop)).toBeGreaterThan(1e-3);
+    }
   });
 });

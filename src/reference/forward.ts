@@ -3,7 +3,7 @@
  * purpose. Buffers are float32 like the GPU's; dot products accumulate in float64 so that the
  * reference's own rounding stays far below any tolerance a test states.
  */
-import { layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
+import { attentionScale, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
 import { assembleWeights, modelTensors, type ModelWeights } from '../model/tensors';
 import { applyRope, ropeInvFreqs } from '../model/rope';
@@ -97,8 +97,11 @@ export class ReferenceModel {
     if (pos >= this.capacity) this.grow(Math.max(2 * this.capacity, pos + 1));
     const { x, xb, xb2, q, k, v, attOut, hb, hb2 } = this;
 
-    // token embedding
+    // token embedding, scaled (Gemma: by sqrt(dim))
     x.set(this.w.tokenEmbd.subarray(token * dim, (token + 1) * dim));
+    if (c.embeddingScale !== 1) for (let i = 0; i < dim; i++) x[i] *= c.embeddingScale;
+    // every RMSNorm scales by (offset + w): Gemma's checkpoints store w of (1 + w)
+    const norm = (out: Float32Array, src: Float32Array | null, weight: Float32Array) => rmsnorm(out, src, weight, c.rmsNormEps, c.normWeightOffset);
 
     for (let l = 0; l < c.numLayers; l++) {
       const lw = this.w.layers[l];
@@ -106,7 +109,7 @@ export class ReferenceModel {
       // attention input: the rmsnormed stream (pre-norm), or the stream itself (post-norm, OLMo 2)
       let input = x;
       if (lw.attnNorm) {
-        rmsnorm(xb, x, lw.attnNorm, c.rmsNormEps);
+        norm(xb, x, lw.attnNorm);
         input = xb;
       }
 
@@ -118,11 +121,11 @@ export class ReferenceModel {
       // q/k rmsnorm before RoPE: per head (Qwen3) or over the whole projection (OLMo 2)
       if (lw.qNorm && lw.kNorm) {
         if (c.qkNormScope === 'full') {
-          rmsnorm(q, null, lw.qNorm, c.rmsNormEps);
-          rmsnorm(k, null, lw.kNorm, c.rmsNormEps);
+          norm(q, null, lw.qNorm);
+          norm(k, null, lw.kNorm);
         } else {
-          for (let h = 0; h < numHeads; h++) rmsnorm(q.subarray(h * headDim, (h + 1) * headDim), null, lw.qNorm, c.rmsNormEps);
-          for (let h = 0; h < numKvHeads; h++) rmsnorm(k.subarray(h * headDim, (h + 1) * headDim), null, lw.kNorm, c.rmsNormEps);
+          for (let h = 0; h < numHeads; h++) norm(q.subarray(h * headDim, (h + 1) * headDim), null, lw.qNorm);
+          for (let h = 0; h < numKvHeads; h++) norm(k.subarray(h * headDim, (h + 1) * headDim), null, lw.kNorm);
         }
       }
 
@@ -140,7 +143,8 @@ export class ReferenceModel {
       // sliding window of w keys starts at pos - w + 1 and full attention at 0
       const keys = this.keyCache[l];
       const values = this.valueCache[l];
-      const scale = 1 / Math.sqrt(headDim);
+      const scale = attentionScale(c);
+      const cap = c.attnLogitSoftcap;
       const att = this.att; // att[t - first]: score of position t
       const window = layerWindow(c, l);
       const first = window === null ? 0 : Math.max(0, pos + 1 - window);
@@ -152,7 +156,8 @@ export class ReferenceModel {
           let s = 0;
           const kOff = t * kvDim + kvOff;
           for (let i = 0; i < headDim; i++) s += q[qOff + i] * keys[kOff + i];
-          att[t - first] = s * scale;
+          // scaled, then soft-capped (Gemma 2): tanh(s / cap) * cap
+          att[t - first] = cap === null ? s * scale : Math.tanh((s * scale) / cap) * cap;
         }
         // softmax
         softmax(att, pos + 1 - first);
@@ -164,37 +169,40 @@ export class ReferenceModel {
         }
       }
 
-      // output projection, its post-norm (OLMo 2), and residual
+      // output projection, its post-norm (OLMo 2, Gemma), and residual
       matmul(xb2, attOut, lw.wo, lw.bo);
-      if (lw.postAttnNorm) rmsnorm(xb2, null, lw.postAttnNorm, c.rmsNormEps);
+      if (lw.postAttnNorm) norm(xb2, null, lw.postAttnNorm);
       for (let i = 0; i < dim; i++) x[i] += xb2[i];
 
       // ffn input: the rmsnormed stream (pre-norm), or the stream itself (post-norm)
       input = x;
       if (lw.ffnNorm) {
-        rmsnorm(xb, x, lw.ffnNorm, c.rmsNormEps);
+        norm(xb, x, lw.ffnNorm);
         input = xb;
       }
 
-      // gate and up matmuls, SwiGLU: silu(gate) * up
+      // gate and up matmuls, act(gate) * up: SwiGLU (silu) or GeGLU (tanh-approximated GELU, Gemma)
       matmul(hb, input, lw.wGate);
       matmul(hb2, input, lw.wUp);
+      const gelu = c.ffnActivation === 'gelu_tanh';
       for (let i = 0; i < hidden; i++) {
         const g = hb[i];
-        hb[i] = (g / (1 + Math.exp(-g))) * hb2[i];
+        hb[i] = (gelu ? 0.5 * g * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (g + 0.044715 * g * g * g))) : g / (1 + Math.exp(-g))) * hb2[i];
       }
 
-      // down matmul, its post-norm (OLMo 2), and residual
+      // down matmul, its post-norm (OLMo 2, Gemma), and residual
       matmul(xb2, hb, lw.wDown);
-      if (lw.postFfnNorm) rmsnorm(xb2, null, lw.postFfnNorm, c.rmsNormEps);
+      if (lw.postFfnNorm) norm(xb2, null, lw.postFfnNorm);
       for (let i = 0; i < dim; i++) x[i] += xb2[i];
     }
 
     // final rmsnorm
-    rmsnorm(x, x, this.w.outputNorm, c.rmsNormEps);
+    norm(x, x, this.w.outputNorm);
 
-    // classifier into logits
+    // classifier into logits, soft-capped (Gemma 2): tanh(x / cap) * cap
     matmul(this.logits, x, this.w.output);
+    const finalCap = c.finalLogitSoftcap;
+    if (finalCap !== null) for (let i = 0; i < this.logits.length; i++) this.logits[i] = Math.tanh(this.logits[i] / finalCap) * finalCap;
     this.filled = pos + 1;
     return this.logits.slice();
   }
@@ -218,13 +226,13 @@ export class ReferenceModel {
   }
 }
 
-/** out = rmsnorm(x) * weight; x defaults to out (in place). */
-export function rmsnorm(out: Float32Array, x: Float32Array | null, weight: Float32Array, eps: number): void {
+/** out = rmsnorm(x) * (offset + weight); x defaults to out (in place). */
+export function rmsnorm(out: Float32Array, x: Float32Array | null, weight: Float32Array, eps: number, offset = 0): void {
   const src = x ?? out;
   let ss = 0;
   for (let i = 0; i < src.length; i++) ss += src[i] * src[i];
   const inv = 1 / Math.sqrt(ss / src.length + eps);
-  for (let i = 0; i < src.length; i++) out[i] = src[i] * inv * weight[i];
+  for (let i = 0; i < src.length; i++) out[i] = src[i] * inv * (offset + weight[i]);
 }
 
 /** out (n) = W (n, d) @ x (d) + bias. */
