@@ -16,7 +16,7 @@ const LEGACY_MIN: Record<string, string[]> = { llama: ['Q4_1'], qwen2: ['Q5_1'] 
 const NEWER = ['hf-F32', 'Q8_0', 'Q4_K_M'];
 const CASES: Array<[string, string]> = [
   ...['llama', 'qwen2', 'qwen3', 'mistral'].flatMap((a) => [...FORMATS, ...(LEGACY_MIN[a] ?? [])].map((f): [string, string] => [a, f])),
-  ...['smollm3', 'olmo2'].flatMap((a) => NEWER.map((f): [string, string] => [a, f])),
+  ...['smollm3', 'olmo2', 'gemma2'].flatMap((a) => NEWER.map((f): [string, string] => [a, f])),
 ];
 
 describe('the GPU engine in Chromium', () => {
