@@ -128,20 +128,28 @@ export const dequantizeQ4_K = (bytes: Uint8Array, y: Float32Array): void => dequ
 export const quantizeQ5_K = (x: Float32Array, out: Uint8Array): void => quantizeAffineK(x, out, 5);
 export const dequantizeQ5_K = (bytes: Uint8Array, y: Float32Array): void => dequantizeAffineK(bytes, y, 5);
 
+/**
+ * Q6_K's and Q3_K's symmetric scales: per 16 elements from `src`, the value of largest magnitude
+ * maps to `qmin` (as ggml does). Fills `scale` and returns the one of largest magnitude.
+ */
+function symmetricScales16(x: Float32Array, src: number, qmin: number, scale: Float64Array): number {
+  let maxScale = 0;
+  for (let j = 0; j < 16; j++) {
+    let big = 0;
+    for (let i = 0; i < 16; i++) {
+      const v = x[src + 16 * j + i]!;
+      if (Math.abs(v) > Math.abs(big)) big = v;
+    }
+    scale[j] = big / qmin;
+    if (Math.abs(scale[j]!) > Math.abs(maxScale)) maxScale = scale[j]!;
+  }
+  return maxScale;
+}
+
 export function quantizeQ6_K(x: Float32Array, out: Uint8Array): void {
   const scale = new Float64Array(16);
   for (let src = 0, dst = 0; src < x.length; src += QK_K, dst += 210) {
-    // Per 16 elements: the value of largest magnitude maps to q = -32 (as ggml does).
-    let maxScale = 0;
-    for (let j = 0; j < 16; j++) {
-      let big = 0;
-      for (let i = 0; i < 16; i++) {
-        const v = x[src + 16 * j + i]!;
-        if (Math.abs(v) > Math.abs(big)) big = v;
-      }
-      scale[j] = big / -32;
-      if (Math.abs(scale[j]!) > Math.abs(maxScale)) maxScale = scale[j]!;
-    }
+    const maxScale = symmetricScales16(x, src, -32, scale);
     // The largest scale maps to -128, the int8 minimum, like ggml's quantize_row_q6_K_ref.
     const ql = dst, qh = dst + 128, scales = dst + 192;
     const d = writeF16(out, dst + 208, maxScale / -128);
@@ -258,18 +266,9 @@ function q3kScale(bytes: Uint8Array, at: number, s: number): number {
 export function quantizeQ3_K(x: Float32Array, out: Uint8Array): void {
   const scale = new Float64Array(16);
   for (let src = 0, dst = 0; src < x.length; src += QK_K, dst += 110) {
-    // Per 16 elements: the value of largest magnitude maps to q - 4 = -4; the largest scale to
-    // -32, the 6-bit minimum (as Q6_K does with 8 bits).
-    let maxScale = 0;
-    for (let j = 0; j < 16; j++) {
-      let big = 0;
-      for (let i = 0; i < 16; i++) {
-        const v = x[src + 16 * j + i]!;
-        if (Math.abs(v) > Math.abs(big)) big = v;
-      }
-      scale[j] = big / -4;
-      if (Math.abs(scale[j]!) > Math.abs(maxScale)) maxScale = scale[j]!;
-    }
+    // The value of largest magnitude maps to q - 4 = -4; the largest scale to -32, the 6-bit
+    // minimum (as Q6_K does with 8 bits).
+    const maxScale = symmetricScales16(x, src, -4, scale);
     const d = writeF16(out, dst + 108, maxScale / -32);
     out.fill(0, dst, dst + 108); // every field is OR-ed in
     for (let j = 0; j < 16; j++) {

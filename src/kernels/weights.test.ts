@@ -31,22 +31,17 @@ describe('repackForGPU', () => {
   });
 
   it('pads each Q6_K (Q3_K) super-block to 212 (112) bytes and leaves Q2_K, Q4_K and Q5_K as they are', () => {
-    const q6 = quantize('Q6_K', values(512));
-    const gpu6 = repackForGPU('Q6_K', q6);
-    expect(gpu6.length).toBe(424);
-    expect([...gpu6.subarray(212, 422)]).toEqual([...q6.subarray(210, 420)]);
-    expect([...gpu6.subarray(210, 212)]).toEqual([0, 0]);
-    const q4 = quantize('Q4_K', values(512));
-    expect(repackForGPU('Q4_K', q4)).toEqual(q4);
-    const q5 = quantize('Q5_K', values(512));
-    expect(repackForGPU('Q5_K', q5)).toEqual(q5);
-    const q3 = quantize('Q3_K', values(512));
-    const gpu3 = repackForGPU('Q3_K', q3);
-    expect(gpu3.length).toBe(224);
-    expect([...gpu3.subarray(112, 222)]).toEqual([...q3.subarray(110, 220)]);
-    expect([...gpu3.subarray(110, 112)]).toEqual([0, 0]);
-    const q2 = quantize('Q2_K', values(512));
-    expect(repackForGPU('Q2_K', q2)).toEqual(q2);
+    for (const [dtype, ggml, gpu] of [['Q6_K', 210, 212], ['Q3_K', 110, 112]] as const) {
+      const q = quantize(dtype, values(512));
+      const g = repackForGPU(dtype, q);
+      expect(g.length).toBe(2 * gpu);
+      expect([...g.subarray(gpu, gpu + ggml)]).toEqual([...q.subarray(ggml, 2 * ggml)]);
+      expect([...g.subarray(ggml, gpu)]).toEqual([0, 0]);
+    }
+    for (const dtype of ['Q2_K', 'Q4_K', 'Q5_K'] as const) {
+      const q = quantize(dtype, values(512));
+      expect(repackForGPU(dtype, q)).toEqual(q);
+    }
   });
 
   it('pads plain floats to a whole word', () => {
