@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ARCH, ARCHES, configFromGGUF, configFromHF, layerWindow } from './config';
+import { ARCH, ARCHES, configFromGGUF, configFromHF, layerWindow, PLAIN_MATH } from './config';
 import { ModelError } from './errors';
 
 const llamaJson = {
@@ -52,12 +52,7 @@ describe('configFromHF', () => {
       qkNorm: false,
       qkNormScope: 'head',
       normPlacement: 'pre',
-      normWeightOffset: 0,
-      embeddingScale: 1,
-      ffnActivation: 'silu',
-      attentionScale: null,
-      attnLogitSoftcap: null,
-      finalLogitSoftcap: null,
+      ...PLAIN_MATH,
       slidingWindow: null,
       noRopeLayers: [],
       bosTokenId: 128000,
@@ -188,7 +183,7 @@ describe('Gemma 2', () => {
     expect(configFromHF({ ...gemma2Json, tie_word_embeddings: false }).tieWordEmbeddings).toBe(false);
     expect(thrown(() => configFromHF({ ...gemma2Json, final_logit_softcapping: -1 })).field).toBe('final_logit_softcapping');
     // Llama's rows keep Llama's math.
-    expect(configFromHF(llamaJson)).toMatchObject({ normWeightOffset: 0, embeddingScale: 1, ffnActivation: 'silu', attentionScale: null, attnLogitSoftcap: null, finalLogitSoftcap: null });
+    expect(configFromHF(llamaJson)).toMatchObject(PLAIN_MATH);
   });
 
   it('reads GGUF metadata: norms already 1 + w, the caps, the window on even layers, llama.cpp\'s 27B query scale', () => {

@@ -285,6 +285,16 @@ export interface ModelConfig {
   eosTokenIds: number[];
 }
 
+/** ModelConfig's math fields as Llama has them (no Gemma piece): where a config built by hand starts. */
+export const PLAIN_MATH = {
+  normWeightOffset: 0,
+  embeddingScale: 1,
+  ffnActivation: 'silu',
+  attentionScale: null,
+  attnLogitSoftcap: null,
+  finalLogitSoftcap: null,
+} as const satisfies Partial<ModelConfig>;
+
 export interface SlidingWindow {
   /** Keys a query sees, its own included. */
   size: number;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { ModelConfig } from './config';
+import { PLAIN_MATH, type ModelConfig } from './config';
 import { ModelError } from './errors';
 import {
   assembleWeights,
@@ -36,12 +36,7 @@ const config: ModelConfig = {
   noRopeLayers: [],
   qkNormScope: 'head',
   normPlacement: 'pre',
-  normWeightOffset: 0,
-  embeddingScale: 1,
-  ffnActivation: 'silu',
-  attentionScale: null,
-  attnLogitSoftcap: null,
-  finalLogitSoftcap: null,
+  ...PLAIN_MATH,
   bosTokenId: null,
   eosTokenIds: [],
 };

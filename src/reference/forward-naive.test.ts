@@ -4,7 +4,7 @@
  * for random small models with GQA, biases, q/k norms and both RoPE styles.
  */
 import { describe, expect, it } from 'vitest';
-import { layerWindow, type ModelConfig } from '../model/config';
+import { layerWindow, PLAIN_MATH, type ModelConfig } from '../model/config';
 import { expectedTensors } from '../model/tensors';
 import { greedy, logitsFor, ReferenceModel } from './forward';
 
@@ -29,12 +29,7 @@ const base: ModelConfig = {
   noRopeLayers: [],
   qkNormScope: 'head',
   normPlacement: 'pre',
-  normWeightOffset: 0,
-  embeddingScale: 1,
-  ffnActivation: 'silu',
-  attentionScale: null,
-  attnLogitSoftcap: null,
-  finalLogitSoftcap: null,
+  ...PLAIN_MATH,
   bosTokenId: null,
   eosTokenIds: [],
 };
