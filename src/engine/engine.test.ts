@@ -36,6 +36,8 @@ const CASES: Array<[Arch, string[]]> = [
   ['smollm3', NEWER],
   ['olmo2', NEWER],
   ['gemma2', NEWER],
+  // Six tiny layers (one global): the HF folder and one GGUF type.
+  ['gemma3', ['hf-F32', 'Q8_0']],
 ];
 
 describe.each(CASES)('the GPU engine on the tiny %s fixture', (arch, variants) => {

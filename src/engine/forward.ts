@@ -18,7 +18,7 @@ import { createRmsNormOp } from '../kernels/rms-norm';
 import { createRopeOp, ropeInvFreq } from '../kernels/rope';
 import { createSoftcapOp } from '../kernels/softcap';
 import { createSwigluOp } from '../kernels/swiglu';
-import { attentionScale, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
+import { attentionScale, layerRope, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
 import type { GpuMatrix, GpuWeights } from './gpu-weights';
 import { LayerCaches, layerCacheKinds } from './layer-cache';
 import type { StepBuffers } from './step';
@@ -50,6 +50,7 @@ interface RunState {
   lastNormed: GPUBuffer; // f32 [maxSeqs, hidden]
   logits: GPUBuffer; // f32 [maxSeqs, vocab]
   invFreq: GPUBuffer; // f32 [headDim/2]
+  invFreqLocal: GPUBuffer; // f32 [headDim/2] of windowed layers with their own base (Gemma 3); else invFreq
 }
 
 /** One layer's dispatches in order; norms absent where the config places none (pre- or post-norm). */
@@ -123,6 +124,11 @@ export class GpuForward {
     };
     const invFreq = uploadBuffer(device, ropeInvFreq({ ...config, freqFactors: ropeFreqFactors }), STORAGE, 'rope invFreq');
     owned.push(invFreq);
+    let invFreqLocal = invFreq;
+    if (config.ropeLocalTheta !== null) {
+      invFreqLocal = uploadBuffer(device, ropeInvFreq({ ...config, ropeTheta: config.ropeLocalTheta, ropeScaling: null }), STORAGE, 'rope invFreq (local)');
+      owned.push(invFreqLocal);
+    }
     const state: RunState = {
       ids: buf(T, 'ids', 4),
       x: buf(T * H, 'x'),
@@ -141,6 +147,7 @@ export class GpuForward {
       lastNormed: buf(S * H, 'lastNormed', 4),
       logits: buf(S * V, 'logits', 4),
       invFreq,
+      invFreqLocal,
     };
     const caches = LayerCaches.create(device, layerCacheKinds(config), { numPages: limits.numPages, pageSize: limits.pageSize, maxSeqs: S, actBytes: act });
 
@@ -191,7 +198,7 @@ export class GpuForward {
           q: qRoped,
           k: kRoped,
           positions: step.positions,
-          invFreq,
+          invFreq: layerRope(config, l) === 'local' ? invFreqLocal : invFreq,
           nHeads: nH,
           nKv,
           headDim: D,

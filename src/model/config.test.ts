@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ARCH, ARCHES, configFromGGUF, configFromHF, layerWindow, PLAIN_MATH } from './config';
+import { ARCH, ARCHES, configFromGGUF, configFromHF, layerRope, layerWindow, PLAIN_MATH } from './config';
 import { ModelError } from './errors';
 
 const llamaJson = {
@@ -214,6 +214,88 @@ describe('Gemma 2', () => {
   });
 });
 
+describe('Gemma 3', () => {
+  // google/gemma-3-1b-it's config.json (the keys the reader uses), plus the 4B's rope scaling.
+  const gemma3Json = {
+    architectures: ['Gemma3ForCausalLM'],
+    model_type: 'gemma3_text',
+    vocab_size: 262144,
+    hidden_size: 1152,
+    intermediate_size: 6912,
+    num_hidden_layers: 26,
+    num_attention_heads: 4,
+    num_key_value_heads: 1,
+    head_dim: 256,
+    hidden_activation: 'gelu_pytorch_tanh',
+    query_pre_attn_scalar: 256,
+    sliding_window: 512,
+    sliding_window_pattern: 6,
+    rope_local_base_freq: 10000,
+    rope_theta: 1000000,
+    rope_scaling: null,
+    attn_logit_softcapping: null,
+    final_logit_softcapping: null,
+    rms_norm_eps: 1e-6,
+    max_position_embeddings: 32768,
+  };
+  const local26 = Array.from({ length: 26 }, (_, l) => l).filter((l) => l % 6 !== 5);
+
+  it('reads config.json: per-head (1 + w) q/k norms, windows on 5 layers of 6 with their own RoPE base, no caps', () => {
+    const c = configFromHF(gemma3Json);
+    expect(c).toMatchObject({
+      arch: 'gemma3',
+      qkNorm: true,
+      qkNormScope: 'head',
+      normPlacement: 'sandwich',
+      normWeightOffset: 1,
+      embeddingScale: Math.sqrt(1152),
+      ffnActivation: 'gelu_tanh',
+      attentionScale: 1 / 16,
+      attnLogitSoftcap: null,
+      finalLogitSoftcap: null,
+      ropeTheta: 1e6,
+      ropeLocalTheta: 10000,
+      tieWordEmbeddings: true,
+    });
+    expect(c.slidingWindow).toEqual({ size: 512, layers: local26 });
+    expect([0, 4, 5, 11].map((l) => layerRope(c, l))).toEqual(['local', 'local', 'global', 'global']);
+    // The 4B's linear scaling stays on the global layers (ropeScaling); transformers v5's
+    // per-layer-type rope_parameters read the same.
+    const v5 = configFromHF({
+      ...gemma3Json,
+      rope_theta: undefined,
+      rope_local_base_freq: undefined,
+      rope_parameters: { full_attention: { rope_type: 'linear', factor: 8, rope_theta: 1e6 }, sliding_attention: { rope_type: 'default', rope_theta: 10000 } },
+    });
+    expect(v5).toMatchObject({ ropeTheta: 1e6, ropeScaling: { type: 'linear', factor: 8 }, ropeLocalTheta: 10000 });
+    expect(thrown(() => configFromHF({ ...gemma3Json, rope_local_base_freq: 0 })).field).toBe('rope_local_base_freq');
+    // Other families rotate every layer alike.
+    expect(configFromHF(llamaJson).ropeLocalTheta).toBeNull();
+  });
+
+  it('reads GGUF metadata: the fixed pattern of 6 and local base 10000, global linear scaling', () => {
+    const c = configFromGGUF(
+      new Map<string, unknown>([
+        ['general.architecture', 'gemma3'],
+        ['gemma3.embedding_length', 1152],
+        ['gemma3.feed_forward_length', 6912],
+        ['gemma3.block_count', 26],
+        ['gemma3.attention.head_count', 4],
+        ['gemma3.attention.head_count_kv', 1],
+        ['gemma3.attention.key_length', 256],
+        ['gemma3.attention.layer_norm_rms_epsilon', 1e-6],
+        ['gemma3.attention.sliding_window', 512],
+        ['gemma3.rope.freq_base', 1e6],
+        ['gemma3.rope.scaling.type', 'linear'],
+        ['gemma3.rope.scaling.factor', 8],
+        ['gemma3.vocab_size', 262144],
+      ]),
+    );
+    expect(c).toMatchObject({ arch: 'gemma3', qkNorm: true, normWeightOffset: 0, ropeTheta: 1e6, ropeLocalTheta: 10000, ropeScaling: { type: 'linear', factor: 8 }, attnLogitSoftcap: null, attentionScale: null });
+    expect(c.slidingWindow).toEqual({ size: 512, layers: local26 });
+  });
+});
+
 describe('the architecture table', () => {
   // The keys every family's config.json states; each row adds its model_type or class.
   const sizes = { vocab_size: 300, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 3, num_attention_heads: 4, sliding_window: 8 };
@@ -224,7 +306,8 @@ describe('the architecture table', () => {
 
   it.each(ARCHES)('%s: config.json finds its row by model_type or by class alone, with its defaults and flags', (arch) => {
     const row = ARCH[arch];
-    const byType = configFromHF({ ...sizes, model_type: arch });
+    const modelType = row.hfModelType ?? arch;
+    const byType = configFromHF({ ...sizes, model_type: modelType });
     expect(configFromHF({ ...sizes, architectures: ['SomethingElse', row.hfClass] })).toEqual(byType);
     expect(byType).toMatchObject({
       arch,
@@ -236,13 +319,13 @@ describe('the architecture table', () => {
       normPlacement: row.normPlacement,
       attentionBias: row.attentionBias === 'always',
     });
-    expect(configFromHF({ ...sizes, model_type: arch, attention_bias: true }).attentionBias).toBe(true);
+    expect(configFromHF({ ...sizes, model_type: modelType, attention_bias: true }).attentionBias).toBe(true);
     // The window follows the row's style: never, on every layer, or only with use_sliding_window.
     // A layer-pattern family (Gemma) windows its pattern's layers either way.
-    const pattern = { size: 8, layers: [0, 2] };
-    const windowed = configFromHF({ ...sizes, model_type: arch, use_sliding_window: true, max_window_layers: 0 }).slidingWindow;
+    const pattern = { size: 8, layers: [0, 1, 2].filter((l) => l % row.swaPattern! < row.swaPattern! - 1) };
+    const windowed = configFromHF({ ...sizes, model_type: modelType, use_sliding_window: true, max_window_layers: 0 }).slidingWindow;
     expect(windowed).toEqual(row.hfSlidingWindow === null ? null : row.hfSlidingWindow === 'pattern' ? pattern : { size: 8, layers: [0, 1, 2] });
-    const plain = configFromHF({ ...sizes, model_type: arch }).slidingWindow;
+    const plain = configFromHF({ ...sizes, model_type: modelType }).slidingWindow;
     expect(plain).toEqual(row.hfSlidingWindow === 'sliding_window' ? { size: 8, layers: [0, 1, 2] } : row.hfSlidingWindow === 'pattern' ? pattern : null);
   });
 
@@ -317,13 +400,13 @@ describe('the architecture table', () => {
 
   it('lists the supported families in its errors', () => {
     expect(thrown(() => configFromHF({ ...sizes, model_type: 'phi3' })).message).toBe(
-      'config.json: model_type "phi3" is not supported (supported: llama, qwen2, qwen3, mistral, smollm3, olmo2, gemma2)',
+      'config.json: model_type "phi3" is not supported (supported: llama, qwen2, qwen3, mistral, smollm3, olmo2, gemma2, gemma3_text)',
     );
     expect(thrown(() => configFromHF({ ...sizes, architectures: ['Phi3ForCausalLM'] })).message).toBe(
-      'config.json: architectures ["Phi3ForCausalLM"] are not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM)',
+      'config.json: architectures ["Phi3ForCausalLM"] are not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM)',
     );
     expect(thrown(() => configFromGGUF(new Map([['general.architecture', 'phi3']]))).message).toBe(
-      'GGUF general.architecture "phi3" is not supported (supported: llama (also mistral), qwen2, qwen3, smollm3, olmo2, gemma2)',
+      'GGUF general.architecture "phi3" is not supported (supported: llama (also mistral), qwen2, qwen3, smollm3, olmo2, gemma2, gemma3)',
     );
   });
 });

@@ -10,6 +10,8 @@ import { ModelError } from './errors';
 export interface ArchInfo {
   /** transformers' class, as config.json's `architectures` names it (read when `model_type` is absent). */
   hfClass: string;
+  /** config.json's `model_type` when it is not the row's key (Gemma 3's text model: `gemma3_text`). */
+  hfModelType?: string;
   /** Defaults of that transformers config class for keys a config.json may leave out. */
   hfDefaults: { maxPositionEmbeddings: number; rmsNormEps: number; /** When config.json leaves it out (default false). */ tieWordEmbeddings?: boolean };
   /**
@@ -68,6 +70,12 @@ export interface ArchInfo {
    */
   queryPreAttnScalar: { ggufWideLayers: number } | null;
   /**
+   * Gemma 3: sliding-window layers rotate with their own RoPE base and no scaling; this base
+   * when config.json states no `rope_local_base_freq`, and llama.cpp's fixed one (no GGUF key).
+   * null: every layer rotates alike.
+   */
+  ropeLocalBase: number | null;
+  /**
    * NoPE layers (SmolLM3): layer l skips RoPE when (l + 1) % step == 0. llama.cpp hard-codes the
    * step (no GGUF key); config.json lists the layers in `no_rope_layers` (1: RoPE, 0: NoPE) or
    * states `no_rope_layer_interval`, this step being transformers' default. null: RoPE everywhere.
@@ -77,6 +85,7 @@ export interface ArchInfo {
 
 /** Llama's math where Gemma differs: plain norm weights, unscaled embeddings, SwiGLU, no caps. */
 const LLAMA_MATH = {
+  ropeLocalBase: null,
   normOnePlus: false,
   embeddingSqrtScale: false,
   ffnActivation: 'silu',
@@ -198,6 +207,30 @@ const ARCH_ROWS = {
     ffnActivation: 'gelu_tanh',
     logitSoftcaps: true,
     queryPreAttnScalar: { ggufWideLayers: 46 },
+    ropeLocalBase: null,
+  },
+  // Gemma 2 without the attention soft-cap, with per-head q/k norms (1 + w too), windows on 5
+  // layers of 6 and those layers' own RoPE base (10000; the global layers' rope_theta and scaling).
+  gemma3: {
+    hfClass: 'Gemma3ForCausalLM',
+    hfModelType: 'gemma3_text',
+    hfDefaults: { maxPositionEmbeddings: 131072, rmsNormEps: 1e-6, tieWordEmbeddings: true },
+    hfSlidingWindow: 'pattern',
+    gguf: 'gemma3',
+    ggufSlidingWindow: 'pattern',
+    swaPattern: 6,
+    ggufRopeStyle: 'neox',
+    attentionBias: 'attention_bias',
+    qkNorm: true,
+    qkNormScope: 'head',
+    normPlacement: 'sandwich',
+    noRopeLayerStep: null,
+    normOnePlus: true,
+    embeddingSqrtScale: true,
+    ffnActivation: 'gelu_tanh',
+    logitSoftcaps: true,
+    queryPreAttnScalar: { ggufWideLayers: 62 },
+    ropeLocalBase: 10000,
   },
 } satisfies Record<string, ArchInfo>;
 
@@ -265,6 +298,11 @@ export interface ModelConfig {
   ffnActivation: 'silu' | 'gelu_tanh';
   /** What q·k is multiplied by before the soft-cap and softmax; null: 1/sqrt(headDim) (see `attentionScale()`). */
   attentionScale: number | null;
+  /**
+   * RoPE base of the sliding-window layers, which rotate unscaled (Gemma 3: 10000); the other
+   * layers use ropeTheta and ropeScaling. null: every layer alike (`layerRope()`).
+   */
+  ropeLocalTheta: number | null;
   /** Attention scores s become tanh(s / cap) * cap before the mask and softmax (Gemma 2); null: none. */
   attnLogitSoftcap: number | null;
   /** Logits x become tanh(x / cap) * cap (Gemma 2); null: none. */
@@ -287,6 +325,7 @@ export interface ModelConfig {
 
 /** ModelConfig's math fields as Llama has them (no Gemma piece): where a config built by hand starts. */
 export const PLAIN_MATH = {
+  ropeLocalTheta: null,
   normWeightOffset: 0,
   embeddingScale: 1,
   ffnActivation: 'silu',
@@ -311,6 +350,11 @@ export function layerWindow(config: Pick<ModelConfig, 'slidingWindow'>, layer: n
 /** What q·k is multiplied by: the config's own scale, else 1/sqrt(headDim). */
 export function attentionScale(config: Pick<ModelConfig, 'attentionScale' | 'headDim'>): number {
   return config.attentionScale ?? 1 / Math.sqrt(config.headDim);
+}
+
+/** Which RoPE layer `layer` uses: the global one (ropeTheta, ropeScaling) or the local one of windowed layers (ropeLocalTheta). */
+export function layerRope(config: Pick<ModelConfig, 'slidingWindow' | 'ropeLocalTheta'>, layer: number): 'global' | 'local' {
+  return config.ropeLocalTheta !== null && layerWindow(config, layer) !== null ? 'local' : 'global';
 }
 
 /** Whether layer `layer` rotates q and k (false on NoPE layers). */
@@ -357,6 +401,11 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     return v;
   };
 
+  const positiveRealAt = (v: unknown, key: string, fallback: number): number => {
+    const x = v ?? fallback;
+    if (typeof x !== 'number' || !(x > 0)) throw new ModelError('invalid_field', `${field(key)} must be a positive number, got ${JSON.stringify(x)}`, key);
+    return x;
+  };
   // Absent or null: off.
   const optionalPositive = (key: string): number | null => (c[key] === undefined || c[key] === null ? null : positiveReal(key, 0));
 
@@ -369,8 +418,11 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
   const headDim = positive('head_dim', c.head_dim == null ? hiddenSize / numHeads : undefined);
   if (headDim % 2 !== 0) throw new ModelError('invalid_field', `${field('head_dim')} must be even for RoPE, got ${headDim}`, 'head_dim');
 
-  // transformers v5 moved rope_theta and rope_scaling into `rope_parameters`.
-  const ropeParams = isObject(c.rope_parameters) ? c.rope_parameters : undefined;
+  // transformers v5 moved rope_theta and rope_scaling into `rope_parameters`, per layer type
+  // where those differ (Gemma 3: full_attention, sliding_attention).
+  const byType = isObject(c.rope_parameters) && isObject(c.rope_parameters.full_attention) ? c.rope_parameters : undefined;
+  const ropeParams = byType ? (byType.full_attention as Json) : isObject(c.rope_parameters) ? c.rope_parameters : undefined;
+  const localParams = byType && isObject(byType.sliding_attention) ? byType.sliding_attention : undefined;
   const ropeTheta = ropeParams?.rope_theta ?? c.rope_theta ?? 10000;
   if (typeof ropeTheta !== 'number' || !(ropeTheta > 0))
     throw new ModelError('invalid_field', `${field('rope_theta')} must be a positive number, got ${JSON.stringify(ropeTheta)}`, 'rope_theta');
@@ -397,6 +449,7 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     qkNorm: row.qkNorm,
     qkNormScope: row.qkNormScope,
     normPlacement: row.normPlacement,
+    ropeLocalTheta: row.ropeLocalBase === null ? null : positiveRealAt(localParams?.rope_theta ?? c.rope_local_base_freq, 'rope_local_base_freq', row.ropeLocalBase),
     normWeightOffset: row.normOnePlus ? 1 : 0,
     embeddingScale: row.embeddingSqrtScale ? Math.sqrt(hiddenSize) : 1,
     ffnActivation: row.ffnActivation,
@@ -404,7 +457,8 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     attentionScale: row.queryPreAttnScalar ? 1 / Math.sqrt(positiveReal('query_pre_attn_scalar', 256)) : null,
     attnLogitSoftcap: row.logitSoftcaps ? optionalPositive('attn_logit_softcapping') : null,
     finalLogitSoftcap: row.logitSoftcaps ? optionalPositive('final_logit_softcapping') : null,
-    slidingWindow: hfSlidingWindow(c, row.hfSlidingWindow, numLayers, row.swaPattern),
+    // config.json may state its own pattern (Gemma 3's sliding_window_pattern).
+    slidingWindow: hfSlidingWindow(c, row.hfSlidingWindow, numLayers, typeof c.sliding_window_pattern === 'number' ? c.sliding_window_pattern : row.swaPattern),
     noRopeLayers: hfNoRopeLayers(c, row.noRopeLayerStep, numLayers),
     bosTokenId: typeof bos === 'number' ? bos : null,
     eosTokenIds: unique([...tokenIds(gen.eos_token_id), ...tokenIds(c.eos_token_id)]),
@@ -414,10 +468,11 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
 function hfArch(c: Json): Arch {
   const modelType = c.model_type;
   if (typeof modelType === 'string') {
-    if ((ARCHES as readonly string[]).includes(modelType)) return modelType as Arch;
+    const arch = ARCHES.find((a) => (ARCH[a].hfModelType ?? a) === modelType);
+    if (arch) return arch;
     throw new ModelError(
       'unsupported_arch',
-      `config.json: model_type "${modelType}" is not supported (supported: ${ARCHES.join(', ')})`,
+      `config.json: model_type "${modelType}" is not supported (supported: ${ARCHES.map((a) => ARCH[a].hfModelType ?? a).join(', ')})`,
       'model_type',
     );
   }
@@ -616,6 +671,8 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     qkNorm: row.qkNorm,
     qkNormScope: row.qkNormScope,
     normPlacement: row.normPlacement,
+    // llama.cpp fixes the local layers' base (no key).
+    ropeLocalTheta: row.ropeLocalBase,
     // llama.cpp's converter stored Gemma's norm weights as 1 + w already.
     normWeightOffset: 0,
     embeddingScale: row.embeddingSqrtScale ? Math.sqrt(hiddenSize) : 1,

@@ -196,8 +196,9 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
     // per-head q/k norm on each head; a full-width one on the whole projection before the split
     const qn = (v: number[], g: string) => (c.qkNorm && c.qkNormScope === 'head' ? norm(v, w.get(p + g)!, c.rmsNormEps) : v);
     const fullQn = (v: number[], g: string) => (c.qkNorm && c.qkNormScope === 'full' ? norm(v, w.get(p + g)!, c.rmsNormEps) : v);
-    // NoPE layers leave q and k where they are
-    const rot = (v: number[], t: number) => (c.noRopeLayers.includes(l) ? v : rope(v, t, c.ropeTheta, c.ropeStyle));
+    // NoPE layers leave q and k where they are; Gemma 3's windowed layers rotate with their own base
+    const theta = c.ropeLocalTheta !== null && (c.slidingWindow?.layers ?? []).includes(l) ? c.ropeLocalTheta : c.ropeTheta;
+    const rot = (v: number[], t: number) => (c.noRopeLayers.includes(l) ? v : rope(v, t, theta, c.ropeStyle));
     const Q = heads(H.map((x) => fullQn(linear(x, W(p + 'attn_q.weight', d), w.get(p + 'attn_q.bias')), 'attn_q_norm.weight')), c.numHeads)
       .map((hs, t) => hs.map((v) => rot(qn(v, 'attn_q_norm.weight'), t)));
     const K = heads(H.map((x) => fullQn(linear(x, W(p + 'attn_k.weight', d), w.get(p + 'attn_k.bias')), 'attn_k_norm.weight')), c.numKvHeads)
@@ -266,6 +267,9 @@ const GEMMA2: Partial<ModelConfig> = {
   slidingWindow: { size: 2, layers: [0] },
 };
 
+// Gemma 3: Gemma 2 without the attention cap, with per-head q/k norms and the windowed layer's own RoPE base.
+const GEMMA3: Partial<ModelConfig> = { ...GEMMA2, arch: 'gemma3', attnLogitSoftcap: null, finalLogitSoftcap: null, qkNorm: true, qkNormScope: 'head', ropeLocalTheta: 7 };
+
 const cases: [string, Partial<ModelConfig>][] = [
   ['llama with GQA', { numHeads: 4, numKvHeads: 2, headDim: 4, hiddenSize: 8 }],
   ['qwen2 with q/k/v biases and tied embeddings', { arch: 'qwen2', attentionBias: true, tieWordEmbeddings: true, numHeads: 2, numKvHeads: 1 }],
@@ -275,6 +279,7 @@ const cases: [string, Partial<ModelConfig>][] = [
   ['qwen2 with a 2-key window on layer 1 only', { arch: 'qwen2', attentionBias: true, slidingWindow: { size: 2, layers: [1] } }],
   ['olmo2 with post-norms and full-width q/k norms', { arch: 'olmo2', normPlacement: 'post', qkNorm: true, qkNormScope: 'full', numHeads: 2, numKvHeads: 1, headDim: 4, hiddenSize: 8 }],
   ['smollm3 with NoPE on layer 1 and interleaved RoPE on layer 0', { arch: 'smollm3', ropeStyle: 'interleaved', numHeads: 2, numKvHeads: 1, noRopeLayers: [1] }],
+  ['gemma3 with (1 + w) per-head q/k norms and a local RoPE base on its windowed layer 0', { ...GEMMA3 }],
   ['gemma2 with sandwich (1 + w) norms, scaled embeddings, GeGLU, its own query scale, both soft-caps and a 2-key window on layer 0', { ...GEMMA2 }],
 ];
 
@@ -406,6 +411,15 @@ describe('reference forward, Gemma 2 pieces', () => {
       { finalLogitSoftcap: null },
       { slidingWindow: null },
     ];
+    // Gemma 3: the windowed layer's RoPE base matters; (1 + w) holds on every norm, q/k norms
+    // included: offset 1 on w is offset 0 on w + 1 (what a GGUF file stores).
+    const c3: ModelConfig = { ...c, ...GEMMA3 };
+    const w3 = randomWeights(c3, 7);
+    const want3 = logitsFor(ReferenceModel.fromWeights(c3, w3), ids);
+    const maxDiff = (got: Float32Array[]) => Math.max(...got.flatMap((row, t) => Array.from(row, (v, i) => Math.abs(v - want3[t][i]))));
+    expect(maxDiff(logitsFor(ReferenceModel.fromWeights({ ...c3, ropeLocalTheta: null }, w3), ids))).toBeGreaterThan(1e-3);
+    const shifted = new Map([...w3].map(([name, v]) => [name, name.endsWith('norm.weight') ? v.map((x) => x + 1) : v]));
+    expect(maxDiff(logitsFor(ReferenceModel.fromWeights({ ...c3, normWeightOffset: 0 }, shifted), ids))).toBeLessThan(1e-4);
     for (const drop of drops) {
       const got = logitsFor(ReferenceModel.fromWeights({ ...c, ...drop }, w), ids);
       const diff = Math.max(...got.flatMap((row, t) => Array.from(row, (v, i) => Math.abs(v - want[t][i]))));

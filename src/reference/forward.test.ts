@@ -65,7 +65,7 @@ function maxAbsDiff(got: Float32Array[], want: Float32Array[]): number {
   return worst;
 }
 
-const ARCHES: Arch[] = ['llama', 'qwen2', 'qwen3', 'mistral', 'smollm3', 'olmo2', 'gemma2'];
+const ARCHES: Arch[] = ['llama', 'qwen2', 'qwen3', 'mistral', 'smollm3', 'olmo2', 'gemma2', 'gemma3'];
 
 describe.each(ARCHES)('reference forward on the tiny %s fixture', (arch) => {
   let server: StaticServer;
@@ -115,7 +115,7 @@ describe.each(ARCHES)('reference forward on the tiny %s fixture', (arch) => {
     expect(ggufF32.config.noRopeLayers).toEqual(hfF32.config.noRopeLayers);
     // The same windows, caps and scales; HF Gemma norms add their 1, GGUF ones hold it already
     // (the logits agreeing pins that neither file's norms are shifted twice or never).
-    for (const key of ['slidingWindow', 'embeddingScale', 'ffnActivation', 'attnLogitSoftcap', 'finalLogitSoftcap', 'normPlacement'] as const)
+    for (const key of ['slidingWindow', 'ropeLocalTheta', 'embeddingScale', 'ffnActivation', 'attnLogitSoftcap', 'finalLogitSoftcap', 'normPlacement'] as const)
       expect(ggufF32.config[key], key).toEqual(hfF32.config[key]);
     expect(hfF32.config.normWeightOffset).toBe(ARCH[arch].normOnePlus ? 1 : 0);
     expect(ggufF32.config.normWeightOffset).toBe(0);

@@ -3,7 +3,7 @@
  * purpose. Buffers are float32 like the GPU's; dot products accumulate in float64 so that the
  * reference's own rounding stays far below any tolerance a test states.
  */
-import { attentionScale, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
+import { attentionScale, layerRope, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
 import { assembleWeights, modelTensors, type ModelWeights } from '../model/tensors';
 import { applyRope, ropeInvFreqs } from '../model/rope';
@@ -19,6 +19,7 @@ export class ReferenceModel {
   readonly config: ModelConfig;
   private readonly w: Weights;
   private readonly invFreq: Float64Array; // (headDim / 2)
+  private readonly invFreqLocal: Float64Array; // (headDim / 2) of windowed layers with their own base (Gemma 3)
 
   // Run state, allocated once.
   private readonly x: Float32Array; // (dim) the residual stream
@@ -42,6 +43,8 @@ export class ReferenceModel {
     this.config = config;
     this.w = weights;
     this.invFreq = ropeInvFreqs(config, ropeFreqFactors);
+    // Gemma 3's local layers: their own base, unscaled.
+    this.invFreqLocal = config.ropeLocalTheta === null ? this.invFreq : ropeInvFreqs({ ...config, ropeTheta: config.ropeLocalTheta, ropeScaling: null });
     const { hiddenSize: dim, intermediateSize: hidden, numHeads, numKvHeads, headDim, vocabSize } = config;
     this.x = new Float32Array(dim);
     this.xb = new Float32Array(dim);
@@ -129,10 +132,11 @@ export class ReferenceModel {
         }
       }
 
-      // RoPE on q and k, except on NoPE layers (SmolLM3)
+      // RoPE on q and k, except on NoPE layers (SmolLM3); windowed layers may have their own (Gemma 3)
       if (layerUsesRope(c, l)) {
-        applyRope(q, numHeads, headDim, pos, this.invFreq, c.ropeStyle);
-        applyRope(k, numKvHeads, headDim, pos, this.invFreq, c.ropeStyle);
+        const invFreq = layerRope(c, l) === 'local' ? this.invFreqLocal : this.invFreq;
+        applyRope(q, numHeads, headDim, pos, invFreq, c.ropeStyle);
+        applyRope(k, numKvHeads, headDim, pos, invFreq, c.ropeStyle);
       }
 
       // store k, v in the cache
