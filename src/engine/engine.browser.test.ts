@@ -17,6 +17,8 @@ const NEWER = ['hf-F32', 'Q8_0', 'Q4_K_M'];
 const CASES: Array<[string, string]> = [
   ...['llama', 'qwen2', 'qwen3', 'mistral'].flatMap((a) => [...FORMATS, ...(LEGACY_MIN[a] ?? [])].map((f): [string, string] => [a, f])),
   ...['smollm3', 'olmo2', 'gemma2'].flatMap((a) => NEWER.map((f): [string, string] => [a, f])),
+  // Six tiny layers: the HF folder and one GGUF type.
+  ...['hf-F32', 'Q8_0'].map((f): [string, string] => ['gemma3', f]),
 ];
 
 describe('the GPU engine in Chromium', () => {
