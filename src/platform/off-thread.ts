@@ -13,6 +13,10 @@
  * A call may carry a time limit. Nothing else can stop a running wasm function or regex, so past
  * the limit the worker is terminated, the call rejects with OffThreadTimeout, and the next call
  * starts a fresh worker: `epoch` tells callers that the state they sent to the old one is gone.
+ *
+ * Worker scripts name Node's modules without the `node:` scheme (`require('worker_threads')`):
+ * they travel as text in every build, the browser files included (never run there), where a
+ * `node:` specifier reads as an import to bundle checks; Node resolves both forms alike.
  */
 
 type NodeWorker = import('node:worker_threads').Worker;
@@ -50,7 +54,7 @@ const transfer = (value, buffers) => ({ [TRANSFER]: buffers, value });
 `;
 const LOOP = `
 ;(() => {
-  const { parentPort } = require('node:worker_threads');
+  const { parentPort } = require('worker_threads');
   let chain = Promise.resolve();
   parentPort.on('message', ({ id, op, args }) => {
     chain = chain.then(async () => {

@@ -11,12 +11,12 @@
 import { EVALUATE_IN_NODE } from './xgrammar';
 
 export const PROBE_WORKER_SOURCE = `
-const { workerData } = require('node:worker_threads');
+const { workerData } = require('worker_threads');
 ${EVALUATE_IN_NODE}
 let stderr = [];
 const quiet = { ...console, log() {}, warn() {}, error: (...args) => stderr.push(args.map(String).join(' ')) };
 let xg = null;
-const load = () => (xg ??= evaluateXGrammar(workerData.xgrammarFile, quiet, require('node:module').createRequire(workerData.xgrammarFile)));
+const load = () => (xg ??= evaluateXGrammar(workerData.xgrammarFile, quiet, require('module').createRequire(workerData.xgrammarFile)));
 const compilers = new Map();
 
 /** Runs one xgrammar call, attaching its stderr to an error. */

@@ -114,8 +114,9 @@ function isNode(): boolean {
  * so that the grammar probe's worker thread (probe-worker.ts) runs this same code.
  */
 export const EVALUATE_IN_NODE = String.raw`function evaluateXGrammar(file, console, require) {
-  const nodeModule = require('node:module');
-  const source = require('node:fs').readFileSync(file, 'utf8');
+  // Bare builtin names: this text is in the browser files too (see src/platform/off-thread.ts).
+  const nodeModule = require('module');
+  const source = require('fs').readFileSync(file, 'utf8');
   const module = { exports: {} };
   // Its Node branch does await import('module'), which code made by new Function cannot do
   // under every loader (vitest's vm): hand it the module instead.
@@ -124,7 +125,7 @@ export const EVALUATE_IN_NODE = String.raw`function evaluateXGrammar(file, conso
     throw new Error('xgrammar: unexpected import(' + JSON.stringify(name) + ')');
   };
   const run = new Function('exports', 'module', 'require', '__filename', '__dirname', 'console', '__import', source.replace(/\bimport\(/g, '__import('));
-  run(module.exports, module, require, file, require('node:path').dirname(file), console, importShim);
+  run(module.exports, module, require, file, require('path').dirname(file), console, importShim);
   return module.exports;
 }`;
 

@@ -16,7 +16,7 @@ import { isNode, OffThread } from '../platform/off-thread';
  * Int32Array handed over, not copied: millions of them are what a long prompt makes.
  */
 const WORKER_SOURCE = `
-const { workerData } = require('node:worker_threads');
+const { workerData } = require('worker_threads');
 const { Tokenizer } = require(workerData.tokenizersFile);
 const tokenizers = new Map();
 const ops = {
