@@ -93,6 +93,24 @@ const LLAMA_MATH = {
   queryPreAttnScalar: null,
 } as const;
 
+/**
+ * Gemma's graph (2 and 3): sandwich norms by (1 + w), sqrt(hidden)-scaled embeddings, GeGLU, the
+ * soft-caps its config states, windows on a layer pattern, NEOX RoPE in GGUF too.
+ */
+const GEMMA = {
+  hfSlidingWindow: 'pattern',
+  ggufSlidingWindow: 'pattern',
+  ggufRopeStyle: 'neox',
+  attentionBias: 'attention_bias',
+  qkNormScope: 'head',
+  normPlacement: 'sandwich',
+  noRopeLayerStep: null,
+  normOnePlus: true,
+  embeddingSqrtScale: true,
+  ffnActivation: 'gelu_tanh',
+  logitSoftcaps: true,
+} as const;
+
 const ARCH_ROWS = {
   llama: {
     hfClass: 'LlamaForCausalLM',
@@ -190,45 +208,25 @@ const ARCH_ROWS = {
   // Sandwich norms, (1 + w) norm weights, sqrt(hidden)-scaled embeddings, GeGLU, attention and
   // final logit soft-caps, its own query scale, a window on every other layer; tied.
   gemma2: {
+    ...GEMMA,
     hfClass: 'Gemma2ForCausalLM',
     hfDefaults: { maxPositionEmbeddings: 8192, rmsNormEps: 1e-6, tieWordEmbeddings: true },
-    hfSlidingWindow: 'pattern',
     gguf: 'gemma2',
-    ggufSlidingWindow: 'pattern',
     swaPattern: 2,
-    ggufRopeStyle: 'neox',
-    attentionBias: 'attention_bias',
     qkNorm: false,
-    qkNormScope: 'head',
-    normPlacement: 'sandwich',
-    noRopeLayerStep: null,
-    normOnePlus: true,
-    embeddingSqrtScale: true,
-    ffnActivation: 'gelu_tanh',
-    logitSoftcaps: true,
     queryPreAttnScalar: { ggufWideLayers: 46 },
     ropeLocalBase: null,
   },
   // Gemma 2 without the attention soft-cap, with per-head q/k norms (1 + w too), windows on 5
   // layers of 6 and those layers' own RoPE base (10000; the global layers' rope_theta and scaling).
   gemma3: {
+    ...GEMMA,
     hfClass: 'Gemma3ForCausalLM',
     hfModelType: 'gemma3_text',
     hfDefaults: { maxPositionEmbeddings: 131072, rmsNormEps: 1e-6, tieWordEmbeddings: true },
-    hfSlidingWindow: 'pattern',
     gguf: 'gemma3',
-    ggufSlidingWindow: 'pattern',
     swaPattern: 6,
-    ggufRopeStyle: 'neox',
-    attentionBias: 'attention_bias',
     qkNorm: true,
-    qkNormScope: 'head',
-    normPlacement: 'sandwich',
-    noRopeLayerStep: null,
-    normOnePlus: true,
-    embeddingSqrtScale: true,
-    ffnActivation: 'gelu_tanh',
-    logitSoftcaps: true,
     queryPreAttnScalar: { ggufWideLayers: 62 },
     ropeLocalBase: 10000,
   },
