@@ -9,9 +9,9 @@ import { expectModelMatchesReference } from '../testing/engine-check';
 const LOGIT_TOLERANCE = 1e-3; // f32 path, as in engine.test.ts
 const STEPS = 32;
 
-/** Every fixture architecture × every format the generator writes; Q4_1, Q5_1, Q5_K, Q3_K and Q2_K on some, as in Node. */
+/** Every fixture architecture × every format the generator writes; Q4_1, Q5_1, Q5_K, Q3_K, Q2_K and Q5_K_M on some, as in Node. */
 const FORMATS = ['hf-F32', 'hf-F16', 'hf-BF16', 'F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q5_0', 'Q4_K', 'Q6_K', 'Q4_K_M'];
-const LEGACY_MIN: Record<string, string[]> = { llama: ['Q4_1', 'Q5_K', 'Q2_K'], qwen2: ['Q5_1', 'Q3_K'], qwen3: ['Q5_K'] };
+const LEGACY_MIN: Record<string, string[]> = { llama: ['Q4_1', 'Q5_K', 'Q2_K'], qwen2: ['Q5_1', 'Q3_K'], qwen3: ['Q5_K', 'Q5_K_M'] };
 /** Families added on top of the four: an HF folder and two GGUF types each, as a smaller grid than Node's. */
 const NEWER = ['hf-F32', 'Q8_0', 'Q4_K_M'];
 const CASES: Array<[string, string]> = [

@@ -25,10 +25,11 @@ const STEPS = 32;
 /**
  * Every fixture architecture × every format the generator writes, except Q4_1 and Q5_1 (whose
  * kernels differ from Q5_0's and Q4_0's only in d·q + m), Q5_K (Q4_K's kernels plus a fifth
- * bit), Q2_K and Q3_K: on one untied and one tied family each (Q2_K untied, Q3_K tied).
+ * bit), Q2_K, Q3_K and Q5_K_M: on one untied and one tied family each (Q2_K untied; Q3_K and
+ * Q5_K_M tied).
  */
 const FORMATS = ['hf-F32', 'hf-F16', 'hf-BF16', 'F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q5_0', 'Q4_K', 'Q6_K', 'Q4_K_M'];
-const LEGACY_MIN: Partial<Record<Arch, string[]>> = { llama: ['Q4_1', 'Q5_K', 'Q2_K'], qwen2: ['Q5_1', 'Q3_K'], qwen3: ['Q5_K'] };
+const LEGACY_MIN: Partial<Record<Arch, string[]>> = { llama: ['Q4_1', 'Q5_K', 'Q2_K'], qwen2: ['Q5_1', 'Q3_K'], qwen3: ['Q5_K', 'Q5_K_M'] };
 /** Families added on top of the four: HF folders and the GGUF types the issue names, not the whole grid. */
 const NEWER = ['hf-F32', 'F16', 'Q8_0', 'Q4_K_M'];
 const CASES: Array<[Arch, string[]]> = [
