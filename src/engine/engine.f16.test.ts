@@ -36,7 +36,7 @@ const FORMATS: Record<Arch, string[]> = {
   smollm3: ['Q8_0'],
   olmo2: ['hf-BF16'],
   gemma2: ['Q8_0'],
-  gemma3: [],
+  gemma3: ['Q8_0'],
 };
 
 describe.each(Object.keys(FORMATS) as Arch[])('the f16 GPU engine on the tiny %s fixture', (arch) => {
