@@ -45,7 +45,19 @@ async function slowestHealth(done: Promise<unknown>): Promise<number> {
 
 describe('a long prompt', () => {
   it('is tokenized while /health keeps answering, then refused for the context', async () => {
-    const prompt = corpus.repeat(Math.ceil(800_000 / corpus.length)).slice(0, 800_000);
+    // A prompt that holds the loop at least 300 ms when tokenized in place, however fast this
+    // machine is (800k characters: most of a second on the 2-core CI host), within the bound.
+    const promptOf = (chars: number) => corpus.repeat(Math.ceil(chars / corpus.length)).slice(0, chars);
+    let prompt = promptOf(800_000);
+    backend.tokenizer.encode(prompt); // warm
+    let inPlaceMs: number;
+    for (;;) {
+      const t = performance.now();
+      backend.tokenizer.encode(prompt);
+      inPlaceMs = performance.now() - t;
+      if (inPlaceMs >= 300 || prompt.length >= 1_600_000) break;
+      prompt = promptOf(prompt.length * 2);
+    }
     const send = () =>
       app.handle(new Request('http://localhost/v1/completions', { method: 'POST', body: JSON.stringify({ model: 'qwen3-tiny', prompt, max_tokens: 1 }) }));
     await send(); // the tokenizer's worker starts on the first long prompt: not what is timed
@@ -55,13 +67,8 @@ describe('a long prompt', () => {
     const r = await reply;
     expect(r.status).toBe(400);
     expect(((await r.json()) as { error: { code: string } }).error.code).toBe('context_length_exceeded');
-
-    const t = performance.now();
-    backend.tokenizer.encode(prompt);
-    const inPlaceMs = performance.now() - t;
-    // In place the prompt holds the loop for most of a second; what is left here is reading and
-    // parsing the body.
-    expect(inPlaceMs).toBeGreaterThan(300);
+    // What is left on this thread is reading and parsing the body.
+    expect(inPlaceMs).toBeGreaterThanOrEqual(300);
     expect(slowestMs).toBeLessThan(inPlaceMs / 3);
-  }, 60_000);
+  }, 120_000);
 });
