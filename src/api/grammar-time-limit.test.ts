@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appFor, loadRig, type Rig } from '../testing/api-rig';
+import { slowestHealth } from '../testing/event-loop';
 import type { App } from './app';
 
 let rig: Rig;
@@ -21,26 +22,6 @@ const post = (body: object) =>
 const chat = (extra: object) =>
   post({ model: 'qwen3-tiny', messages: [{ role: 'user', content: 'Answer.' }], max_tokens: 40, temperature: 0, chat_template_kwargs: { enable_thinking: false }, ...extra });
 
-/**
- * Polls `/health` every 5 ms until `done` settles; the longest time between two answers in ms
- * (what a client waits for one while the loop is held).
- */
-async function slowestHealth(done: Promise<unknown>): Promise<number> {
-  let settled = false;
-  void done.finally(() => (settled = true));
-  let slowest = 0;
-  let last = performance.now();
-  while (!settled) {
-    const r = await app.handle(new Request('http://localhost/health'));
-    expect(r.status).toBe(200);
-    const now = performance.now();
-    slowest = Math.max(slowest, now - last);
-    last = now;
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  // A loop held until `done` settled shows only here: no answer came in between.
-  return Math.max(slowest, performance.now() - last);
-}
 
 describe('the grammar time limit', () => {
   it('answers 400 naming the limit while /health keeps answering, then serves a structured request', async () => {
@@ -49,7 +30,7 @@ describe('the grammar time limit', () => {
 
     // Within every size and nesting limit, yet seconds of compiling.
     const slow = chat({ regex: '(.{0,500}x){0,500}' });
-    const slowestMs = await slowestHealth(slow);
+    const slowestMs = await slowestHealth(app.handle, slow);
     const r = await slow;
     expect(r.status).toBe(400);
     const body = (await r.json()) as { error: { message: string; param: string; code: string } };

@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { appFor, loadRig, type Rig } from '../testing/api-rig';
+import { slowestHealth } from '../testing/event-loop';
 import corpus from '../testing/fixtures/corpus.txt?raw';
 import type { Backend } from '../engine/types';
 import type { App } from './app';
@@ -22,26 +23,6 @@ beforeAll(async () => {
 });
 afterAll(() => rig?.close());
 
-/**
- * Polls `/health` every 5 ms until `done` settles; the longest time between two answers in ms
- * (what a client waits for one while the loop is held).
- */
-async function slowestHealth(done: Promise<unknown>): Promise<number> {
-  let settled = false;
-  void done.finally(() => (settled = true));
-  let slowest = 0;
-  let last = performance.now();
-  while (!settled) {
-    const r = await app.handle(new Request('http://localhost/health'));
-    expect(r.status).toBe(200);
-    const now = performance.now();
-    slowest = Math.max(slowest, now - last);
-    last = now;
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  // A loop held until `done` settled shows only here: no answer came in between.
-  return Math.max(slowest, performance.now() - last);
-}
 
 describe('a long prompt', () => {
   it('is tokenized while /health keeps answering, then refused for the context', async () => {
@@ -63,7 +44,7 @@ describe('a long prompt', () => {
     await send(); // the tokenizer's worker starts on the first long prompt: not what is timed
 
     const reply = send();
-    const slowestMs = await slowestHealth(reply);
+    const slowestMs = await slowestHealth(app.handle, reply);
     const r = await reply;
     expect(r.status).toBe(400);
     expect(((await r.json()) as { error: { code: string } }).error.code).toBe('context_length_exceeded');

@@ -7,6 +7,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { openModel } from '../model/open';
 import { ensureFixture } from '../testing/fixtures/shared';
+import { longestStall } from '../testing/event-loop';
+import { expectSchemaWorks } from '../testing/grammar';
 import { loadTextModel } from '../text/from-model';
 import type { TextTokenizer } from '../text/tokenizer';
 import { compileConstraint, StructuredOutputError, type ConstraintSpec } from './grammar';
@@ -25,22 +27,6 @@ beforeAll(async () => {
   await compileConstraint(tok, { kind: 'regex', pattern: '[0-9]+' });
 });
 
-/** The longest gap between ticks of a 10 ms timer while `work` runs. */
-async function longestStall(work: () => Promise<unknown>): Promise<number> {
-  let last = performance.now();
-  let longest = 0;
-  const timer = setInterval(() => {
-    const now = performance.now();
-    longest = Math.max(longest, now - last);
-    last = now;
-  }, 10);
-  try {
-    await work();
-  } finally {
-    clearInterval(timer);
-  }
-  return Math.max(longest, performance.now() - last);
-}
 
 async function refusal(spec: ConstraintSpec, timeLimitMs?: number): Promise<unknown> {
   return compileConstraint(tok, spec, undefined, { timeLimitMs }).then(
@@ -50,14 +36,7 @@ async function refusal(spec: ConstraintSpec, timeLimitMs?: number): Promise<unkn
 }
 
 /** The schema compiles and its first mask allows `{`. */
-async function schemaWorks(): Promise<void> {
-  const c = await (await compileConstraint(tok, schema)).start();
-  const mask = new Uint32Array(c.words);
-  await c.mask(mask);
-  const open = tok.encode('{', { addSpecialTokens: false })[0]!;
-  expect((mask[open >>> 5]! >>> (open & 31)) & 1).toBe(1);
-  c.dispose();
-}
+const schemaWorks = () => expectSchemaWorks(tok, schema);
 
 describe('the bounded grammar compile', () => {
   it('refuses a grammar that compiles past the time limit, naming the limit, while the event loop runs on', async () => {

@@ -5,6 +5,7 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { openModel } from '../model/open';
+import { longestStall } from '../testing/event-loop';
 import { ensureFixture } from '../testing/fixtures/shared';
 import corpus from '../testing/fixtures/corpus.txt?raw';
 import { VARIED_TEXT } from './testdata/varied-text';
@@ -27,22 +28,6 @@ function longText(tok: TextTokenizer, chars: number): string {
   return unit.repeat(Math.ceil(chars / unit.length)).slice(0, chars);
 }
 
-/** The longest gap between ticks of a 10 ms timer while `work` runs. */
-async function longestStall(work: () => Promise<unknown>): Promise<number> {
-  let last = performance.now();
-  let longest = 0;
-  const timer = setInterval(() => {
-    const now = performance.now();
-    longest = Math.max(longest, now - last);
-    last = now;
-  }, 10);
-  try {
-    await work();
-  } finally {
-    clearInterval(timer);
-  }
-  return Math.max(longest, performance.now() - last);
-}
 
 describe('encodeAsync', () => {
   it.each(ARCHS)('gives encode\'s ids for a long text in the worker (%s), with every option', async (arch) => {
