@@ -53,16 +53,7 @@ export function dequantizeQ8_0(bytes: Uint8Array, y: Float32Array): void {
 export function quantizeQ4_0(x: Float32Array, out: Uint8Array): void {
   for (let src = 0, dst = 0; src < x.length; src += QK, dst += 18) {
     // The value of largest magnitude, with its sign, maps to q = 0 (i.e. -8 * d) exactly.
-    let amax = 0;
-    let max = 0;
-    for (let i = 0; i < QK; i++) {
-      const v = x[src + i]!;
-      if (Math.abs(v) > amax) {
-        amax = Math.abs(v);
-        max = v;
-      }
-    }
-    const d = max / -8;
+    const d = signedAbsMax(x, src) / -8;
     const id = d !== 0 ? 1 / d : 0;
     writeF16(out, dst, d);
     for (let j = 0; j < QK / 2; j++) {
