@@ -195,7 +195,10 @@ export class Scheduler {
         try {
           next = { items, complete: await this.runner.submit(items) };
           // Pages this step fills are cached now: a step submitted later runs after it on the GPU.
-          for (const item of items) this.offer(item.seq);
+          for (const item of items) {
+            const r = this.running.find((x) => x.seq === item.seq);
+            if (r) this.offer(r);
+          }
         } catch (e) {
           // The step as a whole failed (e.g. the device was lost): every sequence in it ends with the error.
           for (const item of items) item.error ??= e;
@@ -233,14 +236,13 @@ export class Scheduler {
     }
     const token = r.seq.take();
     if (token) r.stream.push(token);
-    this.offer(r.seq);
+    this.offer(r);
     if (r.seq.finish) this.leave(r);
   }
 
   /** Offers a running sequence's full pages of known tokens to the prefix cache. */
-  private offer(seq: Sequence): void {
-    const r = this.running.find((x) => x.seq === seq);
-    if (r) r.cursor = this.prefix.extend(seq.tokens, this.kv.table(r.slot), r.cursor, seq.keyedLength);
+  private offer(r: Running): void {
+    r.cursor = this.prefix.extend(r.seq.tokens, this.kv.table(r.slot), r.cursor, r.seq.keyedLength);
   }
 
   /** Ends running and waiting sequences that were aborted (or may not sample at all). */
@@ -264,7 +266,7 @@ export class Scheduler {
   /** Takes a sequence out of the running set: its pages go back (its full ones offered to the prefix cache first, when `keep`) and its slot is free. */
   private unslot(r: Running, keep: boolean): void {
     this.running = this.running.filter((x) => x !== r);
-    if (keep) this.prefix.extend(r.seq.tokens, this.kv.table(r.slot), r.cursor, r.seq.keyedLength);
+    if (keep) this.offer(r);
     this.kv.release(r.slot);
     this.freeSlots.push(r.slot);
   }
