@@ -59,5 +59,8 @@ export function errorResponse(status: number, message: string, type: string, cod
   });
 }
 
+/** What a call on an unloaded engine rejects with (`stats()`; `fetch` answers `engineUnloaded()` instead). */
+export const unloadedError = (message = 'the engine was unloaded'): EngineError => new EngineError({ name: 'EngineError', code: 'engine_unloaded', message });
+
 export const engineUnloaded = (): Response =>
   errorResponse(503, 'the engine was unloaded (or its worker stopped): create a new engine with createEngine()', 'service_unavailable', 'engine_unloaded');

@@ -14,7 +14,7 @@ import { openModelWithCache } from '../loader/open';
 import { ProgressEmitter, type LoadProgress } from '../loader/progress';
 import type { ModelInput } from '../loader/resolve';
 import type { OpenedModel } from '../model/open';
-import { EngineError, toStructured, type StructuredError } from './errors';
+import { toStructured, unloadedError, type StructuredError } from './errors';
 import type { EngineInfo } from './types';
 
 export interface HostOptions {
@@ -99,7 +99,7 @@ function hostOf(engine: GpuEngine, gpu: GPUContext, warnings: string[]): EngineH
     handle,
     handler,
     stats() {
-      if (unloaded) throw new EngineError({ name: 'EngineError', code: 'engine_unloaded', message: 'the engine was unloaded' });
+      if (unloaded) throw unloadedError();
       return engine.kvStats;
     },
     onError(listener) {

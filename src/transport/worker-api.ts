@@ -7,7 +7,7 @@
 import * as Comlink from 'comlink';
 import type { LoadProgress } from '../loader/progress';
 import type { ModelInput } from '../loader/resolve';
-import { toStructured, type StructuredError } from './errors';
+import { toStructured, unloadedError, type StructuredError } from './errors';
 import { loadHost, type EngineHost } from './host';
 import { fromWireRequest, toWireResponse, transferables, type WireRequest, type WireResponse } from './wire';
 import type { EngineInfo, EngineStats } from './types';
@@ -62,6 +62,10 @@ async function structured<T>(f: () => Promise<T>): Promise<T> {
 export function createWorkerApi(): EngineWorkerApi {
   let host: EngineHost | null = null;
   const listeners: Array<(e: StructuredError) => void> = [];
+  const loaded = (): EngineHost => {
+    if (!host) throw unloadedError('the worker holds no engine');
+    return host;
+  };
 
   return {
     load(options, onProgress, abort) {
@@ -89,18 +93,14 @@ export function createWorkerApi(): EngineWorkerApi {
       return structured(async () => {
         const port = wire.abort;
         const signal = signalFrom(port)!;
-        if (!host) throw { name: 'EngineError', code: 'engine_unloaded', message: 'the worker holds no engine' };
-        const response = toWireResponse(await host.handle(fromWireRequest(wire, signal)));
+        const response = toWireResponse(await loaded().handle(fromWireRequest(wire, signal)));
         if (!response.body) port.close();
         return Comlink.transfer(response, transferables(response));
       });
     },
 
     stats() {
-      return structured(async () => {
-        if (!host) throw { name: 'EngineError', code: 'engine_unloaded', message: 'the worker holds no engine' };
-        return host.stats();
-      });
+      return structured(async () => loaded().stats());
     },
 
     onError(listener) {

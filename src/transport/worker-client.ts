@@ -4,7 +4,7 @@
  * to start, or errors, rejects what is pending instead of leaving it hanging.
  */
 import * as Comlink from 'comlink';
-import { abortError, engineUnloaded, EngineError, fromStructured, toStructured, type StructuredError } from './errors';
+import { abortError, engineUnloaded, EngineError, fromStructured, toStructured, unloadedError, type StructuredError } from './errors';
 import { toRequest, untilAborted, withAbortableBody } from './fetch';
 import { setInternals } from './internals';
 import type { LoadProgress } from '../loader/progress';
@@ -115,7 +115,7 @@ export async function createWorkerEngine(options: CreateEngineOptions, given?: W
   const engine: EngineHandle = {
     fetch,
     info,
-    stats: () => (open ? call(api.stats()) : Promise.reject(new EngineError({ name: 'EngineError', code: 'engine_unloaded', message: 'the engine was unloaded' }))),
+    stats: () => (open ? call(api.stats()) : Promise.reject(unloadedError())),
     onError(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
