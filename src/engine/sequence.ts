@@ -4,11 +4,11 @@
  * stop ids, max_tokens clamped to the context), the min_tokens ban, the CPU sampler built with
  * the DRY sequence breakers, the grammar's accept/terminate, logprobs, abort and the finish.
  *
- * A backend only runs steps: `StepRunner.step(batch)` feeds each sequence's `work()` through the
- * model and hands back either raw logits (`sampleLogits`) or a token its GPU sampler drew
- * (`record`). `runSequence` is the loop between steps. It drives one sequence per step today
- * (the backends hold one sequence's KV); continuous batching makes it a scheduler that passes
- * many sequences to the same `step`.
+ * A backend only runs steps, feeding each sequence's `work()` through the model and handing back
+ * either raw logits (`sampleLogits`) or a token its GPU sampler drew (`record`). The GPU engine's
+ * scheduler (./scheduler.ts) batches many sequences into each step and may submit a step before
+ * the previous one's draws are recorded (`drawCount`, `ready`); the CPU reference runs one
+ * sequence at a time through `runSequence` and its `StepRunner.step`.
  */
 import { FEED } from '../kernels/feed';
 import type { SeqSampling } from '../kernels/sample';
