@@ -22,7 +22,7 @@ const LAYERS: Record<string, string[]> = {
   structured: ['platform', 'text', 'model'],
   loader: ['formats', 'model'],
   lora: ['formats', 'model', 'loader'],
-  engine: ['platform', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader'],
+  engine: ['platform', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader', 'lora'],
   reference: ['platform', 'formats', 'model', 'text', 'kernels', 'structured', 'engine'],
   api: ['platform', 'gpu', 'formats', 'model', 'text', 'structured', 'engine'],
   transport: ['platform', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader', 'engine', 'api'],
