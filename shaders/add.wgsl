@@ -1,11 +1,12 @@
-// Residual add: x[t, i] += y[t, i], summed in f32. A 2D grid: x covers the n columns of a token,
+// Residual add: x[t, i] += scale * y[t, i], summed in f32 (scale: Granite's residual_multiplier, else 1). A 2D grid: x covers the n columns of a token,
 // y is the token, so the token count rides on the dispatch and the uniform is static.
 alias act = f32;
 
 override WG: u32 = 64;
 
 struct Params {
-  n: u32, // elements per token
+  n: u32,      // elements per token
+  scale: f32,  // multiplies the branch y
 }
 
 @group(0) @binding(0) var<storage, read_write> x: array<act>;
@@ -17,5 +18,5 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   let i = gid.x;
   if (i >= p.n) { return; }
   let j = gid.y * p.n + i;
-  x[j] = act(f32(x[j]) + f32(y[j]));
+  x[j] = act(f32(x[j]) + p.scale * f32(y[j]));
 }

@@ -19,6 +19,7 @@ const CASES: Array<[string, string]> = [
   ...['smollm3', 'olmo2', 'gemma2'].flatMap((a) => NEWER.map((f): [string, string] => [a, f])),
   // Six tiny layers: the HF folder and one GGUF type.
   ...['hf-F32', 'Q8_0'].map((f): [string, string] => ['gemma3', f]),
+  ['granite', 'Q4_K_M'],
 ];
 
 describe('the GPU engine in Chromium', () => {

@@ -37,6 +37,7 @@ const FORMATS: Record<Arch, string[]> = {
   olmo2: ['hf-BF16'],
   gemma2: ['Q8_0'],
   gemma3: ['Q8_0'],
+  granite: ['Q4_K_M'],
 };
 
 describe.each(Object.keys(FORMATS) as Arch[])('the f16 GPU engine on the tiny %s fixture', (arch) => {

@@ -32,6 +32,8 @@ const FORMATS = ['hf-F32', 'hf-F16', 'hf-BF16', 'F32', 'F16', 'BF16', 'Q8_0', 'Q
 const LEGACY_MIN: Partial<Record<Arch, string[]>> = { llama: ['Q4_1', 'Q5_K', 'Q2_K'], qwen2: ['Q5_1', 'Q3_K'], qwen3: ['Q5_K', 'Q5_K_M'] };
 /** Families added on top of the four: HF folders and the GGUF types the issue names, not the whole grid. */
 const NEWER = ['hf-F32', 'F16', 'Q8_0', 'Q4_K_M'];
+/** Granite and Phi-3: the HF folder and the GGUF types issue #16 names for them. */
+const DENSE = ['hf-F32', 'F32', 'F16', 'Q8_0', 'Q4_K', 'Q4_K_M'];
 const CASES: Array<[Arch, string[]]> = [
   ...(['llama', 'qwen2', 'qwen3', 'mistral'] as Arch[]).map((a): [Arch, string[]] => [a, [...FORMATS, ...(LEGACY_MIN[a] ?? [])]]),
   ['smollm3', NEWER],
@@ -39,6 +41,8 @@ const CASES: Array<[Arch, string[]]> = [
   ['gemma2', NEWER],
   // Six tiny layers (one global): the HF folder and one GGUF type.
   ['gemma3', ['hf-F32', 'Q8_0']],
+  // The issue's list: the HF folder and F32, F16, Q8_0, Q4_K and the Q4_K_M mix.
+  ['granite', DENSE],
 ];
 
 describe.each(CASES)('the GPU engine on the tiny %s fixture', (arch, variants) => {

@@ -1,7 +1,7 @@
 /**
  * The GPU forward pass of the Llama family over a ragged batch; a family's differences are flags
- * of its ModelConfig (norm placement, q/k norm, NoPE layers, sliding windows, embedding scale, GLU
- * activation, attention scale and soft-caps), never its arch name. Norm weights reach the GPU
+ * of its ModelConfig (norm placement, q/k norm, NoPE layers, sliding windows, embedding, residual
+ * and logit scales, GLU activation, attention scale and soft-caps), never its arch name. Norm weights reach the GPU
  * as applied (gpu-weights.ts adds Gemma's 1).
  * Everything is built once at load: run-state buffers, the paged KV cache, pipelines and bind
  * groups. `encode` only records dispatches into the step's single compute pass.
@@ -90,7 +90,7 @@ export class GpuForward {
     private readonly gatherLast: Op,
     private readonly finalNorm: Op,
     private readonly lmHead: Op,
-    /** Final logit soft-capping (Gemma 2); absent elsewhere. */
+    /** Final logits divided (Granite) and soft-capped (Gemma 2); absent elsewhere. */
     private readonly logitSoftcap: Op | undefined,
     private readonly buffers: GPUBuffer[],
   ) {}
@@ -236,14 +236,14 @@ export class GpuForward {
         }),
         o: await linear(w.wo, state.att, state.xb2, w.bo),
         postAttnNorm: w.postAttnNorm ? await norm(state.xb2, w.postAttnNorm, state.xb) : undefined,
-        attnResidual: await createAddOp(ctx, { x: state.x, y: attnOut, n: H }),
+        attnResidual: await createAddOp(ctx, { x: state.x, y: attnOut, n: H, scale: config.residualScale }),
         ffnNorm: w.ffnNorm ? await norm(state.x, w.ffnNorm, state.xb) : undefined,
         gate: await linear(w.wGate, ffnIn, state.gate),
         up: await linear(w.wUp, ffnIn, state.up),
         swiglu: await createSwigluOp(ctx, { gate: state.gate, up: state.up, out: state.hb, n: I, activation: config.ffnActivation }),
         down: await linear(w.wDown, state.hb, state.xb2),
         postFfnNorm: w.postFfnNorm ? await norm(state.xb2, w.postFfnNorm, state.xb) : undefined,
-        ffnResidual: await createAddOp(ctx, { x: state.x, y: ffnOut, n: H }),
+        ffnResidual: await createAddOp(ctx, { x: state.x, y: ffnOut, n: H, scale: config.residualScale }),
       });
       onPart?.();
     }
@@ -276,8 +276,10 @@ export class GpuForward {
       step: step.seqCount,
       maxTokens: S,
     }, specs);
+    // Final logits divided by Granite's logits_scaling, then soft-capped (Gemma 2); absent when neither.
     const cap = config.finalLogitSoftcap;
-    const logitSoftcap = cap === null ? undefined : await createSoftcapOp(f32, { x: state.logits, n: V, cap });
+    const div = config.logitsScaling;
+    const logitSoftcap = cap === null && div === 1 ? undefined : await createSoftcapOp(f32, { x: state.logits, n: V, cap, div });
     return new GpuForward(config, limits, state, caches, feed, embed, layers, gatherLast, finalNorm, lmHead, logitSoftcap, owned);
   }
 

@@ -24,6 +24,24 @@ describe('add kernel', () => {
         expect(maxRelDiff(got.subarray(0, used), addRef(x.subarray(0, used), y.subarray(0, used)))).toBeLessThan(TOLERANCE[precision]);
         expect(Array.from(got.subarray(used))).toEqual(Array.from(x.subarray(used)));
       });
+
+      it(`scales the branch before adding it (Granite's residual multiplier) at WG=${wg} in ${precision}`, async (ctx) => {
+        const gpu = await testGPU();
+        if (precision === 'f16' && !gpu.info.f16) ctx.skip();
+        const { device } = gpu;
+        const [n, tokens, scale] = [300, 2, 0.22];
+        const x = actRound(random(tokens * n, 21 + wg, 4), precision);
+        const y = actRound(random(tokens * n, 22 + wg, 4), precision);
+        const xBuf = uploadAct(device, x, precision);
+        const op = await createAddOp(opContext(device, precision), { x: xBuf, y: uploadAct(device, y, precision), n, scale, wg });
+        await runPass(device, (pass) => op.encode(pass, tokens));
+        const got = await readAct(device, xBuf, tokens * n, precision);
+        const want = addRef(x, y, scale);
+        // Three f32 roundings now (the scale as f32, the product, the sum): 3e-7 in f32.
+        expect(maxRelDiff(got, want)).toBeLessThan(precision === 'f32' ? 3e-7 : TOLERANCE.f16);
+        // The scale is there: the unscaled sum is far off.
+        expect(maxRelDiff(addRef(x, y), want)).toBeGreaterThan(0.1);
+      });
     }
   }
 });

@@ -4,6 +4,11 @@ import { createSoftcapOp, SOFTCAP_WG, softcapRef } from './softcap';
 import { maxRelDiff, opContext, random, readAct, runPass, uploadAct } from '../testing/kernel-helpers';
 
 describe('softcap kernel', () => {
+  it('divides before capping, by hand', () => {
+    expect(Array.from(softcapRef(new Float32Array([16, -8]), null, 8))).toEqual([2, -1]);
+    expect(softcapRef(new Float32Array([240]), 30, 8)[0]).toBeCloseTo(30 * Math.tanh(1), 5);
+  });
+
   it('is tanh(x / cap) * cap by hand', () => {
     const got = softcapRef(new Float32Array([0, 30, -60, 1e6]), 30);
     expect(got[0]).toBe(0);
@@ -28,6 +33,22 @@ describe('softcap kernel', () => {
       expect(maxRelDiff(got.subarray(0, used), softcapRef(x.subarray(0, used), cap))).toBeLessThan(1e-5);
       expect([got[0], got[1]]).toEqual([cap, -cap]);
       expect(Array.from(got.subarray(used))).toEqual(Array.from(x.subarray(used)));
+    });
+
+    it(`divides by logits_scaling first, with or without a cap, at WG=${wg}`, async () => {
+      const { device } = await testGPU();
+      const [n, rows] = [300, 2];
+      for (const cap of [null, 30]) {
+        const x = random(rows * n, 9 + wg, 80);
+        const buf = uploadAct(device, x, 'f32');
+        const op = await createSoftcapOp(opContext(device, 'f32'), { x: buf, n, cap, div: 8, wg });
+        await runPass(device, (pass) => op.encode(pass, rows));
+        const got = await readAct(device, buf, rows * n, 'f32');
+        const want = softcapRef(x, cap, 8);
+        // Division is exact in f32 (both sides divide), the cap's tanh as above.
+        expect(maxRelDiff(got, want), `cap ${cap}`).toBeLessThan(cap === null ? 1e-7 : 1e-5);
+        expect(maxRelDiff(softcapRef(x, cap), want)).toBeGreaterThan(0.1);
+      }
     });
   }
 });

@@ -296,6 +296,76 @@ describe('Gemma 3', () => {
   });
 });
 
+describe('Granite', () => {
+  // ibm-granite/granite-3.3-2b-instruct's config.json (the keys the reader uses).
+  const graniteJson = {
+    architectures: ['GraniteForCausalLM'],
+    model_type: 'granite',
+    vocab_size: 49159,
+    hidden_size: 2048,
+    intermediate_size: 8192,
+    num_hidden_layers: 40,
+    num_attention_heads: 32,
+    num_key_value_heads: 8,
+    attention_bias: false,
+    embedding_multiplier: 12.0,
+    residual_multiplier: 0.22,
+    attention_multiplier: 0.015625,
+    logits_scaling: 8.0,
+    rms_norm_eps: 1e-5,
+    rope_theta: 10000000.0,
+    rope_scaling: null,
+    max_position_embeddings: 131072,
+    tie_word_embeddings: true,
+  };
+
+  it('reads config.json: its four multipliers, attention_multiplier in place of 1/sqrt(head_dim)', () => {
+    expect(configFromHF(graniteJson)).toMatchObject({
+      arch: 'granite',
+      embeddingScale: 12,
+      residualScale: 0.22,
+      attentionScale: 0.015625,
+      logitsScaling: 8,
+      ropeStyle: 'neox',
+      tieWordEmbeddings: true,
+      normPlacement: 'pre',
+    });
+    // GraniteConfig's defaults are 1 each, attention_multiplier included (not 1/sqrt(d)).
+    const bare = { ...graniteJson, embedding_multiplier: undefined, residual_multiplier: undefined, attention_multiplier: undefined, logits_scaling: undefined };
+    expect(configFromHF(bare)).toMatchObject({ embeddingScale: 1, residualScale: 1, attentionScale: 1, logitsScaling: 1 });
+    expect(thrown(() => configFromHF({ ...graniteJson, logits_scaling: 0 })).field).toBe('logits_scaling');
+    // Other families never read them.
+    expect(configFromHF({ ...llamaJson, residual_multiplier: 0.5, logits_scaling: 8 })).toMatchObject({ residualScale: 1, logitsScaling: 1, attentionScale: null });
+  });
+
+  it("reads GGUF metadata: llama.cpp's four keys, interleaved RoPE (the converter permutes q/k as for llama)", () => {
+    const meta = (extra: [string, unknown][]) =>
+      new Map<string, unknown>([
+        ['general.architecture', 'granite'],
+        ['granite.embedding_length', 2048],
+        ['granite.feed_forward_length', 8192],
+        ['granite.block_count', 40],
+        ['granite.attention.head_count', 32],
+        ['granite.attention.head_count_kv', 8],
+        ['granite.attention.layer_norm_rms_epsilon', 1e-5],
+        ['granite.rope.freq_base', 1e7],
+        ['granite.vocab_size', 49159],
+        ...extra,
+      ]);
+    const c = configFromGGUF(
+      meta([
+        ['granite.embedding_scale', 12],
+        ['granite.residual_scale', 0.22],
+        ['granite.attention.scale', 0.015625],
+        ['granite.logit_scale', 8],
+      ]),
+    );
+    expect(c).toMatchObject({ arch: 'granite', embeddingScale: 12, residualScale: 0.22, attentionScale: 0.015625, logitsScaling: 8, ropeStyle: 'interleaved' });
+    // Absent keys, or llama.cpp's unset 0 for the attention scale: 1, and 1/sqrt(head_dim).
+    expect(configFromGGUF(meta([['granite.attention.scale', 0]]))).toMatchObject({ embeddingScale: 1, residualScale: 1, attentionScale: null, logitsScaling: 1 });
+  });
+});
+
 describe('the architecture table', () => {
   // The keys every family's config.json states; each row adds its model_type or class.
   const sizes = { vocab_size: 300, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 3, num_attention_heads: 4, sliding_window: 8 };
@@ -399,14 +469,14 @@ describe('the architecture table', () => {
   });
 
   it('lists the supported families in its errors', () => {
-    expect(thrown(() => configFromHF({ ...sizes, model_type: 'phi3' })).message).toBe(
-      'config.json: model_type "phi3" is not supported (supported: llama, qwen2, qwen3, mistral, smollm3, olmo2, gemma2, gemma3_text)',
+    expect(thrown(() => configFromHF({ ...sizes, model_type: 'falcon' })).message).toBe(
+      'config.json: model_type "falcon" is not supported (supported: llama, qwen2, qwen3, mistral, smollm3, olmo2, gemma2, gemma3_text, granite)',
     );
-    expect(thrown(() => configFromHF({ ...sizes, architectures: ['Phi3ForCausalLM'] })).message).toBe(
-      'config.json: architectures ["Phi3ForCausalLM"] are not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM)',
+    expect(thrown(() => configFromHF({ ...sizes, architectures: ['FalconForCausalLM'] })).message).toBe(
+      'config.json: architectures ["FalconForCausalLM"] are not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, GraniteForCausalLM)',
     );
-    expect(thrown(() => configFromGGUF(new Map([['general.architecture', 'phi3']]))).message).toBe(
-      'GGUF general.architecture "phi3" is not supported (supported: llama (also mistral), qwen2, qwen3, smollm3, olmo2, gemma2, gemma3)',
+    expect(thrown(() => configFromGGUF(new Map([['general.architecture', 'falcon']]))).message).toBe(
+      'GGUF general.architecture "falcon" is not supported (supported: llama (also mistral), qwen2, qwen3, smollm3, olmo2, gemma2, gemma3, granite)',
     );
   });
 });

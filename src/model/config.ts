@@ -81,6 +81,13 @@ export interface ArchInfo {
    * states `no_rope_layer_interval`, this step being transformers' default. null: RoPE everywhere.
    */
   noRopeLayerStep: number | null;
+  /**
+   * Granite's four scalars: embeddings times `embedding_multiplier`, each block's output times
+   * `residual_multiplier` before the residual add, q·k times `attention_multiplier` (instead of
+   * 1/sqrt(head_dim)), logits divided by `logits_scaling` (GraniteConfig's defaults: 1 each);
+   * GGUF `{arch}.embedding_scale`, `residual_scale`, `attention.scale`, `logit_scale`. false: never read.
+   */
+  multipliers: boolean;
 }
 
 /** Llama's math where Gemma differs: plain norm weights, unscaled embeddings, SwiGLU, no caps. */
@@ -91,6 +98,7 @@ const LLAMA_MATH = {
   ffnActivation: 'silu',
   logitSoftcaps: false,
   queryPreAttnScalar: null,
+  multipliers: false,
 } as const;
 
 /**
@@ -109,6 +117,7 @@ const GEMMA = {
   embeddingSqrtScale: true,
   ffnActivation: 'gelu_tanh',
   logitSoftcaps: true,
+  multipliers: false,
 } as const;
 
 const ARCH_ROWS = {
@@ -230,6 +239,24 @@ const ARCH_ROWS = {
     queryPreAttnScalar: { ggufWideLayers: 62 },
     ropeLocalBase: 10000,
   },
+  // Llama with four scalar multipliers (embeddings, residual branches, attention, logits);
+  // llama.cpp's converter permutes q/k as for llama. Granite 4.0's dense models convert to it too.
+  granite: {
+    hfClass: 'GraniteForCausalLM',
+    hfDefaults: { maxPositionEmbeddings: 2048, rmsNormEps: 1e-6 },
+    hfSlidingWindow: null,
+    gguf: 'granite',
+    ggufSlidingWindow: 'every_layer',
+    swaPattern: null,
+    ggufRopeStyle: 'interleaved',
+    attentionBias: 'attention_bias',
+    qkNorm: false,
+    qkNormScope: 'head',
+    normPlacement: 'pre',
+    noRopeLayerStep: null,
+    ...LLAMA_MATH,
+    multipliers: true,
+  },
 } satisfies Record<string, ArchInfo>;
 
 /** The architectures we run: the table's rows. */
@@ -301,6 +328,10 @@ export interface ModelConfig {
    * layers use ropeTheta and ropeScaling. null: every layer alike (`layerRope()`).
    */
   ropeLocalTheta: number | null;
+  /** Each block's output is multiplied by this before the residual add (Granite's residual_multiplier); 1 elsewhere. */
+  residualScale: number;
+  /** Logits are divided by this (Granite's logits_scaling), before any final soft-cap; 1 elsewhere. */
+  logitsScaling: number;
   /** Attention scores s become tanh(s / cap) * cap before the mask and softmax (Gemma 2); null: none. */
   attnLogitSoftcap: number | null;
   /** Logits x become tanh(x / cap) * cap (Gemma 2); null: none. */
@@ -328,6 +359,8 @@ export const PLAIN_MATH = {
   embeddingScale: 1,
   ffnActivation: 'silu',
   attentionScale: null,
+  residualScale: 1,
+  logitsScaling: 1,
   attnLogitSoftcap: null,
   finalLogitSoftcap: null,
 } as const satisfies Partial<ModelConfig>;
@@ -449,10 +482,16 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     normPlacement: row.normPlacement,
     ropeLocalTheta: row.ropeLocalBase === null ? null : positiveRealAt(localParams?.rope_theta ?? c.rope_local_base_freq, 'rope_local_base_freq', row.ropeLocalBase),
     normWeightOffset: row.normOnePlus ? 1 : 0,
-    embeddingScale: row.embeddingSqrtScale ? Math.sqrt(hiddenSize) : 1,
+    embeddingScale: row.embeddingSqrtScale ? Math.sqrt(hiddenSize) : row.multipliers ? positiveReal('embedding_multiplier', 1) : 1,
     ffnActivation: row.ffnActivation,
-    // transformers' Gemma2Config default query_pre_attn_scalar is 256.
-    attentionScale: row.queryPreAttnScalar ? 1 / Math.sqrt(positiveReal('query_pre_attn_scalar', 256)) : null,
+    // transformers' Gemma2Config default query_pre_attn_scalar is 256; Granite's attention_multiplier replaces 1/sqrt(d) (default 1).
+    attentionScale: row.queryPreAttnScalar
+      ? 1 / Math.sqrt(positiveReal('query_pre_attn_scalar', 256))
+      : row.multipliers
+        ? positiveReal('attention_multiplier', 1)
+        : null,
+    residualScale: row.multipliers ? positiveReal('residual_multiplier', 1) : 1,
+    logitsScaling: row.multipliers ? positiveReal('logits_scaling', 1) : 1,
     attnLogitSoftcap: row.logitSoftcaps ? optionalPositive('attn_logit_softcapping') : null,
     finalLogitSoftcap: row.logitSoftcaps ? optionalPositive('final_logit_softcapping') : null,
     // config.json may state its own pattern (Gemma 3's sliding_window_pattern).
@@ -643,6 +682,9 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
   };
   // Gemma's query scale: llama.cpp's rule (its 27B by layer count), no metadata key.
   const wide = row.queryPreAttnScalar !== null && numLayers === row.queryPreAttnScalar.ggufWideLayers;
+  // Granite's multipliers: absent (or 0, llama.cpp's "unset") means 1, and for attention.scale 1/sqrt(d).
+  const stated = (key: string): boolean => row.multipliers && metadata.get(`${prefix}.${key}`) !== undefined && toNumber(metadata.get(`${prefix}.${key}`)) !== 0;
+  const multiplier = (key: string): number => (stated(key) ? get(key) : 1);
 
   const bos = toNumber(metadata.get('tokenizer.ggml.bos_token_id'));
   // llama.cpp stops on any end-of-generation token: eos, end-of-turn and end-of-message.
@@ -673,9 +715,11 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     ropeLocalTheta: row.ropeLocalBase,
     // llama.cpp's converter stored Gemma's norm weights as 1 + w already.
     normWeightOffset: 0,
-    embeddingScale: row.embeddingSqrtScale ? Math.sqrt(hiddenSize) : 1,
+    embeddingScale: row.embeddingSqrtScale ? Math.sqrt(hiddenSize) : multiplier('embedding_scale'),
     ffnActivation: row.ffnActivation,
-    attentionScale: wide ? 1 / Math.sqrt(hiddenSize / numHeads) : null,
+    attentionScale: wide ? 1 / Math.sqrt(hiddenSize / numHeads) : stated('attention.scale') ? get('attention.scale') : null,
+    residualScale: multiplier('residual_scale'),
+    logitsScaling: multiplier('logit_scale'),
     attnLogitSoftcap: softcap('attn_logit_softcapping'),
     finalLogitSoftcap: softcap('final_logit_softcapping'),
     // GGUF states one window: on every layer, or on the family's fixed layer pattern.

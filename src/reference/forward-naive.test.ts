@@ -221,7 +221,8 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
     );
     // post-norm: the block's output is normed before the residual add
     const out = (y: number[], g: string) => (post ? norm(y, w.get(p + g)!, eps) : y);
-    X = X.map((x, t) => out(linear(A[t], W(p + 'attn_output.weight', c.numHeads * hd)), 'post_attention_norm.weight').map((v, i) => v + x[i]));
+    // Granite scales each branch before the residual add
+    X = X.map((x, t) => out(linear(A[t], W(p + 'attn_output.weight', c.numHeads * hd)), 'post_attention_norm.weight').map((v, i) => c.residualScale * v + x[i]));
     X = X.map((x) => {
       const h = pre ? norm(x, w.get(p + 'ffn_norm.weight')!, c.rmsNormEps) : x;
       const g = linear(h, W(p + 'ffn_gate.weight', d));
@@ -229,11 +230,12 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
       // SwiGLU, or GeGLU: GELU with tanh, x·Φ(x) ≈ x/2·(1 + tanh(√(2/π)(x + 0.044715x³)))
       const gelu = (v: number) => (v / 2) * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (v + 0.044715 * v ** 3)));
       const act = g.map((v, i) => (c.ffnActivation === 'gelu_tanh' ? gelu(v) : v / (1 + Math.exp(-v))) * u[i]);
-      return out(linear(act, W(p + 'ffn_down.weight', c.intermediateSize)), 'post_ffw_norm.weight').map((v, i) => v + x[i]);
+      return out(linear(act, W(p + 'ffn_down.weight', c.intermediateSize)), 'post_ffw_norm.weight').map((v, i) => c.residualScale * v + x[i]);
     });
   }
   const out = W(c.tieWordEmbeddings ? 'token_embd.weight' : 'output.weight', d);
-  return X.map((x) => linear(norm(x, w.get('output_norm.weight')!, eps), out).map((v) => cap(v, c.finalLogitSoftcap)));
+  // Granite divides the logits by logits_scaling
+  return X.map((x) => linear(norm(x, w.get('output_norm.weight')!, eps), out).map((v) => cap(v / c.logitsScaling, c.finalLogitSoftcap)));
 }
 
 /** llama.cpp's converter permutation of q/k rows: within a head, rows (i, i + d/2) become (2i, 2i+1). */
@@ -270,6 +272,9 @@ const GEMMA2: Partial<ModelConfig> = {
 // Gemma 3: Gemma 2 without the attention cap, with per-head q/k norms and the windowed layer's own RoPE base.
 const GEMMA3: Partial<ModelConfig> = { ...GEMMA2, arch: 'gemma3', attnLogitSoftcap: null, finalLogitSoftcap: null, qkNorm: true, qkNormScope: 'head', ropeLocalTheta: 7 };
 
+// Granite: its four multipliers, none of them 1 (interleaved RoPE as its GGUF files have it).
+const GRANITE: Partial<ModelConfig> = { arch: 'granite', embeddingScale: 3, residualScale: 0.4, attentionScale: 0.2, logitsScaling: 2.5, tieWordEmbeddings: true, ropeStyle: 'interleaved' };
+
 const cases: [string, Partial<ModelConfig>][] = [
   ['llama with GQA', { numHeads: 4, numKvHeads: 2, headDim: 4, hiddenSize: 8 }],
   ['qwen2 with q/k/v biases and tied embeddings', { arch: 'qwen2', attentionBias: true, tieWordEmbeddings: true, numHeads: 2, numKvHeads: 1 }],
@@ -280,6 +285,7 @@ const cases: [string, Partial<ModelConfig>][] = [
   ['olmo2 with post-norms and full-width q/k norms', { arch: 'olmo2', normPlacement: 'post', qkNorm: true, qkNormScope: 'full', numHeads: 2, numKvHeads: 1, headDim: 4, hiddenSize: 8 }],
   ['smollm3 with NoPE on layer 1 and interleaved RoPE on layer 0', { arch: 'smollm3', ropeStyle: 'interleaved', numHeads: 2, numKvHeads: 1, noRopeLayers: [1] }],
   ['gemma3 with (1 + w) per-head q/k norms and a local RoPE base on its windowed layer 0', { ...GEMMA3 }],
+  ['granite with its embedding, residual, attention and logit multipliers', { ...GRANITE }],
   ['gemma2 with sandwich (1 + w) norms, scaled embeddings, GeGLU, its own query scale, both soft-caps and a 2-key window on layer 0', { ...GEMMA2 }],
 ];
 
@@ -425,5 +431,23 @@ describe('reference forward, Gemma 2 pieces', () => {
       const diff = Math.max(...got.flatMap((row, t) => Array.from(row, (v, i) => Math.abs(v - want[t][i]))));
       expect(diff, JSON.stringify(drop)).toBeGreaterThan(1e-3);
     }
+  });
+});
+
+describe('reference forward, Granite multipliers', () => {
+  const c: ModelConfig = { ...base, numLayers: 2, vocabSize: 11, hiddenSize: 8, numHeads: 2, numKvHeads: 1, intermediateSize: 6, rmsNormEps: 1e-5, ropeTheta: 100, ...GRANITE };
+  const w = randomWeights(c, 31);
+  const ids = [3, 1, 4, 1, 5, 9];
+  const logits = (cfg: ModelConfig) => logitsFor(ReferenceModel.fromWeights(cfg, w), ids);
+  const maxDiff = (a: Float32Array[], b: Float32Array[]) => Math.max(...a.flatMap((row, t) => Array.from(row, (v, i) => Math.abs(v - b[t][i]))));
+
+  it('divides the logits by logits_scaling, exactly', () => {
+    const divided = logits(c);
+    const plain = logits({ ...c, logitsScaling: 1 });
+    for (let t = 0; t < ids.length; t++) for (let v = 0; v < c.vocabSize; v++) expect(divided[t][v]).toBeCloseTo(plain[t][v] / 2.5, 6);
+  });
+
+  it.each(['embeddingScale', 'residualScale', 'attentionScale'] as const)('%s moves the logits', (key) => {
+    expect(maxDiff(logits(c), logits({ ...c, [key]: key === 'attentionScale' ? null : 1 }))).toBeGreaterThan(1e-3);
   });
 });

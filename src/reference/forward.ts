@@ -100,7 +100,7 @@ export class ReferenceModel {
     if (pos >= this.capacity) this.grow(Math.max(2 * this.capacity, pos + 1));
     const { x, xb, xb2, q, k, v, attOut, hb, hb2 } = this;
 
-    // token embedding, scaled (Gemma: by sqrt(dim))
+    // token embedding, scaled (Gemma: by sqrt(dim); Granite: embedding_multiplier)
     x.set(this.w.tokenEmbd.subarray(token * dim, (token + 1) * dim));
     if (c.embeddingScale !== 1) for (let i = 0; i < dim; i++) x[i] *= c.embeddingScale;
     // every RMSNorm scales by (offset + w): Gemma's checkpoints store w of (1 + w)
@@ -173,10 +173,10 @@ export class ReferenceModel {
         }
       }
 
-      // output projection, its post-norm (OLMo 2, Gemma), and residual
+      // output projection, its post-norm (OLMo 2, Gemma), and residual, the branch scaled (Granite)
       matmul(xb2, attOut, lw.wo, lw.bo);
       if (lw.postAttnNorm) norm(xb2, null, lw.postAttnNorm);
-      for (let i = 0; i < dim; i++) x[i] += xb2[i];
+      for (let i = 0; i < dim; i++) x[i] += c.residualScale * xb2[i];
 
       // ffn input: the rmsnormed stream (pre-norm), or the stream itself (post-norm)
       input = x;
@@ -194,17 +194,18 @@ export class ReferenceModel {
         hb[i] = (gelu ? 0.5 * g * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (g + 0.044715 * g * g * g))) : g / (1 + Math.exp(-g))) * hb2[i];
       }
 
-      // down matmul, its post-norm (OLMo 2, Gemma), and residual
+      // down matmul, its post-norm (OLMo 2, Gemma), and residual, the branch scaled (Granite)
       matmul(xb2, hb, lw.wDown);
       if (lw.postFfnNorm) norm(xb2, null, lw.postFfnNorm);
-      for (let i = 0; i < dim; i++) x[i] += xb2[i];
+      for (let i = 0; i < dim; i++) x[i] += c.residualScale * xb2[i];
     }
 
     // final rmsnorm
     norm(x, x, this.w.outputNorm);
 
-    // classifier into logits, soft-capped (Gemma 2): tanh(x / cap) * cap
+    // classifier into logits, divided by Granite's logits_scaling, soft-capped (Gemma 2): tanh(x / cap) * cap
     matmul(this.logits, x, this.w.output);
+    if (c.logitsScaling !== 1) for (let i = 0; i < this.logits.length; i++) this.logits[i] /= c.logitsScaling;
     const finalCap = c.finalLogitSoftcap;
     if (finalCap !== null) for (let i = 0; i < this.logits.length; i++) this.logits[i] = Math.tanh(this.logits[i] / finalCap) * finalCap;
     this.filled = pos + 1;
