@@ -12,7 +12,7 @@ import { acquireGPU, type GPUContext } from '../gpu/device';
 import { createBuffer, READBACK, STORAGE } from '../gpu/buffers';
 import { pipelineCache, type Precision } from '../gpu/pipelines';
 import { createSampleOp, LOGPROB_WORDS, packSamplingParams, SAMPLE_PARAM_WORDS, unpackSampled, type SeqSampling } from '../kernels/sample';
-import type { Op } from '../kernels/op';
+import type { Op, StepShape } from '../kernels/op';
 import { createPenaltiesOp, needsPenalties, type PenaltiesOp } from '../kernels/penalties';
 import { createApplyMaskOp, type ApplyMaskOp } from '../kernels/apply-mask';
 import type { GenerationDefaults } from '../model/generation-config';
@@ -63,8 +63,12 @@ export interface EngineOptions {
  * second), `end` once, in the last buffer.
  */
 export interface StepProfiler {
-  /** The pass the step records into (called instead of `encoder.beginComputePass()`); `resume`: the same step, in a later command buffer. */
-  begin(encoder: GPUCommandEncoder, resume?: boolean): GPUComputePassEncoder;
+  /**
+   * The pass the step records into (called instead of `encoder.beginComputePass()`); `resume`: the
+   * same step, in a later command buffer; `shape`: the step's tokens, sequences and their keys, for
+   * the dispatches' byte counts (src/kernels/op.ts).
+   */
+  begin(encoder: GPUCommandEncoder, resume: boolean, shape: StepShape): GPUComputePassEncoder;
   /** After the step's last pass ended, before `encoder.finish()`: e.g. resolve the step's queries. */
   end(encoder: GPUCommandEncoder): void;
 }
@@ -309,7 +313,9 @@ export class GpuEngine implements Backend, BatchRunner {
     );
     const ring = this.ring[this.submitted++ % this.ring.length]!;
     let encoder = device.createCommandEncoder();
-    let pass = this.profiler ? this.profiler.begin(encoder) : encoder.beginComputePass();
+    // Only a profiled step works out its shape (each sequence's keys after this step).
+    const shape = this.profiler ? { tokens, seqs, keys: rows.map((r) => this.kv.length(r.slot)) } : undefined;
+    let pass = this.profiler ? this.profiler.begin(encoder, false, shape!) : encoder.beginComputePass();
     this.forward.encode(pass, tokens, seqs);
     const masked = rows.slice(0, sampling).some((r) => r.seq.constraint);
     if (masked) {
@@ -326,7 +332,7 @@ export class GpuEngine implements Backend, BatchRunner {
         this.sampler.mask.write(row, seq.constraint ? seq.maskBits! : this.allowAll);
       }
       encoder = device.createCommandEncoder();
-      pass = this.profiler ? this.profiler.begin(encoder, true) : encoder.beginComputePass();
+      pass = this.profiler ? this.profiler.begin(encoder, true, shape!) : encoder.beginComputePass();
       this.sampler.mask.encode(pass, sampling);
     }
     if (gpuRows.length) {

@@ -13,7 +13,7 @@ import { createEmbedOp } from '../kernels/embed';
 import { createFeedOp } from '../kernels/feed';
 import { createKvWriteOp } from '../kernels/kv-write';
 import { createLinearOp, EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC, EMULATED_PREFILL_SPEC } from '../kernels/matmul';
-import { actBytes, type Op, type OpContext } from '../kernels/op';
+import { actBytes, type Op, type OpContext, type OpLabel } from '../kernels/op';
 import { createRmsNormOp } from '../kernels/rms-norm';
 import { createRopeOp, ropeInvFreq } from '../kernels/rope';
 import { createSoftcapOp } from '../kernels/softcap';
@@ -155,13 +155,14 @@ export class GpuForward {
     const f32 = { ...ctx, precision: 'f32' as const };
 
     const specs = ctx.emulated ? { decode: EMULATED_DECODE_SPEC, few: EMULATED_FEW_TOKENS_SPEC, prefill: EMULATED_PREFILL_SPEC } : {};
-    const linear = (m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer) =>
-      createLinearOp(ctx, { weight: m.buffer, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, step: step.counts, maxTokens: T }, specs);
-    const norm = (x: GPUBuffer, weight: GPUBuffer, y: GPUBuffer, n = H, rowsPerToken = 1) =>
-      createRmsNormOp(ctx, { x, weight, y, n, rowsPerToken, maxTokens: T, eps: config.rmsNormEps });
+    // Every op is labelled with its role and layer (OpLabel) for the bench's per-op report.
+    const linear = (label: OpLabel, m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer) =>
+      createLinearOp(ctx, { weight: m.buffer, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, step: step.counts, maxTokens: T, label }, specs);
+    const norm = (label: OpLabel, x: GPUBuffer, weight: GPUBuffer, y: GPUBuffer, n = H, rowsPerToken = 1) =>
+      createRmsNormOp(ctx, { x, weight, y, n, rowsPerToken, maxTokens: T, eps: config.rmsNormEps, label });
 
     // Tokens drawn at the step before are read on the GPU: the CPU never waits for them.
-    const feed = await createFeedOp(ctx, { stepTokens: step.tokens, tokenSeq: step.tokenSeq, rowSlot: step.rowSlot, sampled, ids: state.ids, counts: step.counts });
+    const feed = await createFeedOp(ctx, { stepTokens: step.tokens, tokenSeq: step.tokenSeq, rowSlot: step.rowSlot, sampled, ids: state.ids, counts: step.counts, label: { role: 'feed' } });
     const embed = await createEmbedOp(ctx, {
       tokens: state.ids,
       table: weights.tokenEmbd.buffer,
@@ -170,6 +171,7 @@ export class GpuForward {
       n: H,
       vocab: V,
       scale: config.embeddingScale,
+      label: { role: 'embed' },
     });
     onPart?.();
 
@@ -187,13 +189,14 @@ export class GpuForward {
       const ffnOut = w.postFfnNorm ? state.xb : state.xb2;
       // q/k norms per head (Qwen3: rows of headDim) or over the whole projection (OLMo 2).
       const full = config.qkNormScope === 'full';
+      const at = (role: string): OpLabel => ({ role, layer: l });
       layers.push({
-        attnNorm: w.attnNorm ? await norm(state.x, w.attnNorm, state.xb) : undefined,
-        q: await linear(w.wq, attnIn, state.q, w.bq),
-        k: await linear(w.wk, attnIn, state.k, w.bk),
-        v: await linear(w.wv, attnIn, state.v, w.bv),
-        qNorm: w.qNorm ? await (full ? norm(state.q, w.qNorm, state.qn!, nH * D) : norm(state.q, w.qNorm, state.qn!, D, nH)) : undefined,
-        kNorm: w.kNorm ? await (full ? norm(state.k, w.kNorm, state.kn!, nKv * D) : norm(state.k, w.kNorm, state.kn!, D, nKv)) : undefined,
+        attnNorm: w.attnNorm ? await norm(at('attn_norm'), state.x, w.attnNorm, state.xb) : undefined,
+        q: await linear(at('q'), w.wq, attnIn, state.q, w.bq),
+        k: await linear(at('k'), w.wk, attnIn, state.k, w.bk),
+        v: await linear(at('v'), w.wv, attnIn, state.v, w.bv),
+        qNorm: w.qNorm ? await (full ? norm(at('q_norm'), state.q, w.qNorm, state.qn!, nH * D) : norm(at('q_norm'), state.q, w.qNorm, state.qn!, D, nH)) : undefined,
+        kNorm: w.kNorm ? await (full ? norm(at('k_norm'), state.k, w.kNorm, state.kn!, nKv * D) : norm(at('k_norm'), state.k, w.kNorm, state.kn!, D, nKv)) : undefined,
         rope: !layerUsesRope(config, l) ? undefined : await createRopeOp(ctx, {
           q: qRoped,
           k: kRoped,
@@ -203,6 +206,7 @@ export class GpuForward {
           nKv,
           headDim: D,
           style: config.ropeStyle,
+          label: at('rope'),
         }),
         kvWrite: await createKvWriteOp(ctx, {
           k: kRoped,
@@ -212,6 +216,7 @@ export class GpuForward {
           vCache: kv.v,
           nKv,
           headDim: D,
+          label: at('kv_write'),
         }),
         attention: await createAttentionOp(ctx, {
           q: qRoped,
@@ -233,17 +238,18 @@ export class GpuForward {
           window: layerWindow(config, l),
           scale: attentionScale(config),
           softcap: config.attnLogitSoftcap,
+          label: at('attention'),
         }),
-        o: await linear(w.wo, state.att, state.xb2, w.bo),
-        postAttnNorm: w.postAttnNorm ? await norm(state.xb2, w.postAttnNorm, state.xb) : undefined,
-        attnResidual: await createAddOp(ctx, { x: state.x, y: attnOut, n: H, scale: config.residualScale }),
-        ffnNorm: w.ffnNorm ? await norm(state.x, w.ffnNorm, state.xb) : undefined,
-        gate: await linear(w.wGate, ffnIn, state.gate),
-        up: await linear(w.wUp, ffnIn, state.up),
-        swiglu: await createSwigluOp(ctx, { gate: state.gate, up: state.up, out: state.hb, n: I, activation: config.ffnActivation }),
-        down: await linear(w.wDown, state.hb, state.xb2),
-        postFfnNorm: w.postFfnNorm ? await norm(state.xb2, w.postFfnNorm, state.xb) : undefined,
-        ffnResidual: await createAddOp(ctx, { x: state.x, y: ffnOut, n: H, scale: config.residualScale }),
+        o: await linear(at('o'), w.wo, state.att, state.xb2, w.bo),
+        postAttnNorm: w.postAttnNorm ? await norm(at('post_attn_norm'), state.xb2, w.postAttnNorm, state.xb) : undefined,
+        attnResidual: await createAddOp(ctx, { x: state.x, y: attnOut, n: H, scale: config.residualScale, label: at('attn_residual') }),
+        ffnNorm: w.ffnNorm ? await norm(at('ffn_norm'), state.x, w.ffnNorm, state.xb) : undefined,
+        gate: await linear(at('gate'), w.wGate, ffnIn, state.gate),
+        up: await linear(at('up'), w.wUp, ffnIn, state.up),
+        swiglu: await createSwigluOp(ctx, { gate: state.gate, up: state.up, out: state.hb, n: I, activation: config.ffnActivation, label: at('swiglu') }),
+        down: await linear(at('down'), w.wDown, state.hb, state.xb2),
+        postFfnNorm: w.postFfnNorm ? await norm(at('post_ffn_norm'), state.xb2, w.postFfnNorm, state.xb) : undefined,
+        ffnResidual: await createAddOp(ctx, { x: state.x, y: ffnOut, n: H, scale: config.residualScale, label: at('ffn_residual') }),
       });
       onPart?.();
     }
@@ -256,6 +262,7 @@ export class GpuForward {
       dtype: precision === 'f16' ? 'F16' : 'F32',
       n: H,
       vocab: T,
+      label: { role: 'gather_last', perSeq: true },
     });
     const finalNorm = await createRmsNormOp(f32, {
       x: state.last,
@@ -264,6 +271,7 @@ export class GpuForward {
       n: H,
       maxTokens: S,
       eps: config.rmsNormEps,
+      label: { role: 'output_norm', perSeq: true },
     });
     const out = weights.output;
     const lmHead = await createLinearOp(f32, {
@@ -275,11 +283,12 @@ export class GpuForward {
       y: state.logits,
       step: step.seqCount,
       maxTokens: S,
+      label: { role: 'lm_head', perSeq: true },
     }, specs);
     // Final logits divided by Granite's logits_scaling, then soft-capped (Gemma 2); absent when neither.
     const cap = config.finalLogitSoftcap;
     const div = config.logitsScaling;
-    const logitSoftcap = cap === null && div === 1 ? undefined : await createSoftcapOp(f32, { x: state.logits, n: V, cap, div });
+    const logitSoftcap = cap === null && div === 1 ? undefined : await createSoftcapOp(f32, { x: state.logits, n: V, cap, div, label: { role: 'logits_scale', perSeq: true } });
     return new GpuForward(config, limits, state, caches, feed, embed, layers, gatherLast, finalNorm, lmHead, logitSoftcap, owned);
   }
 

@@ -1,7 +1,7 @@
 import source from '../../shaders/add.wgsl';
 import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
-import type { Op, OpContext } from './op';
+import { actBytes, describeDispatch, type Op, type OpContext, type OpLabel } from './op';
 
 export const addKernel: Kernel = { name: 'add', source };
 
@@ -17,11 +17,13 @@ export function addRef(x: Float32Array, y: Float32Array, scale = 1): Float32Arra
  * The residual add `x += scale * y` over `tokens` rows of `n` act elements; `scale` (default 1)
  * is Granite's residual_multiplier.
  */
-export async function createAddOp(ctx: OpContext, args: { x: GPUBuffer; y: GPUBuffer; n: number; scale?: number; wg?: number }): Promise<Op> {
+export async function createAddOp(ctx: OpContext, args: { x: GPUBuffer; y: GPUBuffer; n: number; scale?: number; wg?: number; label?: OpLabel }): Promise<Op> {
   const wg = args.wg ?? 64;
   const pipeline = await ctx.cache.get(addKernel, { precision: ctx.precision, constants: { WG: wg } });
   const params = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', args.n], ['f32', args.scale ?? 1]])), UNIFORM, 'add params');
-  const bindGroup = bindBuffers(ctx.device, pipeline, [args.x, args.y, params]);
+  const act = actBytes(ctx.precision);
+  // Reads x and y, writes x.
+  const bindGroup = describeDispatch(bindBuffers(ctx.device, pipeline, [args.x, args.y, params]), args.label, 'add', (rows) => 3 * rows * args.n * act);
   const groupsX = Math.ceil(args.n / wg);
   return {
     destroy: () => params.destroy(),

@@ -7,7 +7,7 @@ import source from '../../shaders/apply_mask.wgsl';
 import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { maskWords } from './mask-ref';
-import type { OpContext } from './op';
+import { describeDispatch, type OpContext, type OpLabel } from './op';
 
 export { applyMaskRef, maskWords } from './mask-ref';
 
@@ -23,14 +23,20 @@ export interface ApplyMaskOp {
   destroy(): void;
 }
 
-export async function createApplyMaskOp(ctx: OpContext, args: { logits: GPUBuffer; vocab: number; maxSeqs: number; wg?: number }): Promise<ApplyMaskOp> {
+export async function createApplyMaskOp(ctx: OpContext, args: { logits: GPUBuffer; vocab: number; maxSeqs: number; wg?: number; label?: OpLabel }): Promise<ApplyMaskOp> {
   const wg = args.wg ?? 256;
   const words = maskWords(args.vocab);
   // Logits are f32 whatever the activation precision.
   const pipeline = await ctx.cache.get(applyMaskKernel, { precision: 'f32', constants: { WG: wg } });
   const mask = createBuffer(ctx.device, args.maxSeqs * words * 4, STORAGE, 'token mask');
   const params = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', args.vocab], ['u32', words], ['f32', -Infinity]])), UNIFORM, 'apply_mask params');
-  const bindGroup = bindBuffers(ctx.device, pipeline, [args.logits, mask, params]);
+  // Per sequence: its logits read and written, its bitmask read.
+  const bindGroup = describeDispatch(
+    bindBuffers(ctx.device, pipeline, [args.logits, mask, params]),
+    args.label ?? { role: 'apply_mask', perSeq: true },
+    'apply_mask',
+    (rows) => rows * (2 * args.vocab * 4 + words * 4),
+  );
   const groupsX = Math.ceil(args.vocab / wg);
   return {
     write(seq, bits) {

@@ -4,7 +4,7 @@ import prefillBody from '../../shaders/attn_prefill.wgsl';
 import attnKvLib from '../../shaders/lib/attn_kv.wgsl';
 import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
-import type { OpContext } from './op';
+import { actBytes, describeDispatch, type OpContext, type OpLabel, type StepShape } from './op';
 
 export { attentionRef, type AttentionRefArgs } from './attention-ref';
 
@@ -78,6 +78,7 @@ export interface AttentionArgs {
     wg?: number;
   };
   prefill?: { tq?: number; tk?: number; wg?: number };
+  label?: OpLabel;
 }
 
 /** Workgroup memory of the prefill kernel at a tile shape, in bytes (see attn_prefill.wgsl). */
@@ -143,8 +144,26 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
   ]);
   const decodeParams = uploadBuffer(device, new Uint8Array(kvParams(a, { nSplits, splitKeys })), UNIFORM, 'attn_decode params');
   const combineParams = uploadBuffer(device, new Uint8Array(packParams([['u32', nHeads], ['u32', d4]])), UNIFORM, 'attn_combine params');
-  const decodeGroup = bindBuffers(device, decodePipeline, [a.q, a.kCache, a.vCache, a.positions, a.tokenSeq, a.blockTable, partialO, partialML, decodeParams]);
-  const combineGroup = bindBuffers(device, combinePipeline, [partialO, partialML, a.out, combineParams]);
+  // Bytes: q read and the output written per token, and each sequence's K and V read once (at
+  // most a window of keys): the least a step must move. Decode adds its split partials (f32 out,
+  // max and sum per split), written by attn_decode and read by attn_combine.
+  const act = actBytes(ctx.precision);
+  const headRow = nHeads * headDim * act;
+  const kvBytes = (s: StepShape) => s.keys.reduce((n, keys) => n + Math.min(keys, a.window ?? keys), 0) * 2 * nKv * headDim * act;
+  const partialBytes = (rows: number) => rows * nHeads * nSplits * (headDim * 4 + 8);
+  const label = a.label ?? { role: 'attention' };
+  const decodeGroup = describeDispatch(
+    bindBuffers(device, decodePipeline, [a.q, a.kCache, a.vCache, a.positions, a.tokenSeq, a.blockTable, partialO, partialML, decodeParams]),
+    label,
+    'attention',
+    (rows, s) => rows * headRow + kvBytes(s) + partialBytes(rows),
+  );
+  const combineGroup = describeDispatch(
+    bindBuffers(device, combinePipeline, [partialO, partialML, a.out, combineParams]),
+    label,
+    'attention',
+    (rows) => partialBytes(rows) + rows * headRow,
+  );
 
   // Prefill: query tiles; the tile shrinks until its workgroup memory fits the device.
   let tq = a.prefill?.tq ?? 16;
@@ -167,7 +186,12 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
   });
   // The split fields are attn_decode's; attn_prefill ignores them.
   const prefillParams = uploadBuffer(device, new Uint8Array(kvParams(a, { nSplits: 0, splitKeys: 0 })), UNIFORM, 'attn_prefill params');
-  const prefillGroup = bindBuffers(device, prefillPipeline, [a.q, a.kCache, a.vCache, a.positions, a.blockTable, a.lastToken, a.counts, a.out, prefillParams]);
+  const prefillGroup = describeDispatch(
+    bindBuffers(device, prefillPipeline, [a.q, a.kCache, a.vCache, a.positions, a.blockTable, a.lastToken, a.counts, a.out, prefillParams]),
+    label,
+    'attention',
+    (rows, s) => 2 * rows * headRow + kvBytes(s),
+  );
 
   return {
     destroy() {

@@ -4,7 +4,7 @@ import { dequantize } from '../formats/quants';
 import { tensorByteLength, type DType } from '../formats/types';
 import { packParams, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
-import type { Op, OpContext } from './op';
+import { actBytes, describeDispatch, type Op, type OpContext, type OpLabel } from './op';
 import { gpuBytesPerRow, WTYPE } from './weights';
 
 export const embedKernel: Kernel = { name: 'embed', source: dequantLib + body };
@@ -39,12 +39,14 @@ export function embedRef(dtype: DType, table: Uint8Array, vocab: number, n: numb
  */
 export async function createEmbedOp(
   ctx: OpContext,
-  args: { tokens: BufferRef; table: GPUBuffer; x: GPUBuffer; dtype: DType; n: number; vocab: number; scale?: number; wg?: number },
+  args: { tokens: BufferRef; table: GPUBuffer; x: GPUBuffer; dtype: DType; n: number; vocab: number; scale?: number; wg?: number; label?: OpLabel },
 ): Promise<Op> {
   const wg = args.wg ?? 64;
   const pipeline = await ctx.cache.get(embedKernel, { precision: ctx.precision, constants: { WG: wg, WTYPE: WTYPE[args.dtype] } });
   const params = uploadBuffer(ctx.device, new Uint8Array(embedParams(args.dtype, args.n, args.vocab, args.scale)), UNIFORM, 'embed params');
-  const bindGroup = bindBuffers(ctx.device, pipeline, [args.tokens, args.table, args.x, params]);
+  // Per row: its id, one table row (the table's GPU layout, so the size over the rows) and the act row written.
+  const rowBytes = 4 + args.table.size / args.vocab + args.n * actBytes(ctx.precision);
+  const bindGroup = describeDispatch(bindBuffers(ctx.device, pipeline, [args.tokens, args.table, args.x, params]), args.label, 'embed', (rows) => rows * rowBytes);
   const groupsX = Math.ceil(args.n / 4 / wg);
   return {
     destroy: () => params.destroy(),

@@ -1,7 +1,7 @@
 import source from '../../shaders/feed.wgsl';
 import { bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
-import type { Op, OpContext } from './op';
+import { describeDispatch, type Op, type OpContext, type OpLabel } from './op';
 
 export const feedKernel: Kernel = { name: 'feed', source };
 
@@ -23,11 +23,17 @@ export function feedRef(stepTokens: ArrayLike<number>, tokenSeq: ArrayLike<numbe
  */
 export async function createFeedOp(
   ctx: OpContext,
-  args: { stepTokens: BufferRef; tokenSeq: BufferRef; rowSlot: BufferRef; sampled: BufferRef; ids: GPUBuffer; counts: BufferRef; wg?: number },
+  args: { stepTokens: BufferRef; tokenSeq: BufferRef; rowSlot: BufferRef; sampled: BufferRef; ids: GPUBuffer; counts: BufferRef; wg?: number; label?: OpLabel },
 ): Promise<Op> {
   const wg = args.wg ?? 64;
   const pipeline = await ctx.cache.get(feedKernel, { constants: { WG: wg } });
-  const bindGroup = bindBuffers(ctx.device, pipeline, [args.stepTokens, args.tokenSeq, args.rowSlot, args.sampled, args.ids, args.counts]);
+  // Per token: its step id, sequence, the row's slot and sampled token read, its id written (u32s).
+  const bindGroup = describeDispatch(
+    bindBuffers(ctx.device, pipeline, [args.stepTokens, args.tokenSeq, args.rowSlot, args.sampled, args.ids, args.counts]),
+    args.label,
+    'feed',
+    (rows) => 5 * 4 * rows,
+  );
   return {
     destroy: () => {},
     encode(pass, tokens) {

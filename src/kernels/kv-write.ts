@@ -1,7 +1,7 @@
 import source from '../../shaders/kv_write.wgsl';
 import { packParams, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
-import type { Op, OpContext } from './op';
+import { actBytes, describeDispatch, type Op, type OpContext, type OpLabel } from './op';
 
 export const kvWriteKernel: Kernel = { name: 'kv_write', source };
 
@@ -31,6 +31,7 @@ export async function createKvWriteOp(
     nKv: number;
     headDim: number;
     wg?: number;
+    label?: OpLabel;
   },
 ): Promise<Op> {
   if (args.headDim % 4 !== 0) throw new RangeError(`kv_write copies vec4s: headDim must be a multiple of 4, got ${args.headDim}`);
@@ -38,7 +39,14 @@ export async function createKvWriteOp(
   const rowVec4s = (args.nKv * args.headDim) / 4;
   const pipeline = await ctx.cache.get(kvWriteKernel, { precision: ctx.precision, constants: { WG: wg } });
   const params = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', rowVec4s]])), UNIFORM, 'kv_write params');
-  const bindGroup = bindBuffers(ctx.device, pipeline, [args.k, args.v, args.slotMapping, args.kCache, args.vCache, params]);
+  const act = actBytes(ctx.precision);
+  // Reads k and v, writes them into the caches.
+  const bindGroup = describeDispatch(
+    bindBuffers(ctx.device, pipeline, [args.k, args.v, args.slotMapping, args.kCache, args.vCache, params]),
+    args.label,
+    'kv_write',
+    (rows) => 4 * rows * args.nKv * args.headDim * act,
+  );
   const x = Math.ceil(rowVec4s / wg);
   return {
     destroy: () => params.destroy(),

@@ -21,7 +21,7 @@ import matvecBody from '../../shaders/matvec.wgsl';
 import { packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { DTYPE_INFO, type DType } from '../formats/types';
-import { actBytes, type Op, type OpContext } from './op';
+import { actBytes, describeDispatch, type Op, type OpContext, type OpLabel } from './op';
 import { gpuBytesPerRow, WTYPE } from './weights';
 
 export { gpuBytesPerRow, repackForGPU, uploadWeight, WTYPE } from './weights';
@@ -181,6 +181,7 @@ export interface LinearArgs {
   y: GPUBuffer; // act [maxTokens][n]
   step: BufferRef; // uniform, u32 T at offset 0
   maxTokens: number;
+  label?: OpLabel;
 }
 
 const dummies = new WeakMap<GPUDevice, GPUBuffer>();
@@ -231,10 +232,14 @@ export async function createLinearOp(
   const hasBias = args.bias !== undefined;
   const params = uploadBuffer(device, new Uint8Array(linearParams(dtype, n, k)), UNIFORM, `linear params ${n}x${k}`);
   const buffers = [args.weight, args.x, args.y, args.bias ?? dummyBias(device), params, args.step];
+  // The weight read once (however many tokens), x read and y written per row, the bias once.
+  const act = actBytes(ctx.precision);
+  const weightBytes = n * gpuBytesPerRow(dtype, k) + (hasBias ? n * 4 : 0);
+  const bytes = (rows: number) => weightBytes + rows * (k + n) * act;
 
   const prepare = async (kernel: Kernel, spec: MatvecSpec | PrefillSpec) => {
     const pipeline = await ctx.cache.get(kernel, { precision: ctx.precision, constants: linearConstants(spec, dtype, hasBias) });
-    const bindGroup = bindBuffers(device, pipeline, buffers);
+    const bindGroup = describeDispatch(bindBuffers(device, pipeline, buffers), args.label, 'linear', bytes);
     return { pipeline, bindGroup };
   };
   const [one, several, tiled] = await Promise.all([

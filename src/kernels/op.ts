@@ -20,3 +20,63 @@ export interface Op {
 export function actBytes(precision: Precision): number {
   return precision === 'f16' ? 2 : 4;
 }
+
+/**
+ * One step as the bench's byte counts see it: its tokens, its sequences, and the keys each
+ * sequence's attention reads (its length after the step, in step order).
+ */
+export interface StepShape {
+  tokens: number;
+  seqs: number;
+  keys: readonly number[];
+}
+
+/**
+ * Who an op is in the model, for the bench's per-op report: its role (q, k, v, o, gate, up, down,
+ * lm_head, attention, attn_norm, …) and its layer (none for the embedding, the head and the sampler).
+ * `perSeq`: the op runs over one row per sequence (the head), not one per token.
+ */
+export interface OpLabel {
+  role: string;
+  layer?: number;
+  perSeq?: boolean;
+}
+
+/** What the profiler knows of a dispatch: its op's label and the bytes it must read and write in a step. */
+export interface DispatchInfo extends OpLabel {
+  /** Bytes read + written at `shape` (weights, activations, KV): the least traffic, each byte once. */
+  bytes(shape: StepShape): number;
+}
+
+/**
+ * Dispatch facts keyed by the bind group the dispatch sets (group 0). The profiler stands in for a
+ * compute pass and sees pipelines and bind groups, not ops; keying by the group, made once at
+ * load, keeps the normal path free of any profiling work.
+ */
+const dispatchInfos = new WeakMap<GPUBindGroup, DispatchInfo>();
+
+/**
+ * Declares what a dispatch through `group` is: the op's `label` (`role` when none was given) and
+ * its bytes per step as a function of the row count it runs over (tokens, or sequences for a
+ * `perSeq` op) and the step. Returns the group.
+ */
+export function describeDispatch(
+  group: GPUBindGroup,
+  label: OpLabel | undefined,
+  role: string,
+  bytes: (rows: number, shape: StepShape) => number,
+): GPUBindGroup {
+  const l = label ?? { role };
+  dispatchInfos.set(group, { ...l, bytes: (s) => bytes(l.perSeq ? s.seqs : s.tokens, s) });
+  return group;
+}
+
+/** The facts `describeDispatch` gave the group, if any. */
+export function dispatchInfo(group: GPUBindGroup | null | undefined): DispatchInfo | undefined {
+  return group ? dispatchInfos.get(group) : undefined;
+}
+
+/** `L3.q`, or the role alone for ops outside the layers. */
+export function opLabelText(l: OpLabel): string {
+  return l.layer === undefined ? l.role : `L${l.layer}.${l.role}`;
+}

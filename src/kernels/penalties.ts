@@ -13,7 +13,7 @@ import source from '../../shaders/penalties.wgsl';
 import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, writeBuffer, bindBuffers, identityRows, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { applyFrequencyPresence, applyLogitBias, applyRepetitionPenalty } from './penalties-ref';
-import type { Op, OpContext } from './op';
+import { describeDispatch, type Op, type OpContext, type OpLabel } from './op';
 
 export const penaltiesKernel: Kernel = { name: 'penalties', source };
 
@@ -128,7 +128,7 @@ export interface PenaltiesOp extends Op {
  */
 export async function createPenaltiesOp(
   ctx: OpContext,
-  args: { logits: GPUBuffer; lastToken: GPUBuffer; vocab: number; maxSeqs: number; rowStride?: number; wg?: number; rowSlot?: BufferRef },
+  args: { logits: GPUBuffer; lastToken: GPUBuffer; vocab: number; maxSeqs: number; rowStride?: number; wg?: number; rowSlot?: BufferRef; label?: OpLabel },
 ): Promise<PenaltiesOp> {
   const { device } = ctx;
   const { vocab, maxSeqs } = args;
@@ -148,7 +148,13 @@ export async function createPenaltiesOp(
   const counts = createBuffer(device, maxSeqs * vocab * 4, STORAGE, 'penalties counts'); // u32 [maxSeqs, vocab]
   const seen = createBuffer(device, maxSeqs * seenWords * 4, STORAGE, 'penalties prompt bits'); // u32 [maxSeqs, seenWords]
   const identity = args.rowSlot ? null : identityRows(device, maxSeqs, 'penalties rowSlot');
-  const bindGroup = bindBuffers(device, pipeline, [args.logits, params, bias, counts, seen, args.lastToken, uniform, args.rowSlot ?? identity!]);
+  // Per sequence: its logits read and written, its bias and counts rows read, its prompt bits read.
+  const bindGroup = describeDispatch(
+    bindBuffers(device, pipeline, [args.logits, params, bias, counts, seen, args.lastToken, uniform, args.rowSlot ?? identity!]),
+    args.label ?? { role: 'penalties', perSeq: true },
+    'penalties',
+    (rows) => rows * (4 * vocab * 4 + seenWords * 4),
+  );
   const cpu = {
     params: new DataView(new ArrayBuffer(PENALTY_PARAM_WORDS * 4)),
     bias: new Float32Array(vocab),

@@ -1,7 +1,7 @@
 import source from '../../shaders/rms_norm.wgsl';
 import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
-import type { Op, OpContext } from './op';
+import { actBytes, describeDispatch, type Op, type OpContext, type OpLabel } from './op';
 
 export const rmsNormKernel: Kernel = { name: 'rms_norm', source };
 
@@ -27,7 +27,7 @@ export function rmsNormRef(x: Float32Array, w: Float32Array, rows: number, n: nu
  */
 export async function createRmsNormOp(
   ctx: OpContext,
-  args: { x: GPUBuffer; weight: GPUBuffer; y: GPUBuffer; n: number; rowsPerToken?: number; maxTokens: number; eps: number; wg?: number },
+  args: { x: GPUBuffer; weight: GPUBuffer; y: GPUBuffer; n: number; rowsPerToken?: number; maxTokens: number; eps: number; wg?: number; label?: OpLabel },
 ): Promise<Op> {
   const rowsPerToken = args.rowsPerToken ?? 1;
   const pipeline = await ctx.cache.get(rmsNormKernel, { precision: ctx.precision, constants: { WG: args.wg ?? 64 } });
@@ -37,7 +37,9 @@ export async function createRmsNormOp(
     UNIFORM,
     'rms_norm params',
   );
-  const bindGroup = bindBuffers(ctx.device, pipeline, [args.x, args.weight, args.y, params]);
+  const act = actBytes(ctx.precision);
+  // Reads x, writes y, and reads the f32 weight once.
+  const bindGroup = describeDispatch(bindBuffers(ctx.device, pipeline, [args.x, args.weight, args.y, params]), args.label, 'norm', (rows) => 2 * rows * rowsPerToken * args.n * act + args.weight.size);
   return {
     destroy: () => params.destroy(),
     encode(pass, tokens) {

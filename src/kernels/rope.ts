@@ -3,7 +3,7 @@ import { packParams, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '
 import type { Kernel } from '../gpu/pipelines';
 import type { ModelConfig } from '../model/config';
 import { ropeInvFreqs } from '../model/rope';
-import type { OpContext, Op } from './op';
+import { actBytes, describeDispatch, type OpContext, type Op, type OpLabel } from './op';
 
 export const ropeKernel: Kernel = { name: 'rope', source };
 
@@ -76,6 +76,7 @@ export async function createRopeOp(
     headDim: number;
     style: RopeStyle;
     wg?: number;
+    label?: OpLabel;
   },
 ): Promise<Op> {
   if (args.headDim % 2 !== 0) throw new RangeError(`RoPE needs an even head dimension, got ${args.headDim}`);
@@ -90,7 +91,10 @@ export async function createRopeOp(
     UNIFORM,
     'rope params',
   );
-  const bindGroup = bindBuffers(ctx.device, pipeline, [args.q, args.k, args.positions, args.invFreq, params]);
+  const act = actBytes(ctx.precision);
+  // Rotates q and k in place: each read and written once.
+  const rowBytes = (args.nHeads + args.nKv) * args.headDim * act;
+  const bindGroup = describeDispatch(bindBuffers(ctx.device, pipeline, [args.q, args.k, args.positions, args.invFreq, params]), args.label, 'rope', (rows) => 2 * rows * rowBytes);
   const x = ropeWorkgroups(args.nHeads, args.nKv, args.headDim, wg);
   return {
     destroy: () => params.destroy(),

@@ -6,7 +6,7 @@
 import source from '../../shaders/sample.wgsl';
 import { bindBuffers, identityRows, packParams, UNIFORM, uploadBuffer, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
-import type { Op, OpContext } from './op';
+import { describeDispatch, type Op, type OpContext, type OpLabel } from './op';
 
 export const sampleKernel: Kernel = { name: 'sample', source };
 
@@ -195,7 +195,7 @@ export function sampleRef(logits: Float32Array, s: SeqSampling, u: number): Samp
  */
 export async function createSampleOp(
   ctx: OpContext,
-  args: { logits: GPUBuffer; params: BufferRef; tokens: GPUBuffer; logprobs: GPUBuffer; vocab: number; rowStride?: number; wg?: number; rowSlot?: BufferRef },
+  args: { logits: GPUBuffer; params: BufferRef; tokens: GPUBuffer; logprobs: GPUBuffer; vocab: number; rowStride?: number; wg?: number; rowSlot?: BufferRef; label?: OpLabel },
 ): Promise<Op> {
   const wg = args.wg ?? 256;
   if (!Number.isInteger(Math.log2(wg))) throw new RangeError(`the sampler's workgroup size must be a power of two, got ${wg}`);
@@ -205,7 +205,13 @@ export async function createSampleOp(
   const uniform = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', args.vocab], ['u32', args.rowStride ?? args.vocab]])), UNIFORM, 'sample params');
   // Without a row → slot map, row r writes tokens[r].
   const identity = args.rowSlot ? null : identityRows(ctx.device, args.tokens.size / 4, 'sample rowSlot');
-  const bindGroup = bindBuffers(ctx.device, pipeline, [args.logits, args.params, args.tokens, args.logprobs, uniform, args.rowSlot ?? identity!]);
+  // A row of f32 logits read per sequence (the token and logprobs written are a few words).
+  const bindGroup = describeDispatch(
+    bindBuffers(ctx.device, pipeline, [args.logits, args.params, args.tokens, args.logprobs, uniform, args.rowSlot ?? identity!]),
+    args.label ?? { role: 'sample', perSeq: true },
+    'sample',
+    (rows) => rows * args.vocab * 4,
+  );
   return {
     destroy: () => {
       uniform.destroy();

@@ -1,7 +1,7 @@
 import source from '../../shaders/swiglu.wgsl';
 import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
-import type { Op, OpContext } from './op';
+import { actBytes, describeDispatch, type Op, type OpContext, type OpLabel } from './op';
 
 export const swigluKernel: Kernel = { name: 'swiglu', source };
 
@@ -56,12 +56,14 @@ export function swigluRef(gate: Float32Array, up: Float32Array, tokens: number, 
  */
 export async function createSwigluOp(
   ctx: OpContext,
-  args: SwigluLayout & { gate: GPUBuffer; up: GPUBuffer; out: GPUBuffer; wg?: number; activation?: GluActivation },
+  args: SwigluLayout & { gate: GPUBuffer; up: GPUBuffer; out: GPUBuffer; wg?: number; activation?: GluActivation; label?: OpLabel },
 ): Promise<Op> {
   const wg = args.wg ?? 64;
   const pipeline = await ctx.cache.get(swigluKernel, { precision: ctx.precision, constants: { WG: wg, ACT: ACT[args.activation ?? 'silu'] } });
   const params = uploadBuffer(ctx.device, new Uint8Array(swigluParams(args)), UNIFORM, 'swiglu params');
-  const bindGroup = bindBuffers(ctx.device, pipeline, [args.gate, args.up, args.out, params]);
+  const act = actBytes(ctx.precision);
+  // Reads gate and up, writes out.
+  const bindGroup = describeDispatch(bindBuffers(ctx.device, pipeline, [args.gate, args.up, args.out, params]), args.label, 'swiglu', (rows) => 3 * rows * args.n * act);
   const groupsX = Math.ceil(args.n / wg);
   return {
     destroy: () => params.destroy(),
