@@ -12,7 +12,7 @@ import { acquireGPU, type GPUContext } from '../gpu/device';
 import { createBuffer, READBACK, STORAGE } from '../gpu/buffers';
 import { pipelineCache, type Precision } from '../gpu/pipelines';
 import { createSampleOp, LOGPROB_WORDS, packSamplingParams, SAMPLE_PARAM_WORDS, unpackSampled, type SeqSampling } from '../kernels/sample';
-import type { Op, StepShape } from '../kernels/op';
+import type { Op, OpContext, StepShape } from '../kernels/op';
 import { createPenaltiesOp, needsPenalties, type PenaltiesOp } from '../kernels/penalties';
 import { createApplyMaskOp, type ApplyMaskOp } from '../kernels/apply-mask';
 import type { GenerationDefaults } from '../model/generation-config';
@@ -25,12 +25,17 @@ import { logprobsOf } from './logit-processors';
 import { GpuForward } from './forward';
 import { uploadWeights, type GpuWeights, type UploadProgress } from './gpu-weights';
 import { checkPromptIds, nextTask } from './backend-util';
-import { BackendDisposedError, ContextLengthError, PrecisionUnsupportedError } from './errors';
+import { BackendDisposedError, ContextLengthError, LoraExistsError, PrecisionUnsupportedError } from './errors';
 import { BreakerTable, Sequence, type SequenceEnv } from './sequence';
 import { KvPages } from './kv-pages';
 import { layerCacheKinds, pageBytes, pagesPerBinding } from './layer-cache';
 import { Scheduler, type BatchItem, type BatchRunner, type StepCompletion } from './scheduler';
 import { StepBuffers } from './step';
+import { LoraPool } from './lora-pool';
+import { LoraRegistry, type LoraInfo } from './lora-registry';
+import { openLoraWithCache } from '../lora/load';
+import type { LoadOptions } from '../loader/open';
+import type { ModelInput } from '../loader/resolve';
 import { maskWords } from '../kernels/mask-ref';
 import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, SamplingParams, TokenLogprob } from './types';
 
@@ -54,7 +59,28 @@ export interface EngineOptions {
   onUpload?: UploadProgress;
   /** Typed progress of the `upload` and `compile` phases (the loader reports `download`/`cache`). */
   onProgress?: ProgressCallback | ProgressEmitter;
+  /** LoRA adapters to load with the model, by the name requests choose them with (`model: "id:name"`). */
+  lora?: Record<string, LoraSource>;
+  /** The LoRA adapter pool, made on the first adapter load (defaults: see LORA_POOL_DEFAULTS). */
+  loraPool?: Partial<Pick<LoraPoolOptions, 'maxAdapters' | 'maxRank' | 'bytes'>>;
 }
+
+/** An adapter to load: where it is (anything a model load takes), or that with a multiplier on its own scale. */
+export type LoraSource = ModelInput | { source: ModelInput; scale?: number };
+
+export interface LoraPoolOptions {
+  /** Adapters loaded at once (default 8). */
+  maxAdapters: number;
+  /** The largest rank an adapter may have (default 64). */
+  maxRank: number;
+  /** Bytes of the pool of A/B matrices in f32 (default: 64 MiB, or twice the first adapter's size if larger, within the binding limit). */
+  bytes: number;
+}
+
+export const LORA_POOL_DEFAULTS = { maxAdapters: 8, maxRank: 64, bytes: 64 * 2 ** 20 } as const;
+
+/** Options of `engine.loadLora`: a multiplier on the adapter's own alpha / rank, and the loader's (cache, progress, signal, …). */
+export type LoraLoadOptions = LoadOptions & { scale?: number };
 
 /**
  * Bench hook (src/bench/profiler.ts): stands in for a step's compute pass, e.g. to give each
@@ -124,6 +150,8 @@ export class GpuEngine implements Backend, BatchRunner {
   profiler: StepProfiler | null = null;
   /** Test hook: called as each step is submitted and as a sampling step's results reach the CPU. */
   trace: ((event: 'submit' | 'readback') => void) | null = null;
+  private readonly adapters: LoraRegistry;
+  private loraPool: Promise<LoraPool> | null = null;
 
   private constructor(
     readonly gpu: GPUContext,
@@ -132,7 +160,7 @@ export class GpuEngine implements Backend, BatchRunner {
     private readonly sampler: { op: Op; params: GPUBufferBinding; tokens: GPUBuffer; logprobs: GPUBuffer; penalties: PenaltiesOp; mask: ApplyMaskOp },
     text: { tokenizer: TextTokenizer; chatTemplate: ChatTemplateConfig },
     opened: OpenedModel,
-    opts: { id?: string; contextLength: number; precision: Precision; step: StepBuffers },
+    opts: { id?: string; contextLength: number; precision: Precision; step: StepBuffers; ctx: OpContext; loraPool?: Partial<LoraPoolOptions> },
   ) {
     const { device } = gpu;
     const { maxSeqs, maxTokens, numPages, pageSize } = forward.limits;
@@ -157,6 +185,51 @@ export class GpuEngine implements Backend, BatchRunner {
     this.slotPenalized = new Array<boolean>(maxSeqs).fill(false);
     const breakers = new BreakerTable(this.tokenizer);
     this.env = { eosIds: this.tokenizer.eosIds, contextLength: this.contextLength, breakers: (list) => breakers.of(list) };
+    this.adapters = new LoraRegistry(
+      (floats) => (this.loraPool ??= this.makeLoraPool(opts.ctx, floats, opts.loraPool ?? {})),
+      (key) => this.scheduler.prefix.drop(key),
+    );
+  }
+
+  /** The adapter pool and the forward pass's LoRA ops, made once, on the first adapter load. */
+  private async makeLoraPool(ctx: OpContext, floats: number, o: Partial<LoraPoolOptions>): Promise<LoraPool> {
+    const { limits } = this.gpu.device;
+    const cap = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
+    const bytes = Math.min(cap, o.bytes ?? Math.max(LORA_POOL_DEFAULTS.bytes, 2 * floats * 4));
+    const pool = LoraPool.create(this.gpu.device, {
+      maxAdapters: o.maxAdapters ?? LORA_POOL_DEFAULTS.maxAdapters,
+      maxRank: o.maxRank ?? LORA_POOL_DEFAULTS.maxRank,
+      bytes,
+      numLayers: this.config.numLayers,
+    });
+    await this.forward.enableLora(ctx, pool, this.stepBuffers);
+    return pool;
+  }
+
+  /**
+   * Loads a LoRA adapter (a PEFT folder or a llama.cpp GGUF LoRA, from anything a model load takes)
+   * under `name`; requests then choose it with `model: "<id>:<name>"` or `lora_path: "<name>"`.
+   * Checked against this base (LoraError names the file and the problem); the base weights are
+   * never modified: the adapter's low-rank product is added on the GPU, per sequence.
+   */
+  async loadLora(name: string, source: LoraSource, opts: LoraLoadOptions = {}): Promise<LoraInfo> {
+    if (this.disposed) throw new BackendDisposedError('GpuEngine');
+    if (typeof name !== 'string' || name === '') throw new TypeError('a LoRA adapter needs a non-empty name');
+    const [input, scale] = isLoraSourceObject(source) ? [source.source, source.scale ?? opts.scale ?? 1] : [source, opts.scale ?? 1];
+    if (!Number.isFinite(scale)) throw new TypeError(`LoRA scale must be a finite number, got ${scale}`);
+    if (this.adapters.names.includes(name)) throw new LoraExistsError(name);
+    const adapter = await openLoraWithCache(input, this.config, opts);
+    return this.adapters.add(name, adapter, sourceName(input), scale);
+  }
+
+  /** Unloads an adapter: new requests naming it get a 404 at once; those in flight finish first. */
+  unloadLora(name: string): Promise<void> {
+    return this.adapters.remove(name, () => this.loraPool!);
+  }
+
+  /** The loaded adapters. */
+  loras(): LoraInfo[] {
+    return this.adapters.list();
   }
 
   /** Opens (if needed), uploads and prepares a model: every buffer and pipeline is made here. */
@@ -202,7 +275,14 @@ export class GpuEngine implements Backend, BatchRunner {
     // Structured output's token mask (by row), applied before the penalties and the sampler.
     const mask = await createApplyMaskOp(ctx, { logits, vocab: config.vocabSize, maxSeqs });
     compile.done();
-    return new GpuEngine(gpu, weights, forward, { op, params, tokens, logprobs, penalties, mask }, text, opened, { id: opts.id, contextLength, precision, step });
+    const engine = new GpuEngine(gpu, weights, forward, { op, params, tokens, logprobs, penalties, mask }, text, opened, { id: opts.id, contextLength, precision, step, ctx, loraPool: opts.loraPool });
+    try {
+      for (const [name, source] of Object.entries(opts.lora ?? {})) await engine.loadLora(name, source);
+    } catch (e) {
+      await engine.dispose();
+      throw e;
+    }
+    return engine;
   }
 
   /** Bench hook: GPU bytes of the weight matrices (what a decode step reads at least) and of the KV cache. */
@@ -233,7 +313,12 @@ export class GpuEngine implements Backend, BatchRunner {
     if (promptIds.length >= this.contextLength) {
       throw new ContextLengthError(`the prompt has ${promptIds.length} tokens; this engine's context holds ${this.contextLength}`);
     }
-    return yield* this.run(new Sequence(request, this.env), request.cachePrompt ?? true, request.signal);
+    const lease = request.lora !== undefined ? this.adapters.acquire(request.lora, request.loraParam ?? 'model') : null;
+    try {
+      return yield* this.run(new Sequence(request, this.env, lease ?? undefined), request.cachePrompt ?? true, request.signal);
+    } finally {
+      lease?.release();
+    }
   }
 
   /**
@@ -306,8 +391,8 @@ export class GpuEngine implements Backend, BatchRunner {
     const sampling = gpuRows.length + cpuRows.length;
     const params = gpuRows.map((r) => r.seq.gpuSampling());
     if (params.length) packSamplingParams(params, this.samplingParams);
-    const { tokens, seqs } = this.stepBuffers.write(
-      rows.map((r) => ({ seq: r.slot, tokens: r.work.tokens })),
+    const { tokens, seqs, adapted } = this.stepBuffers.write(
+      rows.map((r) => ({ seq: r.slot, tokens: r.work.tokens, adapter: r.seq.adapter?.id })),
       this.kv,
       params.length ? new Uint32Array(this.samplingParams, 0, params.length * SAMPLE_PARAM_WORDS) : undefined,
     );
@@ -316,7 +401,7 @@ export class GpuEngine implements Backend, BatchRunner {
     // Only a profiled step works out its shape (each sequence's keys after this step).
     const shape = this.profiler ? { tokens, seqs, keys: rows.map((r) => this.kv.length(r.slot)) } : undefined;
     let pass = this.profiler ? this.profiler.begin(encoder, false, shape!) : encoder.beginComputePass();
-    this.forward.encode(pass, tokens, seqs);
+    this.forward.encode(pass, tokens, seqs, adapted);
     const masked = rows.slice(0, sampling).some((r) => r.seq.constraint);
     if (masked) {
       pass.end();
@@ -418,13 +503,18 @@ export class GpuEngine implements Backend, BatchRunner {
     return Promise.race([p, this.gpu.lost.then((e) => Promise.reject(e))]);
   }
 
-  /** Logits after each of `ids`, fed one token per step from an empty cache (tests, echo + logprobs). */
-  async teacherForcedLogits(ids: readonly number[]): Promise<Float32Array[]> {
+  /** Logits after each of `ids`, fed one token per step from an empty cache (tests, echo + logprobs), with the loaded adapter `lora` if given. */
+  async teacherForcedLogits(ids: readonly number[], lora?: string): Promise<Float32Array[]> {
     if (this.disposed) throw new BackendDisposedError('GpuEngine');
     checkPromptIds(ids, this.config.vocabSize);
     const out: Float32Array[] = [];
-    const seq = Sequence.teacherForced(ids, this.env, (logits) => out.push(logits));
-    for await (const _ of this.run(seq, false));
+    const lease = lora !== undefined ? this.adapters.acquire(lora) : null;
+    try {
+      const seq = Sequence.teacherForced(ids, this.env, (logits) => out.push(logits), lease ?? undefined);
+      for await (const _ of this.run(seq, false));
+    } finally {
+      lease?.release();
+    }
     return out;
   }
 
@@ -516,6 +606,15 @@ export function kvPoolPages(a: {
     pages = bindingPages;
   }
   return pages;
+}
+
+function isLoraSourceObject(s: LoraSource): s is { source: ModelInput; scale?: number } {
+  return typeof s === 'object' && s !== null && !(s instanceof URL) && 'source' in s && !('text' in s) && !('read' in s);
+}
+
+/** A source as listings show it: a path, URL or repo id; 'picked files' otherwise. */
+function sourceName(input: ModelInput): string {
+  return typeof input === 'string' || input instanceof URL ? input.toString() : 'picked files';
 }
 
 function isOpened(m: ModelLocation | OpenedModel): m is OpenedModel {

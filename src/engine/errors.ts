@@ -10,14 +10,17 @@ export type BackendErrorCode =
   | 'kv_cache_full' // no free KV pages for the step
   | 'backend_disposed' // generate() after dispose()
   | 'precision_unsupported' // f16 asked on a GPU without shader-f16
-  | 'grammar_refused'; // the grammar refused a token its own mask allowed
+  | 'grammar_refused' // the grammar refused a token its own mask allowed
+  | 'lora_not_found' // a request or an unload names an adapter that is not loaded
+  | 'lora_exists' // a load names an adapter already loaded
+  | 'lora_pool_full'; // the adapter pool has no room (or no id) for another adapter
 
 export class BackendError extends Error {
   override name = 'BackendError';
   constructor(
     readonly code: BackendErrorCode,
     /** The HTTP status this error means to a client. */
-    readonly status: 400 | 500 | 503,
+    readonly status: 400 | 404 | 409 | 500 | 503,
     message: string,
     /** The request field at fault, when there is one. */
     readonly param: string | null = null,
@@ -71,5 +74,30 @@ export class GrammarRefusedError extends BackendError {
   override name = 'GrammarRefusedError';
   constructor(readonly token: number) {
     super('grammar_refused', 500, `structured output: the grammar refused token ${token}, which its mask allowed`);
+  }
+}
+
+/** A request (`model: "base:name"`, `lora_path`) or an unload names an adapter that is not loaded. */
+export class LoraNotFoundError extends BackendError {
+  override name = 'LoraNotFoundError';
+  constructor(adapter: string, loaded: readonly string[], param: string | null = 'model') {
+    const list = loaded.length ? `loaded: ${loaded.map((n) => `"${n}"`).join(', ')}` : 'no adapter is loaded';
+    super('lora_not_found', 404, `The LoRA adapter "${adapter}" is not loaded (${list})`, param);
+  }
+}
+
+/** A load names an adapter that is loaded already: unload it first (a name means one set of weights). */
+export class LoraExistsError extends BackendError {
+  override name = 'LoraExistsError';
+  constructor(adapter: string) {
+    super('lora_exists', 409, `A LoRA adapter named "${adapter}" is loaded already: unload it first, or choose another name`, 'lora_name');
+  }
+}
+
+/** The adapter pool has no room: unload an adapter, or give the engine a larger pool. */
+export class LoraPoolFullError extends BackendError {
+  override name = 'LoraPoolFullError';
+  constructor(message: string) {
+    super('lora_pool_full', 409, message);
   }
 }

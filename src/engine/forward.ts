@@ -12,6 +12,7 @@ import { createAttentionOp } from '../kernels/attention';
 import { createEmbedOp } from '../kernels/embed';
 import { createFeedOp } from '../kernels/feed';
 import { createKvWriteOp } from '../kernels/kv-write';
+import { createLoraOp } from '../kernels/lora';
 import { createLinearOp, EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC, EMULATED_PREFILL_SPEC } from '../kernels/matmul';
 import { actBytes, type Op, type OpContext, type OpLabel } from '../kernels/op';
 import { createRmsNormOp } from '../kernels/rms-norm';
@@ -19,7 +20,9 @@ import { createRopeOp, ropeInvFreq } from '../kernels/rope';
 import { createSoftcapOp } from '../kernels/softcap';
 import { createSwigluOp } from '../kernels/swiglu';
 import { attentionScale, layerRope, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
+import { LORA_TARGETS, type LoraTarget } from '../lora/types';
 import type { GpuMatrix, GpuWeights } from './gpu-weights';
+import { loraMat, type LoraPool } from './lora-pool';
 import { LayerCaches, layerCacheKinds } from './layer-cache';
 import type { StepBuffers } from './step';
 
@@ -77,7 +80,25 @@ interface LayerOps {
   ffnResidual: Op;
 }
 
+/** Where an adapted matrix reads its input and writes its output: LoRA's update lands on the same y. */
+interface LoraIo {
+  x: GPUBuffer;
+  y: GPUBuffer;
+  k: number;
+  n: number;
+}
+
+/** The LoRA updates of every matrix, made on the first adapter load (./lora-pool.ts). */
+interface LoraOps {
+  pool: LoraPool;
+  /** [layer][target in LORA_TARGETS order] */
+  ops: Op[][];
+  h: GPUBuffer;
+}
+
 export class GpuForward {
+  private lora: LoraOps | null = null;
+
   private constructor(
     readonly config: ModelConfig,
     readonly limits: ForwardLimits,
@@ -93,6 +114,7 @@ export class GpuForward {
     /** Final logits divided (Granite) and soft-capped (Gemma 2); absent elsewhere. */
     private readonly logitSoftcap: Op | undefined,
     private readonly buffers: GPUBuffer[],
+    private readonly loraIo: Array<Record<LoraTarget, LoraIo>>,
   ) {}
 
   /** Bytes of the layers' caches (K and V of every layer). */
@@ -176,6 +198,7 @@ export class GpuForward {
     onPart?.();
 
     const layers: LayerOps[] = [];
+    const loraIo: Array<Record<LoraTarget, LoraIo>> = [];
     for (let l = 0; l < config.numLayers; l++) {
       const w = weights.layers[l]!;
       const kv = caches.paged(l);
@@ -190,6 +213,16 @@ export class GpuForward {
       // q/k norms per head (Qwen3: rows of headDim) or over the whole projection (OLMo 2).
       const full = config.qkNormScope === 'full';
       const at = (role: string): OpLabel => ({ role, layer: l });
+      const io = (m: GpuMatrix, x: GPUBuffer, y: GPUBuffer): LoraIo => ({ x, y, k: m.cols, n: m.rows });
+      loraIo.push({
+        q: io(w.wq, attnIn, state.q),
+        k: io(w.wk, attnIn, state.k),
+        v: io(w.wv, attnIn, state.v),
+        o: io(w.wo, state.att, state.xb2),
+        gate: io(w.wGate, ffnIn, state.gate),
+        up: io(w.wUp, ffnIn, state.up),
+        down: io(w.wDown, state.hb, state.xb2),
+      });
       layers.push({
         attnNorm: w.attnNorm ? await norm(at('attn_norm'), state.x, w.attnNorm, state.xb) : undefined,
         q: await linear(at('q'), w.wq, attnIn, state.q, w.bq),
@@ -289,34 +322,72 @@ export class GpuForward {
     const cap = config.finalLogitSoftcap;
     const div = config.logitsScaling;
     const logitSoftcap = cap === null && div === 1 ? undefined : await createSoftcapOp(f32, { x: state.logits, n: V, cap, div, label: { role: 'logits_scale', perSeq: true } });
-    return new GpuForward(config, limits, state, caches, feed, embed, layers, gatherLast, finalNorm, lmHead, logitSoftcap, owned);
+    return new GpuForward(config, limits, state, caches, feed, embed, layers, gatherLast, finalNorm, lmHead, logitSoftcap, owned, loraIo);
   }
 
-  /** Records one forward step of `tokens` tokens from `seqs` sequences; logits land in `state.logits`. */
-  encode(pass: GPUComputePassEncoder, tokens: number, seqs: number): void {
+  /**
+   * Makes the LoRA update op of every matrix over `pool` (once, on the first adapter load: its two
+   * pipelines and the bind groups; later loads only write the pool). Each adds its rows' adapter's
+   * scale·B·A·x onto the base matrix's output, before anything reads it (q/k norms, RoPE, the GLU,
+   * the residual add), so the base weights are never modified.
+   */
+  async enableLora(ctx: OpContext, pool: LoraPool, step: StepBuffers): Promise<void> {
+    if (this.lora) return;
+    const maxRank = pool.limits.maxRank;
+    const h = createBuffer(ctx.device, this.limits.maxTokens * maxRank * 4, STORAGE, 'lora h');
+    const ops = await Promise.all(
+      this.loraIo.map((targets, l) =>
+        Promise.all(
+          LORA_TARGETS.map((t) =>
+            createLoraOp(ctx, { ...targets[t], label: { role: t, layer: l }, mat: loraMat(l, t), numMats: pool.numMats, maxRank, weights: pool.weights, entries: pool.entries, tokenSeq: step.tokenSeq, seqAdapter: step.seqAdapter, h }),
+          ),
+        ),
+      ),
+    );
+    this.lora = { pool, ops, h };
+  }
+
+  /** Records the LoRA update of layer `l`'s `target` when a loaded adapter adapts it (a step with adapters only). */
+  private adapt(lora: LoraOps | null, pass: GPUComputePassEncoder, l: number, target: LoraTarget, tokens: number): void {
+    if (lora && lora.pool.adapts(loraMat(l, target))) lora.ops[l]![LORA_TARGETS.indexOf(target)]!.encode(pass, tokens);
+  }
+
+  /**
+   * Records one forward step of `tokens` tokens from `seqs` sequences; logits land in `state.logits`.
+   * `adapted`: some row runs a LoRA adapter (its id is in the step's seqAdapter).
+   */
+  encode(pass: GPUComputePassEncoder, tokens: number, seqs: number, adapted = false): void {
     const mode = tokens > seqs ? 'prefill' : 'decode';
+    const lora = adapted ? this.lora : null;
     this.feed.encode(pass, tokens);
     this.embed.encode(pass, tokens);
-    for (const layer of this.layers) {
+    for (const [l, layer] of this.layers.entries()) {
       // attention block
       layer.attnNorm?.encode(pass, tokens);
       layer.q.encode(pass, tokens);
+      this.adapt(lora, pass, l, 'q', tokens);
       layer.k.encode(pass, tokens);
+      this.adapt(lora, pass, l, 'k', tokens);
       layer.v.encode(pass, tokens);
+      this.adapt(lora, pass, l, 'v', tokens);
       layer.qNorm?.encode(pass, tokens);
       layer.kNorm?.encode(pass, tokens);
       layer.rope?.encode(pass, tokens);
       layer.kvWrite.encode(pass, tokens);
       layer.attention.encode(pass, tokens, mode);
       layer.o.encode(pass, tokens);
+      this.adapt(lora, pass, l, 'o', tokens);
       layer.postAttnNorm?.encode(pass, tokens);
       layer.attnResidual.encode(pass, tokens);
       // feed-forward block
       layer.ffnNorm?.encode(pass, tokens);
       layer.gate.encode(pass, tokens);
+      this.adapt(lora, pass, l, 'gate', tokens);
       layer.up.encode(pass, tokens);
+      this.adapt(lora, pass, l, 'up', tokens);
       layer.swiglu.encode(pass, tokens);
       layer.down.encode(pass, tokens);
+      this.adapt(lora, pass, l, 'down', tokens);
       layer.postFfnNorm?.encode(pass, tokens);
       layer.ffnResidual.encode(pass, tokens);
     }
@@ -331,8 +402,13 @@ export class GpuForward {
   destroy(): void {
     const ops: Op[] = [this.feed, this.embed, this.gatherLast, this.finalNorm, this.lmHead, ...(this.logitSoftcap ? [this.logitSoftcap] : [])];
     for (const layer of this.layers) for (const op of Object.values(layer) as (Op | undefined)[]) if (op) ops.push(op);
+    if (this.lora) ops.push(...this.lora.ops.flat());
     for (const op of ops) op.destroy();
     for (const b of this.buffers) b.destroy();
+    if (this.lora) {
+      this.lora.h.destroy();
+      this.lora.pool.destroy();
+    }
     this.caches.destroy();
   }
 }

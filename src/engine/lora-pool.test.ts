@@ -39,6 +39,8 @@ describe('LoraPool', () => {
     const id2 = pool.load(two, 'two', 0.5);
     expect([id1, id2]).toEqual([0, 1]);
     expect(pool.names).toEqual(['one', 'two']);
+    expect([loraMat(0, 'q'), loraMat(1, 'v'), loraMat(1, 'down')].map((m) => pool.adapts(m))).toEqual([true, true, true]);
+    expect(pool.adapts(loraMat(0, 'k'))).toBe(false);
 
     // Three tokens on layer 1's v: adapter one, adapter two, none.
     const x = random(3 * K, 9);
@@ -64,6 +66,8 @@ describe('LoraPool', () => {
     const before = pool.freeFloats;
     pool.unload(id1);
     expect(pool.freeFloats).toBe(before + adapterFloats(one));
+    expect(pool.adapts(loraMat(0, 'q'))).toBe(false); // only adapter one had it
+    expect(pool.adapts(loraMat(1, 'v'))).toBe(true);
     const table = new Uint32Array(await readBuffer(device, pool.entries));
     expect(table.subarray(0, pool.numMats * 4).every((v) => v === 0)).toBe(true);
     got = await run();

@@ -44,6 +44,7 @@ export function adapterFloats(adapter: LoraAdapter): number {
 interface Loaded {
   name: string;
   ranges: Array<[start: number, length: number]>;
+  mats: number[];
 }
 
 export class LoraPool {
@@ -53,6 +54,8 @@ export class LoraPool {
   /** vec4<u32> [maxAdapters · numMats]: A's offset, B's offset, rank (0: matrix not adapted), scale bits. */
   readonly entries: GPUBuffer;
   private readonly table: Uint32Array;
+  /** Loaded adapters adapting each matrix: the forward pass skips a matrix no adapter touches. */
+  private readonly matUse: Uint16Array;
   private readonly loaded: (Loaded | undefined)[];
   /** Free float ranges of the pool, sorted by start, never adjacent. */
   private free: Array<[start: number, length: number]>;
@@ -67,6 +70,7 @@ export class LoraPool {
     this.table = new Uint32Array(limits.maxAdapters * this.numMats * LORA_ENTRY_WORDS);
     this.entries = createBuffer(device, this.table.byteLength, STORAGE, 'lora entries');
     this.loaded = new Array(limits.maxAdapters).fill(undefined);
+    this.matUse = new Uint16Array(this.numMats);
     this.free = [[0, floats]];
   }
 
@@ -77,6 +81,11 @@ export class LoraPool {
   /** Names of the loaded adapters by id. */
   get names(): (string | undefined)[] {
     return this.loaded.map((l) => l?.name);
+  }
+
+  /** Whether any loaded adapter adapts the matrix (a column of the entry table). */
+  adapts(mat: number): boolean {
+    return this.matUse[mat]! > 0;
   }
 
   /** Floats still free (possibly in several ranges). */
@@ -115,7 +124,9 @@ export class LoraPool {
       scales[e + 3] = w.scale * scale;
     }
     this.setRows(id, rows);
-    this.loaded[id] = { name, ranges };
+    const mats = adapter.weights.map((w) => loraMat(w.layer, w.target));
+    for (const m of mats) this.matUse[m]!++;
+    this.loaded[id] = { name, ranges, mats };
     return id;
   }
 
@@ -125,6 +136,7 @@ export class LoraPool {
     if (!l) return;
     this.setRows(id, new Uint32Array(this.numMats * LORA_ENTRY_WORDS));
     l.ranges.forEach((r) => this.release(r));
+    for (const m of l.mats) this.matUse[m]!--;
     this.loaded[id] = undefined;
   }
 

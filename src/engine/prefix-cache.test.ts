@@ -18,6 +18,28 @@ describe('PrefixCache', () => {
     expect(cache.match(ids(12, 1), 11)).toEqual([]);
   });
 
+  it('keeps each adapter’s pages in its own namespace, and drops a namespace whole', () => {
+    const kv = new KvPages(8, 4);
+    const cache = new PrefixCache(kv);
+    kv.append(1, 8);
+    kv.append(2, 8);
+    cache.extend(ids(8), kv.table(1), cache.cursor());
+    cache.extend(ids(8), kv.table(2), cache.cursor('lora-a#1'));
+    // The same tokens under the base and under an adapter are two pairs of pages.
+    expect(cache.size).toBe(4);
+    expect(cache.match(ids(9), 8)).toEqual(kv.table(1));
+    expect(cache.match(ids(9), 8, 'lora-a#1')).toEqual(kv.table(2));
+    expect(cache.match(ids(9), 8, 'lora-b#2')).toEqual([]);
+    kv.release(1);
+    kv.release(2);
+    expect(kv.stats).toEqual({ total: 8, used: 0, cached: 4, free: 4 });
+    cache.drop('lora-a#1');
+    expect(cache.size).toBe(2);
+    expect(kv.stats).toEqual({ total: 8, used: 0, cached: 2, free: 6 });
+    expect(cache.match(ids(9), 8, 'lora-a#1')).toEqual([]);
+    expect(cache.match(ids(9), 8)).toHaveLength(2);
+  });
+
   it('keeps a finished sequence’s pages cached, shares them by reference and frees its partial page', () => {
     const kv = new KvPages(6, 4);
     const cache = new PrefixCache(kv);

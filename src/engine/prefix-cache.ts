@@ -10,6 +10,10 @@
  * least recently used leaf first, so a prefix never loses its start while its continuation is
  * kept. Because a sequence references every page of its path, an unreferenced node's descendants
  * are unreferenced too: all of them can be evicted, leaf by leaf.
+ *
+ * K/V depend on the weights that computed them: a sequence run with a LoRA adapter keys its pages
+ * under that adapter's namespace (one tree each), so two adapters, or an adapter and the base
+ * model, never share a page even for the same tokens.
  */
 import type { KvPages, PageReclaimer } from './kv-pages';
 
@@ -17,6 +21,8 @@ import type { KvPages, PageReclaimer } from './kv-pages';
 export interface PrefixCursor {
   readonly node: Node;
   readonly pages: number;
+  /** The root of the cursor's namespace. */
+  readonly root: Node;
 }
 
 interface Node {
@@ -28,7 +34,8 @@ interface Node {
 }
 
 export class PrefixCache implements PageReclaimer {
-  private readonly root: Node = { page: -1, key: '', parent: null, children: new Map(), lastUse: 0 };
+  /** One tree per namespace: '' for the base model, a loaded adapter's key for its sequences. */
+  private readonly roots = new Map<string, Node>();
   private readonly byPage = new Map<number, Node>();
   private clock = 0;
 
@@ -42,6 +49,12 @@ export class PrefixCache implements PageReclaimer {
   }
 
 
+  private rootOf(namespace: string): Node {
+    let root = this.roots.get(namespace);
+    if (!root) this.roots.set(namespace, (root = { page: -1, key: namespace, parent: null, children: new Map(), lastUse: 0 }));
+    return root;
+  }
+
   private keyOf(ids: readonly number[], page: number): string {
     const ps = this.kv.pageSize;
     return ids.slice(page * ps, (page + 1) * ps).join(',');
@@ -51,10 +64,10 @@ export class PrefixCache implements PageReclaimer {
    * The cached pages of `ids`' longest prefix of whole pages, at most `maxTokens` tokens long
    * (a prompt keeps at least its last token to compute, for its logits). Marks them used now.
    */
-  match(ids: readonly number[], maxTokens: number): number[] {
+  match(ids: readonly number[], maxTokens: number, namespace = ''): number[] {
     const ps = this.kv.pageSize;
     const pages: number[] = [];
-    let node = this.root;
+    let node = this.rootOf(namespace);
     const now = ++this.clock;
     for (let p = 0; (p + 1) * ps <= Math.min(maxTokens, ids.length); p++) {
       const child = node.children.get(this.keyOf(ids, p));
@@ -67,8 +80,9 @@ export class PrefixCache implements PageReclaimer {
   }
 
   /** Where a sequence's pages stop in the tree, so offering its next page starts there. */
-  cursor(): PrefixCursor {
-    return { node: this.root, pages: 0 };
+  cursor(namespace = ''): PrefixCursor {
+    const root = this.rootOf(namespace);
+    return { node: root, pages: 0, root };
   }
 
   /**
@@ -82,8 +96,9 @@ export class PrefixCache implements PageReclaimer {
     const ps = this.kv.pageSize;
     const full = Math.min(table.length, Math.floor(Math.min(limit, ids.length) / ps));
     let { node, pages } = cursor;
+    const { root } = cursor;
     // The cursor's node left the tree (evicted while only its twin page was in use): start again.
-    if (node !== this.root && this.byPage.get(node.page) !== node) (node = this.root), (pages = 0);
+    if (node !== root && this.byPage.get(node.page) !== node) (node = root), (pages = 0);
     const now = ++this.clock;
     for (let p = pages; p < full; p++) {
       const key = this.keyOf(ids, p);
@@ -99,7 +114,7 @@ export class PrefixCache implements PageReclaimer {
       }
       node = child;
     }
-    return { node, pages: Math.max(pages, full) };
+    return { node, pages: Math.max(pages, full), root };
   }
 
   /** Evicts up to `n` unreferenced pages, least recently used leaves first; returns how many. */
@@ -121,7 +136,20 @@ export class PrefixCache implements PageReclaimer {
   clear(): void {
     for (const node of [...this.byPage.values()]) this.kv.uncache(node.page);
     this.byPage.clear();
-    this.root.children.clear();
+    this.roots.clear();
+  }
+
+  /** Forgets one namespace's pages (an adapter unloaded: no later sequence can match them). */
+  drop(namespace: string): void {
+    const root = this.roots.get(namespace);
+    if (!root) return;
+    const stack = [...root.children.values()];
+    for (let n = stack.pop(); n; n = stack.pop()) {
+      stack.push(...n.children.values());
+      this.byPage.delete(n.page);
+      this.kv.uncache(n.page);
+    }
+    this.roots.delete(namespace);
   }
 
   private remove(node: Node): void {

@@ -323,7 +323,7 @@ export class Scheduler {
         i++;
         continue;
       }
-      const matched = w.useCache ? this.prefix.match(w.seq.tokens, w.seq.tokens.length - 1) : [];
+      const matched = w.useCache ? this.prefix.match(w.seq.tokens, w.seq.tokens.length - 1, w.seq.adapter?.key) : [];
       const cached = matched.length * this.kv.pageSize;
       const left = w.seq.tokens.length - cached;
       const n = left === 1 ? 1 : Math.min(left, budget);
@@ -335,7 +335,7 @@ export class Scheduler {
       const slot = this.freeSlots.pop()!;
       this.kv.adopt(slot, matched);
       w.seq.reuse(cached);
-      const r: Running = { seq: w.seq, slot, stream: w.stream, cursor: this.prefix.cursor(), useCache: w.useCache };
+      const r: Running = { seq: w.seq, slot, stream: w.stream, cursor: this.prefix.cursor(w.seq.adapter?.key), useCache: w.useCache };
       r.cursor = this.prefix.extend(w.seq.tokens, matched, r.cursor, cached);
       this.running.push(r);
       this.runner.place(w.seq, slot);
@@ -358,6 +358,7 @@ export class Scheduler {
     const ps = this.kv.pageSize;
     const ids = w.seq.tokens;
     for (const r of this.running) {
+      if (r.seq.adapter?.key !== w.seq.adapter?.key) continue; // its pages are another adapter's
       const fed = r.seq.kvLength;
       const theirs = r.seq.tokens;
       if (fed >= r.seq.promptIds.length) continue; // done with its prompt: what it shares is cached

@@ -81,13 +81,13 @@ export class Sequence {
    * empty cache, each step's logits go to `onLogits` (through the CPU path) and the next of `ids`
    * is recorded instead of a draw.
    */
-  static teacherForced(ids: readonly number[], env: SequenceEnv, onLogits: (logits: Float32Array) => void): Sequence {
+  static teacherForced(ids: readonly number[], env: SequenceEnv, onLogits: (logits: Float32Array) => void, adapter?: Sequence['adapter']): Sequence {
     const sampling: SamplingParams = {
       temperature: 0, topP: 1, topK: 0, minP: 0, seed: 0, frequencyPenalty: 0, presencePenalty: 0, repetitionPenalty: 1, logitBias: {},
       dry: { multiplier: 0, base: 1.75, allowedLength: 2, sequenceBreakers: [] }, mirostat: { mode: 0, tau: 5, eta: 0.1 }, topLogprobs: 0, logprobs: false,
     };
     const request: GenerateRequest = { promptIds: [ids[0]!], maxTokens: ids.length, sampling, stopTokenIds: [], ignoreEos: true, minTokens: 0 };
-    const seq = new Sequence(request, { ...env, contextLength: Math.max(env.contextLength, ids.length + 1) });
+    const seq = new Sequence(request, { ...env, contextLength: Math.max(env.contextLength, ids.length + 1) }, adapter);
     seq.forced = { ids, onLogits };
     return seq;
   }
@@ -100,7 +100,12 @@ export class Sequence {
     return this.forced !== null;
   }
 
-  constructor(request: GenerateRequest, env: SequenceEnv) {
+  constructor(
+    request: GenerateRequest,
+    env: SequenceEnv,
+    /** The LoRA adapter it runs with (its pool id and the prefix-cache namespace of its pages); absent: the base model. */
+    readonly adapter?: { readonly id: number; readonly key: string },
+  ) {
     const { promptIds, sampling } = request;
     this.promptIds = promptIds;
     this.ids = [...promptIds];

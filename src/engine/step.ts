@@ -5,6 +5,7 @@
  * browser an IPC message and a staging copy, so a step makes one, not ten).
  */
 import { createBuffer, STORAGE, UNIFORM } from '../gpu/buffers';
+import { NO_ADAPTER } from '../kernels/lora';
 import { ContextLengthError } from './errors';
 import type { KvPages } from './kv-pages';
 
@@ -12,6 +13,8 @@ import type { KvPages } from './kv-pages';
 export interface SeqWork {
   seq: number;
   tokens: readonly number[];
+  /** The LoRA pool id of the row's adapter (./lora-pool.ts); absent: the base model alone. */
+  adapter?: number;
 }
 
 export interface StepLimits {
@@ -23,7 +26,7 @@ export interface StepLimits {
 }
 
 /** The regions of the packed step buffer, in order (the block table last: a step writes only its rows). */
-const REGIONS = ['counts', 'seqCount', 'tokens', 'positions', 'tokenSeq', 'slotMapping', 'seqLens', 'lastToken', 'rowSlot', 'sampling', 'blockTable'] as const;
+const REGIONS = ['counts', 'seqCount', 'tokens', 'positions', 'tokenSeq', 'slotMapping', 'seqLens', 'lastToken', 'rowSlot', 'seqAdapter', 'sampling', 'blockTable'] as const;
 type Region = (typeof REGIONS)[number];
 
 /**
@@ -43,6 +46,7 @@ export class StepBuffers {
   readonly seqLens: GPUBufferBinding; // [maxSeqs] u32 context length after this step
   readonly lastToken: GPUBufferBinding; // [maxSeqs] u32 index (in the step) of each row's last token
   readonly rowSlot: GPUBufferBinding; // [maxSeqs] u32 the sequence slot (KV id) of each row: where per-sequence state lives
+  readonly seqAdapter: GPUBufferBinding; // [maxSeqs] u32 each row's LoRA adapter id, or NO_ADAPTER (src/kernels/lora.ts)
   readonly sampling: GPUBufferBinding; // [maxSeqs × samplingWords] the sampler's per-row parameters
   readonly blockTable: GPUBufferBinding; // [maxSeqs × maxPagesPerSeq] u32 page ids
 
@@ -66,6 +70,7 @@ export class StepBuffers {
       seqLens: maxSeqs,
       lastToken: maxSeqs,
       rowSlot: maxSeqs,
+      seqAdapter: maxSeqs,
       sampling: maxSeqs * Math.max(1, limits.samplingWords ?? 1),
       blockTable: maxSeqs * maxPagesPerSeq,
     };
@@ -90,6 +95,7 @@ export class StepBuffers {
     this.seqLens = region('seqLens');
     this.lastToken = region('lastToken');
     this.rowSlot = region('rowSlot');
+    this.seqAdapter = region('seqAdapter');
     this.sampling = region('sampling');
     this.blockTable = region('blockTable');
   }
@@ -97,9 +103,9 @@ export class StepBuffers {
   /**
    * Reserves KV slots for every sequence's new tokens and uploads the step, with the sampler's
    * parameters (`sampling`, packed words of the sampling rows) in the same write. Returns the
-   * token and row counts. Throws (leaving the KV state as it was) if the step does not fit.
+   * token and row counts, and whether any row runs an adapter. Throws (leaving the KV state as it was) if the step does not fit.
    */
-  write(work: readonly SeqWork[], kv: KvPages, sampling?: Uint32Array): { tokens: number; seqs: number } {
+  write(work: readonly SeqWork[], kv: KvPages, sampling?: Uint32Array): { tokens: number; seqs: number; adapted: boolean } {
     const { maxTokens, maxSeqs, maxPagesPerSeq } = this.limits;
     const T = work.reduce((n, w) => n + w.tokens.length, 0);
     if (T === 0 || T > maxTokens) throw new RangeError(`a step takes 1..${maxTokens} tokens, got ${T}`);
@@ -123,6 +129,7 @@ export class StepBuffers {
         }
         c.lastToken[s] = t - 1;
         c.rowSlot[s] = w.seq;
+        c.seqAdapter[s] = w.adapter ?? NO_ADAPTER;
         c.seqLens[s] = start + w.tokens.length;
         const table = kv.table(w.seq);
         c.blockTable.fill(0, s * maxPagesPerSeq, (s + 1) * maxPagesPerSeq);
@@ -142,7 +149,7 @@ export class StepBuffers {
     }
     // One write from the start through this step's rows of the block table.
     this.device.queue.writeBuffer(this.buffer, 0, this.cpu, 0, this.at.blockTable + S * maxPagesPerSeq);
-    return { tokens: T, seqs: S };
+    return { tokens: T, seqs: S, adapted: work.some((w) => w.adapter !== undefined) };
   }
 
   destroy(): void {

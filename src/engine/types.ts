@@ -53,6 +53,10 @@ export interface GenerateRequest {
   constraint?: Constraint;
   /** Return each generated token's final hidden state (`GeneratedToken.hidden`; SGLang's `return_hidden_states`). */
   returnHiddenStates?: boolean;
+  /** The loaded LoRA adapter to run with (its name); absent: the base model. */
+  lora?: string;
+  /** The request field that named `lora`, for the error when it is not loaded ('model' or 'lora_path'). */
+  loraParam?: string;
 }
 
 export interface TokenLogprob {

@@ -12,9 +12,10 @@ import { greedy, logitsFor, ReferenceModel } from '../reference/forward';
 import { maxAbsDiffAll, top2Margin } from './compare';
 import { GREEDY } from './sampling';
 
-export async function generateGreedy(engine: GpuEngine, promptIds: number[], maxTokens: number): Promise<number[]> {
+/** Greedy tokens of one request (with the loaded LoRA adapter `lora`, when given). */
+export async function generateGreedy(engine: GpuEngine, promptIds: number[], maxTokens: number, lora?: string): Promise<number[]> {
   const out: number[] = [];
-  for await (const t of engine.generate({ promptIds, maxTokens, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0 })) out.push(t.id);
+  for await (const t of engine.generate({ promptIds, maxTokens, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0, ...(lora !== undefined ? { lora } : {}) })) out.push(t.id);
   return out;
 }
 
@@ -24,12 +25,14 @@ export async function expectEngineMatchesReference(
   prompt: number[],
   steps: number,
   tolerance: number,
+  /** A loaded LoRA adapter the engine runs with (`ref` then holds its merged weights). */
+  lora?: string,
 ): Promise<void> {
   const want = greedy(ref, prompt, steps);
-  const got = await generateGreedy(engine, prompt, steps);
+  const got = await generateGreedy(engine, prompt, steps, lora);
   const ids = [...prompt, ...want];
   const refLogits = logitsFor(ref, ids);
-  const gpuLogits = await engine.teacherForcedLogits(ids);
+  const gpuLogits = await engine.teacherForcedLogits(ids, lora);
   expect(maxAbsDiffAll(gpuLogits, refLogits)).toBeLessThan(tolerance);
   for (let s = 0; s < steps; s++) {
     if (top2Margin(refLogits[prompt.length - 1 + s]!) < tolerance) break;
