@@ -2,6 +2,8 @@
 // weight type (WTYPE) by shaders/lib/dequant.wgsl, which is concatenated in front of this text
 // and reads the table as `w`. A 2D grid: x covers the row in quads of 4 columns (dq_quad's
 // unit), y is the token, so the token count rides on the dispatch and the uniform is static.
+// A table split by rows (larger than one binding) is one dispatch per part: each writes the
+// tokens whose row it holds and leaves the others to their parts.
 alias act = f32;
 
 override WG: u32 = 64;
@@ -11,6 +13,10 @@ struct Params {
   rowWords: u32,    // u32 words per table row in the GPU layout
   vocab: u32,       // rows in the table: larger ids are clamped to the last row, never read out of bounds
   scale: f32,       // each row is multiplied by this (Gemma: sqrt(hidden size)); 1 elsewhere
+  row0: u32,        // the table row that `w`'s row 0 is (0 unless the table is split)
+  rows: u32,        // rows in `w`: this dispatch writes only tokens in [row0, row0 + rows)
+  _pad0: u32,
+  _pad1: u32,
 }
 
 @group(0) @binding(0) var<storage, read> tokens: array<u32>;
@@ -24,7 +30,8 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   if (col >= p.n) { return; }
   let t = gid.y;
   let row = min(tokens[t], p.vocab - 1u);
-  let v = dq_quad(row * p.rowWords, col) * p.scale;
+  if (row < p.row0 || row - p.row0 >= p.rows) { return; }
+  let v = dq_quad((row - p.row0) * p.rowWords, col) * p.scale;
   let o = t * p.n + col;
   x[o] = act(v.x);
   x[o + 1u] = act(v.y);

@@ -7,9 +7,13 @@ override HAS_BIAS: bool = false;
 
 struct Params {
   k: u32,         // elements per weight row = per token of x (a multiple of 8)
-  n: u32,         // weight rows = elements per token of y
+  n: u32,         // weight rows in `w` (one part's when the matrix is split by rows)
   row_words: u32, // u32 words per weight row in the GPU layout
-  _pad: u32,
+  row0: u32,      // the matrix row that `w`'s row 0 is: the y column and bias index it writes (0 unless split)
+  y_stride: u32,  // elements per token of y: the whole matrix's rows (= n unless split)
+  _pad0: u32,
+  _pad1: u32,
+  _pad2: u32,
 }
 
 // The per-step counts the engine writes once per step (src/engine/step.ts `counts`).
@@ -22,14 +26,16 @@ struct Step {
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;         // [n][row_words]
 @group(0) @binding(1) var<storage, read> x: array<vec4<act>>;   // [T][k / 4]
-@group(0) @binding(2) var<storage, read_write> y: array<act>;   // [T][n]
-@group(0) @binding(3) var<storage, read> bias: array<f32>;      // [n], read when HAS_BIAS
+@group(0) @binding(2) var<storage, read_write> y: array<act>;   // [T][y_stride]
+@group(0) @binding(3) var<storage, read> bias: array<f32>;      // [y_stride], read when HAS_BIAS
 @group(0) @binding(4) var<uniform> p: Params;
 @group(0) @binding(5) var<uniform> counts: Step;
 
-// y[t, n] = v + bias[n]: every output of a linear kernel goes through here.
+// y[t, row0 + n] = v + bias[row0 + n] for row n of `w`: every output of a linear kernel goes
+// through here, so a part of a split matrix writes its own columns of each token's row.
 fn store_y(t: u32, n: u32, v: f32) {
+  let r = p.row0 + n;
   var b = 0.0;
-  if (HAS_BIAS) { b = bias[n]; }
-  y[t * p.n + n] = act(v + b);
+  if (HAS_BIAS) { b = bias[r]; }
+  y[t * p.y_stride + r] = act(v + b);
 }

@@ -5,7 +5,7 @@ import { createBuffer, STORAGE, uploadBuffer } from '../gpu/buffers';
 import { testGPU } from '../testing/gpu';
 import { createEmbedOp, EMBED_WG, embedRef } from './embed';
 import { actRound, maxRelDiff, opContext, random, readAct, runPass } from '../testing/kernel-helpers';
-import { uploadWeight } from './weights';
+import { gpuBytesPerRow, uploadWeight, uploadWeightParts } from './weights';
 
 describe('embed kernel', () => {
   // The GPU dequantises with the same f32 formulas as the reference: only rounding differs.
@@ -54,6 +54,30 @@ describe('embed kernel', () => {
         // The scale is there: sqrt(768) ≈ 27.7 times the unscaled rows.
         expect(maxRelDiff(want, plain.want.map((v) => v * Math.sqrt(n)))).toBeLessThan(TOLERANCE[precision]);
         expect(Math.abs(want[1]!)).toBeGreaterThan(Math.abs(plain.want[1]!) * 20);
+      });
+    }
+  }
+
+  // A table split by rows (3 rows per part: 3 + 3 + 1): each part's dispatch writes the tokens
+  // whose row it holds, so every token, in any order, gets its row; an id past the vocabulary
+  // still gets the last row (which only the last part holds).
+  for (const precision of ['f32', 'f16'] as const) {
+    for (const dtype of DTYPES) {
+      it(`gathers ${dtype} rows from a table split into 3 parts in ${precision}`, async (ctx) => {
+        const { device, info } = await testGPU();
+        if (precision === 'f16' && !info.f16) ctx.skip();
+        const table = quantize(dtype, random(vocab * n, 40 + vocab, 2));
+        const parts = uploadWeightParts(device, dtype, table, { rows: vocab, cols: n }, 3 * gpuBytesPerRow(dtype, n));
+        expect(parts.map((p) => [p.row0, p.rows])).toEqual([[0, 3], [3, 3], [6, 1]]);
+        const ids = [6, 0, 3, 5, 2, vocab + 9, 4];
+        const tokens = uploadBuffer(device, new Uint32Array(ids), STORAGE);
+        const x = createBuffer(device, ids.length * n * 4, STORAGE);
+        const op = await createEmbedOp(opContext(device, precision), { tokens, table: parts, x, dtype, n, vocab, scale: 0.5 });
+        await runPass(device, (pass) => op.encode(pass, ids.length));
+        const got = await readAct(device, x, ids.length * n, precision);
+        expect(maxRelDiff(got, actRound(embedRef(dtype, table, vocab, n, ids, 0.5), precision))).toBeLessThan(TOLERANCE[precision]);
+        op.destroy();
+        for (const p of parts) p.buffer.destroy();
       });
     }
   }

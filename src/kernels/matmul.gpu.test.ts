@@ -8,6 +8,8 @@ import { DTYPES, type DType } from '../formats/types';
 import { testGPU } from '../testing/gpu';
 import {
   createLinearOp,
+  EMULATED_DECODE_SPEC,
+  EMULATED_FEW_TOKENS_SPEC,
   EMULATED_PREFILL_SPEC,
   linearConstants,
   linearParams,
@@ -22,7 +24,7 @@ import {
   type MatvecSpec,
   type PrefillSpec,
 } from './matmul';
-import { repackForGPU, uploadWeight } from './weights';
+import { gpuBytesPerRow, repackForGPU, uploadWeight, uploadWeightParts } from './weights';
 
 // K covers two K-quant super-blocks; N = 37 leaves partial row groups and tiles.
 const K = 512;
@@ -200,5 +202,66 @@ describe('createLinearOp', () => {
       expect(y.subarray(T * N).every((v) => v === 0)).toBe(true);
     }
     expect(() => op.encode({} as GPUComputePassEncoder, MAX_T + 1)).toThrow(RangeError);
+  });
+});
+
+describe('createLinearOp over a matrix split by rows', () => {
+  // 13 rows per part: N = 37 becomes parts of 13, 13 and 11 rows, each dispatch writing its own
+  // columns of every token's y row (and adding its rows' bias). Decode matvec (1 token), the
+  // multi-token matvec (5) and the prefill kernel (17), with the engine's specs and the emulated
+  // ones; the same tolerance as the whole matrix. In f16 (lavapipe, where each pipeline takes
+  // seconds to compile) the engine's specs only: every kernel shares store_y, where the offsets are.
+  const emulated = { decode: EMULATED_DECODE_SPEC, few: EMULATED_FEW_TOKENS_SPEC, prefill: EMULATED_PREFILL_SPEC };
+  const cases = [
+    ['f32', 'Q8_0', {}],
+    ['f32', 'Q4_K', emulated],
+    ['f16', 'Q4_K', {}],
+  ] as const;
+  for (const [precision, dtype, specs] of cases) {
+    it(`writes each part's rows of y for ${dtype} at ${'prefill' in specs ? 'the emulated' : 'the default'} specs (${precision})`, async ({ skip }) => {
+      const gpu = await testGPU();
+      skip(precision === 'f16' && !gpu.info.f16, 'the device has no shader-f16');
+      const { device } = gpu;
+      const bytes = quantize(dtype, random(N * K, 17));
+      const w = dequantize(dtype, bytes, N * K);
+      const parts = uploadWeightParts(device, dtype, bytes, { rows: N, cols: K }, 13 * gpuBytesPerRow(dtype, K));
+      expect(parts.map((p) => p.rows)).toEqual([13, 13, 11]);
+      const act = precision === 'f16' ? 2 : 4;
+      const xBuf = uploadBuffer(device, precision === 'f16' ? f32ArrayToF16(x) : x, STORAGE);
+      const xRef = precision === 'f16' ? f16ArrayToF32(f32ArrayToF16(x)) : x;
+      const yBuf = createBuffer(device, MAX_T * N * act, STORAGE);
+      const biasBuf = uploadBuffer(device, bias, STORAGE);
+      const step = createBuffer(device, 16, UNIFORM);
+      const op = await createLinearOp(
+        { device, cache: pipelineCache(device), precision },
+        { weight: parts, dtype, n: N, k: K, bias: biasBuf, x: xBuf, y: yBuf, step, maxTokens: MAX_T },
+        specs,
+      );
+      for (const T of [1, 5, MAX_T]) {
+        device.queue.writeBuffer(yBuf, 0, new Uint8Array(yBuf.size));
+        device.queue.writeBuffer(step, 0, new Uint32Array([T, 1, 0, 0]));
+        const encoder = device.createCommandEncoder();
+        const pass = encoder.beginComputePass();
+        op.encode(pass, T);
+        pass.end();
+        device.queue.submit([encoder.finish()]);
+        const raw = await readBuffer(device, yBuf);
+        const y = precision === 'f16' ? f16ArrayToF32(new Uint16Array(raw)) : new Float32Array(raw);
+        expectClose(y.subarray(0, T * N), matmulRef(xRef, T, K, w, N, bias), w, precision);
+        expect(y.subarray(T * N).every((v) => v === 0)).toBe(true);
+      }
+      op.destroy();
+      for (const p of parts) p.buffer.destroy();
+    });
+  }
+
+  it('refuses parts that leave rows out', async () => {
+    const { device } = await testGPU();
+    const dtype: DType = 'F32';
+    const parts = uploadWeightParts(device, dtype, quantize(dtype, random(N * K, 5)), { rows: N, cols: K }, 13 * gpuBytesPerRow(dtype, K));
+    const base = { dtype, n: N, k: K, x: createBuffer(device, MAX_T * K * 4, STORAGE), y: createBuffer(device, MAX_T * N * 4, STORAGE), step: createBuffer(device, 16, UNIFORM), maxTokens: MAX_T };
+    const ctx = { device, cache: pipelineCache(device), precision: 'f32' as const };
+    await expect(createLinearOp(ctx, { ...base, weight: parts.slice(0, 2) })).rejects.toThrow(/parts hold 26 rows/);
+    await expect(createLinearOp(ctx, { ...base, weight: [parts[0]!, parts[2]!] })).rejects.toThrow(/does not follow/);
   });
 });

@@ -3,14 +3,16 @@
  * tokens, memory bound) and `matmul` for prefill (tiled, compute bound), or on CPU-emulated
  * adapters `matmul_direct` (register-tiled, no workgroup memory). Both dequantise W in
  * registers with `shaders/lib/dequant.wgsl`, take the bindings below from `shaders/lib/linear.wgsl`
- * and read the step's token count from a uniform.
+ * and read the step's token count from a uniform. A matrix split by rows (larger than one
+ * binding: ./weights `uploadWeightParts`) is one dispatch per part, each writing its rows' columns
+ * of y (`row0`, `yStride`).
  *
  * Binding layout (every kernel here, group 0):
  *   0  w     storage read   array<u32>        weight rows in the GPU layout (see ./weights)
  *   1  x     storage read   array<vec4<act>>  [maxTokens][k]
- *   2  y     storage rw     array<act>        [maxTokens][n]
- *   3  bias  storage read   array<f32>        [n] (a 4-byte dummy when the layer has none)
- *   4  p     uniform        Params { k, n, rowWords (u32 words per weight row), pad }
+ *   2  y     storage rw     array<act>        [maxTokens][yStride]
+ *   3  bias  storage read   array<f32>        [yStride] (a 4-byte dummy when the layer has none)
+ *   4  p     uniform        Params { k, n, rowWords (u32 words per weight row), row0, yStride, pad × 3 }
  *   5  counts uniform       Step { tokens: T, seqs, pad, pad } (StepBuffers.counts, written per step)
  */
 import dequantLib from '../../shaders/lib/dequant.wgsl';
@@ -22,7 +24,7 @@ import { packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers, type BufferRef
 import type { Kernel } from '../gpu/pipelines';
 import { DTYPE_INFO, type DType } from '../formats/types';
 import { actBytes, describeDispatch, type Op, type OpContext, type OpLabel } from './op';
-import { gpuBytesPerRow, WTYPE } from './weights';
+import { gpuBytesPerRow, WTYPE, type WeightPart } from './weights';
 
 export { gpuBytesPerRow, repackForGPU, uploadWeight, WTYPE } from './weights';
 
@@ -140,9 +142,12 @@ export function matmulGrid(n: number, tokens: number, spec: PrefillSpec): [numbe
   return [Math.ceil(n / spec.TILE_N), Math.ceil(tokens / spec.TILE_M)];
 }
 
-/** The static `Params` uniform of a layer with `n` rows of `k` elements of `dtype`. */
-export function linearParams(dtype: DType, n: number, k: number): ArrayBuffer {
-  return packParams([['u32', k], ['u32', n], ['u32', gpuBytesPerRow(dtype, k) / 4], ['u32', 0]]);
+/**
+ * The static `Params` uniform of a layer with `n` rows of `k` elements of `dtype`; of a part of a
+ * split matrix: its rows `n` from matrix row `row0`, into y rows of `yStride` (the matrix's rows).
+ */
+export function linearParams(dtype: DType, n: number, k: number, row0 = 0, yStride = n): ArrayBuffer {
+  return packParams([['u32', k], ['u32', n], ['u32', gpuBytesPerRow(dtype, k) / 4], ['u32', row0], ['u32', yStride]]);
 }
 
 /** Override constants for a layer: the spec plus its weight type and bias flag. */
@@ -172,9 +177,10 @@ export class LinearOpError extends Error {
 }
 
 export interface LinearArgs {
-  weight: GPUBuffer; // from uploadWeight
+  /** From uploadWeight, or a split matrix's row parts (uploadWeightParts): one dispatch each. */
+  weight: GPUBuffer | readonly WeightPart[];
   dtype: DType;
-  n: number; // output features (weight rows)
+  n: number; // output features (weight rows; all parts' together)
   k: number; // input features (a multiple of 8 and of the dtype's block)
   bias?: GPUBuffer; // f32 [n]
   x: GPUBuffer; // act [maxTokens][k]
@@ -203,10 +209,21 @@ function check(ctx: OpContext, a: LinearArgs): void {
   const need = (buf: GPUBuffer, bytes: number, name: string) => {
     if (buf.size < bytes) fail(`${name} holds ${buf.size} bytes, needs ${bytes}`);
   };
-  need(a.weight, a.n * gpuBytesPerRow(a.dtype, a.k), 'weight');
+  const parts = partsOf(a);
+  parts.forEach((p, i) => {
+    if (p.row0 !== (i === 0 ? 0 : parts[i - 1]!.row0 + parts[i - 1]!.rows) || !(p.rows > 0)) fail(`weight part ${i} (rows ${p.row0}..${p.row0 + p.rows}) does not follow the one before`);
+    need(p.buffer, p.rows * gpuBytesPerRow(a.dtype, a.k), parts.length > 1 ? `weight part ${i}` : 'weight');
+  });
+  const last = parts[parts.length - 1]!;
+  if (last.row0 + last.rows !== a.n) fail(`the weight parts hold ${last.row0 + last.rows} rows`);
   need(a.x, a.maxTokens * a.k * act, 'x');
   need(a.y, a.maxTokens * a.n * act, 'y');
   if (a.bias) need(a.bias, a.n * 4, 'bias');
+}
+
+/** The row parts of a layer's weight: a whole buffer is one part of all `n` rows. */
+function partsOf(a: LinearArgs): readonly WeightPart[] {
+  return 'length' in a.weight ? a.weight : [{ buffer: a.weight, row0: 0, rows: a.n }];
 }
 
 /**
@@ -220,8 +237,28 @@ export async function createLinearOp(
   specs: { decode?: MatvecSpec; few?: MatvecSpec; prefill?: PrefillSpec } = {},
 ): Promise<Op> {
   check(ctx, args);
+  const parts = partsOf(args);
+  if (parts.length > 1) {
+    // One op per part, each writing its rows' columns of y; in one pass they run in order.
+    const ops = await Promise.all(parts.map((p) => createPartOp(ctx, args, p, specs)));
+    return {
+      destroy: () => ops.forEach((op) => op.destroy()),
+      encode: (pass, tokens) => ops.forEach((op) => op.encode(pass, tokens)),
+    };
+  }
+  return createPartOp(ctx, args, parts[0]!, specs);
+}
+
+/** The layer's dispatches over one row part of its weight (the whole matrix when it is not split). */
+async function createPartOp(
+  ctx: OpContext,
+  args: LinearArgs,
+  part: WeightPart,
+  specs: { decode?: MatvecSpec; few?: MatvecSpec; prefill?: PrefillSpec },
+): Promise<Op> {
   const { device } = ctx;
-  const { dtype, n, k, maxTokens } = args;
+  const { dtype, k, maxTokens } = args;
+  const n = part.rows;
   const decode = specs.decode ?? DECODE_SPEC;
   const few = specs.few ?? FEW_TOKENS_SPEC;
   const prefill = specs.prefill ?? PREFILL_SPEC;
@@ -230,9 +267,10 @@ export async function createLinearOp(
     if (problem) throw new LinearOpError(`linear spec ${JSON.stringify(spec)}: ${problem}`);
   }
   const hasBias = args.bias !== undefined;
-  const params = uploadBuffer(device, new Uint8Array(linearParams(dtype, n, k)), UNIFORM, `linear params ${n}x${k}`);
-  const buffers = [args.weight, args.x, args.y, args.bias ?? dummyBias(device), params, args.step];
-  // The weight read once (however many tokens), x read and y written per row, the bias once.
+  const params = uploadBuffer(device, new Uint8Array(linearParams(dtype, n, k, part.row0, args.n)), UNIFORM, `linear params ${n}x${k}`);
+  const buffers = [part.buffer, args.x, args.y, args.bias ?? dummyBias(device), params, args.step];
+  // The weight read once (however many tokens), x read and y written per row, the bias once (this
+  // part's rows of each: a split layer's parts add up to the whole).
   const act = actBytes(ctx.precision);
   const weightBytes = n * gpuBytesPerRow(dtype, k) + (hasBias ? n * 4 : 0);
   const bytes = (rows: number) => weightBytes + rows * (k + n) * act;

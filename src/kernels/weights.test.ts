@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import dequantLib from '../../shaders/lib/dequant.wgsl';
 import { quantize } from '../formats/quants';
 import { DTYPE_INFO, DTYPES } from '../formats/types';
-import { gpuBytesPerRow, repackForGPU, WTYPE } from './weights';
+import { gpuBytesPerRow, repackForGPU, splitRows, WTYPE } from './weights';
 
 function values(n: number): Float32Array {
   return Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.37) * 2);
@@ -82,5 +82,29 @@ describe('WTYPE', () => {
     const constant = (name: string) => new RegExp(`const ${name}: u32 = (\\d+)u;`).exec(dequantLib)?.[1];
     expect(constant(`WT_${dtype}`)).toBe(String(WTYPE[dtype]));
     if (DTYPE_INFO[dtype].blockSize > 1) expect(constant(`${dtype}_WORDS`)).toBe(String(DTYPE_INFO[dtype].gpu.bytesPerBlock / 4));
+  });
+});
+
+describe('splitRows', () => {
+  it('keeps a matrix that fits in one part', () => {
+    expect(splitRows(37, 100, 3700)).toEqual([{ row0: 0, rows: 37 }]);
+    expect(splitRows(1, 100, 100)).toEqual([{ row0: 0, rows: 1 }]);
+  });
+
+  it('splits into as few parts as fit, of equal rows but the last, covering every row once', () => {
+    // 13 rows fit per part: 3 parts are needed, and 13 + 13 + 11 is as balanced as 3 parts get.
+    expect(splitRows(37, 100, 1399)).toEqual([{ row0: 0, rows: 13 }, { row0: 13, rows: 13 }, { row0: 26, rows: 11 }]);
+    // 128 rows fit: 3 parts of 100, not 128 + 128 + 44.
+    expect(splitRows(300, 8, 1024)).toEqual([{ row0: 0, rows: 100 }, { row0: 100, rows: 100 }, { row0: 200, rows: 100 }]);
+    for (const [rows, perPart] of [[1000, 7], [151936, 4000], [5, 1]]) {
+      const parts = splitRows(rows!, 64, perPart! * 64)!;
+      expect(parts.length).toBe(Math.ceil(rows! / perPart!));
+      expect(parts.every((p, i) => p.rows <= perPart! && p.row0 === (i === 0 ? 0 : parts[i - 1]!.row0 + parts[i - 1]!.rows))).toBe(true);
+      expect(parts.reduce((n, p) => n + p.rows, 0)).toBe(rows);
+    }
+  });
+
+  it('gives null when one row is larger than a part may be', () => {
+    expect(splitRows(10, 101, 100)).toBeNull();
   });
 });
