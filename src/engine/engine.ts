@@ -23,7 +23,7 @@ import type { ChatTemplateConfig, TextTokenizer } from '../text/index';
 import { ProgressEmitter, type ProgressCallback } from '../loader/progress';
 import { logprobsOf } from './logit-processors';
 import { GpuForward } from './forward';
-import { uploadWeights, type GpuWeights, type UploadProgress } from './gpu-weights';
+import { maxWeightPartBytes, uploadWeights, type GpuWeights, type UploadProgress } from './gpu-weights';
 import { checkPromptIds, nextTask } from './backend-util';
 import { BackendDisposedError, ContextLengthError, LoraExistsError, PrecisionUnsupportedError } from './errors';
 import { BreakerTable, Sequence, type SequenceEnv } from './sequence';
@@ -56,6 +56,12 @@ export interface EngineOptions {
   kvCacheTokens?: number;
   /** Model id in the API (default: the arch). */
   id?: string;
+  /**
+   * Bytes one weight buffer may hold; default, and never more than, the device's binding and
+   * buffer limits (the smaller). Larger matrices go up as row parts. Tests set it far lower so the
+   * tiny fixtures split; it leaves the KV pool and activations alone (sized by the device's limits).
+   */
+  maxWeightPartBytes?: number;
   onUpload?: UploadProgress;
   /** Typed progress of the `upload` and `compile` phases (the loader reports `download`/`cache`). */
   onProgress?: ProgressCallback | ProgressEmitter;
@@ -258,7 +264,7 @@ export class GpuEngine implements Backend, BatchRunner {
       upload.add(done - uploaded);
       uploaded = done;
       opts.onUpload?.(name, done, total);
-    });
+    }, Math.min(maxWeightPartBytes(gpu.device.limits), opts.maxWeightPartBytes ?? Infinity));
     upload.done();
     const step = new StepBuffers(gpu.device, { ...limits, samplingWords: SAMPLE_PARAM_WORDS });
     // The sampler's token of each slot; the next step's FEED tokens read it (u32 [maxSeqs]).

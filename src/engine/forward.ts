@@ -179,7 +179,7 @@ export class GpuForward {
     const specs = ctx.emulated ? { decode: EMULATED_DECODE_SPEC, few: EMULATED_FEW_TOKENS_SPEC, prefill: EMULATED_PREFILL_SPEC } : {};
     // Every op is labelled with its role and layer (OpLabel) for the bench's per-op report.
     const linear = (label: OpLabel, m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer) =>
-      createLinearOp(ctx, { weight: m.buffer, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, step: step.counts, maxTokens: T, label }, specs);
+      createLinearOp(ctx, { weight: m.parts, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, step: step.counts, maxTokens: T, label }, specs);
     const norm = (label: OpLabel, x: GPUBuffer, weight: GPUBuffer, y: GPUBuffer, n = H, rowsPerToken = 1) =>
       createRmsNormOp(ctx, { x, weight, y, n, rowsPerToken, maxTokens: T, eps: config.rmsNormEps, label });
 
@@ -187,7 +187,7 @@ export class GpuForward {
     const feed = await createFeedOp(ctx, { stepTokens: step.tokens, tokenSeq: step.tokenSeq, rowSlot: step.rowSlot, sampled, ids: state.ids, counts: step.counts, label: { role: 'feed' } });
     const embed = await createEmbedOp(ctx, {
       tokens: state.ids,
-      table: weights.tokenEmbd.buffer,
+      table: weights.tokenEmbd.parts,
       x: state.x,
       dtype: weights.tokenEmbd.dtype,
       n: H,
@@ -308,7 +308,7 @@ export class GpuForward {
     });
     const out = weights.output;
     const lmHead = await createLinearOp(f32, {
-      weight: out.buffer,
+      weight: out.parts,
       dtype: out.dtype,
       n: out.rows,
       k: out.cols,

@@ -1,16 +1,20 @@
 /**
  * Model weights on the GPU, uploaded tensor by tensor at load (never the whole file in memory).
  * Matrices keep their file's type (dequantised in the kernels' registers); norms and biases are f32,
- * norms as applied (the config's normWeightOffset added).
+ * norms as applied (the config's normWeightOffset added). A matrix larger than one binding (or
+ * buffer) the device grants is split by rows into parts (the embedding of most models from 0.5B up
+ * exceeds WebGPU's default 128 MiB binding); the kernels take the parts (src/kernels/weights.ts).
  */
 import type { DType } from '../formats/types';
 import { STORAGE, uploadBuffer } from '../gpu/buffers';
-import { uploadWeight } from '../kernels/weights';
+import { WebGPUError } from '../gpu/errors';
+import { gpuBytesPerRow, uploadWeightParts, type WeightPart } from '../kernels/weights';
 import type { OpenedModel } from '../model/open';
 import { assembleWeights, isMatrix, modelTensors, type LayerWeights, type ModelWeights } from '../model/tensors';
 
 export interface GpuMatrix {
-  buffer: GPUBuffer;
+  /** Row parts in order: one part holding every row unless the matrix exceeds the binding limit. */
+  parts: WeightPart[];
   dtype: DType;
   rows: number; // out features
   cols: number; // in features
@@ -28,7 +32,31 @@ export interface GpuWeights extends ModelWeights<GpuMatrix, GPUBuffer> {
 /** Called after each tensor reaches the GPU: bytes uploaded so far and in all. */
 export type UploadProgress = (name: string, bytesDone: number, bytesTotal: number) => void;
 
-export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onProgress?: UploadProgress): Promise<GpuWeights> {
+/**
+ * Bytes one weight buffer may hold on a device with these limits: a binding can be no larger than
+ * its buffer, so the smaller of the two.
+ */
+export function maxWeightPartBytes(limits: Pick<GPUSupportedLimits, 'maxStorageBufferBindingSize' | 'maxBufferSize'>): number {
+  return Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
+}
+
+/**
+ * Uploads the model's weights; matrices larger than `maxPartBytes` (default: no limit) go up as
+ * row parts. Refuses before uploading anything when a single row of a matrix is larger.
+ */
+export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onProgress?: UploadProgress, maxPartBytes = Infinity): Promise<GpuWeights> {
+  for (const { row, name } of modelTensors(opened.config)) {
+    const t = opened.tensors.get(name);
+    if (!row.field || !t || !isMatrix(row.kind)) continue;
+    const rowBytes = gpuBytesPerRow(t.info.dtype, t.info.shape[1]!);
+    if (rowBytes > maxPartBytes) {
+      throw new WebGPUError(
+        'limits_too_small',
+        `One row of ${name} is ${rowBytes} bytes but this GPU's storage bindings hold ${maxPartBytes}: choose a smaller model or a more quantised file.`,
+        { needed: rowBytes, allowed: maxPartBytes, tensor: name },
+      );
+    }
+  }
   const all: GPUBuffer[] = [];
   let bytesDone = 0;
   const bytesTotal = [...opened.tensors.values()].reduce((n, t) => n + t.info.byteLength, 0);
@@ -42,11 +70,11 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
       const t = opened.tensors.get(name);
       if (!row.field || !t) continue;
       if (isMatrix(row.kind)) {
-        const buffer = uploadWeight(device, t.info.dtype, await opened.readTensor(name), name);
-        all.push(buffer);
         const [rows, cols] = t.info.shape as [number, number];
-        uploaded.set(name, { buffer, dtype: t.info.dtype, rows, cols });
-        if (layer !== null) layerMatrixBytes += buffer.size;
+        const parts = uploadWeightParts(device, t.info.dtype, await opened.readTensor(name), { rows, cols }, maxPartBytes, name);
+        all.push(...parts.map((p) => p.buffer));
+        uploaded.set(name, { parts, dtype: t.info.dtype, rows, cols });
+        if (layer !== null) layerMatrixBytes += bytesOf(parts);
       } else {
         const values = await opened.readTensorF32(name);
         // Norm weights as applied: offset + w (Gemma's checkpoints store w of 1 + w).
@@ -59,7 +87,7 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
       onProgress?.(name, bytesDone, bytesTotal);
     }
     const weights = assembleWeights<GpuMatrix, GPUBuffer>(opened.config, (t) => uploaded.get(t.name));
-    const matrixBytes = layerMatrixBytes + weights.output.buffer.size;
+    const matrixBytes = layerMatrixBytes + bytesOf(weights.output.parts);
     return {
       ...weights,
       matrixBytes,
@@ -71,4 +99,8 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
     for (const b of all) b.destroy();
     throw e;
   }
+}
+
+function bytesOf(parts: readonly WeightPart[]): number {
+  return parts.reduce((n, p) => n + p.buffer.size, 0);
 }

@@ -37,10 +37,6 @@ export interface AcquireOptions {
   powerPreference?: GPUPowerPreference;
   /** Do not request `shader-f16` even if offered (to test the f32 path on a real GPU). */
   disableF16?: boolean;
-  /** Minimum `maxStorageBufferBindingSize` the caller needs (the largest weight tensor), in bytes. */
-  requiredBindingSize?: number;
-  /** What needs `requiredBindingSize` (a tensor's name), for the error message. */
-  requiredBindingFor?: string;
 }
 
 const OPTIONAL_FEATURES: GPUFeatureName[] = ['shader-f16', 'subgroups', 'timestamp-query'];
@@ -64,16 +60,6 @@ export async function acquireGPU(options: AcquireOptions = {}): Promise<GPUConte
 
   const adapter = await gpu.requestAdapter({ powerPreference: options.powerPreference ?? 'high-performance' });
   if (!adapter) throw new WebGPUError('no_adapter', NO_ADAPTER_HELP);
-
-  const needed = options.requiredBindingSize ?? 0;
-  if (needed > adapter.limits.maxStorageBufferBindingSize) {
-    throw new WebGPUError(
-      'limits_too_small',
-      `This model needs storage bindings of ${mib(needed)}${options.requiredBindingFor ? ` (for ${options.requiredBindingFor})` : ''} but the GPU allows ${mib(adapter.limits.maxStorageBufferBindingSize)}. ` +
-        'Choose a smaller model or a more quantised file (e.g. Q4_K_M instead of F16).',
-      { needed, allowed: adapter.limits.maxStorageBufferBindingSize },
-    );
-  }
 
   const requiredFeatures = OPTIONAL_FEATURES.filter(
     (f) => adapter.features.has(f) && !(f === 'shader-f16' && options.disableF16),
@@ -135,8 +121,4 @@ export async function acquireGPU(options: AcquireOptions = {}): Promise<GPUConte
       device.destroy();
     },
   };
-}
-
-function mib(bytes: number): string {
-  return `${(bytes / 1024 / 1024).toFixed(0)} MiB`;
 }

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { testGPU } from '../testing/gpu';
-import { acquireGPU } from './device';
 import { WebGPUError } from './errors';
 import { kernelSource, PipelineCache, variantKey, type Kernel } from './pipelines';
 
@@ -53,14 +52,5 @@ describe('the GPU runtime', () => {
     expect((error as WebGPUError).code).toBe('validation');
     expect((error as WebGPUError).message).toContain('broken');
     expect(cache.size).toBe(0);
-  });
-
-  it('refuses, naming the tensor, a model whose largest tensor exceeds the storage binding limit', async () => {
-    await testGPU(); // in Node, installs the WebGPU globals
-    const gpu = typeof navigator !== 'undefined' && navigator.gpu ? navigator.gpu : await (await import('./node-gpu')).nodeGPU();
-    const error = await acquireGPU({ gpu, requiredBindingSize: 2 ** 52, requiredBindingFor: 'token_embd.weight' }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(WebGPUError);
-    expect((error as WebGPUError).code).toBe('limits_too_small');
-    expect((error as WebGPUError).message).toMatch(/\(for token_embd\.weight\) but the GPU allows/);
   });
 });

@@ -4,7 +4,7 @@
  * where the reference's top-2 margin is below that tolerance (random weights make near-ties).
  */
 import { expect } from 'vitest';
-import { GpuEngine } from '../engine/engine';
+import { GpuEngine, type EngineOptions } from '../engine/engine';
 import type { GPUContext } from '../gpu/device';
 import type { Precision } from '../gpu/pipelines';
 import { openModel } from '../model/open';
@@ -43,16 +43,17 @@ export async function expectEngineMatchesReference(
 /**
  * Loads the model at `url` on the GPU (at `precision`) and on the CPU, and checks a 20-token
  * prompt (long enough for the prefill to run the tiled matmul and prefill attention) followed by
- * `steps` greedy tokens. `salt` varies the prompt between callers.
+ * `steps` greedy tokens. `salt` varies the prompt between callers; `engine` adds load options
+ * (e.g. `deviceLimits` that split the weights).
  */
 export async function expectModelMatchesReference(
   gpu: GPUContext,
   url: string,
-  opts: { precision: Precision; steps: number; tolerance: number; salt: number },
+  opts: { precision: Precision; steps: number; tolerance: number; salt: number; engine?: Omit<EngineOptions, 'gpu' | 'precision'> },
 ): Promise<void> {
   const opened = await openModel(url);
   const ref = await ReferenceModel.load(opened);
-  const engine = await GpuEngine.load(opened, { gpu, precision: opts.precision });
+  const engine = await GpuEngine.load(opened, { ...opts.engine, gpu, precision: opts.precision });
   try {
     const vocab = opened.config.vocabSize;
     const prompt = Array.from({ length: 20 }, (_, i) => (i * 7919 + opts.salt) % vocab);

@@ -13,7 +13,6 @@ import { abortedError } from '../loader/errors';
 import { openModelWithCache } from '../loader/open';
 import { ProgressEmitter, type LoadProgress } from '../loader/progress';
 import type { ModelInput } from '../loader/resolve';
-import type { OpenedModel } from '../model/open';
 import { toStructured, unloadedError, type StructuredError } from './errors';
 import type { EngineInfo } from './types';
 
@@ -52,8 +51,8 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
     progress,
     signal: options.signal,
   });
-  const largest = largestTensor(opened);
-  const gpu = await acquireGPU({ gpu: options.gpu, requiredBindingSize: largest.bytes, requiredBindingFor: largest.name });
+  // No binding-size check here: tensors larger than a binding are split (src/engine/gpu-weights.ts).
+  const gpu = await acquireGPU({ gpu: options.gpu });
   let engine: GpuEngine;
   try {
     engine = await GpuEngine.load(opened, {
@@ -157,13 +156,6 @@ function guardedBackend(engine: GpuEngine, lost: () => WebGPUError | null, lostP
     },
     dispose: () => engine.dispose(),
   };
-}
-
-/** The tensor that needs the largest storage binding (one buffer per tensor). */
-function largestTensor(opened: OpenedModel): { name: string; bytes: number } {
-  let largest = { name: '', bytes: 0 };
-  for (const [name, t] of opened.tensors) if (t.info.byteLength > largest.bytes) largest = { name, bytes: t.info.byteLength };
-  return largest;
 }
 
 function warningsFor(engine: GpuEngine, gpu: GPUContext, options: HostOptions): string[] {

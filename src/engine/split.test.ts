@@ -1,0 +1,98 @@
+/**
+ * The engine on weights split by rows (issue #15): a weight buffer limit forced far below the tiny
+ * fixtures' tensors (`maxWeightPartBytes`, as a device granting only that would) makes the embedding (the output matrix too, when tied), the
+ * FFN and attention matrices go up as 2 to 5 parts each, and the engine must still match the
+ * reference forward pass exactly as unsplit (engine.test.ts's rule and tolerance).
+ */
+import { describe, expect, it } from 'vitest';
+import { WebGPUError } from '../gpu/errors';
+import { gpuBytesPerRow } from '../kernels/weights';
+import { openModel } from '../model/open';
+import { expectModelMatchesReference } from '../testing/engine-check';
+import { useFixtureURLs } from '../testing/fixture-server';
+import { testGPU } from '../testing/gpu';
+import type { Arch } from '../model/config';
+import { GpuEngine } from './engine';
+
+const LOGIT_TOLERANCE = 1e-3; // f32, as engine.test.ts
+const STEPS = 8;
+
+/** A binding limit a third of the first layer's gate matrix (GPU layout): every FFN matrix splits in 3 or more. */
+async function limitFor(url: string): Promise<number> {
+  const { tensors } = await openModel(url);
+  const gate = tensors.get('blk.0.ffn_gate.weight')!.info;
+  return Math.ceil((gate.shape[0]! * gpuBytesPerRow(gate.dtype, gate.shape[1]!)) / 3);
+}
+
+/** Labels of the buffers `device` creates while `run` runs. */
+async function bufferLabels(device: GPUDevice, run: () => Promise<void>): Promise<string[]> {
+  const labels: string[] = [];
+  const original = device.createBuffer;
+  device.createBuffer = function (this: GPUDevice, d: GPUBufferDescriptor) {
+    labels.push(d.label ?? '');
+    return original.call(device, d);
+  };
+  try {
+    await run();
+  } finally {
+    device.createBuffer = original;
+  }
+  return labels;
+}
+
+/** Parts per tensor, from the upload's `name [part i/n]` labels. */
+function partCounts(labels: string[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const l of labels) {
+    const m = /^(.*) \[part \d+\/(\d+)\]$/.exec(l);
+    if (m) counts.set(m[1]!, Number(m[2]));
+  }
+  return counts;
+}
+
+// F32, F16, Q8_0 (with qwen2's q/k/v biases), a K-quant and a mix (Q4_K_M: Q6_K and Q4_K rows).
+const CASES: Array<[Arch, string]> = [
+  ['qwen3', 'F32'],
+  ['llama', 'F16'],
+  ['qwen2', 'Q8_0'],
+  ['mistral', 'Q4_K'],
+  ['llama', 'Q4_K_M'],
+];
+
+describe.each([...new Set(CASES.map(([a]) => a))])('the GPU engine on the tiny %s fixture with weights split by rows', (arch) => {
+  const urls = useFixtureURLs(arch);
+
+  it.each(CASES.filter(([a]) => a === arch).map(([, v]) => v))('%s: greedy tokens and teacher-forced logits match the reference', async (variant) => {
+    const gpu = await testGPU();
+    const url = urls()[variant]!;
+    const limit = await limitFor(url);
+    const labels = await bufferLabels(gpu.device, () =>
+      expectModelMatchesReference(gpu, url, {
+        precision: 'f32',
+        steps: STEPS,
+        tolerance: LOGIT_TOLERANCE,
+        salt: 7,
+        engine: { maxWeightPartBytes: limit },
+      }),
+    );
+    const parts = partCounts(labels);
+    expect(parts.get('token_embd.weight')).toBeGreaterThanOrEqual(3);
+    // Untied: the output matrix splits too; tied, the head reads the embedding's parts.
+    if (labels.some((l) => l.startsWith('output.weight'))) expect(parts.get('output.weight')).toBeGreaterThanOrEqual(3);
+    for (const name of ['blk.0.ffn_gate.weight', 'blk.1.ffn_up.weight', 'blk.1.ffn_down.weight']) expect(parts.get(name), name).toBeGreaterThanOrEqual(3);
+    expect(parts.get('blk.0.attn_q.weight')).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('a weight buffer limit smaller than one row', () => {
+  const urls = useFixtureURLs('llama');
+
+  it('refuses the model before uploading, naming the tensor', async () => {
+    const gpu = await testGPU();
+    const opened = await openModel(urls()['Q8_0']!);
+    const error = await GpuEngine.load(opened, { gpu, precision: 'f32', maxWeightPartBytes: 64 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WebGPUError);
+    expect((error as WebGPUError).code).toBe('limits_too_small');
+    expect((error as WebGPUError).message).toMatch(/^One row of token_embd\.weight is 288 bytes but this GPU's storage bindings hold 64/);
+  });
+});
