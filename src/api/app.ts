@@ -16,6 +16,7 @@ import { sseStream } from './sse';
 import { renderChat } from './template';
 import { encodeLong } from '../text/tokenizer';
 import { nowSeconds } from './choices';
+import { adapterCards, loadAdapter, splitAdapter, unloadAdapter, withAdapter } from './lora';
 
 export interface AppOptions {
   /** The loaded models (a function when they change over time). */
@@ -78,21 +79,28 @@ export function createApp(options: AppOptions): App {
   const loading = () => options.loading?.() ?? false;
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
 
-  /** `model` to a backend: its id, `"default"` for the only one; `base:adapter` names a LoRA adapter (none exist yet). */
-  function resolve(model: string | undefined, required: boolean): Backend {
+  /**
+   * `model` to a backend: its id, `"default"` for the only one; `"<id>:<adapter>"` (or
+   * `"default:<adapter>"`) runs it with that loaded LoRA adapter, as does `lora_path` (./lora.ts);
+   * the `model` form wins when both are given.
+   */
+  function resolve(model: string | undefined, required: boolean, loraPath?: string): Backend {
     const all = backends();
     if (all.length === 0) throw new ApiError(503, 'no model is loaded yet; retry when GET /health answers 200', 'service_unavailable', null, 'model_not_loaded');
-    if (model === undefined) {
-      if (required) throw invalid('model', 'model is required', 'missing_required_parameter');
-      return all[0];
-    }
-    const exact = all.find((b) => b.id === model);
-    if (exact) return exact;
-    if (model === 'default' && all.length === 1) return all[0];
-    const colon = model.lastIndexOf(':');
-    if (colon > 0 && all.some((b) => b.id === model.slice(0, colon) || (model.slice(0, colon) === 'default' && all.length === 1)))
-      throw new ApiError(404, `model ${model.slice(0, colon)} has no LoRA adapter "${model.slice(colon + 1)}" (LoRA adapters are not supported yet)`, 'invalid_request_error', 'model', 'model_not_found');
-    throw new ApiError(404, `The model \`${model}\` does not exist. Loaded: ${all.map((b) => b.id).join(', ')}`, 'invalid_request_error', 'model', 'model_not_found');
+    const base = (): Backend => {
+      if (model === undefined) {
+        if (required) throw invalid('model', 'model is required', 'missing_required_parameter');
+        return all[0];
+      }
+      const exact = all.find((b) => b.id === model);
+      if (exact) return exact;
+      if (model === 'default' && all.length === 1) return all[0];
+      throw new ApiError(404, `The model \`${model}\` does not exist. Loaded: ${all.map((b) => b.id).join(', ')}`, 'invalid_request_error', 'model', 'model_not_found');
+    };
+    const named = model !== undefined && !all.some((b) => b.id === model) ? splitAdapter(model, all) : null;
+    if (named) return withAdapter(named.backend, named.adapter, 'model');
+    const backend = base();
+    return loraPath !== undefined ? withAdapter(backend, loraPath, 'lora_path') : backend;
   }
 
   /** The body as a JSON object, within the size and nesting limits. */
@@ -116,7 +124,7 @@ export function createApp(options: AppOptions): App {
     async runChat(chat, signal) {
       const req = parseChatRequest(chat);
       ensureReady();
-      const run = await prepareChat(req, resolve(req.model, true), signal, limits);
+      const run = await prepareChat(req, resolve(req.model, true, req.lora_path), signal, limits);
       return { req, chunks: run.chunks };
     },
   });
@@ -137,7 +145,7 @@ export function createApp(options: AppOptions): App {
       async run(request) {
         const req = parseChatRequest(await body(request));
         ensureReady();
-        return reply(await prepareChat(req, resolve(req.model, true), request.signal, limits));
+        return reply(await prepareChat(req, resolve(req.model, true, req.lora_path), request.signal, limits));
       },
     },
     {
@@ -146,19 +154,22 @@ export function createApp(options: AppOptions): App {
       async run(request) {
         const req = parseCompletionRequest(await body(request));
         ensureReady();
-        return reply(await prepareCompletion(req, resolve(req.model, true), request.signal, limits));
+        return reply(await prepareCompletion(req, resolve(req.model, true, req.lora_path), request.signal, limits));
       },
     },
-    { method: 'GET', path: '/models', run: () => json({ object: 'list', data: backends().map(modelCard) }) },
+    { method: 'GET', path: '/models', run: () => json({ object: 'list', data: allCards() }) },
     {
       method: 'GET',
       path: /\/models\/([^/]+)$/,
       run(_request, id) {
-        const b = backends().find((x) => x.id === id);
-        if (!b) throw new ApiError(404, `The model \`${id}\` does not exist`, 'invalid_request_error', 'model', 'model_not_found');
-        return json(modelCard(b));
+        const card = allCards().find((x) => x.id === id);
+        if (!card) throw new ApiError(404, `The model \`${id}\` does not exist`, 'invalid_request_error', 'model', 'model_not_found');
+        return json(card);
       },
     },
+    // LoRA adapters at run time, as SGLang and vLLM name these routes (./lora.ts).
+    { method: 'POST', path: '/load_lora_adapter', run: async (request) => (ensureReady(), json(await loadAdapter(await body(request), backends()))) },
+    { method: 'POST', path: '/unload_lora_adapter', run: async (request) => (ensureReady(), json(await unloadAdapter(await body(request), backends()))) },
     { method: 'POST', path: '/tokenize', run: async (request) => tokenize(await body(request)) },
     { method: 'POST', path: '/detokenize', run: async (request) => detokenize(await body(request)) },
     { method: 'POST', path: '/apply-template', run: async (request) => applyTemplate(await body(request)) },
@@ -261,6 +272,11 @@ export function createApp(options: AppOptions): App {
       reasoning_effort: readField(b, 'reasoning_effort', str),
     });
     return json({ prompt });
+  }
+
+  /** Every model, each followed by its LoRA adapters. */
+  function allCards(): Array<{ id: string } & Record<string, unknown>> {
+    return backends().flatMap((b) => [modelCard(b), ...(adapterCards(b, startedAt) as Array<{ id: string }>)]);
   }
 
   async function handle(request: Request): Promise<Response> {

@@ -49,7 +49,7 @@ export function toApiError(e: unknown): ApiError {
   }
   if (e instanceof TokenizerError) return new ApiError(400, e.message, 'invalid_request_error', e.field ?? null, e.code, { cause: e });
   if (e instanceof BackendError) {
-    const type: ErrorType = e.status === 400 || e.status === 409 ? 'invalid_request_error' : e.status === 404 ? 'not_found_error' : e.status === 503 ? 'service_unavailable' : 'server_error';
+    const type: ErrorType = e.status === 400 || e.status === 404 || e.status === 409 ? 'invalid_request_error' : e.status === 503 ? 'service_unavailable' : 'server_error';
     return new ApiError(e.status, e.message, type, e.param, e.code, { cause: e });
   }
   if (e instanceof ModelError) return new ApiError(500, `model: ${e.message}`, 'server_error', e.field ?? null, e.code, { cause: e });

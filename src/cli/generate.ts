@@ -21,6 +21,8 @@ export const GENERATE_USAGE = `usage: webgpu-llm generate --model PATH_OR_URL (-
   --top-k K, --top-p P, --seed S
   --ignore-eos          keep going past end-of-sequence tokens
   --precision f32|f16   activation precision (default: f16 where the GPU has shader-f16)
+  --lora PATH           run with this LoRA adapter (a PEFT folder or a GGUF LoRA: path, URL or repo id)
+  --lora-scale S        multiplies the adapter's own alpha / rank (default 1)
   --json                print {ids, text, finish_reason, timings} as JSON`;
 
 export interface GenerateOutput {
@@ -62,6 +64,8 @@ export function parseGenerateArgs(argv: string[]) {
         seed: { type: 'string' },
         'ignore-eos': { type: 'boolean' },
         precision: { type: 'string' },
+        lora: { type: 'string' },
+        'lora-scale': { type: 'string' },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -73,6 +77,7 @@ export function parseGenerateArgs(argv: string[]) {
   if (!values.model) throw new UsageError('--model is required');
   if ((values.prompt === undefined) === (values['prompt-ids'] === undefined)) throw new UsageError('give exactly one of --prompt and --prompt-ids');
   const promptIds = values['prompt-ids']?.split(',').map((s) => number('prompt-ids', s, (n) => Number.isInteger(n) && n >= 0)!);
+  if (values['lora-scale'] !== undefined && values.lora === undefined) throw new UsageError('--lora-scale needs --lora');
   if (values.precision !== undefined && !['f32', 'f16', 'auto'].includes(values.precision)) throw new UsageError(`--precision ${values.precision}: expected f32, f16 or auto`);
   return {
     help: false as const,
@@ -86,6 +91,8 @@ export function parseGenerateArgs(argv: string[]) {
     seed: number('seed', values.seed, Number.isInteger),
     ignoreEos: values['ignore-eos'] ?? false,
     precision: values.precision as 'f32' | 'f16' | 'auto' | undefined,
+    lora: values.lora,
+    loraScale: number('lora-scale', values['lora-scale'], Number.isFinite),
     json: values.json ?? false,
   };
 }
@@ -106,14 +113,19 @@ export async function generateCommand(argv: string[], io: CliIO): Promise<number
     // The loader serve uses too: every load error names the file (or the folder's config.json).
     const opened = await openModelWithCache(args.model);
     const promptIds = args.promptIds ?? loadTextModel(opened).tokenizer.encode(args.prompt!);
-    engine = await GpuEngine.load(opened, { gpu, precision: args.precision, contextLength: promptIds.length + args.maxTokens + 1 });
+    engine = await GpuEngine.load(opened, {
+      gpu,
+      precision: args.precision,
+      contextLength: promptIds.length + args.maxTokens + 1,
+      ...(args.lora !== undefined ? { lora: { cli: { source: args.lora, scale: args.loraScale } } } : {}),
+    });
     const loadMs = performance.now() - t0;
     const sampling = toSamplingParams({ temperature: args.temperature, top_k: args.topK, top_p: args.topP, seed: args.seed }, engine.generationConfig);
 
     const t1 = performance.now();
     const ids: number[] = [];
     const at: number[] = [];
-    const it = engine.generate({ promptIds, maxTokens: args.maxTokens, sampling, stopTokenIds: [], ignoreEos: args.ignoreEos, minTokens: 0 });
+    const it = engine.generate({ promptIds, maxTokens: args.maxTokens, sampling, stopTokenIds: [], ignoreEos: args.ignoreEos, minTokens: 0, ...(args.lora !== undefined ? { lora: 'cli' } : {}) });
     let r = await it.next();
     while (!r.done) {
       ids.push(r.value.id);

@@ -18,6 +18,9 @@ Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, ...) f
   --context-length N       tokens per sequence, prompt and completion
   --max-body-size BYTES    largest request body (default 33554432, 32 MiB; larger ones get a 413)
   --grammar-time-limit MS  how long a new structured-output grammar may compile (default 3000; past it a 400)
+  --lora NAME=PATH         load a LoRA adapter (a PEFT folder or a GGUF LoRA; path, URL or repo id) that
+                           requests pick with "model": "<id>:NAME" or "lora_path": "NAME" (repeatable)
+  --max-lora-rank N        the largest rank an adapter loaded later may have (default 64)
   --no-cache               read remote models without keeping a copy
   --help, -h               this text`;
 
@@ -37,11 +40,14 @@ export interface ServeArgs {
   cache: boolean;
   maxBodyBytes?: number;
   grammarCompileMs?: number;
+  /** LoRA adapters by name (from `--lora NAME=PATH`, in order). */
+  lora: Record<string, string>;
+  maxLoraRank?: number;
 }
 
 /** Parses the flags after `serve` (`--flag value` or `--flag=value`); null for --help. */
 export function parseServeArgs(args: string[], env: Record<string, string | undefined> = {}): ServeArgs | null {
-  const out: Partial<ServeArgs> & { cache: boolean; precision: ServeArgs['precision'] } = { cache: true, precision: 'auto' };
+  const out: Partial<ServeArgs> & { cache: boolean; precision: ServeArgs['precision']; lora: Record<string, string> } = { cache: true, precision: 'auto', lora: {} };
   const alias: Record<string, string> = { '-m': '--model', '-p': '--port', '-h': '--help' };
   for (let i = 0; i < args.length; i++) {
     let [flag, value] = args[i].includes('=') && args[i].startsWith('--') ? [args[i].slice(0, args[i].indexOf('=')), args[i].slice(args[i].indexOf('=') + 1)] : [args[i], undefined];
@@ -87,6 +93,19 @@ export function parseServeArgs(args: string[], env: Record<string, string | unde
       case '--grammar-time-limit':
         out.grammarCompileMs = int(1, 3_600_000);
         break;
+      case '--lora': {
+        const v = need();
+        const eq = v.indexOf('=');
+        if (eq <= 0 || eq === v.length - 1) throw new UsageError(`--lora wants NAME=PATH (a name, "=", then the adapter's folder, file, URL or repo id), got "${v}"`);
+        const name = v.slice(0, eq);
+        if (name.includes(':')) throw new UsageError(`--lora ${v}: the adapter's name must not contain ":" (requests name it as "<model>:${name}")`);
+        if (name in out.lora) throw new UsageError(`--lora ${name} is given twice`);
+        out.lora[name] = v.slice(eq + 1);
+        break;
+      }
+      case '--max-lora-rank':
+        out.maxLoraRank = int(1, 1024);
+        break;
       case '--precision': {
         const p = need();
         if (p !== 'auto' && p !== 'f32' && p !== 'f16') throw new UsageError(`--precision must be auto, f32 or f16, got "${p}"`);
@@ -130,6 +149,8 @@ export async function serveCommand(args: string[], log: (line: string) => void =
     maxBodyBytes: a.maxBodyBytes,
     grammarCompileMs: a.grammarCompileMs,
     cache: a.cache,
+    lora: a.lora,
+    ...(a.maxLoraRank !== undefined ? { loraPool: { maxRank: a.maxLoraRank } } : {}),
     onProgress: (p) => {
       const line = progressLine(p);
       if (line !== last) log((last = line));
@@ -138,6 +159,7 @@ export async function serveCommand(args: string[], log: (line: string) => void =
   const { info } = server.engine;
   for (const w of info.warnings) log(`warning: ${w}`);
   log(`model "${info.model}" on ${info.gpu.description || info.gpu.vendor || 'GPU'} (${info.precision}, context ${info.contextLength})`);
+  for (const l of await server.engine.loras()) log(`LoRA adapter "${info.model}:${l.name}" (rank ${l.rank}, ${l.targets.join('/')}) from ${l.source}`);
   log(`listening on ${server.url}/v1${a.apiKey ? ' (API key required)' : ''}`);
   const stop = () => {
     log('stopping');

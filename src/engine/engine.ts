@@ -77,7 +77,7 @@ export type LoraSource = ModelInput | { source: ModelInput; scale?: number };
 export interface LoraPoolOptions {
   /** Adapters loaded at once (default 8). */
   maxAdapters: number;
-  /** The largest rank an adapter may have (default 64). */
+  /** The largest rank an adapter may have (default 64, or the first adapter's rank if larger). */
   maxRank: number;
   /** Bytes of the pool of A/B matrices in f32 (default: 64 MiB, or twice the first adapter's size if larger, within the binding limit). */
   bytes: number;
@@ -192,19 +192,20 @@ export class GpuEngine implements Backend, BatchRunner {
     const breakers = new BreakerTable(this.tokenizer);
     this.env = { eosIds: this.tokenizer.eosIds, contextLength: this.contextLength, breakers: (list) => breakers.of(list) };
     this.adapters = new LoraRegistry(
-      (floats) => (this.loraPool ??= this.makeLoraPool(opts.ctx, floats, opts.loraPool ?? {})),
+      (floats, rank) => (this.loraPool ??= this.makeLoraPool(opts.ctx, floats, rank, opts.loraPool ?? {})),
       (key) => this.scheduler.prefix.drop(key),
     );
   }
 
   /** The adapter pool and the forward pass's LoRA ops, made once, on the first adapter load. */
-  private async makeLoraPool(ctx: OpContext, floats: number, o: Partial<LoraPoolOptions>): Promise<LoraPool> {
+  private async makeLoraPool(ctx: OpContext, floats: number, rank: number, o: Partial<LoraPoolOptions>): Promise<LoraPool> {
     const { limits } = this.gpu.device;
     const cap = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
     const bytes = Math.min(cap, o.bytes ?? Math.max(LORA_POOL_DEFAULTS.bytes, 2 * floats * 4));
     const pool = LoraPool.create(this.gpu.device, {
       maxAdapters: o.maxAdapters ?? LORA_POOL_DEFAULTS.maxAdapters,
-      maxRank: o.maxRank ?? LORA_POOL_DEFAULTS.maxRank,
+      // Unset, the largest rank is the default or the first adapter's, whichever is larger.
+      maxRank: o.maxRank ?? Math.max(LORA_POOL_DEFAULTS.maxRank, rank),
       bytes,
       numLayers: this.config.numLayers,
     });
@@ -524,8 +525,8 @@ export class GpuEngine implements Backend, BatchRunner {
     return out;
   }
 
-  async scorePrompt(ids: number[], topLogprobs: number): Promise<Array<{ logprob: number | null; top: TokenLogprob[] }>> {
-    const logits = await this.teacherForcedLogits(ids);
+  async scorePrompt(ids: number[], topLogprobs: number, lora?: string): Promise<Array<{ logprob: number | null; top: TokenLogprob[] }>> {
+    const logits = await this.teacherForcedLogits(ids, lora);
     return [{ logprob: null, top: [] }, ...ids.slice(1).map((id, i) => logprobsOf(logits[i]!, id, topLogprobs))];
   }
 

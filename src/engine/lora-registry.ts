@@ -6,22 +6,10 @@
  * Unloading refuses new requests at once, waits for the requests in flight to finish, then frees
  * the adapter's pool ranges and drops its cached pages.
  */
-import { LORA_TARGETS, type LoraAdapter, type LoraTarget } from '../lora/types';
+import { LORA_TARGETS, type LoraAdapter } from '../lora/types';
+import type { LoraInfo } from './types';
 import { LoraExistsError, LoraNotFoundError, LoraPoolFullError } from './errors';
 import { LoraPoolError, type LoraPool } from './lora-pool';
-
-/** What `engine.loras()` and `/v1/models` tell about a loaded adapter. */
-export interface LoraInfo {
-  name: string;
-  /** Where it was loaded from (a path, URL or repo id), for messages and listings. */
-  source: string;
-  format: 'peft' | 'gguf';
-  /** Its largest rank, and the matrices it adapts (in any layer). */
-  rank: number;
-  targets: LoraTarget[];
-  /** The multiplier on the adapter's own alpha / rank. */
-  scale: number;
-}
 
 /** A request's hold on an adapter, released when the request ends. */
 export interface LoraLease {
@@ -44,8 +32,8 @@ export class LoraRegistry {
   private loads = 0;
 
   constructor(
-    /** The pool, created on the first load with room for at least `floats` (its pipelines come with it, once). */
-    private readonly pool: (floats: number) => Promise<LoraPool>,
+    /** The pool, created on the first load with room for at least `floats` at rank `rank` (its pipelines come with it, once). */
+    private readonly pool: (floats: number, rank: number) => Promise<LoraPool>,
     /** An adapter is gone: forget the pages keyed under its namespace. */
     private readonly onUnloaded: (key: string) => void,
   ) {}
@@ -67,7 +55,7 @@ export class LoraRegistry {
   async add(name: string, adapter: LoraAdapter, source: string, scale: number): Promise<LoraInfo> {
     if (this.entries.has(name)) throw new LoraExistsError(name);
     const floats = adapter.weights.reduce((sum, w) => sum + w.rank * (w.inFeatures + w.outFeatures), 0);
-    const pool = await this.pool(floats);
+    const pool = await this.pool(floats, Math.max(0, ...adapter.weights.map((w) => w.rank)));
     if (this.entries.has(name)) throw new LoraExistsError(name); // loaded by a concurrent call meanwhile
     let id: number;
     try {
@@ -115,3 +103,5 @@ export class LoraRegistry {
     });
   }
 }
+
+export type { LoraInfo };

@@ -101,7 +101,27 @@ export interface Backend {
    * once while the request still waits its turn) and frees the sequence's KV pages.
    */
   generate(request: GenerateRequest): AsyncGenerator<GeneratedToken, GenerationResult, void>;
-  /** Teacher-forced logprobs of given tokens (for `echo` with `logprobs`). */
-  scorePrompt?(ids: number[], topLogprobs: number): Promise<Array<{ logprob: number | null; top: TokenLogprob[] }>>;
+  /** Teacher-forced logprobs of given tokens (for `echo` with `logprobs`), with the loaded adapter `lora` if given. */
+  scorePrompt?(ids: number[], topLogprobs: number, lora?: string): Promise<Array<{ logprob: number | null; top: TokenLogprob[] }>>;
+  /**
+   * LoRA adapters (the GPU engine): load one under a name from a path, URL or Hugging Face repo id,
+   * unload it, list those loaded. A backend without them takes no adapter.
+   */
+  loadLora?(name: string, source: string, opts?: { scale?: number }): Promise<LoraInfo>;
+  unloadLora?(name: string): Promise<void>;
+  loras?(): LoraInfo[];
   dispose(): Promise<void>;
+}
+
+/** A loaded LoRA adapter, as `engine.loras()` and `GET /v1/models` tell it. */
+export interface LoraInfo {
+  name: string;
+  /** Where it was loaded from (a path, URL or repo id; 'picked files'). */
+  source: string;
+  format: 'peft' | 'gguf';
+  /** Its largest rank, and the matrices it adapts (in any layer). */
+  rank: number;
+  targets: Array<'q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down'>;
+  /** The multiplier on the adapter's own alpha / rank. */
+  scale: number;
 }

@@ -87,6 +87,9 @@ describe('installFetchShim', () => {
     },
     info: {} as EngineHandle['info'],
     stats: async () => ({ pageSize: 16, pages: { total: 0, used: 0, cached: 0, free: 0 }, running: 0, waiting: 0, steps: 0, preemptions: 0 }),
+    loadLora: () => Promise.reject(new Error('no adapters here')),
+    unloadLora: () => Promise.reject(new Error('no adapters here')),
+    loras: async () => [],
     onError: () => () => {},
     unload: async () => {},
   });

@@ -8,7 +8,8 @@ import type { RequestLimits } from '../api/limits';
 import { acquireGPU, type GPUContext } from '../gpu/device';
 import type { WebGPUError } from '../gpu/errors';
 import { GpuEngine, type EngineStats } from '../engine/engine';
-import type { Backend, GenerateRequest } from '../engine/types';
+import type { Backend, GenerateRequest, LoraInfo } from '../engine/types';
+import type { LoraPoolOptions, LoraSource } from '../engine/engine';
 import { abortedError } from '../loader/errors';
 import { openModelWithCache } from '../loader/open';
 import { ProgressEmitter, type LoadProgress } from '../loader/progress';
@@ -28,12 +29,17 @@ export interface HostOptions {
   signal?: AbortSignal;
   /** The `GPU` object (Node: nodeGPU()); default navigator.gpu. */
   gpu?: GPU;
+  lora?: Record<string, LoraSource>;
+  loraPool?: Partial<LoraPoolOptions>;
 }
 
 export interface EngineHost {
   readonly info: EngineInfo;
   /** The engine now (throws `engine_unloaded` once unloaded). */
   stats(): EngineStats;
+  loadLora(name: string, source: LoraSource, options?: { scale?: number }): Promise<LoraInfo>;
+  unloadLora(name: string): Promise<void>;
+  loras(): LoraInfo[];
   /** The API app over this engine (no API key). */
   handle(request: Request): Promise<Response>;
   /** Another app over the same engine, e.g. with an API key (Node's server). */
@@ -63,6 +69,8 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
       kvCacheTokens: options.kvCacheTokens,
       id: options.id,
       onProgress: progress,
+      lora: options.lora,
+      loraPool: options.loraPool,
     });
     if (options.signal?.aborted) {
       await engine.dispose();
@@ -72,10 +80,13 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
     gpu.destroy();
     throw e;
   }
-  return hostOf(engine, gpu, warningsFor(engine, gpu, options));
+  return hostOf(engine, gpu, warningsFor(engine, gpu, options), options.cache);
 }
 
-function hostOf(engine: GpuEngine, gpu: GPUContext, warnings: string[]): EngineHost {
+/** The loader's cache option from createEngine's `cache` flag (false: none; else the default store). */
+const cacheFor = (cache: boolean | undefined): false | undefined => (cache === false ? false : undefined);
+
+function hostOf(engine: GpuEngine, gpu: GPUContext, warnings: string[], hostCache?: boolean): EngineHost {
   const listeners = new Set<(e: StructuredError) => void>();
   const emit = (e: StructuredError) => {
     for (const l of listeners) l(e);
@@ -88,7 +99,7 @@ function hostOf(engine: GpuEngine, gpu: GPUContext, warnings: string[]): EngineH
   });
   gpu.onError((e) => emit(toStructured(e)));
 
-  const backend = guardedBackend(engine, () => lost, gpu.lost);
+  const backend = guardedBackend(engine, () => lost, gpu.lost, cacheFor(hostCache));
   const backends = () => (unloaded ? [] : [backend]);
   const handler = (apiKey?: string, limits?: Partial<RequestLimits>) => createApp({ backends, apiKey, limits }).handle;
   const handle = handler();
@@ -100,6 +111,18 @@ function hostOf(engine: GpuEngine, gpu: GPUContext, warnings: string[]): EngineH
     stats() {
       if (unloaded) throw unloadedError();
       return engine.kvStats;
+    },
+    loadLora(name, source, options) {
+      if (unloaded) return Promise.reject(unloadedError());
+      return engine.loadLora(name, source, { ...options, cache: cacheFor(hostCache) });
+    },
+    unloadLora(name) {
+      if (unloaded) return Promise.reject(unloadedError());
+      return engine.unloadLora(name);
+    },
+    loras() {
+      if (unloaded) throw unloadedError();
+      return engine.loras();
     },
     onError(listener) {
       listeners.add(listener);
@@ -125,7 +148,7 @@ function hostOf(engine: GpuEngine, gpu: GPUContext, warnings: string[]): EngineH
  * The engine as the API sees it, except that once the device is lost every request fails with
  * the loss (a 500 naming `device_lost`) instead of whatever a dead device's calls reject with.
  */
-function guardedBackend(engine: GpuEngine, lost: () => WebGPUError | null, lostPromise: Promise<WebGPUError>): Backend {
+function guardedBackend(engine: GpuEngine, lost: () => WebGPUError | null, lostPromise: Promise<WebGPUError>, cache: false | undefined): Backend {
   // A loss shows first as a failed mapAsync; device.lost resolves a moment later.
   const lossSoon = () => Promise.race([lostPromise, new Promise<null>((ok) => setTimeout(() => ok(null), 200))]);
   async function* generate(request: GenerateRequest) {
@@ -145,11 +168,14 @@ function guardedBackend(engine: GpuEngine, lost: () => WebGPUError | null, lostP
     generationConfig: engine.generationConfig,
     contextLength: engine.contextLength,
     generate,
-    async scorePrompt(ids, top) {
+    loadLora: (name, source, opts) => engine.loadLora(name, source, { ...opts, cache }),
+    unloadLora: (name) => engine.unloadLora(name),
+    loras: () => engine.loras(),
+    async scorePrompt(ids, top, lora) {
       const dead = lost();
       if (dead) throw dead;
       try {
-        return await engine.scorePrompt(ids, top);
+        return await engine.scorePrompt(ids, top, lora);
       } catch (e) {
         throw (await lossSoon()) ?? e;
       }

@@ -11,6 +11,9 @@ export async function createLocalEngine(options: HostOptions): Promise<EngineHan
     fetch: fetchOver(host.handle, closing.signal),
     info: host.info,
     stats: async () => host.stats(),
+    loadLora: (name, source, opts) => host.loadLora(name, source as never, opts),
+    unloadLora: (name) => host.unloadLora(name),
+    loras: async () => host.loras(),
     onError: (l) => host.onError(l),
     async unload() {
       if (closing.signal.aborted) return;

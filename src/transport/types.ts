@@ -2,9 +2,23 @@
 import type { GPUDescription } from '../gpu/device';
 import type { LoadProgress } from '../loader/progress';
 import type { EngineStats } from '../engine/engine';
+import type { LoraInfo } from '../engine/types';
 import type { StructuredError } from './errors';
 
-export type { EngineStats };
+export type { EngineStats, LoraInfo };
+
+/** A LoRA adapter to load: where it is (a URL, a Hugging Face repo id, a `.gguf` Blob, picked folder files; in Node a path), or that with a multiplier on its own alpha / rank. */
+export type LoraSpec = ModelSpec | { source: ModelSpec; scale?: number };
+
+/** The LoRA adapter pool (made on the first adapter load). */
+export interface LoraPoolSpec {
+  /** Adapters loaded at once (default 8). */
+  maxAdapters?: number;
+  /** The largest adapter rank (default 64). */
+  maxRank?: number;
+  /** Bytes of the pool of adapter matrices (default 64 MiB, or twice the first adapter's size). */
+  bytes?: number;
+}
 
 /** A model as the loader takes it: a URL, a Hugging Face repo id, a GGUF Blob, picked folder files (or, in Node, a path). */
 export type ModelSpec = string | URL | Blob | File[] | FileList;
@@ -33,6 +47,9 @@ export interface CreateEngineOptions {
   id?: string;
   /** Stops the load; createEngine then rejects with a LoadError whose code is `aborted`. */
   signal?: AbortSignal;
+  /** LoRA adapters to load with the model, by name: requests pick one with `model: "<id>:<name>"` or `lora_path: "<name>"`. */
+  lora?: Record<string, LoraSpec>;
+  loraPool?: LoraPoolSpec;
 }
 
 export interface EngineInfo {
@@ -55,6 +72,16 @@ export interface EngineHandle {
   stats(): Promise<EngineStats>;
   /** GPU faults (device lost, uncaptured errors) and worker failures, as structured errors. Returns the unsubscribe. */
   onError(listener: (e: StructuredError) => void): () => void;
+  /**
+   * Loads a LoRA adapter (a PEFT folder or a llama.cpp GGUF LoRA) under `name`: requests then pick it
+   * with `model: "<id>:<name>"` or `lora_path: "<name>"`. Rejects with a LoraError naming the file
+   * when the adapter does not fit this model.
+   */
+  loadLora(name: string, source: LoraSpec, options?: { scale?: number }): Promise<LoraInfo>;
+  /** Unloads an adapter once its requests in flight finished (new requests naming it get a 404 at once). */
+  unloadLora(name: string): Promise<void>;
+  /** The loaded adapters. */
+  loras(): Promise<LoraInfo[]>;
   /** Frees the GPU memory (and the worker); later requests answer 503 `engine_unloaded`. */
   unload(): Promise<void>;
 }

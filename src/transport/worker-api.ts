@@ -10,7 +10,7 @@ import type { ModelInput } from '../loader/resolve';
 import { toStructured, unloadedError, type StructuredError } from './errors';
 import { loadHost, type EngineHost } from './host';
 import { fromWireRequest, toWireResponse, transferables, type WireRequest, type WireResponse } from './wire';
-import type { EngineInfo, EngineStats } from './types';
+import type { EngineInfo, EngineStats, LoraInfo } from './types';
 
 /** A model as it crosses to the worker: URLs as strings, picked files with their folder paths. */
 export type WireModel = string | Blob | { files: Array<{ path: string; file: File }> };
@@ -23,6 +23,8 @@ export interface WorkerLoadOptions {
   kvCacheTokens?: number;
   cache?: boolean;
   id?: string;
+  lora?: Record<string, WireModel | { source: WireModel; scale?: number }>;
+  loraPool?: { maxAdapters?: number; maxRank?: number; bytes?: number };
 }
 
 export interface EngineWorkerApi {
@@ -31,6 +33,9 @@ export interface EngineWorkerApi {
   /** One request; `request.abort` gets a message when the caller's signal fires. */
   fetch(request: WireRequest & { abort: MessagePort }): Promise<WireResponse>;
   stats(): Promise<EngineStats>;
+  loadLora(name: string, source: WireModel, options?: { scale?: number }): Promise<LoraInfo>;
+  unloadLora(name: string): Promise<void>;
+  loras(): Promise<LoraInfo[]>;
   onError(listener: (e: StructuredError) => void): void;
   loseDevice(): void;
   unload(): Promise<void>;
@@ -48,6 +53,10 @@ function signalFrom(port: MessagePort | undefined): AbortSignal | undefined {
 function toModelInput(m: WireModel): ModelInput {
   if (typeof m === 'string' || m instanceof Blob) return m;
   return m.files.map(({ path, file }) => Object.defineProperty(file, 'webkitRelativePath', { value: path }));
+}
+
+function isWireSpec(v: WireModel | { source: WireModel; scale?: number }): v is { source: WireModel; scale?: number } {
+  return typeof v === 'object' && !(v instanceof Blob) && 'source' in v;
 }
 
 /** Runs `f`, throwing failures as plain structured objects (comlink clones them as they are). */
@@ -80,6 +89,8 @@ export function createWorkerApi(): EngineWorkerApi {
           kvCacheTokens: options.kvCacheTokens,
           cache: options.cache,
           id: options.id,
+          lora: options.lora && Object.fromEntries(Object.entries(options.lora).map(([k, v]) => [k, isWireSpec(v) ? { source: toModelInput(v.source), scale: v.scale } : toModelInput(v)])),
+          loraPool: options.loraPool,
           signal,
           onProgress: onProgress ? (p) => void onProgress(p) : undefined,
         });
@@ -101,6 +112,18 @@ export function createWorkerApi(): EngineWorkerApi {
 
     stats() {
       return structured(async () => loaded().stats());
+    },
+
+    loadLora(name, source, options) {
+      return structured(() => loaded().loadLora(name, toModelInput(source), options));
+    },
+
+    unloadLora(name) {
+      return structured(() => loaded().unloadLora(name));
+    },
+
+    loras() {
+      return structured(async () => loaded().loras());
     },
 
     onError(listener) {

@@ -10,11 +10,15 @@ import { setInternals } from './internals';
 import type { LoadProgress } from '../loader/progress';
 import type { EngineWorkerApi, WireModel } from './worker-api';
 import { fromWireResponse, toWireRequest } from './wire';
-import type { CreateEngineOptions, EngineHandle, EngineInfo, ModelSpec } from './types';
+import type { CreateEngineOptions, EngineHandle, EngineInfo, LoraSpec, ModelSpec } from './types';
 
 /** Starts `src/worker.ts`; Vite bundles it (dev server, vitest and the library build alike). */
 export function startEngineWorker(): Worker {
   return new Worker(new URL('../worker.ts', import.meta.url), { type: 'module', name: 'webgpu-llm' });
+}
+
+function toWireLora(s: LoraSpec): WireModel | { source: WireModel; scale?: number } {
+  return typeof s === 'object' && !(s instanceof URL) && !(s instanceof Blob) && 'source' in s ? { source: toWireModel(s.source), scale: s.scale } : toWireModel(s as ModelSpec);
 }
 
 function toWireModel(m: ModelSpec): WireModel {
@@ -59,7 +63,17 @@ export async function createWorkerEngine(options: CreateEngineOptions, given?: W
     const onProgress = options.onProgress;
     info = await call(
       api.load(
-        { model: toWireModel(options.model), precision: options.precision, contextLength: options.contextLength, maxBatch: options.maxBatch, kvCacheTokens: options.kvCacheTokens, cache: options.cache, id: options.id },
+        {
+          model: toWireModel(options.model),
+          precision: options.precision,
+          contextLength: options.contextLength,
+          maxBatch: options.maxBatch,
+          kvCacheTokens: options.kvCacheTokens,
+          cache: options.cache,
+          id: options.id,
+          lora: options.lora && Object.fromEntries(Object.entries(options.lora).map(([k, v]) => [k, toWireLora(v)])),
+          loraPool: options.loraPool,
+        },
         onProgress ? Comlink.proxy((p: LoadProgress) => onProgress(p)) : undefined,
         Comlink.transfer(abort.port2, [abort.port2]),
       ),
@@ -116,6 +130,14 @@ export async function createWorkerEngine(options: CreateEngineOptions, given?: W
     fetch,
     info,
     stats: () => (open ? call(api.stats()) : Promise.reject(unloadedError())),
+    loadLora: (name, source, opts) => {
+      if (!open) return Promise.reject(unloadedError());
+      const wire = toWireLora(source);
+      const [src, scale] = typeof wire === 'object' && !(wire instanceof Blob) && 'source' in wire ? [wire.source, wire.scale] : [wire, undefined];
+      return call(api.loadLora(name, src, { ...opts, ...(scale !== undefined ? { scale } : {}) }));
+    },
+    unloadLora: (name) => (open ? call(api.unloadLora(name)) : Promise.reject(unloadedError())),
+    loras: () => (open ? call(api.loras()) : Promise.reject(unloadedError())),
     onError(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

@@ -8,7 +8,7 @@ import type { ConstraintSpec } from '../../structured/grammar';
 import { ApiError, invalid, unsupported } from '../errors';
 import type { ChoiceRequest } from '../generate';
 import { checkPatternLength } from '../limits';
-import { bool, custom, field, int, intList, num, obj, readFields, refine, show, strings, type FieldsOf, type Json } from './field';
+import { bool, custom, field, int, intList, num, obj, readFields, refine, show, str, strings, type FieldsOf, type Json } from './field';
 import { oneConstraint, STRUCTURED_FIELDS } from './structured';
 
 /**
@@ -93,6 +93,7 @@ export const SAMPLING_FIELDS = {
     into: ['generate', 'returnHiddenStates'],
     doc: "SGLang: each choice carries `hidden_states`, the final hidden state (after the output norm) its last token was drawn from.",
   }),
+  lora_path: field(str, { doc: 'SGLang: the loaded LoRA adapter to run with, by name (`model: "<model>:<adapter>"` wins when both are given).' }),
   ...STRUCTURED_FIELDS,
 } satisfies Record<string, { doc: string; into?: SamplingInto }>;
 
@@ -144,12 +145,10 @@ export interface Usage {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Fields we know and cannot honour yet: LoRA adapters by path (refused when given at all) and MoE
- * routing (refused when true). Refused by name so nobody gets output believing it
+ * Fields we know and cannot honour yet: MoE routing (refused when true). Refused by name so nobody gets output believing it
  * honoured them; a field supported one day moves from here to a table.
  */
 const REFUSED: readonly [key: string, what: string, when: 'given' | 'true'][] = [
-  ['lora_path', 'LoRA adapters', 'given'],
   ['return_routed_experts', 'returning routed experts (MoE)', 'true'],
 ];
 
