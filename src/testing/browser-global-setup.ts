@@ -1,6 +1,6 @@
 import type { TestProject } from 'vitest/node';
 
-/** Relative paths (under `fixturesURL`) of each tiny fixture's formats: `hf-F32`, `Q4_K`, .... */
+/** Relative paths (under `fixturesURL`) of each tiny fixture's formats: `hf-F32`, `Q4_K`, ... (and llama's LoRA adapters, `lora/qv-r4`, `lora/qv-r4.gguf`, ...). */
 export type FixtureIndex = Record<string, Record<string, string>>;
 
 /**
@@ -21,6 +21,11 @@ export default async function setup(project: TestProject): Promise<() => Promise
     for (const [k, p] of Object.entries(paths.hf)) index[arch][`hf-${k}`] = rel(p as string);
     for (const [k, p] of Object.entries(paths.gguf)) index[arch][k] = rel(p as string);
   }
+  // The llama fixture's LoRA adapters: `lora/<name>` (PEFT folders) and `lora/<name>.gguf`.
+  const { ensureLoraFixture } = await import('./fixtures/lora-write');
+  const { lora } = await ensureLoraFixture({ arch: 'llama', preset: 'tiny' });
+  for (const [name, p] of Object.entries(lora.peft)) index.llama![`lora/${name}`] = relative(root, p).split('\\').join('/');
+  for (const [name, p] of Object.entries(lora.gguf)) index.llama![`lora/${name}.gguf`] = relative(root, p).split('\\').join('/');
   const server = await serveDirectory(root);
   project.provide('fixturesURL', server.url);
   project.provide('fixtures', index);
