@@ -191,7 +191,8 @@ function showModelInfo(e: EngineHandle, choice: ModelChoice): void {
   showAdapterNotices(info.gpu.f16, info.gpu.isFallbackAdapter);
   // The engine's own notes on the f16 path and software adapters are said above with advice.
   const others = info.warnings.filter((w) => !/shader-f16|software fallback/i.test(w));
-  for (const [i, w] of others.entries()) notices.show({ key: `warning-${i}`, kind: 'warn', title: 'Note', text: w });
+  // The memory warning (src/gpu/memory.ts) gets its own title: it is the one that says what to change.
+  for (const [i, w] of others.entries()) notices.show({ key: `warning-${i}`, kind: 'warn', title: /GPU memory/.test(w) ? "Close to the GPU's memory" : 'Note', text: w });
 }
 
 function showAdapterNotices(f16: boolean, software: boolean): void {

@@ -9,6 +9,7 @@
  * shared `Sequence` (./sequence.ts, as the reference backend's).
  */
 import { acquireGPU, type GPUContext } from '../gpu/device';
+import type { MemoryUse } from '../gpu/memory';
 import { createBuffer, READBACK, STORAGE } from '../gpu/buffers';
 import { pipelineCache, type Precision } from '../gpu/pipelines';
 import { createSampleOp, LOGPROB_WORDS, packSamplingParams, SAMPLE_PARAM_WORDS, unpackSampled, type SeqSampling } from '../kernels/sample';
@@ -295,6 +296,12 @@ export class GpuEngine implements Backend, BatchRunner {
   /** Bench hook: GPU bytes of the weight matrices (what a decode step reads at least) and of the KV cache. */
   get footprint(): { matrixBytes: number; kvCacheBytes: number } {
     return { matrixBytes: this.weights.matrixBytes, kvCacheBytes: this.forward.kvCacheBytes };
+  }
+
+  /** GPU memory the engine allocated at load, by use (the memory warning's figures: src/gpu/memory.ts). */
+  get memoryUse(): MemoryUse {
+    const readback = this.ring.reduce((n, r) => n + r.tokens.size + r.logits.size + r.hidden.size, 0);
+    return { weights: this.weights.bytes, kvCache: this.forward.kvCacheBytes, other: this.forward.stateBytes + this.stepBuffers.buffer.size + readback };
   }
 
   /** The page pool and the scheduler now: pages used by sequences, held by the prefix cache, free; sequences running and waiting. */

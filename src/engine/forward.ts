@@ -122,6 +122,11 @@ export class GpuForward {
     return this.caches.bytes;
   }
 
+  /** Bytes of the run state (activations, logits, RoPE tables). */
+  get stateBytes(): number {
+    return this.buffers.reduce((n, b) => n + b.size, 0);
+  }
+
   static async create(
     ctx: OpContext,
     config: ModelConfig,

@@ -26,6 +26,8 @@ export type GpuLayerWeights = LayerWeights<GpuMatrix, GPUBuffer>;
 export interface GpuWeights extends ModelWeights<GpuMatrix, GPUBuffer> {
   /** Bytes of every matrix as the GPU holds them: what one decode step must read at least. */
   matrixBytes: number;
+  /** Bytes of every weight buffer (matrices and vectors). */
+  bytes: number;
   destroy(): void;
 }
 
@@ -91,6 +93,7 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
     return {
       ...weights,
       matrixBytes,
+      bytes: all.reduce((n, b) => n + b.size, 0),
       destroy() {
         for (const b of all) b.destroy();
       },

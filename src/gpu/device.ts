@@ -6,6 +6,8 @@ export interface GPUDescription {
   architecture: string;
   description: string;
   isFallbackAdapter: boolean;
+  /** The adapter's kind ('discrete GPU', 'integrated GPU', 'CPU', …) where the browser tells it (Chrome's WebGPU developer features); else ''. */
+  type: string;
   /** `shader-f16` was granted: the f16 kernels may run. */
   f16: boolean;
   /** `subgroups` was granted. */
@@ -74,6 +76,7 @@ export async function acquireGPU(options: AcquireOptions = {}): Promise<GPUConte
     vendor: adapterInfo?.vendor ?? '',
     architecture: adapterInfo?.architecture ?? '',
     description: adapterInfo?.description ?? '',
+    type: adapterType(adapterInfo),
     isFallbackAdapter: Boolean(anyInfo?.isFallbackAdapter ?? (adapter as { isFallbackAdapter?: boolean }).isFallbackAdapter),
     f16: device.features.has('shader-f16'),
     subgroups: device.features.has('subgroups'),
@@ -121,4 +124,10 @@ export async function acquireGPU(options: AcquireOptions = {}): Promise<GPUConte
       device.destroy();
     },
   };
+}
+
+/** The adapter info's non-standard `type` (Chrome's WebGPU developer features), or ''. */
+function adapterType(info: GPUAdapterInfo | undefined): string {
+  const type = (info as { type?: unknown } | undefined)?.type;
+  return typeof type === 'string' ? type : '';
 }

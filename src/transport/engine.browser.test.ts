@@ -16,7 +16,8 @@ let engine: EngineHandle;
 const phases = new Set<string>();
 
 beforeAll(async () => {
-  engine = await createEngine({ model: fixture('Q8_0'), cache: false, onProgress: (p) => phases.add(p.phase) });
+  // memoryBytes far below the model: its memory warning must cross the worker in info.warnings.
+  engine = await createEngine({ model: fixture('Q8_0'), cache: false, memoryBytes: 2 ** 20, onProgress: (p) => phases.add(p.phase) });
 });
 afterAll(() => engine?.unload());
 
@@ -28,6 +29,12 @@ describe('createEngine in a worker', () => {
     expect(engine.info).toMatchObject({ model: 'llama', precision: 'f32', contextLength: 2048 });
     expect(engine.info.gpu.maxStorageBufferBindingSize).toBeGreaterThan(0);
     expect([...phases]).toEqual(expect.arrayContaining(['upload', 'compile']));
+  });
+
+  it('says in info.warnings that the model takes more GPU memory than memoryBytes, with the figures', () => {
+    const memory = engine.info.warnings.filter((w) => /GPU memory/.test(w));
+    expect(memory).toHaveLength(1);
+    expect(memory[0]).toMatch(/^This model takes about \d+ MiB of GPU memory \(weights \d+ MiB, KV cache \d+ MiB, other \d+ MiB\), more than the 1 MiB the GPU may use/);
   });
 
   it('reports the page pool and the scheduler over the worker (engine.stats)', async () => {

@@ -6,6 +6,7 @@
 import { createApp } from '../api/app';
 import type { RequestLimits } from '../api/limits';
 import { acquireGPU, type GPUContext } from '../gpu/device';
+import { memoryKind, memoryWarning, systemMemory } from '../gpu/memory';
 import type { WebGPUError } from '../gpu/errors';
 import { GpuEngine, type EngineStats } from '../engine/engine';
 import type { Backend, GenerateRequest, LoraInfo } from '../engine/types';
@@ -24,6 +25,8 @@ export interface HostOptions {
   contextLength?: number;
   maxBatch?: number;
   kvCacheTokens?: number;
+  /** What the GPU may use, when known better than the estimate (CreateEngineOptions.memoryBytes). */
+  memoryBytes?: number;
   cache?: boolean;
   id?: string;
   signal?: AbortSignal;
@@ -192,5 +195,7 @@ function warningsFor(engine: GpuEngine, gpu: GPUContext, options: HostOptions): 
     w.push('This GPU offers no shader-f16: activations run in f32 (more memory traffic, slower).');
   if (options.contextLength !== undefined && engine.contextLength < options.contextLength)
     w.push(`contextLength ${options.contextLength} exceeds the model's maximum; using ${engine.contextLength}.`);
+  const memory = memoryWarning({ use: engine.memoryUse, kind: memoryKind(gpu.info), system: systemMemory(), limits: gpu.info, memoryBytes: options.memoryBytes });
+  if (memory) w.push(memory);
   return w;
 }

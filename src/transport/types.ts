@@ -41,6 +41,11 @@ export interface CreateEngineOptions {
   maxBatch?: number;
   /** Tokens of KV cache shared by all sequences and the prefix cache (default: from the model's size; see docs/ARCHITECTURE.md). */
   kvCacheTokens?: number;
+  /**
+   * Bytes of memory the GPU may use, when you know it better than the engine's estimate (WebGPU
+   * reports none; see src/gpu/memory.ts): `info.warnings` says when the model takes more.
+   */
+  memoryBytes?: number;
   /** Keep downloads in the model cache (default true: OPFS / Cache API in browsers, a directory in Node). */
   cache?: boolean;
   /** The model's id in the API (`model` field, `/v1/models`); default: the architecture. */
@@ -60,7 +65,7 @@ export interface EngineInfo {
   /** Sequences generated together, and the KV pool's size in tokens (all sequences and the prefix cache). */
   maxBatch: number;
   kvCacheTokens: number;
-  /** Things that work but not as well as they could (a software adapter, no shader-f16, a clamped context). */
+  /** Things that work but not as well as they could (a software adapter, no shader-f16, a clamped context, a model close to the device's memory). */
   warnings: string[];
 }
 

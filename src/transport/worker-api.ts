@@ -25,6 +25,7 @@ export interface WorkerLoadOptions {
   id?: string;
   lora?: Record<string, WireModel | { source: WireModel; scale?: number }>;
   loraPool?: { maxAdapters?: number; maxRank?: number; bytes?: number };
+  memoryBytes?: number;
 }
 
 export interface EngineWorkerApi {
@@ -87,6 +88,7 @@ export function createWorkerApi(): EngineWorkerApi {
           contextLength: options.contextLength,
           maxBatch: options.maxBatch,
           kvCacheTokens: options.kvCacheTokens,
+          memoryBytes: options.memoryBytes,
           cache: options.cache,
           id: options.id,
           lora: options.lora && Object.fromEntries(Object.entries(options.lora).map(([k, v]) => [k, isWireSpec(v) ? { source: toModelInput(v.source), scale: v.scale } : toModelInput(v)])),

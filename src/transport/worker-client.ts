@@ -71,6 +71,7 @@ export async function createWorkerEngine(options: CreateEngineOptions, given?: W
           kvCacheTokens: options.kvCacheTokens,
           cache: options.cache,
           id: options.id,
+          memoryBytes: options.memoryBytes,
           lora: options.lora && Object.fromEntries(Object.entries(options.lora).map(([k, v]) => [k, toWireLora(v)])),
           loraPool: options.loraPool,
         },
