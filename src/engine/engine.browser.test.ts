@@ -4,7 +4,7 @@
  */
 import { describe, expect, inject, it } from 'vitest';
 import { testGPU } from '../testing/gpu';
-import { expectModelMatchesReference } from '../testing/engine-check';
+import { expectModelMatchesReference, splittingLimit } from '../testing/engine-check';
 
 const LOGIT_TOLERANCE = 1e-3; // f32 path, as in engine.test.ts
 const STEPS = 32;
@@ -27,5 +27,15 @@ describe('the GPU engine in Chromium', () => {
     const url = `${inject('fixturesURL')}/${inject('fixtures')[arch]![variant]}`;
     expect(navigator.gpu).toBeDefined();
     await expectModelMatchesReference(await testGPU(), url, { precision: 'f32', steps: STEPS, tolerance: LOGIT_TOLERANCE, salt: 29 });
+  });
+});
+
+describe('the GPU engine in Chromium with weights split by rows', () => {
+  // As src/engine/split.test.ts in Node: the embedding (the head too: tied), the FFN and attention
+  // matrices in 2 to 5 parts each, and Q4_K_M's mix of Q6_K and Q4_K rows.
+  it('qwen3 Q4_K_M: greedy tokens and teacher-forced logits match the reference', async () => {
+    const url = `${inject('fixturesURL')}/${inject('fixtures').qwen3!.Q4_K_M}`;
+    const engine = { maxWeightPartBytes: await splittingLimit(url) };
+    await expectModelMatchesReference(await testGPU(), url, { precision: 'f32', steps: 8, tolerance: LOGIT_TOLERANCE, salt: 31, engine });
   });
 });

@@ -6,9 +6,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { WebGPUError } from '../gpu/errors';
-import { gpuBytesPerRow } from '../kernels/weights';
 import { openModel } from '../model/open';
-import { expectModelMatchesReference } from '../testing/engine-check';
+import { expectModelMatchesReference, splittingLimit } from '../testing/engine-check';
 import { useFixtureURLs } from '../testing/fixture-server';
 import { testGPU } from '../testing/gpu';
 import type { Arch } from '../model/config';
@@ -16,13 +15,6 @@ import { GpuEngine } from './engine';
 
 const LOGIT_TOLERANCE = 1e-3; // f32, as engine.test.ts
 const STEPS = 8;
-
-/** A binding limit a third of the first layer's gate matrix (GPU layout): every FFN matrix splits in 3 or more. */
-async function limitFor(url: string): Promise<number> {
-  const { tensors } = await openModel(url);
-  const gate = tensors.get('blk.0.ffn_gate.weight')!.info;
-  return Math.ceil((gate.shape[0]! * gpuBytesPerRow(gate.dtype, gate.shape[1]!)) / 3);
-}
 
 /** Labels of the buffers `device` creates while `run` runs. */
 async function bufferLabels(device: GPUDevice, run: () => Promise<void>): Promise<string[]> {
@@ -65,7 +57,7 @@ describe.each([...new Set(CASES.map(([a]) => a))])('the GPU engine on the tiny %
   it.each(CASES.filter(([a]) => a === arch).map(([, v]) => v))('%s: greedy tokens and teacher-forced logits match the reference', async (variant) => {
     const gpu = await testGPU();
     const url = urls()[variant]!;
-    const limit = await limitFor(url);
+    const limit = await splittingLimit(url);
     const labels = await bufferLabels(gpu.device, () =>
       expectModelMatchesReference(gpu, url, {
         precision: 'f32',

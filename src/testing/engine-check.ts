@@ -7,6 +7,7 @@ import { expect } from 'vitest';
 import { GpuEngine, type EngineOptions } from '../engine/engine';
 import type { GPUContext } from '../gpu/device';
 import type { Precision } from '../gpu/pipelines';
+import { gpuBytesPerRow } from '../kernels/weights';
 import { openModel } from '../model/open';
 import { greedy, logitsFor, ReferenceModel } from '../reference/forward';
 import { maxAbsDiffAll, top2Margin } from './compare';
@@ -61,4 +62,15 @@ export async function expectModelMatchesReference(
   } finally {
     await engine.dispose();
   }
+}
+
+/**
+ * A `maxWeightPartBytes` that splits the model at `url`: a third of its first layer's gate matrix
+ * (GPU layout), so every FFN matrix goes up in 3 or more parts, and the embedding in as many or
+ * more on the tiny fixtures (460 rows of the hidden size, against the gate's 512).
+ */
+export async function splittingLimit(url: string): Promise<number> {
+  const { tensors } = await openModel(url);
+  const gate = tensors.get('blk.0.ffn_gate.weight')!.info;
+  return Math.ceil((gate.shape[0]! * gpuBytesPerRow(gate.dtype, gate.shape[1]!)) / 3);
 }
