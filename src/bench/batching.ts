@@ -217,7 +217,7 @@ const MAP_READ_DST = 0x0001 | 0x0008;
 const MAX_TIMED_PASSES = 2048;
 
 /** The hooks on one engine: step records while `recording`, dispatch counts and pass timestamps. */
-class StepHooks implements StepProfiler {
+export class StepHooks implements StepProfiler {
   steps: StepRecord[] = [];
   private recording = false;
   private current: StepRecord | null = null;
@@ -340,7 +340,7 @@ function request(promptIds: number[], maxTokens: number, cachePrompt: boolean): 
 }
 
 /** Runs a request to its end; arrival of each token (ms since `t0`, tagged with the step count then) and the result. */
-async function consume(engine: GpuEngine, hooks: StepHooks, req: GenerateRequest, t0: number): Promise<{ arrivals: Arrival[]; result: GenerationResult }> {
+export async function consume(engine: GpuEngine, hooks: StepHooks, req: GenerateRequest, t0: number): Promise<{ arrivals: Arrival[]; result: GenerationResult }> {
   const arrivals: Arrival[] = [];
   const it = engine.generate(req);
   for (;;) {

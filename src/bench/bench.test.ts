@@ -2,9 +2,11 @@ import { describe, expect, it } from 'vitest';
 import type { GPUDescription } from '../gpu/device';
 import { formatReport, type BenchReport } from './report';
 import { bytesPerDecodedToken, benchPrompt, type ModelBenchResult } from './run';
-import { aggregateByKernel, kernelName } from './profiler';
+import { aggregateByKernel, aggregateByOp, gbps, kernelName, stepTotals, UNLABELLED, type ProfiledStep } from './profiler';
+import { fittingContexts, summarizeProfile } from './decode';
+import { formatContexts, formatOps } from './report';
 import { benchConstraintSpec, maskOverhead, msPerGeneratedToken } from './structured';
-import { defaultPreset, EMULATED_SETTINGS, FULL_SETTINGS, resolveSettings } from './target';
+import { chromiumVerdict, defaultPreset, EMULATED_SETTINGS, FULL_SETTINGS, resolveSettings } from './target';
 
 describe('bench arithmetic', () => {
   it('counts the matrices, the KV read at the given context, and one embedding row per decoded token', () => {
@@ -24,6 +26,50 @@ describe('bench arithmetic', () => {
     expect(byKernel[0]).toMatchObject({ calls: 2, ms: 5, share: 10 / 14 });
     expect(byKernel[1]).toMatchObject({ calls: 1, ms: 2, share: 4 / 14 });
     expect(aggregateByKernel([])).toEqual([]);
+  });
+
+  it('adds time and bytes up per op role over layers, with GB/s and the share of copy bandwidth', () => {
+    // Two steps; q of two layers and the head; times in ns, bytes per dispatch.
+    const steps: ProfiledStep[] = [
+      {
+        dispatches: [
+          { kernel: 'matvec/a', role: 'q', layer: 0, bytes: 4e6, ns: 2e6 },
+          { kernel: 'matvec/a', role: 'q', layer: 1, bytes: 4e6, ns: 2e6 },
+          { kernel: 'matvec/b', role: 'lm_head', bytes: 10e6, ns: 4e6 },
+        ],
+        spanNs: 9e6,
+      },
+      {
+        dispatches: [
+          { kernel: 'matvec/a', role: 'q', layer: 0, bytes: 4e6, ns: 1e6 },
+          { kernel: 'matvec/a', role: 'q', layer: 1, bytes: 4e6, ns: 3e6 },
+          { kernel: 'matvec/b', role: 'lm_head', bytes: 10e6, ns: 4e6 },
+          { kernel: 'add/x', ns: 0 },
+        ],
+      },
+    ];
+    const ops = aggregateByOp(steps, 4);
+    expect(ops.map((o) => o.role)).toEqual(['q', 'lm_head', UNLABELLED]);
+    // q: 8 MB in 4 ms per step = 2 GB/s, half of the 4 GB/s copy; 8 of 16 ms in all.
+    expect(ops[0]).toEqual({ role: 'q', calls: 2, ms: 4, bytes: 8e6, gbPerSecond: 2, share: 0.5, copyShare: 0.5 });
+    expect(ops[1]).toEqual({ role: 'lm_head', calls: 1, ms: 4, bytes: 10e6, gbPerSecond: 2.5, share: 0.5, copyShare: 0.625 });
+    // No time: no rate and no share of copy, rather than Infinity.
+    expect(ops[2]).toMatchObject({ calls: 0.5, ms: 0, bytes: 0, share: 0, copyShare: null });
+    expect(ops[2]!.gbPerSecond).toBeNaN();
+    expect(aggregateByOp(steps)[0]!.copyShare).toBeNull();
+    expect(gbps(3e9, 1e9)).toBe(3);
+    expect(stepTotals(steps[0]!)).toEqual({ dispatches: 3, ns: 8e6, spanNs: 9e6, bytes: 18e6 });
+    // Without a span the summed time stands in for it.
+    expect(stepTotals(steps[1]!).spanNs).toBe(8e6);
+
+    const p = summarizeProfile(steps, 9e6, 4)!;
+    expect(p).toMatchObject({ steps: 2, dispatchesPerStep: 3.5, gpuMs: 8, spanMs: 8.5, bytes: 18e6, bytesPerGgufByte: 2, gbPerSecond: 2.25, copyShare: 0.5625 });
+    expect(summarizeProfile([], 1, null)).toBeNull();
+  });
+
+  it('keeps only the decode contexts that fit the model with their decoded tokens', () => {
+    expect(fittingContexts([1024, 4096, 8192], 4096, 64)).toEqual({ contexts: [1024], dropped: [4096, 8192] });
+    expect(fittingContexts([1024, 4096], 131072, 64)).toEqual({ contexts: [1024, 4096], dropped: [] });
   });
 
   it('times decode over the generated tokens after the first, and the mask as the constrained run minus the free one', () => {
@@ -58,6 +104,8 @@ describe('bench settings', () => {
     expect(asked.notes.join(' ')).not.toMatch(/capped/);
     expect(capped.notes.join(' ')).toMatch(/batching runs shortened: 16-token prompts and 16 tokens per stream .* 512-token repeated prefix/);
     expect(capped.notes.join(' ')).toMatch(/goals .* are for real GPUs/);
+    expect(capped.notes.join(' ')).toMatch(/decode at 128 and 512 tokens of context only/);
+    expect(resolveSettings(true, { decodeContexts: [1024] }).notes.join(' ')).not.toMatch(/of context only/);
     const full = resolveSettings(true, { streamPromptTokens: 128, streamTokens: 64, prefixTokens: 2048 });
     expect(full.settings).toMatchObject({ streams: [1, 2, 4, 8, 16], streamPromptTokens: 128, streamTokens: 64, prefixTokens: 2048 });
     expect(full.notes.join(' ')).not.toMatch(/shortened/);
@@ -72,6 +120,20 @@ describe('bench settings', () => {
     expect(defaultPreset({ ...gpu, isFallbackAdapter: true })).toBe('small');
     expect(defaultPreset({ ...gpu, vendor: 'google', architecture: 'swiftshader' })).toBe('small');
     expect(FULL_SETTINGS.promptLengths).toEqual([128, 1024]);
+  });
+});
+
+describe('the Chromium target', () => {
+  const real = { vendor: 'nvidia', architecture: 'hopper', description: 'H100', isFallbackAdapter: false } as GPUDescription;
+  const swift = { vendor: 'google', architecture: 'swiftshader', description: 'SwiftShader', isFallbackAdapter: true } as GPUDescription;
+  it('is skipped with the reason when its adapter is emulated and Node has a GPU; an error under WEBGPU_LLM_REAL_GPU', () => {
+    expect(chromiumVerdict(real, real, false)).toEqual({ run: true });
+    expect(chromiumVerdict(swift, swift, false)).toEqual({ run: true });
+    const v = chromiumVerdict(swift, real, false);
+    expect(v.run).toBe(false);
+    expect(!v.run && v.reason).toMatch(/Chromium's adapter is CPU-emulated .*swiftshader.* while Node's is not .*hopper/);
+    expect(() => chromiumVerdict(swift, swift, true)).toThrow(/WEBGPU_LLM_REAL_GPU/);
+    expect(chromiumVerdict(real, swift, true)).toEqual({ run: true });
   });
 });
 
@@ -115,6 +177,21 @@ describe('the bench report', () => {
     expect(text).toContain('note: a note');
     expect(text).toContain('node Q4_0: continuous batching FAILED: Error: no room');
     expect(text).not.toMatch(/grammar mask per token/);
+  });
+
+  it('prints the per-op table and decode at each context', () => {
+    const m = { bandwidth: { copyTimestampGBps: 4 } } as ModelBenchResult;
+    const ops = formatOps('node Q4_0', m, [{ role: 'q', calls: 2, ms: 4, bytes: 8 * 1024 * 1024, gbPerSecond: 2.1, share: 0.5, copyShare: 0.525 }], null, 16).join('\n');
+    expect(ops).toMatch(/copy kernel's 4\.00 GB\/s \(timestamps\)/);
+    expect(ops).toMatch(/^q +2 +4\.000 +50\.0 +8\.000 +2\.10 +52\.5$/m);
+    const figures = { tokens: 15, steps: 15, tokensPerSecond: 20, dispatchesPerToken: 38, hostMsPerStep: 1.5, submitMsPerStep: 0.5, stepMs: 50, hostShare: 0.03, gpuBusyShare: 0.9 };
+    const ctx = formatContexts('node Q4_0', {
+      results: [{ context: 1024, greedy: figures, sampled: { ...figures, tokensPerSecond: 19 }, profile: null }],
+      dropped: [4096, 8192],
+    }).join('\n');
+    expect(ctx).toMatch(/^1024 +20\.00 +19\.00 +38\.0 +1\.500 +50\.00 +3\.0 +90\.0 +- +- +- +- +-$/m);
+    expect(ctx).toMatch(/not run .*: 4096, 8192/);
+    expect(formatContexts('x', { error: 'Error: boom' })).toEqual(['x: decode at long contexts FAILED: Error: boom']);
   });
 
   it('prints the CPU mask timing per vocabulary size when the report has it', () => {

@@ -8,7 +8,7 @@ import { dirname, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { useSwiftShaderIfNoGPU } from '../cli/vulkan';
-import { acquireGPU, type GPUContext } from '../gpu/device';
+import { acquireGPU, type GPUContext, type GPUDescription } from '../gpu/device';
 import type { Arch } from '../model/config';
 import type { GGUFVariant } from '../testing/fixtures/gguf-layout';
 import { PRESETS, type Preset } from '../testing/fixtures/model';
@@ -18,24 +18,34 @@ import { measureMaskCost, type MaskCostResult } from './mask-cost';
 import { formatReport, type BenchReport } from './report';
 import { LLAMA3_VOCAB } from './synthetic-vocab';
 import type { BenchSettings } from './run';
-import { defaultPreset, runTarget, type TargetResult } from './target';
+import { BENCH_CHROMIUM_FLAGS, BENCH_DAWN_FLAGS, chromiumVerdict, defaultPreset, describeAdapter, isEmulated, runTarget, type TargetResult } from './target';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const DEFAULT_FORMATS = 'Q4_0,Q4_K,Q8_0,Q4_K_M,F16';
+/** WEBGPU_LLM_REAL_GPU=1: an emulated adapter is an error. */
+const REAL_GPU = !!process.env.WEBGPU_LLM_REAL_GPU && process.env.WEBGPU_LLM_REAL_GPU !== '0';
 const USAGE = `usage: npm run bench -- [options]
   --preset tiny|small|1b      fixture size (default: small on a CPU-emulated adapter, 1b otherwise)
-  --formats Q4_0,Q4_K,F16     GGUF variants to run (default Q4_0,Q4_K,F16)
+  --formats LIST              GGUF variants to run (default ${DEFAULT_FORMATS})
   --arch llama|qwen2|qwen3|mistral   fixture architecture (default llama)
   --target node|chromium|both|cpu   (default both; cpu: only the CPU mask timing below)
-  --json PATH                 write the JSON report there (default .cache/bench/latest.json)
+  --json PATH                 write the JSON report there (default .cache/bench/latest.json), again as each target finishes
   --prompt-lengths 128,1024   prefill sizes (capped on emulated adapters unless given)
-  --decode-tokens N           tokens decoded after the longest prompt
+  --decode-tokens N           tokens decoded after the longest prompt, and at each decode context
+  --decode-contexts 1024,4096,8192   contexts to decode at, greedy and sampled (T 0.7, top-k 40, top-p 0.9), with a profiled step
+                              (default 1024,4096,8192; 128,512 on emulated adapters; 0: skip)
+  --prefill-chunk N           prompt tokens per prefill step (default 128)
   --profile-steps N           decode steps timed per kernel
   --profile-prefill           also time a prefill chunk per kernel (default on real GPUs)
   --mask-vocab 128256,151936  vocabulary sizes for the CPU grammar-mask timing (default 128256, Llama 3's; 0: skip)
   --streams 1,2,4,8,16        concurrent streams per batching level (default 1,2,4,8,16; 0: skip)
   --stream-prompt N           prompt tokens of each concurrent stream (default 128; 16 on emulated adapters)
   --stream-tokens N           tokens each concurrent stream generates (default 64; 16 on emulated adapters)
-  --prefix-tokens N           the repeated prefix for the prefix-cache TTFT, clamped to the context (default 2048; 512 on emulated adapters; 0: skip)`;
+  --prefix-tokens N           the repeated prefix for the prefix-cache TTFT, clamped to the context (default 2048; 512 on emulated adapters; 0: skip)
+
+Timestamps are unquantised: Dawn's timestamp_quantization toggle is off in Node, and Chromium runs with
+WebGPU's developer features. Chromium is skipped when its adapter is CPU-emulated and Node's is not.
+WEBGPU_LLM_REAL_GPU=1: a CPU-emulated adapter (SwiftShader, lavapipe) is an error, not a fallback.`;
 
 function numbers(s: string | undefined): number[] | undefined {
   return s === undefined ? undefined : s.split(',').map((x) => Number(x.trim()));
@@ -46,12 +56,14 @@ async function main(): Promise<void> {
     args: process.argv.slice(2).filter((a) => a !== '--'),
     options: {
       preset: { type: 'string' },
-      formats: { type: 'string', default: 'Q4_0,Q4_K,F16' },
+      formats: { type: 'string', default: DEFAULT_FORMATS },
       arch: { type: 'string', default: 'llama' },
       target: { type: 'string', default: 'both' },
       json: { type: 'string', default: resolve(ROOT, '.cache/bench/latest.json') },
       'prompt-lengths': { type: 'string' },
       'decode-tokens': { type: 'string' },
+      'decode-contexts': { type: 'string' },
+      'prefill-chunk': { type: 'string' },
       'profile-steps': { type: 'string' },
       'profile-prefill': { type: 'boolean' },
       'mask-vocab': { type: 'string', default: String(LLAMA3_VOCAB) },
@@ -71,6 +83,7 @@ async function main(): Promise<void> {
   const overrides: Partial<BenchSettings> = {
     promptLengths: numbers(values['prompt-lengths']),
     decodeTokens: numbers(values['decode-tokens'])?.[0],
+    prefillChunk: numbers(values['prefill-chunk'])?.[0],
     profileSteps: numbers(values['profile-steps'])?.[0],
     profilePrefill: values['profile-prefill'],
     streamPromptTokens: numbers(values['stream-prompt'])?.[0],
@@ -87,6 +100,9 @@ async function main(): Promise<void> {
   const prefixTokens = numbers(values['prefix-tokens'])?.[0];
   if (prefixTokens !== undefined && !(Number.isInteger(prefixTokens) && prefixTokens >= 0)) throw new Error(`--prefix-tokens: ${values['prefix-tokens']} is not an integer ≥ 0`);
   if (prefixTokens !== undefined) overrides.prefixTokens = prefixTokens;
+  const decodeContexts = numbers(values['decode-contexts']);
+  if (decodeContexts && !decodeContexts.every((n) => Number.isInteger(n) && n >= 0)) throw new Error(`--decode-contexts: ${values['decode-contexts']} is not a list of integers ≥ 0`);
+  if (decodeContexts) overrides.decodeContexts = decodeContexts.filter((n) => n > 0);
   const formats = values.formats!.split(',').map((f) => f.trim()) as GGUFVariant[];
 
   // CPU only, before any GPU work shares the cores with it.
@@ -101,41 +117,54 @@ async function main(): Promise<void> {
   const icd = useSwiftShaderIfNoGPU();
   if (icd) console.log(`[bench] no GPU found: Vulkan uses SwiftShader (${icd})`);
   const { nodeGPU } = await import('../gpu/node-gpu');
-  const nodeGpu: GPUContext = await acquireGPU({ gpu: await nodeGPU() });
+  const nodeGpu: GPUContext = await acquireGPU({ gpu: await nodeGPU(BENCH_DAWN_FLAGS) });
+  if (REAL_GPU && isEmulated(nodeGpu.info)) {
+    nodeGpu.destroy();
+    throw new Error(`WEBGPU_LLM_REAL_GPU is set but Node's adapter is CPU-emulated (${describeAdapter(nodeGpu.info)}): no GPU found`);
+  }
   const preset = (values.preset ?? defaultPreset(nodeGpu.info)) as Preset;
   const arch = values.arch as Arch;
   console.log(`[bench] ${arch} ${preset} preset, formats ${formats.join(', ')}; writing fixtures if needed…`);
   const paths = await ensureFixture({ arch, preset }, { hf: [], gguf: formats });
 
-  const results: TargetResult[] = [];
+  const report: BenchReport = { date: new Date().toISOString(), preset, arch, targets: [], skipped: [], maskCost };
   const log = (line: string) => console.log(line);
+  const nodeInfo = nodeGpu.info;
   if (targets.includes('node')) {
     const models = formats.map((format) => ({ format, location: paths.gguf[format]! }));
-    results.push(await runTarget('node', nodeGpu, models, overrides, log));
+    report.targets.push(await runTarget('node', nodeGpu, models, overrides, log));
+    // Written as soon as the target finishes: a later one that fails or hangs leaves this one's figures.
+    await writeReport(report, values.json!, targets.length > 1);
   }
   nodeGpu.destroy();
   if (targets.includes('chromium')) {
     const server = await serveDirectory(paths.root);
     try {
       const models = formats.map((format) => ({ format, url: `${server.url}/${relative(paths.root, paths.gguf[format]!).split('\\').join('/')}` }));
-      results.push(await runInChromium(models, overrides));
+      const r = await runInChromium(models, overrides, nodeInfo);
+      if ('skipped' in r) {
+        console.log(`[chromium] skipped: ${r.skipped}`);
+        report.skipped!.push({ target: 'chromium', reason: r.skipped });
+      } else report.targets.push(r);
     } finally {
       await server.close();
     }
   }
 
-  await writeReport({ date: new Date().toISOString(), preset, arch, targets: results, maskCost }, values.json!);
+  await writeReport(report, values.json!);
 }
 
-async function writeReport(report: BenchReport, path: string): Promise<void> {
-  console.log('\n' + formatReport(report));
+
+/** Writes the JSON report (again, as each target finishes); prints the tables only at the end (`partial` false). */
+async function writeReport(report: BenchReport, path: string, partial = false): Promise<void> {
+  if (!partial) console.log('\n' + formatReport(report));
   await mkdir(dirname(path), { recursive: true });
   await writeFile(path, JSON.stringify(report, null, 2) + '\n');
-  console.log(`\n[bench] JSON report: ${path}`);
+  console.log(`\n[bench] JSON report${partial ? ' (so far)' : ''}: ${path}`);
 }
 
 /** Serves the bench page with Vite and runs it in headless Chromium. */
-async function runInChromium(models: Array<{ format: string; url: string }>, overrides: Partial<BenchSettings>): Promise<TargetResult> {
+async function runInChromium(models: Array<{ format: string; url: string }>, overrides: Partial<BenchSettings>, node: GPUDescription): Promise<TargetResult | { skipped: string }> {
   const { createServer } = await import('vite');
   const { chromium } = await import('playwright');
   const { chromiumPath, chromiumArgs } = await import('../../scripts/chromium.mjs');
@@ -143,13 +172,15 @@ async function runInChromium(models: Array<{ format: string; url: string }>, ove
   await vite.listen();
   const base = vite.resolvedUrls?.local[0];
   if (!base) throw new Error('the Vite server for the bench page did not report a URL');
-  const browser = await chromium.launch({ executablePath: chromiumPath() ?? undefined, args: chromiumArgs, headless: true });
+  const browser = await chromium.launch({ executablePath: chromiumPath() ?? undefined, args: [...chromiumArgs, ...BENCH_CHROMIUM_FLAGS], headless: true });
   try {
     const page = await browser.newPage();
     page.on('console', (m) => console.log(m.text()));
     page.on('pageerror', (e) => console.error(`[chromium] page error: ${e.message}`));
     await page.goto(new URL('src/bench/page/index.html', base).href);
     await page.waitForFunction(() => window.benchReady === true, undefined, { timeout: 60_000 });
+    const verdict = chromiumVerdict(await page.evaluate(() => window.benchAdapter()), node, REAL_GPU);
+    if (!verdict.run) return { skipped: verdict.reason };
     return await page.evaluate((args) => window.runBench(args), { models, overrides });
   } finally {
     await browser.close();

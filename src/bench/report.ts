@@ -1,6 +1,8 @@
 /** The bench report: the JSON document and its plain-text tables. */
 import { BATCHING_GOALS, type BatchingResult, type GoalCheck } from './batching';
 import type { MaskCostResult } from './mask-cost';
+import type { ContextDecodeResult } from './decode';
+import type { OpTime } from './profiler';
 import type { ModelBenchResult } from './run';
 import type { TargetResult } from './target';
 
@@ -9,6 +11,8 @@ export interface BenchReport {
   preset: string;
   arch: string;
   targets: TargetResult[];
+  /** Targets not run, and why (e.g. Chromium's adapter is emulated where Node's is not); absent in older reports. */
+  skipped?: Array<{ target: string; reason: string }>;
   /** The grammar mask's CPU cost per token at real vocabulary sizes (src/bench/mask-cost.ts); absent in older reports. */
   maskCost?: MaskCostResult[];
 }
@@ -87,9 +91,16 @@ export function formatReport(report: BenchReport): string {
       );
     }
     for (const m of t.models.filter(ok)) {
+      if (m.breakdown?.decodeOps) out.push('', ...formatOps(`${t.target} ${m.format}`, m, m.breakdown.decodeOps, m.breakdown.prefillOps ?? null, m.breakdown.prefillTokens));
+    }
+    for (const m of t.models.filter(ok)) {
+      if (m.contexts) out.push('', ...formatContexts(`${t.target} ${m.format}`, m.contexts));
+    }
+    for (const m of t.models.filter(ok)) {
       if (m.batching) out.push('', ...formatBatching(`${t.target} ${m.format}`, m.batching, t.emulated));
     }
   }
+  for (const sk of report.skipped ?? []) out.push('', `== ${sk.target}: skipped: ${sk.reason}`);
   if (report.maskCost?.length) {
     const m = report.maskCost;
     out.push(
@@ -162,5 +173,54 @@ export function formatBatching(title: string, b: BatchingResult | { error: strin
     `   ${goal(`prefix TTFT ratio ≤ ${BATCHING_GOALS.prefixTtftRatio}`, g.prefixTtftRatio, (v) => f(v, 4))}`,
     `   ${goal(`host ≤ ${BATCHING_GOALS.hostShare * 100}% of a step (worst level)`, g.hostShare, (v) => `${f(v * 100)}%`)}`,
   );
+  return out;
+}
+
+const pctOrDash = (x: number | null | undefined) => (x === null || x === undefined || !Number.isFinite(x) ? '-' : f(x * 100));
+
+/** Per-op time, bytes, GB/s and share of the (timestamped) copy bandwidth, decode and prefill side by side. */
+export function formatOps(title: string, m: ModelBenchResult, decode: readonly OpTime[], prefill: readonly OpTime[] | null, prefillTokens: number): string[] {
+  const roles = [...new Set([...decode, ...(prefill ?? [])].map((o) => o.role))];
+  const cols = (o: OpTime | undefined) => (o ? [f(o.calls, 0), f(o.ms, 3), f(o.share * 100), f(o.bytes / MiB, 3), f(o.gbPerSecond, 2), pctOrDash(o.copyShare)] : ['', '', '', '', '', '']);
+  const header = ['op', 'calls', 'decode ms', '% time', 'MiB', 'GB/s', '% copy'];
+  if (prefill) header.push(`prefill(${prefillTokens}) calls`, 'ms', '% time', 'MiB', 'GB/s', '% copy');
+  const rows = roles.map((r) => [r, ...cols(decode.find((o) => o.role === r)), ...(prefill ? cols(prefill.find((o) => o.role === r)) : [])]);
+  const copy = m.bandwidth.copyTimestampGBps;
+  return [
+    `${title}: GPU time per step by op (all layers; timestamps, one pass per dispatch); % copy = GB/s ÷ the copy kernel's ${copy ? f(copy, 2) + ' GB/s (timestamps)' : '(not timed)'}`,
+    table(header, rows),
+  ];
+}
+
+/** Decode at each context: greedy and sampled tok/s, step costs, and the profiled step's bytes against the GGUF's. */
+export function formatContexts(title: string, c: { results: ContextDecodeResult[]; dropped: number[] } | { error: string }): string[] {
+  if ('error' in c) return [`${title}: decode at long contexts FAILED: ${c.error}`];
+  const out = [
+    `${title}: decode after a long prompt (greedy; sampled = temperature 0.7, top-k 40, top-p 0.9); host ms = recording and submitting a step;`,
+    '   GPU busy = the steps\' pass timestamps ÷ wall time; profiled = one timed pass per dispatch: summed GPU ms, bytes moved, bytes ÷ GGUF tensor bytes, GB/s',
+  ];
+  if (c.results.length) {
+    out.push(
+      table(
+        ['context', 'greedy tok/s', 'sampled tok/s', 'dispatch/token', 'host ms/step', 'step ms', 'host %', 'GPU busy %', 'GPU ms', 'MiB/token', '× GGUF', 'GB/s', '% copy'],
+        c.results.map((r) => [
+          String(r.context),
+          f(r.greedy?.tokensPerSecond ?? NaN, 2),
+          f(r.sampled?.tokensPerSecond ?? NaN, 2),
+          f(r.greedy?.dispatchesPerToken ?? NaN, 1),
+          f(r.greedy?.hostMsPerStep ?? NaN, 3),
+          f(r.greedy?.stepMs ?? NaN, 2),
+          pctOrDash(r.greedy?.hostShare),
+          pctOrDash(r.greedy?.gpuBusyShare),
+          f(r.profile?.gpuMs ?? NaN, 3),
+          f((r.profile?.bytes ?? NaN) / MiB, 3),
+          f(r.profile?.bytesPerGgufByte ?? NaN, 3),
+          f(r.profile?.gbPerSecond ?? NaN, 2),
+          pctOrDash(r.profile?.copyShare),
+        ]),
+      ),
+    );
+  }
+  if (c.dropped.length) out.push(`   not run (longer than the model's context): ${c.dropped.join(', ')}`);
   return out;
 }

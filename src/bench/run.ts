@@ -16,14 +16,17 @@ import { openModel, type ModelLocation } from '../model/open';
 import { GREEDY } from '../testing/sampling';
 import { trackBuffers } from './memory';
 import { BENCH_CONSTRAINT_LABEL, benchConstraintSpec, maskOverhead, msPerGeneratedToken } from './structured';
-import { aggregateByKernel, TimestampProfiler, type KernelTime } from './profiler';
+import { aggregateByKernel, aggregateByOp, TimestampProfiler, type KernelTime, type OpTime } from './profiler';
 import { benchBatching, type BatchingResult } from './batching';
+import { benchDecodeContexts, type ContextDecodeResult } from './decode';
 
 export interface BenchSettings {
   /** Prompt lengths for prefill / time to first token (the issue asks for 128 and 1024). */
   promptLengths: number[];
-  /** Tokens decoded (greedy) after the longest prompt, for decode tokens/s. */
+  /** Tokens decoded (greedy) after the longest prompt, for decode tokens/s; and at each decode context. */
   decodeTokens: number;
+  /** Contexts (prompt tokens) to decode at, greedy and sampled, each with a profiled step (./decode.ts); empty: none. */
+  decodeContexts: number[];
   /** Prompt tokens per prefill step. */
   prefillChunk: number;
   /** Decode steps recorded with timestamps for the breakdown. */
@@ -70,9 +73,13 @@ export interface ModelBenchResult {
     matrixBytes: number;
     kvCacheBytes: number;
   };
+  /** Bytes of the GGUF file's tensors (the weights as stored). */
+  ggufBytes?: number;
   bandwidth: {
-    /** The copy kernel's read + write bandwidth on this device. */
+    /** The copy kernel's read + write bandwidth on this device (wall clock). */
     copyGBps: number;
+    /** The same copies timed with timestamps (null without timestamp-query): the per-op GB/s yardstick. */
+    copyTimestampGBps?: number | null;
     /** Weight matrices + KV read at the mean decode context + one embedding row. */
     bytesPerToken: number;
     /** bytesPerToken × decode tokens/s. */
@@ -80,8 +87,16 @@ export interface ModelBenchResult {
     /** decodeGBps / copyGBps. */
     ratio: number;
   };
-  /** GPU time per step by kernel (null when timestamp-query is not granted). */
-  breakdown: { decode: KernelTime[]; prefill: KernelTime[] | null; prefillTokens: number } | null;
+  /**
+   * GPU time per step by kernel and by op role (time, bytes, GB/s, share of copy bandwidth); null
+   * when timestamp-query is not granted. The op split is absent in older reports.
+   */
+  breakdown: { decode: KernelTime[]; prefill: KernelTime[] | null; prefillTokens: number; decodeOps?: OpTime[]; prefillOps?: OpTime[] | null } | null;
+  /**
+   * Decode at each of settings.decodeContexts (./decode.ts), on an engine of its own: `dropped`,
+   * the contexts longer than the model's; `{ error }` when that part failed. Absent in older reports.
+   */
+  contexts?: { results: ContextDecodeResult[]; dropped: number[] } | { error: string };
   /**
    * Continuous batching (./batching.ts), on a second engine loaded after the first is disposed:
    * null when no level and no prefix were asked for, `{ error }` when that part failed (the figures
@@ -213,18 +228,29 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
       embeddingRowBytes: embd.byteLength / embd.shape[0]!,
     });
 
-    const breakdown = gpu.info.timestamps ? await profile(engine, c.vocabSize, s) : null;
     const copy = await measureCopyBandwidth(
       { device, cache: pipelineCache(device), precision: 'f32' },
-      { bytes: Math.min(s.copyBytes, device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize) },
+      { bytes: Math.min(s.copyBytes, device.limits.maxStorageBufferBindingSize, device.limits.maxBufferSize), timestamps: gpu.info.timestamps },
     );
+    // Per-op GB/s are timestamped, so their yardstick is the timestamped copy.
+    const copyTimestampGBps = copy.timestampGBps ?? null;
+    const breakdown = gpu.info.timestamps ? await profile(engine, c.vocabSize, s, copyTimestampGBps) : null;
     const decodeGBps = (bytesPerToken * decode.tokensPerSecond) / 1e9;
-    log(`${format}: copy ${copy.gbPerSecond.toFixed(2)} GB/s, decode reads ${decodeGBps.toFixed(2)} GB/s`);
+    log(`${format}: copy ${copy.gbPerSecond.toFixed(2)} GB/s (timestamps: ${copyTimestampGBps?.toFixed(2) ?? '-'}), decode reads ${decodeGBps.toFixed(2)} GB/s`);
+    const ggufBytes = [...opened.tensors.values()].reduce((n, t) => n + t.info.byteLength, 0);
     // Batching gets an engine of its own (a context for the long prefix, a batch for every stream):
     // the figures above keep their engine's sizes, and its memory is given back first.
     const precision = engine.precision;
     await engine.dispose();
     engine = undefined;
+    let contexts: ModelBenchResult['contexts'];
+    try {
+      contexts = await benchDecodeContexts(gpu, opened, format, s, { copyGBps: copyTimestampGBps, ggufBytes }, log);
+    } catch (e) {
+      const error = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+      log(`${format}: decode at long contexts FAILED ${error}`);
+      contexts = { error };
+    }
     let batching: ModelBenchResult['batching'];
     try {
       batching = await benchBatching(gpu, opened, format, s, log);
@@ -242,8 +268,10 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
       decode,
       structured,
       memory: { peakBytes, matrixBytes, kvCacheBytes },
-      bandwidth: { copyGBps: copy.gbPerSecond, bytesPerToken, decodeGBps, ratio: decodeGBps / copy.gbPerSecond },
+      ggufBytes,
+      bandwidth: { copyGBps: copy.gbPerSecond, copyTimestampGBps, bytesPerToken, decodeGBps, ratio: decodeGBps / copy.gbPerSecond },
       breakdown,
+      contexts,
       batching,
     };
   } finally {
@@ -253,19 +281,22 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
 }
 
 /** A profiled prefill chunk and profiled decode steps (one timed pass per dispatch). */
-async function profile(engine: GpuEngine, vocab: number, s: BenchSettings): Promise<NonNullable<ModelBenchResult['breakdown']>> {
+async function profile(engine: GpuEngine, vocab: number, s: BenchSettings, copyGBps: number | null): Promise<NonNullable<ModelBenchResult['breakdown']>> {
   const profiler = new TimestampProfiler(engine.gpu.device);
   engine.profiler = profiler;
   try {
     const prefillTokens = Math.min(s.prefillChunk, ...s.promptLengths);
     let prefill: KernelTime[] | null = null;
+    let prefillOps: OpTime[] | null = null;
     if (s.profilePrefill) {
       await timedGenerate(engine, benchPrompt(prefillTokens, vocab, 3), 1);
-      prefill = aggregateByKernel(await profiler.collect());
+      const steps = await profiler.collect();
+      prefill = aggregateByKernel(steps);
+      prefillOps = aggregateByOp(steps, copyGBps);
     }
     await timedGenerate(engine, benchPrompt(8, vocab, 5), s.profileSteps + 1);
     const [, ...decodeSteps] = await profiler.collect(); // the first step is the prompt's
-    return { decode: aggregateByKernel(decodeSteps), prefill, prefillTokens };
+    return { decode: aggregateByKernel(decodeSteps), prefill, prefillTokens, decodeOps: aggregateByOp(decodeSteps, copyGBps), prefillOps };
   } finally {
     engine.profiler = null;
     profiler.destroy();

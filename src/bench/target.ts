@@ -23,6 +23,7 @@ export interface TargetResult {
 export const FULL_SETTINGS: BenchSettings = {
   promptLengths: [128, 1024],
   decodeTokens: 64,
+  decodeContexts: [1024, 4096, 8192],
   prefillChunk: 128,
   profileSteps: 8,
   profilePrefill: true,
@@ -40,6 +41,7 @@ export const FULL_SETTINGS: BenchSettings = {
 export const EMULATED_SETTINGS: BenchSettings = {
   promptLengths: [16, 64],
   decodeTokens: 16,
+  decodeContexts: [128, 512],
   prefillChunk: 128,
   profileSteps: 2,
   profilePrefill: false,
@@ -50,8 +52,29 @@ export const EMULATED_SETTINGS: BenchSettings = {
   prefixTokens: 512,
 };
 
+/** Dawn toggles for Node: timestamps at the GPU's own resolution (Dawn quantises them by default). */
+export const BENCH_DAWN_FLAGS = ['disable-dawn-features=timestamp_quantization'];
+/** The same for Chromium: WebGPU developer features (unquantised timestamps among them), and the toggle itself. */
+export const BENCH_CHROMIUM_FLAGS = ['--enable-webgpu-developer-features', '--disable-dawn-features=timestamp_quantization'];
 export function isEmulated(info: GPUDescription): boolean {
   return info.isFallbackAdapter || info.architecture === 'swiftshader';
+}
+
+export function describeAdapter(info: GPUDescription): string {
+  return `${info.vendor} ${info.architecture} (${info.description})${info.isFallbackAdapter ? ', fallback adapter' : ''}`;
+}
+
+/**
+ * Whether to run Chromium, given both adapters: an emulated Chromium beside a real GPU in Node
+ * would time SwiftShader, not the GPU (headless Chromium often gets no GPU), so it is skipped with
+ * the reason; with WEBGPU_LLM_REAL_GPU set an emulated Chromium is an error.
+ */
+export function chromiumVerdict(chromium: GPUDescription, node: GPUDescription, realGpu: boolean): { run: true } | { run: false; reason: string } {
+  if (!isEmulated(chromium)) return { run: true };
+  const what = `Chromium's adapter is CPU-emulated (${describeAdapter(chromium)})`;
+  if (realGpu) throw new Error(`WEBGPU_LLM_REAL_GPU is set but ${what}: start Chromium with GPU access (e.g. CHROME_PATH to a Chrome that sees the GPU)`);
+  if (!isEmulated(node)) return { run: false, reason: `${what} while Node's is not (${describeAdapter(node)}): its figures would time the CPU` };
+  return { run: true };
 }
 
 /** The fixture size a run uses unless told: the 1B shape on a real GPU, tens of MB on an emulated one. */
@@ -70,6 +93,9 @@ export function resolveSettings(emulated: boolean, overrides: Partial<BenchSetti
         `prompt lengths capped at ${settings.promptLengths.join(' and ')} tokens (not 128 and 1024), decode at ${settings.decodeTokens} tokens ` +
           'and the breakdown at decode steps, to keep the run short; pass --prompt-lengths 128,1024 --decode-tokens 64 --profile-prefill for the full run.',
       );
+    }
+    if (!overrides.decodeContexts && settings.decodeContexts.length) {
+      notes.push(`decode at ${settings.decodeContexts.join(' and ')} tokens of context only (not 1k, 4k and 8k); pass --decode-contexts 1024,4096,8192 for the full run.`);
     }
     const batchingAsked = overrides.streamPromptTokens !== undefined || overrides.streamTokens !== undefined || overrides.prefixTokens !== undefined;
     if (!batchingAsked) {

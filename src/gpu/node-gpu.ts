@@ -7,7 +7,11 @@ import { WebGPUError } from './errors';
 
 let cached: GPU | undefined;
 
-export async function nodeGPU(): Promise<GPU> {
+/**
+ * `flags`: Dawn's, e.g. `disable-dawn-features=timestamp_quantization` (the bench); used by the first
+ * call only, which creates the instance every later call shares.
+ */
+export async function nodeGPU(flags: string[] = []): Promise<GPU> {
   if (cached) return cached;
   let mod: { create: (flags: string[]) => GPU; globals: Record<string, unknown> };
   try {
@@ -19,6 +23,6 @@ export async function nodeGPU(): Promise<GPU> {
     );
   }
   Object.assign(globalThis, mod.globals);
-  cached = mod.create([]);
+  cached = mod.create(flags);
   return cached;
 }

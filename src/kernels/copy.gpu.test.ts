@@ -33,5 +33,16 @@ describe('copy kernel', () => {
     expect(r.bytes).toBe(1 << 20);
     expect(r.gbPerSecond).toBeGreaterThan(0);
     expect(Number.isFinite(r.gbPerSecond)).toBe(true);
+    expect(r.timestampGBps).toBeUndefined();
+  });
+
+  it('times the copies with timestamps too when asked, on a device that has them', async (ctx) => {
+    const gpu = await testGPU();
+    if (!gpu.info.timestamps) ctx.skip();
+    const r = await measureCopyBandwidth(opContext(gpu.device, 'f32'), { bytes: 1 << 20, iterations: 2, repeats: 1, timestamps: true });
+    expect(r.timestampGBps).toBeGreaterThan(0);
+    expect(Number.isFinite(r.timestampGBps)).toBe(true);
+    // A pass's GPU time is inside the wall time of its submission, so its rate is no lower.
+    expect(r.timestampGBps!).toBeGreaterThan(r.gbPerSecond * 0.5);
   });
 });

@@ -63,6 +63,11 @@ export interface BandwidthResult {
   gbPerSecond: number;
   /** Seconds per copy in the best repeat. */
   seconds: number;
+  /**
+   * The same copies timed on the GPU (a timestamp pair per copy's pass; the fastest copy), in GB/s:
+   * the yardstick for per-dispatch timestamps. Absent when `timestamps` was not asked for.
+   */
+  timestampGBps?: number;
 }
 
 /**
@@ -72,7 +77,7 @@ export interface BandwidthResult {
  */
 export async function measureCopyBandwidth(
   ctx: OpContext,
-  opts: { bytes: number; iterations?: number; repeats?: number; wg?: number },
+  opts: { bytes: number; iterations?: number; repeats?: number; wg?: number; timestamps?: boolean },
 ): Promise<BandwidthResult> {
   const { device } = ctx;
   const bytes = Math.floor(opts.bytes / COPY_WORD_BYTES) * COPY_WORD_BYTES;
@@ -81,11 +86,15 @@ export async function measureCopyBandwidth(
   const src = createBuffer(device, bytes, STORAGE, 'copy src');
   const dst = createBuffer(device, bytes, STORAGE, 'copy dst');
   const op = await createCopyOp(ctx, { src, dst, bytes, wg: opts.wg });
-  const run = async (count: number): Promise<number> => {
+  const timed = opts.timestamps ? device.createQuerySet({ type: 'timestamp', count: 2 * iterations, label: 'copy timestamps' }) : null;
+  /** Wall seconds of `count` copies; `stamp`: each copy's pass writes its timestamps. */
+  const run = async (count: number, stamp = false): Promise<number> => {
     const encoder = device.createCommandEncoder();
     // One pass per copy: a barrier between them, as between the dispatches of a decode step.
     for (let i = 0; i < count; i++) {
-      const pass = encoder.beginComputePass();
+      const pass = encoder.beginComputePass(
+        stamp && timed ? { timestampWrites: { querySet: timed, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } } : undefined,
+      );
       op.encode(pass);
       pass.end();
     }
@@ -99,10 +108,36 @@ export async function measureCopyBandwidth(
     let best = Infinity;
     for (let r = 0; r < repeats; r++) best = Math.min(best, await run(iterations));
     const seconds = best / iterations;
-    return { bytes, iterations, seconds, gbPerSecond: op.trafficBytes / seconds / 1e9 };
+    const result: BandwidthResult = { bytes, iterations, seconds, gbPerSecond: op.trafficBytes / seconds / 1e9 };
+    if (timed) {
+      await run(iterations, true);
+      const ns = await readTimestampPairs(device, timed, iterations);
+      const fastest = Math.min(...ns.filter((t) => t > 0));
+      result.timestampGBps = Number.isFinite(fastest) ? op.trafficBytes / fastest : NaN;
+    }
+    return result;
   } finally {
+    timed?.destroy();
     op.destroy();
     src.destroy();
     dst.destroy();
+  }
+}
+
+/** The nanoseconds between each of `pairs` begin/end timestamp pairs of `querySet`. */
+async function readTimestampPairs(device: GPUDevice, querySet: GPUQuerySet, pairs: number): Promise<number[]> {
+  const resolve = device.createBuffer({ size: 16 * pairs, usage: 0x0200 | 0x0004 /* QUERY_RESOLVE | COPY_SRC */, label: 'copy timestamps resolve' });
+  const readback = device.createBuffer({ size: 16 * pairs, usage: 0x0001 | 0x0008 /* MAP_READ | COPY_DST */, label: 'copy timestamps readback' });
+  try {
+    const encoder = device.createCommandEncoder();
+    encoder.resolveQuerySet(querySet, 0, 2 * pairs, resolve, 0);
+    encoder.copyBufferToBuffer(resolve, 0, readback, 0, 16 * pairs);
+    device.queue.submit([encoder.finish()]);
+    await readback.mapAsync(0x0001 /* GPUMapMode.READ */);
+    const ticks = new BigUint64Array(readback.getMappedRange());
+    return Array.from({ length: pairs }, (_, i) => Number(ticks[2 * i + 1]! - ticks[2 * i]!));
+  } finally {
+    readback.destroy();
+    resolve.destroy();
   }
 }

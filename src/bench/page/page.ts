@@ -2,13 +2,15 @@
  * The bench in Chromium: `npm run bench` opens this page (served by Vite, so `.wgsl` imports work)
  * and calls `window.runBench` with fixture URLs from its static server.
  */
-import { acquireGPU } from '../../gpu/device';
+import { acquireGPU, type GPUDescription } from '../../gpu/device';
 import type { BenchSettings } from '../run';
 import { runTarget, type TargetResult } from '../target';
 
 declare global {
   interface Window {
     runBench(args: { models: Array<{ format: string; url: string }>; overrides: Partial<BenchSettings> }): Promise<TargetResult>;
+    /** The adapter this page gets, before any model runs (the bench skips an emulated Chromium beside a real Node GPU). */
+    benchAdapter(): Promise<GPUDescription>;
     benchReady: boolean;
   }
 }
@@ -22,6 +24,14 @@ window.runBench = async ({ models, overrides }) => {
       console.log(line);
       logEl.textContent += '\n' + line;
     });
+  } finally {
+    gpu.destroy();
+  }
+};
+window.benchAdapter = async () => {
+  const gpu = await acquireGPU();
+  try {
+    return gpu.info;
   } finally {
     gpu.destroy();
   }
