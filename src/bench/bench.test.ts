@@ -184,7 +184,7 @@ describe('the bench report', () => {
     const ops = formatOps('node Q4_0', m, [{ role: 'q', calls: 2, ms: 4, bytes: 8 * 1024 * 1024, gbPerSecond: 2.1, share: 0.5, copyShare: 0.525 }], null, 16).join('\n');
     expect(ops).toMatch(/copy kernel's 4\.00 GB\/s \(timestamps\)/);
     expect(ops).toMatch(/^q +2 +4\.000 +50\.0 +8\.000 +2\.10 +52\.5$/m);
-    const figures = { tokens: 15, steps: 15, tokensPerSecond: 20, dispatchesPerToken: 38, hostMsPerStep: 1.5, submitMsPerStep: 0.5, stepMs: 50, hostShare: 0.03, gpuBusyShare: 0.9 };
+    const figures = { tokens: 15, steps: 15, tokensPerSecond: 20, dispatchesPerStep: 38, dispatchesPerToken: 35.5, hostMsPerStep: 1.5, submitMsPerStep: 0.5, stepMs: 50, hostShare: 0.03, gpuBusyShare: 0.9 };
     const ctx = formatContexts('node Q4_0', {
       results: [{ context: 1024, greedy: figures, sampled: { ...figures, tokensPerSecond: 19 }, profile: null }],
       dropped: [4096, 8192],

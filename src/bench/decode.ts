@@ -18,7 +18,7 @@ import { aggregateByKernel, aggregateByOp, stepTotals, TimestampProfiler, type K
 export const SAMPLED: SamplingParams = { ...GREEDY, temperature: 0.7, topK: 40, topP: 0.9 };
 
 /** One decode run's step figures (a 1-stream level of batching.ts, renamed where it helps). */
-export type DecodeFigures = Pick<StreamLevelResult, 'tokens' | 'steps' | 'tokensPerSecond' | 'dispatchesPerToken' | 'hostMsPerStep' | 'submitMsPerStep' | 'stepMs' | 'hostShare' | 'gpuBusyShare'>;
+export type DecodeFigures = Pick<StreamLevelResult, 'tokens' | 'steps' | 'tokensPerSecond' | 'dispatchesPerStep' | 'dispatchesPerToken' | 'hostMsPerStep' | 'submitMsPerStep' | 'stepMs' | 'hostShare' | 'gpuBusyShare'>;
 
 /** Profiled decode steps: their totals per step and the per-op and per-kernel split. */
 export interface DecodeProfile {
@@ -79,8 +79,8 @@ export function summarizeProfile(steps: readonly ProfiledStep[], ggufBytes: numb
 
 function figures(level: StreamLevelResult | null): DecodeFigures | null {
   if (!level) return null;
-  const { tokens, steps, tokensPerSecond, dispatchesPerToken, hostMsPerStep, submitMsPerStep, stepMs, hostShare, gpuBusyShare } = level;
-  return { tokens, steps, tokensPerSecond, dispatchesPerToken, hostMsPerStep, submitMsPerStep, stepMs, hostShare, gpuBusyShare };
+  const { tokens, steps, tokensPerSecond, dispatchesPerStep, dispatchesPerToken, hostMsPerStep, submitMsPerStep, stepMs, hostShare, gpuBusyShare } = level;
+  return { tokens, steps, tokensPerSecond, dispatchesPerStep, dispatchesPerToken, hostMsPerStep, submitMsPerStep, stepMs, hostShare, gpuBusyShare };
 }
 
 /** The decode contexts that fit the model (longer ones are dropped, and said so in `dropped`). */
@@ -148,7 +148,7 @@ export async function benchDecodeContexts(
       const f = (x: number | undefined, d = 1) => (x === undefined || !Number.isFinite(x) ? '-' : x.toFixed(d));
       log(
         `${format}: decode at ${n}: greedy ${f(greedy?.tokensPerSecond)} tok/s, sampled ${f(sampled?.tokensPerSecond)} tok/s, ` +
-          `${f(greedy?.dispatchesPerToken)} dispatches/token, host ${f(greedy?.hostMsPerStep, 2)} ms/step` +
+          `${f(greedy?.dispatchesPerStep)} dispatches/step (one token each), host ${f(greedy?.hostMsPerStep, 2)} ms/step` +
           (profile ? `, ${f(profile.bytesPerGgufByte, 3)}× the GGUF's bytes per token at ${f(profile.gbPerSecond, 2)} GB/s` : ''),
       );
     }

@@ -134,7 +134,7 @@ async function main(): Promise<void> {
     const models = formats.map((format) => ({ format, location: paths.gguf[format]! }));
     report.targets.push(await runTarget('node', nodeGpu, models, overrides, log));
     // Written as soon as the target finishes: a later one that fails or hangs leaves this one's figures.
-    await writeReport(report, values.json!, targets.length > 1);
+    await writeReport(report, values.json!, true);
   }
   nodeGpu.destroy();
   if (targets.includes('chromium')) {

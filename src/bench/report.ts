@@ -197,17 +197,17 @@ export function formatContexts(title: string, c: { results: ContextDecodeResult[
   if ('error' in c) return [`${title}: decode at long contexts FAILED: ${c.error}`];
   const out = [
     `${title}: decode after a long prompt (greedy; sampled = temperature 0.7, top-k 40, top-p 0.9); host ms = recording and submitting a step;`,
-    '   GPU busy = the steps\' pass timestamps ÷ wall time; profiled = one timed pass per dispatch: summed GPU ms, bytes moved, bytes ÷ GGUF tensor bytes, GB/s',
+    '   dispatch/step: one token a step (one stream); GPU busy = the steps\' pass timestamps ÷ wall time; profiled = one timed pass per dispatch: summed GPU ms, bytes moved, bytes ÷ GGUF tensor bytes, GB/s',
   ];
   if (c.results.length) {
     out.push(
       table(
-        ['context', 'greedy tok/s', 'sampled tok/s', 'dispatch/token', 'host ms/step', 'step ms', 'host %', 'GPU busy %', 'GPU ms', 'MiB/token', '× GGUF', 'GB/s', '% copy'],
+        ['context', 'greedy tok/s', 'sampled tok/s', 'dispatch/step', 'host ms/step', 'step ms', 'host %', 'GPU busy %', 'GPU ms', 'MiB/token', '× GGUF', 'GB/s', '% copy'],
         c.results.map((r) => [
           String(r.context),
           f(r.greedy?.tokensPerSecond ?? NaN, 2),
           f(r.sampled?.tokensPerSecond ?? NaN, 2),
-          f(r.greedy?.dispatchesPerToken ?? NaN, 1),
+          f(r.greedy?.dispatchesPerStep ?? NaN, 1),
           f(r.greedy?.hostMsPerStep ?? NaN, 3),
           f(r.greedy?.stepMs ?? NaN, 2),
           pctOrDash(r.greedy?.hostShare),
