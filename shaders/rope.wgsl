@@ -1,5 +1,7 @@
 // Rotary position embedding, in place on q [T, nHeads, headDim] and k [T, nKv, headDim].
-// One invocation per rotated pair: pair i of a head turns by angle = pos * invFreq[i].
+// One invocation per rotated pair: pair i of a head turns by angle = pos * invFreq[i] and is
+// multiplied by mscale (LongRoPE's attention factor, else 1). Only each head's first rotaryDim
+// dimensions rotate (partial rotary, Phi-4-mini); the others are left as they are.
 // invFreq is computed on the CPU at load (it folds in any rope scaling), so this kernel is generic.
 alias act = f32;
 
@@ -8,15 +10,17 @@ override WG: u32 = 64;
 override STYLE: u32 = 0;
 
 struct Params {
-  nHeads: u32,   // query heads per token
-  nKv: u32,      // key heads per token
-  headDim: u32,  // elements per head (even)
+  nHeads: u32,     // query heads per token
+  nKv: u32,        // key heads per token
+  headDim: u32,    // elements per head
+  rotaryDim: u32,  // leading elements of a head that rotate (even, <= headDim)
+  mscale: f32,     // cos and sin multiplied by it
 }
 
 @group(0) @binding(0) var<storage, read_write> q: array<act>;
 @group(0) @binding(1) var<storage, read_write> k: array<act>;
 @group(0) @binding(2) var<storage, read> positions: array<u32>;  // [T] position in its sequence
-@group(0) @binding(3) var<storage, read> invFreq: array<f32>;    // [headDim / 2]
+@group(0) @binding(3) var<storage, read> invFreq: array<f32>;    // [rotaryDim / 2]
 @group(0) @binding(4) var<uniform> p: Params;
 
 // GPU sin/cos promise only 2^-11 absolute error, and only on [-pi, pi] (SwiftShader really is
@@ -47,21 +51,21 @@ fn cosSin(a: f32) -> vec2f {
 
 // Indices of the pair `j` within a head.
 fn pairOf(j: u32) -> vec2u {
-  if (STYLE == 0u) { return vec2u(j, j + p.headDim / 2u); }
+  if (STYLE == 0u) { return vec2u(j, j + p.rotaryDim / 2u); }
   return vec2u(2u * j, 2u * j + 1u);
 }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(workgroup_id) wg: vec3u) {
-  let half = p.headDim / 2u;
+  let half = p.rotaryDim / 2u;
   let i = gid.x;
   if (i >= (p.nHeads + p.nKv) * half) { return; }
   let t = wg.y;
   let head = i / half;
   let j = i % half;
   let cs = cosSin(f32(positions[t]) * invFreq[j]);
-  let c = cs.x;
-  let s = cs.y;
+  let c = cs.x * p.mscale;
+  let s = cs.y * p.mscale;
   let pair = pairOf(j);
   if (head < p.nHeads) {
     let base = (t * p.nHeads + head) * p.headDim;

@@ -20,6 +20,7 @@ const CASES: Array<[string, string]> = [
   // Six tiny layers: the HF folder and one GGUF type.
   ...['hf-F32', 'Q8_0'].map((f): [string, string] => ['gemma3', f]),
   ['granite', 'Q4_K_M'],
+  ['phi3', 'Q4_K_M'],
 ];
 
 describe('the GPU engine in Chromium', () => {

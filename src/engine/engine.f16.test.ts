@@ -38,6 +38,7 @@ const FORMATS: Record<Arch, string[]> = {
   gemma2: ['Q8_0'],
   gemma3: ['Q8_0'],
   granite: ['Q4_K_M'],
+  phi3: ['Q4_K_M'],
 };
 
 describe.each(Object.keys(FORMATS) as Arch[])('the f16 GPU engine on the tiny %s fixture', (arch) => {

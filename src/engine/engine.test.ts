@@ -43,6 +43,9 @@ const CASES: Array<[Arch, string[]]> = [
   ['gemma3', ['hf-F32', 'Q8_0']],
   // The list: the HF folder and F32, F16, Q8_0, Q4_K and the Q4_K_M mix.
   ['granite', DENSE],
+  // Fused projections split at load, partial rotary and LongRoPE (the long factors: the default
+  // context exceeds the fixture's original one).
+  ['phi3', DENSE],
 ];
 
 describe.each(CASES)('the GPU engine on the tiny %s fixture', (arch, variants) => {
@@ -54,6 +57,14 @@ describe.each(CASES)('the GPU engine on the tiny %s fixture', (arch, variants) =
 
   it.each(variants)('%s: greedy tokens and teacher-forced logits match the reference', async (variant) => {
     await expectModelMatchesReference(gpu, urls()[variant]!, { precision: 'f32', steps: STEPS, tolerance: LOGIT_TOLERANCE, salt: 13 * (arch.length + 1) });
+  });
+});
+
+describe('the GPU engine on LongRoPE at a context within the original one', () => {
+  const urls = useFixtureURLs('phi3');
+  // The tiny phi3 fixture's original context is 512: a 256-token engine takes the short factors.
+  it('Q8_0 with a 256-token context: greedy tokens and teacher-forced logits match the reference', async () => {
+    await expectModelMatchesReference(await testGPU(), urls().Q8_0!, { precision: 'f32', steps: 16, tolerance: LOGIT_TOLERANCE, salt: 5, engine: { contextLength: 256 } });
   });
 });
 

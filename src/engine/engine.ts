@@ -17,7 +17,7 @@ import type { Op, OpContext, StepShape } from '../kernels/op';
 import { createPenaltiesOp, needsPenalties, type PenaltiesOp } from '../kernels/penalties';
 import { createApplyMaskOp, type ApplyMaskOp } from '../kernels/apply-mask';
 import type { GenerationDefaults } from '../model/generation-config';
-import type { ModelConfig } from '../model/config';
+import { defaultContextLength, type ModelConfig } from '../model/config';
 import { openModel, type ModelLocation, type OpenedModel } from '../model/open';
 import { loadTextModel } from '../text/from-model';
 import type { ChatTemplateConfig, TextTokenizer } from '../text/index';
@@ -247,7 +247,7 @@ export class GpuEngine implements Backend, BatchRunner {
     const precision: Precision = opts.precision === 'f32' || opts.precision === 'f16' ? opts.precision : gpu.info.f16 ? 'f16' : 'f32';
     if (precision === 'f16' && !gpu.info.f16) throw new PrecisionUnsupportedError();
     const config = opened.config;
-    const contextLength = Math.min(opts.contextLength ?? 4096, config.maxPositionEmbeddings);
+    const contextLength = defaultContextLength(config, opts.contextLength);
     const pageSize = opts.pageSize ?? 16;
     const maxPagesPerSeq = Math.ceil(contextLength / pageSize);
     const maxSeqs = Math.max(1, Math.floor(opts.maxBatch ?? DEFAULT_MAX_BATCH));
@@ -255,7 +255,7 @@ export class GpuEngine implements Backend, BatchRunner {
     const numPages = kvPoolPages({ config, precision, pageSize, contextLength, maxSeqs, weightBytes, limits: gpu.device.limits, tokens: opts.kvCacheTokens });
     // A step holds a decode token for every sequence plus prefill chunks of `prefillChunk` tokens in all.
     const prefillChunk = Math.max(1, Math.floor(opts.prefillChunk ?? 128));
-    const limits = { maxTokens: prefillChunk + maxSeqs, maxSeqs, numPages, pageSize, maxPagesPerSeq };
+    const limits = { maxTokens: prefillChunk + maxSeqs, maxSeqs, numPages, pageSize, maxPagesPerSeq, contextLength };
     const text = loadTextModel(opened);
     const emulated = gpu.info.isFallbackAdapter || gpu.info.architecture === 'swiftshader';
     const ctx = { device: gpu.device, cache: pipelineCache(gpu.device), precision, emulated };

@@ -17,6 +17,7 @@ import { createLinearOp, EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC, EMULATE
 import { actBytes, type Op, type OpContext, type OpLabel } from '../kernels/op';
 import { createRmsNormOp } from '../kernels/rms-norm';
 import { createRopeOp, ropeInvFreq } from '../kernels/rope';
+import { ropeAttentionFactor } from '../model/rope';
 import { createSoftcapOp } from '../kernels/softcap';
 import { createSwigluOp } from '../kernels/swiglu';
 import { attentionScale, layerRope, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
@@ -32,6 +33,8 @@ export interface ForwardLimits {
   numPages: number; // KV pages in the cache
   pageSize: number; // tokens per page
   maxPagesPerSeq: number;
+  /** Tokens per sequence (picks LongRoPE's factor set, model/rope.ts). */
+  contextLength: number;
 }
 
 /** Activations of one step, allocated once for `maxTokens` (shapes in elements of `act`). */
@@ -52,8 +55,8 @@ interface RunState {
   last: GPUBuffer; // f32 [maxSeqs, hidden] residual rows of each sequence's last token
   lastNormed: GPUBuffer; // f32 [maxSeqs, hidden]
   logits: GPUBuffer; // f32 [maxSeqs, vocab]
-  invFreq: GPUBuffer; // f32 [headDim/2]
-  invFreqLocal: GPUBuffer; // f32 [headDim/2] of windowed layers with their own base (Gemma 3); else invFreq
+  invFreq: GPUBuffer; // f32 [rotaryDim/2]
+  invFreqLocal: GPUBuffer; // f32 [rotaryDim/2] of windowed layers with their own base (Gemma 3); else invFreq
 }
 
 /** One layer's dispatches in order; norms absent where the config places none (pre- or post-norm). */
@@ -149,7 +152,7 @@ export class GpuForward {
       owned.push(b);
       return b;
     };
-    const invFreq = uploadBuffer(device, ropeInvFreq({ ...config, freqFactors: ropeFreqFactors }), STORAGE, 'rope invFreq');
+    const invFreq = uploadBuffer(device, ropeInvFreq({ ...config, freqFactors: ropeFreqFactors, contextLength: limits.contextLength }), STORAGE, 'rope invFreq');
     owned.push(invFreq);
     let invFreqLocal = invFreq;
     if (config.ropeLocalTheta !== null) {
@@ -243,6 +246,8 @@ export class GpuForward {
           nHeads: nH,
           nKv,
           headDim: D,
+          rotaryDim: config.rotaryDim ?? D,
+          mscale: ropeAttentionFactor(config),
           style: config.ropeStyle,
           label: at('rope'),
         }),

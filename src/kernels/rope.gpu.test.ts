@@ -12,11 +12,11 @@ async function runRope(
   precision: Precision,
   style: RopeStyle,
   wg: number,
-  { nHeads, nKv, headDim, positions }: { nHeads: number; nKv: number; headDim: number; positions: number[] },
+  { nHeads, nKv, headDim, positions, rotaryDim, mscale }: { nHeads: number; nKv: number; headDim: number; positions: number[]; rotaryDim?: number; mscale?: number },
 ) {
   const { device } = await testGPU();
   const T = positions.length;
-  const invFreq = ropeInvFreq({ headDim, ropeTheta: 500000, ropeScaling: llama3 });
+  const invFreq = ropeInvFreq({ headDim, rotaryDim, ropeTheta: 500000, ropeScaling: llama3 });
   const q = actRound(random(T * nHeads * headDim, 1 + headDim), precision);
   const k = actRound(random(T * nKv * headDim, 2 + headDim), precision);
   const qBuf = uploadAct(device, q, precision);
@@ -32,6 +32,8 @@ async function runRope(
     nHeads,
     nKv,
     headDim,
+    rotaryDim,
+    mscale,
     style,
     wg,
   });
@@ -39,8 +41,9 @@ async function runRope(
   return {
     gotQ: await readAct(device, qBuf, q.length, precision),
     gotK: await readAct(device, kBuf, k.length, precision),
-    wantQ: ropeRef(q.slice(), positions, nHeads, headDim, invFreq, style),
-    wantK: ropeRef(k.slice(), positions, nKv, headDim, invFreq, style),
+    q,
+    wantQ: ropeRef(q.slice(), positions, nHeads, headDim, invFreq, style, mscale),
+    wantK: ropeRef(k.slice(), positions, nKv, headDim, invFreq, style, mscale),
   };
 }
 
@@ -63,6 +66,40 @@ describe('rope kernel', () => {
       }
     }
   }
+
+  // Phi-4-mini: 96 of 128 dimensions rotate, cos/sin times LongRoPE's attention factor; an odd
+  // rotary width in pairs (40 of 72: 20 pairs) as well.
+  for (const precision of ['f32', 'f16'] as const) {
+    for (const style of ['neox', 'interleaved'] as const) {
+      for (const [headDim, rotaryDim] of [[128, 96], [72, 40]]) {
+        for (const wg of ROPE_WG) {
+          it(`rotates only the first ${rotaryDim} of ${headDim} dimensions (${style}), scaled, WG=${wg} in ${precision}`, async (ctx) => {
+            if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
+            const r = await runRope(precision, style, wg, { nHeads: 3, nKv: 1, headDim, positions, rotaryDim, mscale: 1.19 });
+            expect(maxRelDiff(r.gotQ, r.wantQ)).toBeLessThan(TOLERANCE[precision] * 1.2);
+            expect(maxRelDiff(r.gotK, r.wantK)).toBeLessThan(TOLERANCE[precision] * 1.2);
+            // The pass-through dimensions are untouched, bit for bit; the rotated ones moved.
+            for (let t = 0; t < positions.length * 3; t++) {
+              const head = (a: Float32Array) => a.subarray(t * headDim, (t + 1) * headDim);
+              expect(Array.from(head(r.gotQ).subarray(rotaryDim))).toEqual(Array.from(head(r.q).subarray(rotaryDim)));
+            }
+            expect(maxRelDiff(r.gotQ.subarray(headDim, headDim + rotaryDim), r.q.subarray(headDim, headDim + rotaryDim))).toBeGreaterThan(0.1);
+          });
+        }
+      }
+    }
+  }
+
+  it('the rotary width and the scale each change the answer, and rotaryDim = headDim, mscale 1 is plain RoPE', async () => {
+    const base = { nHeads: 2, nKv: 1, headDim: 64, positions: [3, 40] };
+    const plain = await runRope('f32', 'neox', 64, base);
+    const explicit = await runRope('f32', 'neox', 64, { ...base, rotaryDim: 64, mscale: 1 });
+    expect(Array.from(explicit.gotQ)).toEqual(Array.from(plain.gotQ));
+    const partial = await runRope('f32', 'neox', 64, { ...base, rotaryDim: 48 });
+    const scaled = await runRope('f32', 'neox', 64, { ...base, mscale: 1.2 });
+    expect(maxRelDiff(partial.gotQ, plain.gotQ)).toBeGreaterThan(0.05);
+    expect(maxRelDiff(scaled.gotQ, plain.gotQ.map((v) => v * 1.2))).toBeLessThan(1e-5);
+  });
 
   it('agrees with the reference forward pass rotation at small positions', async () => {
     const r = await runRope('f32', 'interleaved', 64, { nHeads: 2, nKv: 1, headDim: 64, positions: [3, 40] });

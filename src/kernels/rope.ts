@@ -13,24 +13,27 @@ export const ROPE_STYLE: Record<RopeStyle, number> = { neox: 0, interleaved: 1 }
 /** Workgroup sizes the kernel is tested at. */
 export const ROPE_WG = [32, 64] as const;
 
-export interface RopeFreqConfig extends Pick<ModelConfig, 'headDim' | 'ropeTheta' | 'ropeScaling'> {
+export interface RopeFreqConfig extends Pick<ModelConfig, 'headDim' | 'ropeTheta' | 'ropeScaling'>, Partial<Pick<ModelConfig, 'rotaryDim' | 'maxPositionEmbeddings'>> {
   /** GGUF `rope_freqs.weight`: per-pair divisors replacing the config's scaling. */
   freqFactors?: Float32Array;
+  /** The engine's context: picks LongRoPE's long or short factors (model/rope.ts). */
+  contextLength?: number;
 }
 
 /**
- * The kernel's `invFreq[headDim/2]` buffer contents: theta^(-2i/d) with HF's default, linear or
- * llama3 scaling (or GGUF rope_freqs) applied. Computed by the CPU reference, then rounded to f32
- * as HF holds `inv_freq`.
+ * The kernel's `invFreq[rotaryDim/2]` buffer contents: theta^(-2i/d) with HF's default, linear,
+ * llama3 or LongRoPE scaling (or GGUF rope_freqs) applied. Computed by the CPU reference, then
+ * rounded to f32 as HF holds `inv_freq`.
  */
 export function ropeInvFreq(config: RopeFreqConfig): Float32Array {
-  // ropeInvFreqs reads only headDim, ropeTheta and ropeScaling of its config.
-  return Float32Array.from(ropeInvFreqs(config as ModelConfig, config.freqFactors));
+  const { rotaryDim = null, maxPositionEmbeddings = Infinity } = config;
+  return Float32Array.from(ropeInvFreqs({ ...config, rotaryDim, maxPositionEmbeddings }, config.freqFactors, config.contextLength));
 }
 
 /**
- * TypeScript reference, in place on x ([T, heads, headDim]). As HF (and the kernel) do, the angle is
- * the f32 product of the position and the f32 inverse frequency; its cos/sin are then exact.
+ * TypeScript reference, in place on x ([T, heads, headDim]): each head's first 2·invFreq.length
+ * dimensions rotate, times `mscale`. As HF (and the kernel) do, the angle is the f32 product of
+ * the position and the f32 inverse frequency; its cos/sin are then exact.
  */
 export function ropeRef(
   x: Float32Array,
@@ -39,8 +42,9 @@ export function ropeRef(
   headDim: number,
   invFreq: Float32Array,
   style: RopeStyle,
+  mscale = 1,
 ): Float32Array {
-  const half = headDim / 2;
+  const half = invFreq.length;
   for (let t = 0; t < positions.length; t++) {
     for (let h = 0; h < heads; h++) {
       const base = (t * heads + h) * headDim;
@@ -49,8 +53,9 @@ export function ropeRef(
         const [a, b] = style === 'neox' ? [base + i, base + i + half] : [base + 2 * i, base + 2 * i + 1];
         const x0 = x[a]!;
         const x1 = x[b]!;
-        x[a] = x0 * Math.cos(angle) - x1 * Math.sin(angle);
-        x[b] = x0 * Math.sin(angle) + x1 * Math.cos(angle);
+        const [c, s] = [Math.cos(angle) * mscale, Math.sin(angle) * mscale];
+        x[a] = x0 * c - x1 * s;
+        x[b] = x0 * s + x1 * c;
       }
     }
   }
@@ -58,8 +63,8 @@ export function ropeRef(
 }
 
 /** Invocations along x for one token: one per rotated pair of every q and k head. */
-export function ropeWorkgroups(nHeads: number, nKv: number, headDim: number, wg: number): number {
-  return Math.ceil(((nHeads + nKv) * headDim) / 2 / wg);
+export function ropeWorkgroups(nHeads: number, nKv: number, rotaryDim: number, wg: number): number {
+  return Math.ceil(((nHeads + nKv) * rotaryDim) / 2 / wg);
 }
 
 /** RoPE of this step's q and k in place, at `positions` (the step buffer). */
@@ -74,12 +79,17 @@ export async function createRopeOp(
     nHeads: number;
     nKv: number;
     headDim: number;
+    /** Leading dimensions of a head that rotate (default the whole head). */
+    rotaryDim?: number;
+    /** cos and sin multiplied by it (LongRoPE's attention factor; default 1). */
+    mscale?: number;
     style: RopeStyle;
     wg?: number;
     label?: OpLabel;
   },
 ): Promise<Op> {
-  if (args.headDim % 2 !== 0) throw new RangeError(`RoPE needs an even head dimension, got ${args.headDim}`);
+  const rotary = args.rotaryDim ?? args.headDim;
+  if (rotary % 2 !== 0 || rotary > args.headDim) throw new RangeError(`RoPE rotates an even number of dimensions up to the head's ${args.headDim}, got ${rotary}`);
   const wg = args.wg ?? 64;
   const pipeline = await ctx.cache.get(ropeKernel, {
     precision: ctx.precision,
@@ -87,15 +97,15 @@ export async function createRopeOp(
   });
   const params = uploadBuffer(
     ctx.device,
-    new Uint8Array(packParams([['u32', args.nHeads], ['u32', args.nKv], ['u32', args.headDim]])),
+    new Uint8Array(packParams([['u32', args.nHeads], ['u32', args.nKv], ['u32', args.headDim], ['u32', rotary], ['f32', args.mscale ?? 1]])),
     UNIFORM,
     'rope params',
   );
   const act = actBytes(ctx.precision);
-  // Rotates q and k in place: each read and written once.
-  const rowBytes = (args.nHeads + args.nKv) * args.headDim * act;
+  // Rotates the rotary part of q and k in place: each element read and written once.
+  const rowBytes = (args.nHeads + args.nKv) * rotary * act;
   const bindGroup = describeDispatch(bindBuffers(ctx.device, pipeline, [args.q, args.k, args.positions, args.invFreq, params]), args.label, 'rope', (rows) => 2 * rows * rowBytes);
-  const x = ropeWorkgroups(args.nHeads, args.nKv, args.headDim, wg);
+  const x = ropeWorkgroups(args.nHeads, args.nKv, rotary, wg);
   return {
     destroy: () => params.destroy(),
     encode(pass, tokens) {

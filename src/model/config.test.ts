@@ -83,10 +83,10 @@ describe('configFromHF', () => {
   });
 
   it('rejects an unsupported model type, naming the field', () => {
-    const e = thrown(() => configFromHF({ ...llamaJson, model_type: 'phi3' }));
+    const e = thrown(() => configFromHF({ ...llamaJson, model_type: 'falcon' }));
     expect(e.code).toBe('unsupported_arch');
     expect(e.field).toBe('model_type');
-    expect(e.message).toMatch(/phi3/);
+    expect(e.message).toMatch(/falcon/);
   });
 
   it('rejects a missing required field, naming it', () => {
@@ -366,6 +366,83 @@ describe('Granite', () => {
   });
 });
 
+describe('Phi-3', () => {
+  // microsoft/Phi-4-mini-instruct's config.json (the keys the reader uses; its 48 factors replaced by ramps).
+  const ramp = (n: number, top: number) => Array.from({ length: n }, (_, i) => 1 + (top * i) / (n - 1));
+  const phi4Json = {
+    architectures: ['Phi3ForCausalLM'],
+    model_type: 'phi3',
+    vocab_size: 200064,
+    hidden_size: 3072,
+    intermediate_size: 8192,
+    num_hidden_layers: 32,
+    num_attention_heads: 24,
+    num_key_value_heads: 8,
+    partial_rotary_factor: 0.75,
+    max_position_embeddings: 131072,
+    original_max_position_embeddings: 4096,
+    rope_theta: 10000.0,
+    rope_scaling: { type: 'longrope', long_factor: ramp(48, 40), short_factor: ramp(48, 0.5) },
+    rms_norm_eps: 1e-5,
+    sliding_window: 262144,
+    tie_word_embeddings: true,
+  };
+
+  it("reads Phi-4-mini's config.json: 96 of 128 dimensions rotary, LongRoPE with transformers' attention factor, no window", () => {
+    const c = configFromHF(phi4Json);
+    expect(c).toMatchObject({ arch: 'phi3', headDim: 128, rotaryDim: 96, ropeStyle: 'neox', slidingWindow: null, tieWordEmbeddings: true });
+    expect(c.ropeScaling).toMatchObject({ type: 'longrope', originalMaxPositionEmbeddings: 4096, longFactor: ramp(48, 40), shortFactor: ramp(48, 0.5) });
+    // sqrt(1 + ln(131072 / 4096) / ln(4096)), as MODELS.md quotes llama.cpp's converter: 1.190238.
+    expect(c.ropeScaling?.type === 'longrope' && c.ropeScaling.attentionFactor).toBeCloseTo(1.190238, 6);
+    // A stated attention_factor wins; "su" is LongRoPE's first name.
+    const stated = configFromHF({ ...phi4Json, rope_scaling: { ...phi4Json.rope_scaling, type: 'su', attention_factor: 1.5 } });
+    expect(stated.ropeScaling).toMatchObject({ type: 'longrope', attentionFactor: 1.5 });
+    // Phi-3.5-mini: the whole head of 96 rotates (48 factors), untied.
+    const phi35 = configFromHF({ ...phi4Json, vocab_size: 32064, num_attention_heads: 32, num_key_value_heads: 32, partial_rotary_factor: undefined, tie_word_embeddings: false });
+    expect(phi35).toMatchObject({ headDim: 96, rotaryDim: null, tieWordEmbeddings: false });
+  });
+
+  it('refuses factor lists of the wrong length and LongRoPE without an original context, naming the key', () => {
+    expect(thrown(() => configFromHF({ ...phi4Json, rope_scaling: { ...phi4Json.rope_scaling, long_factor: ramp(64, 1) } })).field).toBe('rope_scaling.long_factor');
+    expect(thrown(() => configFromHF({ ...phi4Json, original_max_position_embeddings: undefined })).field).toBe('original_max_position_embeddings');
+    // 0.7 of 128 is int(89.6) = 89 dimensions: odd, so not pairs.
+    expect(thrown(() => configFromHF({ ...phi4Json, partial_rotary_factor: 0.7 })).field).toBe('partial_rotary_factor');
+  });
+
+  it("reads GGUF metadata: rope.dimension_count, LongRoPE from its tensors and keys, the window ignored as llama.cpp does", () => {
+    const meta = new Map<string, unknown>([
+      ['general.architecture', 'phi3'],
+      ['phi3.embedding_length', 3072],
+      ['phi3.feed_forward_length', 8192],
+      ['phi3.block_count', 32],
+      ['phi3.attention.head_count', 24],
+      ['phi3.attention.head_count_kv', 8],
+      ['phi3.attention.layer_norm_rms_epsilon', 1e-5],
+      ['phi3.attention.sliding_window', 262144],
+      ['phi3.context_length', 131072],
+      ['phi3.rope.dimension_count', 96],
+      ['phi3.rope.freq_base', 10000],
+      ['phi3.rope.scaling.attn_factor', 1.190238],
+      ['phi3.rope.scaling.original_context_length', 4096],
+      ['phi3.vocab_size', 200064],
+    ]);
+    const factors = [
+      { name: 'rope_factors_long.weight', shape: [48] },
+      { name: 'rope_factors_short.weight', shape: [48] },
+    ];
+    const c = configFromGGUF(meta, [{ name: 'token_embd.weight', shape: [200064, 3072] }, ...factors]);
+    expect(c).toMatchObject({ arch: 'phi3', rotaryDim: 96, slidingWindow: null, ropeStyle: 'neox', tieWordEmbeddings: true });
+    // The factor lists are filled in by openModel from the two tensors.
+    expect(c.ropeScaling).toEqual({ type: 'longrope', longFactor: [], shortFactor: [], originalMaxPositionEmbeddings: 4096, attentionFactor: 1.190238 });
+    // Without the tensors: no LongRoPE; without attn_factor, llama.cpp's 1.
+    expect(configFromGGUF(meta).ropeScaling).toBeNull();
+    meta.delete('phi3.rope.scaling.attn_factor');
+    expect(configFromGGUF(meta, factors).ropeScaling).toMatchObject({ attentionFactor: 1 });
+    meta.set('phi3.rope.dimension_count', 129);
+    expect(thrown(() => configFromGGUF(meta)).field).toBe('phi3.rope.dimension_count');
+  });
+});
+
 describe('the architecture table', () => {
   // The keys every family's config.json states; each row adds its model_type or class.
   const sizes = { vocab_size: 300, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 3, num_attention_heads: 4, sliding_window: 8 };
@@ -470,13 +547,13 @@ describe('the architecture table', () => {
 
   it('lists the supported families in its errors', () => {
     expect(thrown(() => configFromHF({ ...sizes, model_type: 'falcon' })).message).toBe(
-      'config.json: model_type "falcon" is not supported (supported: llama, qwen2, qwen3, mistral, smollm3, olmo2, gemma2, gemma3_text, granite)',
+      'config.json: model_type "falcon" is not supported (supported: llama, qwen2, qwen3, mistral, smollm3, olmo2, gemma2, gemma3_text, granite, phi3)',
     );
     expect(thrown(() => configFromHF({ ...sizes, architectures: ['FalconForCausalLM'] })).message).toBe(
-      'config.json: architectures ["FalconForCausalLM"] are not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, GraniteForCausalLM)',
+      'config.json: architectures ["FalconForCausalLM"] are not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, GraniteForCausalLM, Phi3ForCausalLM)',
     );
     expect(thrown(() => configFromGGUF(new Map([['general.architecture', 'falcon']]))).message).toBe(
-      'GGUF general.architecture "falcon" is not supported (supported: llama (also mistral), qwen2, qwen3, smollm3, olmo2, gemma2, gemma3, granite)',
+      'GGUF general.architecture "falcon" is not supported (supported: llama (also mistral), qwen2, qwen3, smollm3, olmo2, gemma2, gemma3, granite, phi3)',
     );
   });
 });
@@ -537,7 +614,7 @@ describe('configFromGGUF', () => {
   });
 
   it('rejects an unsupported architecture and a missing key, naming them', () => {
-    const e = thrown(() => configFromGGUF(meta('phi3')));
+    const e = thrown(() => configFromGGUF(meta('falcon')));
     expect(e.code).toBe('unsupported_arch');
     expect(e.field).toBe('general.architecture');
     const m = meta('llama');

@@ -28,10 +28,11 @@ export interface ArchInfo {
   gguf: string;
   /**
    * What `{arch}.attention.sliding_window` means in this family's GGUF files: 'every_layer' (the
-   * window on every layer), or 'refused' where it asks for a layer pattern we do not run (OLMo 3
-   * is written as olmo2 with windows on 3 layers of 4).
+   * window on every layer), 'refused' where it asks for a layer pattern we do not run (OLMo 3
+   * is written as olmo2 with windows on 3 layers of 4), or 'ignored' where llama.cpp ignores it
+   * (Phi-3: the converter writes config.json's window, llama.cpp turns it off).
    */
-  ggufSlidingWindow: 'every_layer' | 'pattern' | 'refused';
+  ggufSlidingWindow: 'every_layer' | 'pattern' | 'refused' | 'ignored';
   /**
    * Sliding-window layer pattern of 'pattern' families (llama.cpp's `set_swa_pattern(n)`,
    * transformers' older `is_sliding`): layer l is windowed when l % n < n - 1, so n = 2 windows
@@ -88,6 +89,12 @@ export interface ArchInfo {
    * GGUF `{arch}.embedding_scale`, `residual_scale`, `attention.scale`, `logit_scale`. false: never read.
    */
   multipliers: boolean;
+  /**
+   * Checkpoints fuse q/k/v into one matrix (HF `qkv_proj`, GGUF `attn_qkv`) and gate/up into
+   * another (HF `gate_up_proj`, GGUF `ffn_up` of twice the rows): the loader splits them by rows
+   * into the per-projection tensors every family has (tensors.ts's FUSED_LAYER_TENSORS; Phi-3).
+   */
+  fusedProjections: boolean;
 }
 
 /** Llama's math where Gemma differs: plain norm weights, unscaled embeddings, SwiGLU, no caps. */
@@ -99,6 +106,7 @@ const LLAMA_MATH = {
   logitSoftcaps: false,
   queryPreAttnScalar: null,
   multipliers: false,
+  fusedProjections: false,
 } as const;
 
 /**
@@ -118,6 +126,7 @@ const GEMMA = {
   ffnActivation: 'gelu_tanh',
   logitSoftcaps: true,
   multipliers: false,
+  fusedProjections: false,
 } as const;
 
 const ARCH_ROWS = {
@@ -257,6 +266,26 @@ const ARCH_ROWS = {
     ...LLAMA_MATH,
     multipliers: true,
   },
+  // Phi-3/3.5/4-mini: Llama's graph from fused q/k/v and gate/up matrices, LongRoPE (config.json's
+  // rope_scaling; GGUF's rope_factors_long/short tensors) and, on Phi-4-mini, partial rotary.
+  // config.json's sliding_window is not read: Phi-3.5/4-mini's (262144) exceed their context, and
+  // llama.cpp turns Phi-3's off, so both formats attend alike.
+  phi3: {
+    hfClass: 'Phi3ForCausalLM',
+    hfDefaults: { maxPositionEmbeddings: 4096, rmsNormEps: 1e-5 },
+    hfSlidingWindow: null,
+    gguf: 'phi3',
+    ggufSlidingWindow: 'ignored',
+    swaPattern: null,
+    ggufRopeStyle: 'neox',
+    attentionBias: 'attention_bias',
+    qkNorm: false,
+    qkNormScope: 'head',
+    normPlacement: 'pre',
+    noRopeLayerStep: null,
+    ...LLAMA_MATH,
+    fusedProjections: true,
+  },
 } satisfies Record<string, ArchInfo>;
 
 /** The architectures we run: the table's rows. */
@@ -274,7 +303,19 @@ export type RopeScaling =
       highFreqFactor: number;
       originalMaxPositionEmbeddings: number;
     }
-  | { /** Positions divided by factor. */ type: 'linear'; factor: number };
+  | { /** Positions divided by factor. */ type: 'linear'; factor: number }
+  | {
+      /**
+       * LongRoPE (Phi-3/4): each frequency divided by its own factor, the long set when the
+       * context exceeds originalMaxPositionEmbeddings, else the short set (see model/rope.ts);
+       * cos and sin multiplied by attentionFactor. rotaryDim/2 factors each.
+       */
+      type: 'longrope';
+      longFactor: readonly number[];
+      shortFactor: readonly number[];
+      originalMaxPositionEmbeddings: number;
+      attentionFactor: number;
+    };
 
 /** One normalised description of a model, whatever file it came from. */
 export interface ModelConfig {
@@ -289,6 +330,11 @@ export interface ModelConfig {
   rmsNormEps: number;
   ropeTheta: number;
   ropeScaling: RopeScaling;
+  /**
+   * Leading dimensions of each q/k head that RoPE rotates (Phi-4-mini: 0.75 of 128); the rest
+   * pass through. null: the whole head (`rotaryDim()`).
+   */
+  rotaryDim: number | null;
   /**
    * 'neox': rotate pairs (i, i + headDim/2), as in HF checkpoints and GGUF qwen2/qwen3.
    * 'interleaved': pairs (2i, 2i+1), as in GGUF llama files, whose q/k rows the converter permuted.
@@ -359,6 +405,7 @@ export const PLAIN_MATH = {
   embeddingScale: 1,
   ffnActivation: 'silu',
   attentionScale: null,
+  rotaryDim: null,
   residualScale: 1,
   logitsScaling: 1,
   attnLogitSoftcap: null,
@@ -386,6 +433,16 @@ export function attentionScale(config: Pick<ModelConfig, 'attentionScale' | 'hea
 /** Which RoPE layer `layer` uses: the global one (ropeTheta, ropeScaling) or the local one of windowed layers (ropeLocalTheta). */
 export function layerRope(config: Pick<ModelConfig, 'slidingWindow' | 'ropeLocalTheta'>, layer: number): 'global' | 'local' {
   return config.ropeLocalTheta !== null && layerWindow(config, layer) !== null ? 'local' : 'global';
+}
+
+/** Dimensions of each head RoPE rotates: the config's rotaryDim, else the whole head. */
+export function rotaryDim(config: Pick<ModelConfig, 'rotaryDim' | 'headDim'>): number {
+  return config.rotaryDim ?? config.headDim;
+}
+
+/** The engine's context when none is asked for: 4096 tokens, or the model's maximum when smaller. */
+export function defaultContextLength(config: Pick<ModelConfig, 'maxPositionEmbeddings'>, requested?: number): number {
+  return Math.min(requested ?? 4096, config.maxPositionEmbeddings);
 }
 
 /** Whether layer `layer` rotates q and k (false on NoPE layers). */
@@ -460,6 +517,12 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
 
   const numLayers = positive('num_hidden_layers');
   const gen = isObject(generationConfigJson) ? generationConfigJson : {};
+  // Partial rotary (Phi-4-mini's partial_rotary_factor 0.75): the leading dimensions of each head.
+  // int(head_dim * partial_rotary_factor), as transformers truncates it.
+  const rotary = Math.trunc(headDim * positiveReal('partial_rotary_factor', 1));
+  if (rotary % 2 !== 0 || rotary > headDim)
+    throw new ModelError('invalid_field', `${field('partial_rotary_factor')} must rotate an even number of dimensions up to head_dim (${headDim}), got ${rotary}`, 'partial_rotary_factor');
+  const maxPositionEmbeddings = positive('max_position_embeddings', row.hfDefaults.maxPositionEmbeddings);
   const bos = gen.bos_token_id ?? c.bos_token_id;
   return {
     arch,
@@ -472,9 +535,10 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     headDim,
     rmsNormEps: positiveReal('rms_norm_eps', row.hfDefaults.rmsNormEps),
     ropeTheta,
-    ropeScaling: hfRopeScaling(ropeParams ?? c.rope_scaling, ropeParams ? 'rope_parameters' : 'rope_scaling'),
+    ropeScaling: hfRopeScaling(ropeParams ?? c.rope_scaling, ropeParams ? 'rope_parameters' : 'rope_scaling', { c, maxPositionEmbeddings, rotary }),
+    rotaryDim: rotary === headDim ? null : rotary,
     ropeStyle: 'neox',
-    maxPositionEmbeddings: positive('max_position_embeddings', row.hfDefaults.maxPositionEmbeddings),
+    maxPositionEmbeddings,
     tieWordEmbeddings: (c.tie_word_embeddings ?? row.hfDefaults.tieWordEmbeddings) === true,
     attentionBias: row.attentionBias === 'always' || c.attention_bias === true,
     qkNorm: row.qkNorm,
@@ -577,7 +641,14 @@ function hfNoRopeLayers(c: Json, step: ArchInfo['noRopeLayerStep'], numLayers: n
   return everyNth(interval, numLayers);
 }
 
-function hfRopeScaling(raw: unknown, key: string): RopeScaling {
+/** What LongRoPE needs beyond rope_scaling itself: top-level keys and the rotary width. */
+interface RopeContext {
+  c: Json;
+  maxPositionEmbeddings: number;
+  rotary: number;
+}
+
+function hfRopeScaling(raw: unknown, key: string, ctx: RopeContext): RopeScaling {
   if (raw === undefined || raw === null) return null;
   if (!isObject(raw)) throw new ModelError('invalid_field', `config.json: ${key} must be an object or null`, key);
   // Older configs spell it `type`, newer ones `rope_type`.
@@ -601,10 +672,32 @@ function hfRopeScaling(raw: unknown, key: string): RopeScaling {
         highFreqFactor: num('high_freq_factor'),
         originalMaxPositionEmbeddings: num('original_max_position_embeddings'),
       };
+    // Phi-3's LongRoPE, first released as "su".
+    case 'longrope':
+    case 'su': {
+      const factors = (name: string): number[] => {
+        const v = raw[name];
+        if (!Array.isArray(v) || v.length !== ctx.rotary / 2 || !v.every((x) => typeof x === 'number' && x > 0))
+          throw new ModelError('invalid_field', `config.json: ${key}.${name} must list ${ctx.rotary / 2} positive numbers (one per rotated pair)`, `${key}.${name}`);
+        return v as number[];
+      };
+      // As transformers' _compute_longrope_parameters: the original context is config.json's
+      // top-level original_max_position_embeddings (or rope_scaling's), the factor the ratio of
+      // the maximum to it, and the attention factor sqrt(1 + ln(factor) / ln(original)) unless stated.
+      const orig = ctx.c.original_max_position_embeddings ?? raw.original_max_position_embeddings;
+      if (typeof orig !== 'number' || !Number.isInteger(orig) || orig <= 0)
+        throw new ModelError('invalid_field', 'config.json: original_max_position_embeddings must be a positive integer for LongRoPE', 'original_max_position_embeddings');
+      const factor = ctx.maxPositionEmbeddings / orig;
+      const stated = raw.attention_factor;
+      if (stated !== undefined && stated !== null && !(typeof stated === 'number' && stated > 0))
+        throw new ModelError('invalid_field', `config.json: ${key}.attention_factor must be a positive number`, `${key}.attention_factor`);
+      const attentionFactor = typeof stated === 'number' ? stated : factor <= 1 ? 1 : Math.sqrt(1 + Math.log(factor) / Math.log(orig));
+      return { type: 'longrope', longFactor: factors('long_factor'), shortFactor: factors('short_factor'), originalMaxPositionEmbeddings: orig, attentionFactor };
+    }
     default:
       throw new ModelError(
         'invalid_field',
-        `config.json: ${key} type "${String(type)}" is not supported (supported: default, linear, llama3)`,
+        `config.json: ${key} type "${String(type)}" is not supported (supported: default, linear, llama3, longrope)`,
         `${key}.rope_type`,
       );
   }
@@ -660,6 +753,21 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
   // which openModel() hands to the reference as ropeFreqFactors.
   else if (scalingType !== undefined && scalingType !== 'none')
     throw new ModelError('invalid_field', `GGUF ${prefix}.rope.scaling.type "${String(scalingType)}" is not supported (supported: none, linear)`, `${prefix}.rope.scaling.type`);
+  // LongRoPE (Phi-3) travels as two tensors, which openModel() reads into the factor lists; the
+  // original context and attention factor are metadata (absent attn_factor: llama.cpp's 1).
+  if (byName.has('rope_factors_long.weight') && byName.has('rope_factors_short.weight')) {
+    ropeScaling = {
+      type: 'longrope',
+      longFactor: [],
+      shortFactor: [],
+      originalMaxPositionEmbeddings: get('rope.scaling.original_context_length'),
+      attentionFactor: get('rope.scaling.attn_factor', 1),
+    };
+  }
+  // Partial rotary: llama.cpp's n_rot.
+  const rotary = get('rope.dimension_count', headDim);
+  if (rotary % 2 !== 0 || rotary > headDim)
+    throw new ModelError('invalid_field', `GGUF ${prefix}.rope.dimension_count must be even and at most the head dimension (${headDim}), got ${rotary}`, `${prefix}.rope.dimension_count`);
 
   const numLayers = get('block_count');
   // `{arch}.attention.sliding_window`: absent or 0 means full attention.
@@ -673,6 +781,8 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     if (v > 0) window = v;
     if (window !== undefined && row.ggufSlidingWindow === 'refused')
       throw new ModelError('invalid_field', `GGUF ${windowKey} is not supported on ${prefix} files (a sliding-window layer pattern, as OLMo 3's)`, windowKey);
+    // llama.cpp turns Phi-3's window off (its converter writes config.json's, unchecked).
+    if (row.ggufSlidingWindow === 'ignored') window = undefined;
   }
 
   // Soft-caps: absent or 0 means none.
@@ -704,6 +814,7 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     rmsNormEps: get('attention.layer_norm_rms_epsilon'),
     ropeTheta: get('rope.freq_base', 10000),
     ropeScaling,
+    rotaryDim: rotary === headDim ? null : rotary,
     ropeStyle: row.ggufRopeStyle,
     maxPositionEmbeddings: get('context_length', 2048),
     tieWordEmbeddings: tensors ? !byName.has('output.weight') : false,

@@ -140,9 +140,9 @@ describe('openModel errors', () => {
   });
 
   it('refuses an unsupported architecture', async () => {
-    const e = await openError(url(await hfCopy('phi', (c) => (c.model_type = 'phi3'))));
+    const e = await openError(url(await hfCopy('falcon', (c) => (c.model_type = 'falcon'))));
     expect(e.code).toBe('unsupported_arch');
-    expect(e.message).toContain('phi3');
+    expect(e.message).toContain('falcon');
   });
 
   it('says which file is missing when a folder has no config.json', async () => {
@@ -151,5 +151,56 @@ describe('openModel errors', () => {
     const e = await openError(url(dir));
     expect(e.code).toBe('missing_file');
     expect(e.field).toBe('config.json');
+  });
+});
+
+describe('openModel on fused projections (Phi-3)', () => {
+  let phi: FixturePaths;
+  let phiFx: Fixture;
+  beforeAll(async () => {
+    phi = await ensureFixture({ arch: 'phi3', preset: 'tiny' }, { hf: ['F32'], gguf: ['F32', 'Q8_0'] });
+    phiFx = makeFixture({ arch: 'phi3', preset: 'tiny' });
+  });
+
+  // tiny: 4 heads and 2 KV heads of 64, intermediate 512.
+  const QKV: [string, number, number][] = [['attn_q', 0, 256], ['attn_k', 256, 384], ['attn_v', 384, 512]];
+  const GATE_UP: [string, number, number][] = [['ffn_gate', 0, 512], ['ffn_up', 512, 1024]];
+
+  it('splits qkv_proj into q, k, v and gate_up_proj into gate, up, by rows in that order, in both formats', async () => {
+    for (const file of [phi.hf.F32!, phi.gguf.F32!]) {
+      const m = await openModel(file);
+      expect(m.tensors.has('blk.1.attn_qkv.weight')).toBe(false);
+      for (const [fused, parts] of [['self_attn.qkv_proj.weight', QKV], ['mlp.gate_up_proj.weight', GATE_UP]] as const) {
+        const master = phiFx.weight(`model.layers.1.${fused}`);
+        for (const [part, from, to] of parts) {
+          expect(m.tensors.get(`blk.1.${part}.weight`)!.info.shape, part).toEqual([to - from, 256]);
+          expect(await m.readTensorF32(`blk.1.${part}.weight`), part).toEqual(master.subarray(from * 256, to * 256));
+        }
+      }
+    }
+  });
+
+  it('splits quantised fused tensors on whole rows, and reads LongRoPE factors from their GGUF tensors', async () => {
+    const m = await openModel(phi.gguf.Q8_0!);
+    const q8 = m.tensors.get('blk.0.attn_k.weight')!.info;
+    // Q8_0: 34 bytes per 32 values, so a row of 256 is 272 bytes; k starts after q's 256 rows.
+    expect([q8.dtype, q8.byteLength]).toEqual(['Q8_0', 128 * 272]);
+    expect(q8.offset - m.tensors.get('blk.0.attn_q.weight')!.info.offset).toBe(256 * 272);
+    const hf = await openModel(phi.hf.F32!);
+    const [g, h] = [m.config.ropeScaling, hf.config.ropeScaling];
+    // F32 tensors against config.json's doubles.
+    expect(g?.type === 'longrope' && [g.longFactor, g.shortFactor]).toEqual(h?.type === 'longrope' && [h.longFactor.map(Math.fround), h.shortFactor.map(Math.fround)]);
+  });
+
+  it('names the fused tensor when its rows do not add up', async () => {
+    const dir = join(scratch, 'phi3-wrong');
+    await mkdir(dir);
+    for (const f of ['tokenizer.json', 'tokenizer_config.json', 'generation_config.json', 'model.safetensors']) await copyFile(join(phi.hf.F32!, f), join(dir, f));
+    const config = JSON.parse(await readFile(join(phi.hf.F32!, 'config.json'), 'utf8')) as Record<string, unknown>;
+    await writeFile(join(dir, 'config.json'), JSON.stringify({ ...config, num_key_value_heads: 1 }));
+    const e = await openError(url(dir));
+    expect(e.code).toBe('tensor_shape');
+    expect(e.field).toBe('blk.0.attn_qkv.weight');
+    expect(e.message).toBe('tensor model.layers.0.self_attn.qkv_proj.weight has shape [512, 256], expected [384, 256] (fused attn_q.weight + attn_k.weight + attn_v.weight)');
   });
 });

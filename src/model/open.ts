@@ -11,7 +11,7 @@ import { elementCount, type TensorInfo } from '../formats/types';
 import { configFromGGUF, configFromHF, type ModelConfig } from './config';
 import { ModelError } from './errors';
 import { isLocalPath, openFolder, readJson, toLocalPath, type Folder } from './folder';
-import { canonicalName, validateTensors } from './tensors';
+import { canonicalName, fusedTensors, validateTensors } from './tensors';
 
 export interface OpenedTensor {
   /** `info.name` is the name in the file; the map key is the canonical name. */
@@ -142,9 +142,42 @@ function hfChatTemplate(tokenizerConfig: Record<string, unknown> | null): string
 
 type Parts = Pick<OpenedModel, 'config' | 'format' | 'tensors' | 'tokenizer' | 'chatTemplate' | 'generationConfig'>;
 
+/**
+ * Splits the fused matrices some checkpoints hold (Phi-3's q/k/v and gate/up) by rows into the
+ * per-projection tensors every family has: each part is a byte range of the fused tensor (whole
+ * rows, so whole quant blocks), so nothing is copied or re-quantised. The GPU and the reference
+ * then see the same per-projection matrices as for Llama. (If the engine later concatenates
+ * projections into one matrix itself, this split and that concatenation compose: it still
+ * receives the usual parts.)
+ */
+function splitFused(config: ModelConfig, tensors: Map<string, OpenedTensor>): void {
+  for (let l = 0; l < config.numLayers; l++) {
+    for (const f of fusedTensors(config, l)) {
+      const t = tensors.get(f.name);
+      const rows = f.parts.reduce((n, p) => n + p.rows, 0);
+      // A file may hold the projections split already; then there is nothing to do.
+      if (!t || (t.info.shape[0] !== rows && f.parts.some((p) => p.name === f.name))) continue;
+      const [got, cols] = t.info.shape;
+      if (t.info.shape.length !== 2 || got !== rows || cols !== config.hiddenSize)
+        throw new ModelError('tensor_shape', `tensor ${t.info.name} has shape [${t.info.shape.join(', ')}], expected [${rows}, ${config.hiddenSize}] (fused ${f.parts.map((p) => p.name.split('.').slice(2).join('.')).join(' + ')})`, f.name);
+      const rowBytes = t.info.byteLength / rows;
+      if (!Number.isInteger(rowBytes)) throw new ModelError('tensor_shape', `tensor ${t.info.name} cannot be split into rows (${t.info.byteLength} bytes for ${rows} rows)`, f.name);
+      tensors.delete(f.name);
+      let row = 0;
+      for (const p of f.parts) {
+        const info = { ...t.info, shape: [p.rows, cols], offset: t.info.offset + row * rowBytes, byteLength: p.rows * rowBytes };
+        tensors.set(p.name, { info, source: t.source });
+        row += p.rows;
+      }
+    }
+  }
+}
+
 /** Validates the tensors against the config and adds the readers. */
 async function finish(parts: Parts): Promise<OpenedModel> {
-  const { config, tensors } = parts;
+  splitFused(parts.config, parts.tensors);
+  const { tensors } = parts;
+  let { config } = parts;
   validateTensors(
     config,
     new Map([...tensors].map(([name, t]) => [name, t.info])),
@@ -164,7 +197,13 @@ async function finish(parts: Parts): Promise<OpenedModel> {
     return dequantize(info.dtype, await readTensor(name), elementCount(info.shape));
   };
 
-  const model: OpenedModel = { ...parts, readTensor, readTensorF32 };
+  // GGUF LongRoPE: its factor lists live in two tensors (config.json states them inline).
+  const s = config.ropeScaling;
+  if (s?.type === 'longrope' && s.longFactor.length === 0) {
+    const [longFactor, shortFactor] = await Promise.all(['rope_factors_long.weight', 'rope_factors_short.weight'].map(async (n) => Array.from(await readTensorF32(n))));
+    config = { ...config, ropeScaling: { ...s, longFactor: longFactor!, shortFactor: shortFactor! } };
+  }
+  const model: OpenedModel = { ...parts, config, readTensor, readTensorF32 };
   if (tensors.has('rope_freqs.weight')) model.ropeFreqFactors = await readTensorF32('rope_freqs.weight');
   return model;
 }

@@ -1,23 +1,39 @@
-import type { ModelConfig } from './config';
+import { defaultContextLength, rotaryDim, type ModelConfig } from './config';
 
 /**
- * Inverse frequency of each rotated pair i (headDim/2 of them): theta^(-2i/headDim), then
- * scaled as the config says. Float64, so the reference is at least as exact as HF's float32.
+ * Inverse frequency of each rotated pair i (rotaryDim/2 of them; rotaryDim is the whole head
+ * unless the model rotates only part of it, Phi-4-mini): theta^(-2i/rotaryDim), then scaled as
+ * the config says. Float64, so the reference is at least as exact as HF's float32.
  *
  * `freqFactors` (GGUF `rope_freqs.weight`) are llama.cpp's precomputed divisors for Llama 3
  * scaling; when given they replace the config's scaling (the metadata carries none then).
+ *
+ * LongRoPE (Phi-3/4) divides by its long factors when the engine's context exceeds the original
+ * context, by its short ones otherwise: llama.cpp's rule, fixed for a context. transformers instead
+ * switches per forward call on the current sequence length, which re-rotates new keys but not the
+ * cached ones; a fixed choice keeps every cached key consistent. `contextLength` is the engine's
+ * context (default `defaultContextLength(config)`, what the engine takes when none is asked for).
  */
-export function ropeInvFreqs(config: ModelConfig, freqFactors?: Float32Array): Float64Array {
-  const { headDim, ropeTheta, ropeScaling } = config;
-  const half = headDim / 2;
+export function ropeInvFreqs(
+  config: Pick<ModelConfig, 'headDim' | 'rotaryDim' | 'ropeTheta' | 'ropeScaling' | 'maxPositionEmbeddings'>,
+  freqFactors?: Float32Array,
+  contextLength?: number,
+): Float64Array {
+  const { ropeTheta, ropeScaling } = config;
+  const dim = rotaryDim(config);
+  const half = dim / 2;
   const inv = new Float64Array(half);
-  for (let i = 0; i < half; i++) inv[i] = 1 / Math.pow(ropeTheta, (2 * i) / headDim);
+  for (let i = 0; i < half; i++) inv[i] = 1 / Math.pow(ropeTheta, (2 * i) / dim);
 
   if (freqFactors) {
-    if (freqFactors.length !== half) throw new RangeError(`rope_freqs has ${freqFactors.length} factors, expected headDim/2 = ${half}`);
+    if (freqFactors.length !== half) throw new RangeError(`rope_freqs has ${freqFactors.length} factors, expected rotary dims/2 = ${half}`);
     for (let i = 0; i < half; i++) inv[i] /= freqFactors[i];
   } else if (ropeScaling?.type === 'linear') {
     for (let i = 0; i < half; i++) inv[i] /= ropeScaling.factor;
+  } else if (ropeScaling?.type === 'longrope') {
+    const factors = longRopeFactors(ropeScaling, contextLength ?? defaultContextLength(config));
+    if (factors.length !== half) throw new RangeError(`LongRoPE has ${factors.length} factors, expected rotary dims/2 = ${half}`);
+    for (let i = 0; i < half; i++) inv[i] /= factors[i]!;
   } else if (ropeScaling?.type === 'llama3') {
     // As transformers' _compute_llama3_parameters: long wavelengths are divided by `factor`,
     // short ones kept, and the band between blended by a smooth factor.
@@ -36,9 +52,24 @@ export function ropeInvFreqs(config: ModelConfig, freqFactors?: Float32Array): F
   return inv;
 }
 
+/** LongRoPE's factor set for a context: the long one past the original context, else the short one (llama.cpp). */
+export function longRopeFactors(s: Extract<ModelConfig['ropeScaling'], { type: 'longrope' }>, contextLength: number): readonly number[] {
+  return contextLength > s.originalMaxPositionEmbeddings ? s.longFactor : s.shortFactor;
+}
+
 /**
- * Rotates each head of `vec` (numHeads x headDim, in place) by position `pos`.
- * neox pairs (i, i + headDim/2); interleaved pairs (2i, 2i + 1). Pair i turns by pos * invFreq[i].
+ * What cos and sin are multiplied by (LongRoPE's attention factor: q·k grows by its square, on
+ * the rotated dimensions); 1 for every other scaling.
+ */
+export function ropeAttentionFactor(config: Pick<ModelConfig, 'ropeScaling'>): number {
+  return config.ropeScaling?.type === 'longrope' ? config.ropeScaling.attentionFactor : 1;
+}
+
+/**
+ * Rotates each head of `vec` (numHeads x headDim, in place) by position `pos`: its first
+ * 2 * invFreq.length dimensions (the rotary ones), the rest passing through.
+ * neox pairs (i, i + rotary/2); interleaved pairs (2i, 2i + 1). Pair i turns by pos * invFreq[i]
+ * and is multiplied by `mscale` (LongRoPE's attention factor; 1 elsewhere).
  */
 export function applyRope(
   vec: Float32Array,
@@ -47,14 +78,15 @@ export function applyRope(
   pos: number,
   invFreq: Float64Array,
   style: 'neox' | 'interleaved',
+  mscale = 1,
 ): void {
-  const half = headDim / 2;
+  const half = invFreq.length;
   for (let h = 0; h < numHeads; h++) {
     const base = h * headDim;
     for (let i = 0; i < half; i++) {
       const angle = pos * invFreq[i];
-      const cos = Math.cos(angle);
-      const sin = Math.sin(angle);
+      const cos = Math.cos(angle) * mscale;
+      const sin = Math.sin(angle) * mscale;
       const a = style === 'neox' ? base + i : base + 2 * i;
       const b = style === 'neox' ? base + i + half : base + 2 * i + 1;
       const x0 = vec[a];

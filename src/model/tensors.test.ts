@@ -174,7 +174,7 @@ describe('the tensor table', () => {
   it('expects each row exactly where its condition holds, in file order', () => {
     for (const c of configs) {
       const want = [
-        ...HEAD_TENSORS.map((r) => r.gguf),
+        ...(HEAD_TENSORS as readonly TensorRow[]).filter((r) => !r.when || r.when(c)).map((r) => r.gguf),
         ...[0, 1].flatMap((l) => (LAYER_TENSORS as readonly TensorRow[]).filter((r) => !r.when || r.when(c)).map((r) => `blk.${l}.${r.gguf}`)),
         'output_norm.weight',
         ...(c.tieWordEmbeddings ? [] : ['output.weight']),

@@ -5,14 +5,14 @@
  * and the fixture writer all read it, so a new tensor is one row here (plus the step of the
  * forward pass that uses it).
  */
-import type { ModelConfig } from './config';
+import { ARCH, rotaryDim, type ModelConfig } from './config';
 import { ModelError } from './errors';
 
 /**
  * What a tensor is. Matrices ('embedding', 'linear', 'attn_out', 'mlp_out', 'lm_head') keep their
  * file's type on the GPU; the others are vectors read as f32. 'attn_out' and 'mlp_out' are the
  * linears that write into the residual stream; 'rope_freqs' holds Llama 3 rope scaling as
- * per-frequency divisors.
+ * per-frequency divisors, and LongRoPE's long and short factors (Phi-3) are the same kind.
  */
 export type TensorKind = 'embedding' | 'linear' | 'attn_out' | 'mlp_out' | 'lm_head' | 'norm' | 'bias' | 'rope_freqs';
 
@@ -76,8 +76,11 @@ export const LAYER_TENSORS = [
 /** The tensors before the layers, in file order. */
 export const HEAD_TENSORS = [
   { field: 'tokenEmbd', hf: 'model.embed_tokens.weight', gguf: 'token_embd.weight', kind: 'embedding', shape: (c) => [c.vocabSize, c.hiddenSize] },
-  // llama.cpp's converter writes Llama 3 rope scaling as per-frequency divisors.
-  { hf: null, gguf: 'rope_freqs.weight', kind: 'rope_freqs', shape: (c) => [c.headDim / 2], optional: true },
+  // llama.cpp's converter writes Llama 3 rope scaling as per-frequency divisors, and Phi-3's
+  // LongRoPE factors as two such tensors (read by openModel into the config's ropeScaling).
+  { hf: null, gguf: 'rope_freqs.weight', kind: 'rope_freqs', shape: (c) => [rotaryDim(c) / 2], optional: true },
+  { hf: null, gguf: 'rope_factors_long.weight', kind: 'rope_freqs', shape: (c) => [rotaryDim(c) / 2], optional: true, when: (c) => c.ropeScaling?.type === 'longrope' },
+  { hf: null, gguf: 'rope_factors_short.weight', kind: 'rope_freqs', shape: (c) => [rotaryDim(c) / 2], optional: true, when: (c) => c.ropeScaling?.type === 'longrope' },
 ] as const satisfies readonly TensorRow[];
 
 /** The tensors after the layers, in file order. */
@@ -86,6 +89,54 @@ export const TAIL_TENSORS = [
   // When tied, output.weight may still be in the file (some HF exports keep lm_head); it is ignored.
   { field: 'output', hf: 'lm_head.weight', gguf: 'output.weight', kind: 'lm_head', shape: (c) => [c.vocabSize, c.hiddenSize], when: (c) => !c.tieWordEmbeddings },
 ] as const satisfies readonly TensorRow[];
+
+/**
+ * A matrix some checkpoints hold fused: its rows are the listed per-projection tensors one after
+ * another (`parts`, canonical names with their row counts). The loader splits it by rows into
+ * those tensors (model/open.ts), so the rest of the code sees the usual rows of LAYER_TENSORS.
+ */
+export interface FusedRow {
+  /** Hugging Face name (after `model.layers.N.`). */
+  hf: string;
+  /** llama.cpp name (after `blk.N.`); may equal a part's (GGUF `ffn_up` holds gate then up). */
+  gguf: string;
+  parts: readonly { gguf: string; rows: (c: ModelConfig) => number }[];
+  when: (c: ModelConfig) => boolean;
+}
+
+const fused = (c: ModelConfig) => ARCH[c.arch].fusedProjections;
+
+/** Phi-3's fused q/k/v (q, k, v rows in order) and gate/up (gate rows, then up rows). */
+export const FUSED_LAYER_TENSORS: readonly FusedRow[] = [
+  {
+    hf: 'self_attn.qkv_proj.weight',
+    gguf: 'attn_qkv.weight',
+    parts: [
+      { gguf: 'attn_q.weight', rows: qDim },
+      { gguf: 'attn_k.weight', rows: kvDim },
+      { gguf: 'attn_v.weight', rows: kvDim },
+    ],
+    when: fused,
+  },
+  {
+    hf: 'mlp.gate_up_proj.weight',
+    gguf: 'ffn_up.weight',
+    parts: [
+      { gguf: 'ffn_gate.weight', rows: (c) => c.intermediateSize },
+      { gguf: 'ffn_up.weight', rows: (c) => c.intermediateSize },
+    ],
+    when: fused,
+  },
+];
+
+/** The fused matrices of layer `l` the config implies: canonical name and their parts' names and rows. */
+export function fusedTensors(config: ModelConfig, l: number): { name: string; hfName: string; parts: { name: string; rows: number }[] }[] {
+  return FUSED_LAYER_TENSORS.filter((f) => f.when(config)).map((f) => ({
+    name: `blk.${l}.${f.gguf}`,
+    hfName: `model.layers.${l}.${f.hf}`,
+    parts: f.parts.map((p) => ({ name: `blk.${l}.${p.gguf}`, rows: p.rows(config) })),
+  }));
+}
 
 type LayerRow = (typeof LAYER_TENSORS)[number];
 type Conditional = Extract<LayerRow, { when: unknown } | { optional: true }>;
@@ -162,12 +213,13 @@ export function assembleWeights<M, V>(config: ModelConfig, get: (t: ModelTensor)
 }
 
 /** HF name -> canonical name; the first row claiming a name wins (rows present for `config` only, when given). */
-const hfNames = (rows: readonly TensorRow[], config?: ModelConfig) => {
+const hfNames = (rows: readonly (TensorRow | FusedRow)[], config?: ModelConfig) => {
   const map = new Map<string, string>();
   for (const r of rows) if (r.hf !== null && !map.has(r.hf) && (!config || !r.when || r.when(config))) map.set(r.hf, r.gguf);
   return map;
 };
-const HF_LAYER_NAMES = hfNames(LAYER_TENSORS);
+// Fused matrices keep their llama.cpp name until the loader splits them.
+const HF_LAYER_NAMES = hfNames([...LAYER_TENSORS, ...FUSED_LAYER_TENSORS]);
 const HF_MODEL_NAMES = hfNames([...HEAD_TENSORS, ...TAIL_TENSORS]);
 
 /**
@@ -181,7 +233,7 @@ export function canonicalName(hfName: string, config?: ModelConfig): string | nu
   if (global) return global;
   const m = /^model\.layers\.(\d+)\.(.+)$/.exec(hfName);
   if (!m) return null;
-  const local = (config ? hfNames(LAYER_TENSORS, config) : HF_LAYER_NAMES).get(m[2]!);
+  const local = (config ? hfNames([...LAYER_TENSORS, ...FUSED_LAYER_TENSORS], config) : HF_LAYER_NAMES).get(m[2]!);
   return local ? `blk.${m[1]}.${local}` : null;
 }
 

@@ -160,25 +160,34 @@ const normOf = (x: number[], g: ArrayLike<number>, eps: number, offset = 0) => {
 };
 const cap = (s: number, c: number | null) => (c === null ? s : c * Math.tanh(s / c));
 
-/** Rotates one head; neox uses rotate_half, interleaved rotates adjacent pairs. */
-function rope(x: number[], pos: number, theta: number, style: 'neox' | 'interleaved'): number[] {
-  const d = x.length;
-  const half = d / 2;
-  const freq = (i: number) => pos * theta ** (-(2 * i) / d);
+/**
+ * Rotates one head; neox uses rotate_half, interleaved rotates adjacent pairs. Only the first `rd`
+ * dimensions rotate (partial rotary), the rest pass through; pair i's frequency is divided by
+ * `div[i]` (LongRoPE) and cos/sin multiplied by `m` (its attention factor).
+ */
+function rope(x: number[], pos: number, theta: number, style: 'neox' | 'interleaved', rd = x.length, div?: readonly number[], m = 1): number[] {
+  const half = rd / 2;
+  const freq = (i: number) => (pos * theta ** (-(2 * i) / rd)) / (div ? div[i] : 1);
+  const xr = x.slice(0, rd);
+  const pass = x.slice(rd);
   if (style === 'neox') {
-    const rot = [...x.slice(half).map((v) => -v), ...x.slice(0, half)];
-    return x.map((v, j) => v * Math.cos(freq(j % half)) + rot[j] * Math.sin(freq(j % half)));
+    const rot = [...xr.slice(half).map((v) => -v), ...xr.slice(0, half)];
+    return [...xr.map((v, j) => v * m * Math.cos(freq(j % half)) + rot[j] * m * Math.sin(freq(j % half))), ...pass];
   }
-  const out = [...x];
+  const out = [...xr];
   for (let i = 0; i < half; i++) {
-    const [a, b] = [x[2 * i], x[2 * i + 1]];
-    out[2 * i] = a * Math.cos(freq(i)) - b * Math.sin(freq(i));
-    out[2 * i + 1] = a * Math.sin(freq(i)) + b * Math.cos(freq(i));
+    const [a, b] = [xr[2 * i], xr[2 * i + 1]];
+    out[2 * i] = m * (a * Math.cos(freq(i)) - b * Math.sin(freq(i)));
+    out[2 * i + 1] = m * (a * Math.sin(freq(i)) + b * Math.cos(freq(i)));
   }
-  return out;
+  return [...out, ...pass];
 }
 
-function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]): number[][] {
+function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[], contextLength = Math.min(4096, c.maxPositionEmbeddings)): number[][] {
+  // LongRoPE: the long factors past the original context, else the short ones
+  const s = c.ropeScaling;
+  const div = s?.type === 'longrope' ? (contextLength > s.originalMaxPositionEmbeddings ? s.longFactor : s.shortFactor) : undefined;
+  const m = s?.type === 'longrope' ? s.attentionFactor : 1;
   const d = c.hiddenSize;
   const hd = c.headDim;
   const W = (name: string, cols: number) => rows(w.get(name)!, cols);
@@ -198,7 +207,7 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
     const fullQn = (v: number[], g: string) => (c.qkNorm && c.qkNormScope === 'full' ? norm(v, w.get(p + g)!, c.rmsNormEps) : v);
     // NoPE layers leave q and k where they are; Gemma 3's windowed layers rotate with their own base
     const theta = c.ropeLocalTheta !== null && (c.slidingWindow?.layers ?? []).includes(l) ? c.ropeLocalTheta : c.ropeTheta;
-    const rot = (v: number[], t: number) => (c.noRopeLayers.includes(l) ? v : rope(v, t, theta, c.ropeStyle));
+    const rot = (v: number[], t: number) => (c.noRopeLayers.includes(l) ? v : rope(v, t, theta, c.ropeStyle, c.rotaryDim ?? hd, div, m));
     const Q = heads(H.map((x) => fullQn(linear(x, W(p + 'attn_q.weight', d), w.get(p + 'attn_q.bias')), 'attn_q_norm.weight')), c.numHeads)
       .map((hs, t) => hs.map((v) => rot(qn(v, 'attn_q_norm.weight'), t)));
     const K = heads(H.map((x) => fullQn(linear(x, W(p + 'attn_k.weight', d), w.get(p + 'attn_k.bias')), 'attn_k_norm.weight')), c.numKvHeads)
@@ -275,6 +284,17 @@ const GEMMA3: Partial<ModelConfig> = { ...GEMMA2, arch: 'gemma3', attnLogitSoftc
 // Granite: its four multipliers, none of them 1 (interleaved RoPE as its GGUF files have it).
 const GRANITE: Partial<ModelConfig> = { arch: 'granite', embeddingScale: 3, residualScale: 0.4, attentionScale: 0.2, logitsScaling: 2.5, tieWordEmbeddings: true, ropeStyle: 'interleaved' };
 
+// Phi-3/4: 4 of 6 dimensions of each head rotary, LongRoPE (the default context, 32, exceeds
+// the original 16: the long factors).
+const PHI3: Partial<ModelConfig> = {
+  arch: 'phi3',
+  numHeads: 2,
+  numKvHeads: 1,
+  headDim: 6,
+  rotaryDim: 4,
+  ropeScaling: { type: 'longrope', longFactor: [1, 7], shortFactor: [1, 1.5], originalMaxPositionEmbeddings: 16, attentionFactor: 1.3 },
+};
+
 const cases: [string, Partial<ModelConfig>][] = [
   ['llama with GQA', { numHeads: 4, numKvHeads: 2, headDim: 4, hiddenSize: 8 }],
   ['qwen2 with q/k/v biases and tied embeddings', { arch: 'qwen2', attentionBias: true, tieWordEmbeddings: true, numHeads: 2, numKvHeads: 1 }],
@@ -286,6 +306,8 @@ const cases: [string, Partial<ModelConfig>][] = [
   ['smollm3 with NoPE on layer 1 and interleaved RoPE on layer 0', { arch: 'smollm3', ropeStyle: 'interleaved', numHeads: 2, numKvHeads: 1, noRopeLayers: [1] }],
   ['gemma3 with (1 + w) per-head q/k norms and a local RoPE base on its windowed layer 0', { ...GEMMA3 }],
   ['granite with its embedding, residual, attention and logit multipliers', { ...GRANITE }],
+  ['phi3 with partial rotary and LongRoPE (long factors, attention factor)', { ...PHI3 }],
+  ['phi3 with partial interleaved rotary', { ...PHI3, ropeStyle: 'interleaved', ropeScaling: null }],
   ['gemma2 with sandwich (1 + w) norms, scaled embeddings, GeGLU, its own query scale, both soft-caps and a 2-key window on layer 0', { ...GEMMA2 }],
 ];
 
@@ -449,5 +471,29 @@ describe('reference forward, Granite multipliers', () => {
 
   it.each(['embeddingScale', 'residualScale', 'attentionScale'] as const)('%s moves the logits', (key) => {
     expect(maxDiff(logits(c), logits({ ...c, [key]: key === 'attentionScale' ? null : 1 }))).toBeGreaterThan(1e-3);
+  });
+});
+
+describe('reference forward, LongRoPE by context', () => {
+  const c: ModelConfig = { ...base, numLayers: 2, vocabSize: 11, hiddenSize: 8, intermediateSize: 6, rmsNormEps: 1e-5, ropeTheta: 100, ...PHI3 };
+  const w = randomWeights(c, 37);
+  const ids = [3, 1, 4, 1, 5, 9];
+
+  it('takes the short factors when the context fits the original one, the long ones past it', () => {
+    const short = logitsFor(ReferenceModel.fromWeights(c, w, undefined, 16), ids);
+    const long = logitsFor(ReferenceModel.fromWeights(c, w, undefined, 17), ids);
+    const want = naiveLogits(c, w, ids, 16);
+    for (let t = 0; t < ids.length; t++) for (let v = 0; v < c.vocabSize; v++) expect(short[t][v]).toBeCloseTo(want[t][v], 5);
+    expect(Math.max(...short[5].map((v, i) => Math.abs(v - long[5][i])))).toBeGreaterThan(1e-3);
+    // The default context is the engine's: min(4096, max positions 32) > 16, so long.
+    expect(logitsFor(ReferenceModel.fromWeights(c, w), ids)[5]).toEqual(long[5]);
+  });
+
+  it('the attention factor and the rotary width each move the logits', () => {
+    const s = c.ropeScaling as Extract<ModelConfig['ropeScaling'], { type: 'longrope' }>;
+    const logits = (cfg: ModelConfig) => logitsFor(ReferenceModel.fromWeights(cfg, w), ids)[5];
+    const diff = (a: Float32Array, b: Float32Array) => Math.max(...a.map((v, i) => Math.abs(v - b[i])));
+    expect(diff(logits(c), logits({ ...c, ropeScaling: { ...s, attentionFactor: 1 } }))).toBeGreaterThan(1e-3);
+    expect(diff(logits({ ...c, ropeScaling: null }), logits({ ...c, ropeScaling: null, rotaryDim: 2 }))).toBeGreaterThan(1e-3);
   });
 });

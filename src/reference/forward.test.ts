@@ -66,7 +66,7 @@ function maxAbsDiff(got: Float32Array[], want: Float32Array[]): number {
   return worst;
 }
 
-const ARCHES: Arch[] = ['llama', 'qwen2', 'qwen3', 'mistral', 'smollm3', 'olmo2', 'gemma2', 'gemma3'];
+const ARCHES: Arch[] = ['llama', 'qwen2', 'qwen3', 'mistral', 'smollm3', 'olmo2', 'gemma2', 'gemma3', 'granite', 'phi3'];
 
 describe.each(ARCHES)('reference forward on the tiny %s fixture', (arch) => {
   let server: StaticServer;
@@ -117,8 +117,22 @@ describe.each(ARCHES)('reference forward on the tiny %s fixture', (arch) => {
     expect(ggufF32.config.noRopeLayers).toEqual(hfF32.config.noRopeLayers);
     // The same windows, caps and scales; HF Gemma norms add their 1, GGUF ones hold it already
     // (the logits agreeing pins that neither file's norms are shifted twice or never).
-    for (const key of ['slidingWindow', 'ropeLocalTheta', 'embeddingScale', 'ffnActivation', 'attnLogitSoftcap', 'finalLogitSoftcap', 'normPlacement'] as const)
-      expect(ggufF32.config[key], key).toEqual(hfF32.config[key]);
+    // Granite's multipliers; Phi-3's rotary width and LongRoPE (GGUF: factors from tensors, the
+    // rest from metadata).
+    for (const key of ['slidingWindow', 'ropeLocalTheta', 'embeddingScale', 'ffnActivation', 'attnLogitSoftcap', 'finalLogitSoftcap', 'normPlacement', 'attentionScale', 'residualScale', 'logitsScaling', 'rotaryDim'] as const) {
+      const [g, h] = [ggufF32.config[key], hfF32.config[key]];
+      // GGUF stores scales as f32
+      if (typeof h === 'number' && typeof g === 'number') expect(g, key).toBeCloseTo(h, 6);
+      else expect(g, key).toEqual(h);
+    }
+    const [gs, hs] = [ggufF32.config.ropeScaling, hfF32.config.ropeScaling];
+    if (hs?.type === 'longrope' && gs?.type === 'longrope') {
+      // f32 tensors against config.json's doubles
+      expect(gs.longFactor).toEqual(hs.longFactor.map(Math.fround));
+      expect(gs.shortFactor).toEqual(hs.shortFactor.map(Math.fround));
+      expect(gs.attentionFactor).toBeCloseTo(hs.attentionFactor, 6);
+      expect(gs.originalMaxPositionEmbeddings).toBe(hs.originalMaxPositionEmbeddings);
+    } else expect(gs).toEqual(hs);
     expect(hfF32.config.normWeightOffset).toBe(ARCH[arch].normOnePlus ? 1 : 0);
     expect(ggufF32.config.normWeightOffset).toBe(0);
     expect(maxAbsDiff(logitsFor(ggufF32, ids), want)).toBeLessThan(1e-4);

@@ -6,7 +6,7 @@
 import { attentionScale, layerRope, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
 import { assembleWeights, modelTensors, type ModelWeights } from '../model/tensors';
-import { applyRope, ropeInvFreqs } from '../model/rope';
+import { applyRope, ropeAttentionFactor, ropeInvFreqs } from '../model/rope';
 
 // Every weight float32, named and shaped as src/model/tensors.ts's table says; output is
 // token_embd when tied.
@@ -18,8 +18,9 @@ export type WeightMap = ReadonlyMap<string, Float32Array>;
 export class ReferenceModel {
   readonly config: ModelConfig;
   private readonly w: Weights;
-  private readonly invFreq: Float64Array; // (headDim / 2)
-  private readonly invFreqLocal: Float64Array; // (headDim / 2) of windowed layers with their own base (Gemma 3)
+  private readonly invFreq: Float64Array; // (rotaryDim / 2)
+  private readonly invFreqLocal: Float64Array; // (rotaryDim / 2) of windowed layers with their own base (Gemma 3)
+  private readonly mscale: number; // cos/sin multiplier (LongRoPE's attention factor; 1 elsewhere)
 
   // Run state, allocated once.
   private readonly x: Float32Array; // (dim) the residual stream
@@ -39,10 +40,12 @@ export class ReferenceModel {
   private capacity = 0;
   private filled = 0; // positions held in the KV cache
 
-  private constructor(config: ModelConfig, weights: Weights, ropeFreqFactors?: Float32Array) {
+  private constructor(config: ModelConfig, weights: Weights, ropeFreqFactors?: Float32Array, contextLength?: number) {
     this.config = config;
     this.w = weights;
-    this.invFreq = ropeInvFreqs(config, ropeFreqFactors);
+    // The context picks LongRoPE's factor set, as the engine's does (model/rope.ts).
+    this.invFreq = ropeInvFreqs(config, ropeFreqFactors, contextLength);
+    this.mscale = ropeAttentionFactor(config);
     // Gemma 3's local layers: their own base, unscaled.
     this.invFreqLocal = config.ropeLocalTheta === null ? this.invFreq : ropeInvFreqs({ ...config, ropeTheta: config.ropeLocalTheta, ropeScaling: null });
     const { hiddenSize: dim, intermediateSize: hidden, numHeads, numKvHeads, headDim, vocabSize } = config;
@@ -62,18 +65,21 @@ export class ReferenceModel {
     this.grow(64);
   }
 
-  /** Reads (and dequantises) every weight of an opened model. */
-  static async load(opened: OpenedModel): Promise<ReferenceModel> {
+  /**
+   * Reads (and dequantises) every weight of an opened model. `contextLength` is the context the
+   * engine it stands for runs (default the engine's default): LongRoPE picks its factors by it.
+   */
+  static async load(opened: OpenedModel, opts: { contextLength?: number } = {}): Promise<ReferenceModel> {
     const weights = new Map<string, Float32Array>();
     for (const { row, name } of modelTensors(opened.config)) {
       if (row.field && opened.tensors.has(name)) weights.set(name, await opened.readTensorF32(name));
     }
-    return ReferenceModel.fromWeights(opened.config, weights, opened.ropeFreqFactors);
+    return ReferenceModel.fromWeights(opened.config, weights, opened.ropeFreqFactors, opts.contextLength);
   }
 
   /** Builds a model from float32 weights under canonical names (shapes as `expectedTensors`). */
-  static fromWeights(config: ModelConfig, weights: WeightMap, ropeFreqFactors?: Float32Array): ReferenceModel {
-    return new ReferenceModel(config, assembleWeights(config, (t) => weights.get(t.name)), ropeFreqFactors);
+  static fromWeights(config: ModelConfig, weights: WeightMap, ropeFreqFactors?: Float32Array, contextLength?: number): ReferenceModel {
+    return new ReferenceModel(config, assembleWeights(config, (t) => weights.get(t.name)), ropeFreqFactors, contextLength);
   }
 
   /** Positions held in the KV cache. */
@@ -132,11 +138,12 @@ export class ReferenceModel {
         }
       }
 
-      // RoPE on q and k, except on NoPE layers (SmolLM3); windowed layers may have their own (Gemma 3)
+      // RoPE on q and k (each head's first rotaryDim dimensions, cos/sin times LongRoPE's attention
+      // factor), except on NoPE layers (SmolLM3); windowed layers may have their own (Gemma 3)
       if (layerUsesRope(c, l)) {
         const invFreq = layerRope(c, l) === 'local' ? this.invFreqLocal : this.invFreq;
-        applyRope(q, numHeads, headDim, pos, invFreq, c.ropeStyle);
-        applyRope(k, numKvHeads, headDim, pos, invFreq, c.ropeStyle);
+        applyRope(q, numHeads, headDim, pos, invFreq, c.ropeStyle, this.mscale);
+        applyRope(k, numKvHeads, headDim, pos, invFreq, c.ropeStyle, this.mscale);
       }
 
       // store k, v in the cache

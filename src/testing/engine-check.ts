@@ -53,7 +53,8 @@ export async function expectModelMatchesReference(
   opts: { precision: Precision; steps: number; tolerance: number; salt: number; engine?: Omit<EngineOptions, 'gpu' | 'precision'> },
 ): Promise<void> {
   const opened = await openModel(url);
-  const ref = await ReferenceModel.load(opened);
+  // Both at the same context: it picks LongRoPE's factors.
+  const ref = await ReferenceModel.load(opened, { contextLength: opts.engine?.contextLength });
   const engine = await GpuEngine.load(opened, { ...opts.engine, gpu, precision: opts.precision });
   try {
     const vocab = opened.config.vocabSize;
