@@ -10,6 +10,10 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openModel } from '../model/open';
+import { modelTensors } from '../model/tensors';
+import { mergeLora } from '../lora/merge';
+import { openLoraWithCache } from '../lora/load';
+import { ensureLoraFixture } from '../testing/fixtures/lora-write';
 import { greedy, logitsFor, ReferenceModel } from '../reference/forward';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { serveDirectory, type StaticServer } from '../testing/server';
@@ -35,9 +39,15 @@ async function cli(...args: string[]): Promise<GenerateOutput> {
   return JSON.parse(stdout) as GenerateOutput;
 }
 
-/** The reference's greedy ids, cut at its first step whose top-2 logit margin is below TIE. */
-async function reference(location: string): Promise<number[]> {
-  const ref = await ReferenceModel.load(await openModel(location));
+/** The reference's greedy ids (with a LoRA adapter merged, when given), cut at its first step whose top-2 logit margin is below TIE. */
+async function reference(location: string, lora?: string): Promise<number[]> {
+  const opened = await openModel(location);
+  let ref = await ReferenceModel.load(opened);
+  if (lora) {
+    const weights = new Map<string, Float32Array>();
+    for (const { row, name } of modelTensors(opened.config)) if (row.field && opened.tensors.has(name)) weights.set(name, await opened.readTensorF32(name));
+    ref = ReferenceModel.fromWeights(opened.config, mergeLora(opened.config, weights, await openLoraWithCache(lora, opened.config, { cache: false })), opened.ropeFreqFactors);
+  }
   const want = greedy(ref, PROMPT, STEPS);
   const logits = logitsFor(ref, [...PROMPT, ...want]);
   const stable = want.findIndex((_, s) => {
@@ -81,6 +91,17 @@ describe('webgpu-llm generate (the built CLI in a child process)', () => {
       expect(got.timings.completion_tokens).toBe(STEPS);
     }
   });
+
+  it('runs with a LoRA adapter (--lora PATH): the merged reference’s greedy ids', { timeout: 180_000 }, async () => {
+    const { lora } = await ensureLoraFixture({ arch: 'llama', preset: 'tiny' });
+    const adapter = lora.peft['all-r8-rslora']!;
+    const got = await cli('--model', paths.gguf.Q8_0!, '--lora', adapter, '--prompt-ids', PROMPT.join(','), '--max-tokens', String(STEPS), '--temperature', '0', '--ignore-eos', '--precision', 'f32', '--json');
+    const want = await reference(paths.gguf.Q8_0!, adapter);
+    expect(want.length).toBeGreaterThan(0);
+    expect(got.ids.slice(0, want.length)).toEqual(want);
+    // and the adapter changed the output
+    expect(got.ids).not.toEqual(greedy(await ReferenceModel.load(await openModel(paths.gguf.Q8_0!)), PROMPT, STEPS));
+  });
 });
 
 describe('the CLI entry', () => {
@@ -96,6 +117,8 @@ describe('the CLI entry', () => {
     expect(await main(['generate', '--model', 'x.gguf', '--prompt', 'hi', '--prompt-ids', '1'], io)).toBe(2);
     expect(io.stderr).toMatch(/exactly one of --prompt and --prompt-ids/);
     expect(await main(['generate', '--model', 'x.gguf', '--prompt-ids', '1,a'], io)).toBe(2);
+    expect(await main(['generate', '--model', 'x.gguf', '--prompt-ids', '1', '--lora-scale', '2'], io)).toBe(2);
+    expect(io.stderr).toMatch(/--lora-scale needs --lora/);
   });
 
   it('names the model file in every load error, as serve does (head count 0, sizes contradicting the tensors)', async () => {

@@ -107,6 +107,17 @@ describe('the serve command line', () => {
     expect(() => parseServeArgs(['--model', 'm', '--port', '70000'])).toThrow(/--port must be an integer from 0 to 65535/);
     expect(() => parseServeArgs(['--model'])).toThrow(/--model needs a value/);
     expect(() => parseServeArgs(['--model', 'm', '--bogus'])).toThrow(/unknown option --bogus/);
+    expect(() => parseServeArgs(['--model', 'm', '--lora', 'adapter'])).toThrow(/--lora wants NAME=PATH/);
+    expect(() => parseServeArgs(['--model', 'm', '--lora', 'a:b=p'])).toThrow(/must not contain ":"/);
+    expect(() => parseServeArgs(['--model', 'm', '--lora', 'a=p', '--lora', 'a=q'])).toThrow(/--lora a is given twice/);
+  });
+
+  it('takes --lora NAME=PATH, repeated, and --max-lora-rank', () => {
+    expect(parseServeArgs(['--model', 'm', '--lora', 'sql=./sql-lora', '--lora=chat=org/chat-lora', '--max-lora-rank', '128'])).toMatchObject({
+      lora: { sql: './sql-lora', chat: 'org/chat-lora' },
+      maxLoraRank: 128,
+    });
+    expect(parseServeArgs(['--model', 'm'])).toMatchObject({ lora: {} });
   });
 
   it('reports the page pool and the batch live through engine.stats()', async () => {
