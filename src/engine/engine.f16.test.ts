@@ -11,7 +11,7 @@ import { openModel } from '../model/open';
 import { ReferenceModel } from '../reference/forward';
 import { testGPU } from '../testing/gpu';
 import { useFixtureURLs } from '../testing/fixture-server';
-import { expectModelMatchesReference } from '../testing/engine-check';
+import { expectModelMatchesReference, splittingLimit } from '../testing/engine-check';
 import { GpuEngine } from './engine';
 
 /**
@@ -52,5 +52,18 @@ describe.each(Object.keys(FORMATS) as Arch[])('the f16 GPU engine on the tiny %s
   it.for(FORMATS[arch])('%s: greedy tokens and teacher-forced logits match the reference (f16)', { timeout: 300_000 }, async (variant, { skip }) => {
     skip(!gpu.info.f16, 'the device has no shader-f16');
     await expectModelMatchesReference(gpu, urls()[variant]!, { precision: 'f16', steps: STEPS, tolerance: F16_LOGIT_TOLERANCE, salt: 13 * (arch.length + 1) });
+  });
+});
+
+describe('the f16 GPU engine with weights split by rows', () => {
+  // As src/engine/split.test.ts in f32: the embedding and the FFN in 3 or more parts, q/k/v with
+  // their biases (qwen2) in 2; the f16 embed and linear kernels write each part's rows.
+  const urls = useFixtureURLs('qwen2');
+  it('qwen2 Q8_0: greedy tokens and teacher-forced logits match the reference (f16)', { timeout: 300_000 }, async ({ skip }) => {
+    const gpu = await testGPU();
+    skip(!gpu.info.f16, 'the device has no shader-f16');
+    const url = urls()['Q8_0']!;
+    const engine = { maxWeightPartBytes: await splittingLimit(url) };
+    await expectModelMatchesReference(gpu, url, { precision: 'f16', steps: 8, tolerance: F16_LOGIT_TOLERANCE, salt: 5, engine });
   });
 });
