@@ -7,6 +7,7 @@ import OpenAI from 'openai';
 import { createEngine, installFetchShim, type EngineHandle } from '../src/index';
 // Test hook only: makes the engine's GPU device lost, as a driver reset would (see window.__demo).
 import { simulateDeviceLoss } from '../src/transport/internals';
+import { AdapterPanel } from './ui/adapters';
 import { CachePanel } from './ui/cache-panel';
 import { Chat } from './ui/chat';
 import { highlight, snippet, type ModelSource } from './ui/code';
@@ -15,6 +16,7 @@ import { formatBytes } from './ui/format';
 import { MessageList } from './ui/messages';
 import { Notices } from './ui/notices';
 import { ModelPicker, type ModelChoice } from './ui/picker';
+import { BUNDLED_LORA_PATH, BUNDLED_MODEL_PATH } from './ui/models';
 import { ProgressView } from './ui/progress';
 import { SettingsForm } from './ui/settings';
 
@@ -53,11 +55,12 @@ const settings = new SettingsForm($('#settings'), () => updateCode());
 const list = new MessageList($('#scroller'), $('#messages'));
 const cache = new CachePanel($('#cache-list'), $('#cache-summary'), (e) => showError('cache', e));
 const picker = new ModelPicker($<HTMLFormElement>('#model-form'), () => updateCode());
+const adapters = new AdapterPanel($('#adapters'), () => updateCode(), (e) => showError('adapter', e));
 
 const chat = new Chat({
   list,
   client: () => client,
-  model: () => engine?.info.model ?? 'default',
+  model: () => (engine ? adapters.modelId(engine.info.model) : 'default'),
   settings: () => settings.read(),
   onBusy: (busy) => {
     send.dataset.mode = busy ? 'stop' : 'send';
@@ -106,6 +109,7 @@ async function unloadCurrent(): Promise<void> {
   disconnect = null;
   const e = engine;
   engine = null;
+  adapters.attach(null);
   setReady(false);
   await e?.unload().catch(() => undefined);
 }
@@ -148,6 +152,8 @@ async function load(choice: ModelChoice): Promise<void> {
     loadedSource = choice.snippet;
     progress.finish(`${choice.label} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     showModelInfo(e, choice);
+    // The bundled model comes with a bundled adapter (tools/bundle-demo-model.ts): offered, not loaded.
+    adapters.attach(e, choice.model === BUNDLED_MODEL_PATH ? new URL(BUNDLED_LORA_PATH, location.href).href : undefined);
     setReady(true);
     closeSide();
     prompt.focus();

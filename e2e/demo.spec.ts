@@ -171,3 +171,45 @@ test('a lost GPU device is reported with what to do and a way back', async ({ pa
   await expect(page.locator('#prompt')).toBeEnabled();
   await expect(notice).toHaveCount(0);
 });
+
+test('a LoRA adapter is loaded in the page, chosen for the chat, and unloaded', async ({ page }) => {
+  test.setTimeout(180_000);
+  const pageErrors: string[] = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.goto('/');
+  await expect(page.locator('#status')).toHaveAttribute('data-state', 'ready', { timeout: 30_000 });
+  await expect(page.locator('#adapters')).toBeHidden();
+  await page.locator('#load').click();
+  await expect(page.locator('#progress')).toHaveAttribute('data-state', 'loaded', { timeout: 90_000 });
+  await setRange(page, '#temperature', 0);
+  await page.locator('#max-tokens').fill('12');
+
+  // The base model's greedy reply first.
+  await page.locator('#prompt').fill('Hello');
+  await page.locator('#prompt').press('Enter');
+  const base = page.locator('.msg.assistant').nth(0);
+  await expect(base).toHaveAttribute('data-state', 'done', { timeout: 60_000 });
+  expect(await page.evaluate(() => window.__lastRequest)).toMatchObject({ model: 'qwen3' });
+
+  // The panel offers the bundled adapter: load it; it becomes the chat's model.
+  await expect(page.locator('#adapters')).toBeVisible();
+  await expect(page.locator('#adapter-source')).toHaveValue(/all-r8-rslora\.gguf$/);
+  await page.locator('#adapter-load').click();
+  await expect(page.locator('#adapter-note')).toContainText('Loaded tiny-lora: rank 8', { timeout: 60_000 });
+  await expect(page.locator('#adapter-use')).toHaveValue('tiny-lora');
+  await expect(page.locator('.adapter-item')).toHaveCount(1);
+  await page.locator('#prompt').fill('Hello');
+  await page.locator('#prompt').press('Enter');
+  const adapted = page.locator('.msg.assistant').nth(1);
+  await expect(adapted).toHaveAttribute('data-state', 'done', { timeout: 60_000 });
+  expect(await page.evaluate(() => window.__lastRequest)).toMatchObject({ model: 'qwen3:tiny-lora' });
+  // Same prompt and settings, other weights: another reply (greedy, deterministic).
+  expect(await adapted.locator('.content').textContent()).not.toBe(await base.locator('.content').textContent());
+  await expect(page.locator('#code')).toContainText("model: 'qwen3:tiny-lora'");
+
+  // Unloaded, the chat goes back to the base model.
+  await page.locator('.adapter-item').getByRole('button', { name: /Unload/ }).click();
+  await expect(page.locator('.adapter-item')).toHaveCount(0);
+  await expect(page.locator('#adapter-use')).toHaveValue('');
+  expect(pageErrors).toEqual([]);
+});

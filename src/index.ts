@@ -25,6 +25,6 @@ export { createEngine, listCachedModels, deleteCachedModel } from './transport/b
 export { installFetchShim, type FetchShimOptions } from './transport/shim';
 export { registerServiceWorker, type RegisterServiceWorkerOptions, type ServiceWorkerHost } from './transport/sw-host';
 export { EngineError, type StructuredError } from './transport/errors';
-export type { CreateEngineOptions, EngineHandle, EngineInfo, ModelSpec } from './transport/types';
+export type { CreateEngineOptions, EngineHandle, EngineInfo, LoraInfo, LoraPoolSpec, LoraSpec, ModelSpec } from './transport/types';
 export type { LoadProgress, LoadPhase } from './loader/progress';
 export type { CachedModel } from './loader/cache';

@@ -23,6 +23,7 @@ export function snippet(source: ModelSource, req: ChatRequest): string {
     `import { createEngine, installFetchShim } from 'webgpu-llm';`,
     ``,
     `const engine = await createEngine({ model: ${modelArg} });`,
+    ...(typeof req.model === 'string' && req.model.includes(':') ? [`await engine.loadLora(${quote(req.model.slice(req.model.indexOf(':') + 1))}, adapterSource); // a PEFT folder or GGUF LoRA: repo id, URL or files`] : []),
     `installFetchShim(engine); // this page now answers fetch('/v1/...')`,
     `const client = new OpenAI({ baseURL: location.origin + '/v1', apiKey: 'not-needed', dangerouslyAllowBrowser: true });`,
     ``,

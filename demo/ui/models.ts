@@ -21,6 +21,8 @@ export interface CatalogueModel {
 
 /** Served by Vite from demo/public/ (generated, git-ignored). */
 export const BUNDLED_MODEL_PATH = '/models/tiny-qwen3/gguf/model-Q8_0.gguf';
+/** A LoRA adapter for it (GGUF, rank 8 on every matrix; random too), for the adapter panel offline. */
+export const BUNDLED_LORA_PATH = '/models/tiny-qwen3/lora/all-r8-rslora.gguf';
 
 export const BUNDLED: CatalogueModel = {
   label: 'Tiny Qwen3 test model',
