@@ -13,8 +13,11 @@
 //                    for the quantised types makes the columns non-contiguous:
 //                      F32/F16/BF16: pa = 8c, pb = pa + 4
 //                      Q8_0: block b = c/4, j = c%4:      pa = 32b + 8j,  pb = pa + 4
-//                      Q4_0, Q4_1, Q5_0, Q5_1: block b = c/4, qs word j = c%4:
+//                      Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4: block b = c/4, qs word j = c%4:
 //                            pa = 32b + 4j,  pb = pa + 16
+//                      IQ4_XS: the same within each 32-element block (the 8 blocks of a
+//                            super-block s = c/32 share one d; qs word v = c%32):
+//                            pa = 256s + 32(v/4) + 4(v%4), pb = pa + 16
 //                      Q4_K, Q5_K: super-block s = c/32, qs word v = c%32:
 //                            pa = 256s + 64(v/8) + 4(v%8), pb = pa + 32 (low / high nibbles)
 //                      Q2_K, Q3_K: super-block s = c/32, qs word v = c%16, k = (c/16)%2,
@@ -35,7 +38,10 @@ const WT_Q3_K: u32 = 11u;
 const WT_Q4_K: u32 = 12u;
 const WT_Q5_K: u32 = 13u;
 const WT_Q6_K: u32 = 14u;
+const WT_IQ4_NL: u32 = 20u;
+const WT_IQ4_XS: u32 = 23u;
 const WT_BF16: u32 = 30u;
+const WT_MXFP4: u32 = 39u;
 
 override WTYPE: u32 = WT_F32;
 
@@ -50,6 +56,14 @@ const Q3_K_WORDS: u32 = 28u; // hmask[32], qs[64], scales[12], [d:f16, pad]
 const Q4_K_WORDS: u32 = 36u; // [d:f16, dmin:f16], scales[12], qs[128]
 const Q5_K_WORDS: u32 = 44u; // [d:f16, dmin:f16], scales[12], qh[32], qs[128]
 const Q6_K_WORDS: u32 = 53u; // ql[128], qh[64], scales[16], [d:f16, pad]
+const IQ4_NL_WORDS: u32 = 5u; // [d:f16, pad], qs[16]
+const IQ4_XS_WORDS: u32 = 34u; // [d:f16, scales_h:u16], scales_l[4], qs[128]
+const MXFP4_WORDS: u32 = 5u; // [e:u8, pad], qs[16]
+
+// The 16 values a 4-bit index selects, as int8 packed four to a word (value n in byte n % 4 of
+// word n / 4): ggml's kvalues_iq4nl (IQ4_NL, IQ4_XS) and kvalues_mxfp4 (E2M1 doubled).
+const IQ4NL_LUT = vec4u(0xbfad9881u, 0xf6eaddcfu, 0x26190d01u, 0x71594535u);
+const MXFP4_LUT = vec4u(0x03020100u, 0x0c080604u, 0xfdfeff00u, 0xf4f8fafcu);
 
 struct Chunk {
   a: vec4f,
@@ -93,6 +107,33 @@ fn dq_bit4(qh: u32, shift: u32) -> vec4u {
 // half): nibbles from qs word q (low ones for e < 16), bit 4 from bit e.. of qh.
 fn dq_q5(q: u32, qh: u32, e: u32) -> vec4f {
   return vec4f(dq_nib4(q, (e & 16u) >> 2u) | (dq_bit4(qh, e) << vec4u(4u)));
+}
+
+// Table values of the 4 indices in q (each 0..15).
+fn dq_lut4(lut: vec4u, q: vec4u) -> vec4f {
+  let words = vec4u(lut[q.x >> 2u], lut[q.y >> 2u], lut[q.z >> 2u], lut[q.w >> 2u]);
+  return vec4f(bitcast<vec4i>(words << (vec4u(24u) - 8u * (q & vec4u(3u)))) >> vec4u(24u));
+}
+
+// 4 table values from the low (shift 0) or high (shift 4) nibbles of a word: IQ4_NL, IQ4_XS
+// and MXFP4 (each with its own lut).
+fn dq_lut_nib4(lut: vec4u, q: u32, shift: u32) -> vec4f {
+  return dq_lut4(lut, dq_nib4(q, shift));
+}
+
+// MXFP4's block scale from its E8M0 byte: 2^(e - 128), half the power of two e encodes, built
+// as f32 bits (e < 2 gives the subnormals 2^-128 and 2^-127, as ggml's GGML_E8M0_TO_FP32_HALF).
+fn mxfp4_scale(word: u32) -> f32 {
+  let e = word & 255u;
+  return bitcast<f32>(select((e - 1u) << 23u, 0x00200000u << e, e < 2u));
+}
+
+// IQ4_XS: d * (ls - 32) of 32-element block ib (0..7) of the super-block at word `base`: ls's
+// low 4 bits at bit 4ib of word 1 (scales_l), its top 2 at bit 16 + 2ib of word 0 (scales_h).
+fn iq4xs_scale(base: u32, ib: u32) -> f32 {
+  let w0 = w[base];
+  let ls = ((w[base + 1u] >> (4u * ib)) & 15u) | (((w0 >> (16u + 2u * ib)) & 3u) << 4u);
+  return unpack2x16float(w0).x * (f32(ls) - 32.0);
 }
 
 // Bit `shift` of each byte of a word: Q5_K's fifth bits of 4 consecutive elements.
@@ -179,6 +220,24 @@ fn dq_quad(rw: u32, p: u32) -> vec4f {
         return dm.x * (q - 16.0);
       }
       return dm.x * q + dm.y;
+    }
+    case WT_IQ4_NL, WT_MXFP4: {
+      // Nibbles as Q4_0's, each an index into the type's table; the scale is IQ4_NL's f16 d or
+      // MXFP4's E8M0 byte, both in the block's first word.
+      let base = rw + (p >> 5u) * IQ4_NL_WORDS; // == MXFP4_WORDS
+      let q = w[base + 1u + ((p & 15u) >> 2u)];
+      let shift = (p & 16u) >> 2u;
+      if (WTYPE == WT_MXFP4) {
+        return mxfp4_scale(w[base]) * dq_lut_nib4(MXFP4_LUT, q, shift);
+      }
+      return unpack2x16float(w[base]).x * dq_lut_nib4(IQ4NL_LUT, q, shift);
+    }
+    case WT_IQ4_XS: {
+      // Eight IQ4_NL-style blocks of 32 after two words of scales.
+      let base = rw + (p >> 8u) * IQ4_XS_WORDS;
+      let ib = (p >> 5u) & 7u;
+      let q = w[base + 2u + 4u * ib + ((p & 15u) >> 2u)];
+      return iq4xs_scale(base, ib) * dq_lut_nib4(IQ4NL_LUT, q, (p & 16u) >> 2u);
     }
     case WT_Q4_K, WT_Q5_K: {
       // 32-byte run i of qs holds sub-block 2i in its low nibbles and 2i + 1 in its high ones.
@@ -273,6 +332,26 @@ fn dq_chunk(rw: u32, c: u32) -> Chunk {
         return Chunk(dm.x * (qa - 16.0), dm.x * (qb - 16.0), pa, pa + 16u);
       }
       return Chunk(dm.x * qa + dm.y, dm.x * qb + dm.y, pa, pa + 16u);
+    }
+    case WT_IQ4_NL, WT_MXFP4: {
+      let base = rw + (c >> 2u) * IQ4_NL_WORDS; // == MXFP4_WORDS
+      let j = c & 3u;
+      let q = w[base + 1u + j];
+      let pa = 32u * (c >> 2u) + 4u * j;
+      if (WTYPE == WT_MXFP4) {
+        let d = mxfp4_scale(w[base]);
+        return Chunk(d * dq_lut_nib4(MXFP4_LUT, q, 0u), d * dq_lut_nib4(MXFP4_LUT, q, 4u), pa, pa + 16u);
+      }
+      let d = unpack2x16float(w[base]).x;
+      return Chunk(d * dq_lut_nib4(IQ4NL_LUT, q, 0u), d * dq_lut_nib4(IQ4NL_LUT, q, 4u), pa, pa + 16u);
+    }
+    case WT_IQ4_XS: {
+      let base = rw + (c >> 5u) * IQ4_XS_WORDS;
+      let v = c & 31u;
+      let d = iq4xs_scale(base, v >> 2u);
+      let q = w[base + 2u + v];
+      let pa = 256u * (c >> 5u) + 32u * (v >> 2u) + 4u * (v & 3u);
+      return Chunk(d * dq_lut_nib4(IQ4NL_LUT, q, 0u), d * dq_lut_nib4(IQ4NL_LUT, q, 4u), pa, pa + 16u);
     }
     case WT_Q4_K, WT_Q5_K: {
       // Q5_K: qh word v % 8 holds the fifth bits, at bit 2i (low nibbles) and 2i + 1 (high).

@@ -32,6 +32,7 @@ import {
   quantizeQ5_1,
   quantizeQ8_0,
 } from './quants-legacy';
+import { dequantizeIQ4_NL, dequantizeIQ4_XS, dequantizeMXFP4, quantizeIQ4_NL, quantizeIQ4_XS, quantizeMXFP4 } from './quants-lut';
 
 /** A field of a ggml block moved for the GPU: byte offset in the ggml block, byte offset on the GPU, length. */
 export type Move = readonly [from: number, to: number, length: number];
@@ -187,6 +188,36 @@ const ROWS = {
     safetensors: false,
     quantize: quantizeQ6_K,
     dequantize: dequantizeQ6_K,
+  },
+  // ggml [d:f16, qs:16 bytes of nibbles indexing the IQ4 grid] (18 B); GPU [d:f16, pad:2, qs:16] (20 B).
+  IQ4_NL: {
+    ggmlType: 20,
+    blockSize: 32,
+    bytesPerBlock: 18,
+    gpu: { bytesPerBlock: 20, moves: [[0, 0, 2], [2, 4, 16]] },
+    safetensors: false,
+    quantize: quantizeIQ4_NL,
+    dequantize: dequantizeIQ4_NL,
+  },
+  // [d:f16, scales_h:u16, scales_l:4, qs:128] (136 B): already word-aligned.
+  IQ4_XS: {
+    ggmlType: 23,
+    blockSize: 256,
+    bytesPerBlock: 136,
+    gpu: { bytesPerBlock: 136 },
+    safetensors: false,
+    quantize: quantizeIQ4_XS,
+    dequantize: dequantizeIQ4_XS,
+  },
+  // ggml [e:E8M0 byte, qs:16 bytes of FP4 E2M1 nibbles] (17 B); GPU [e, pad:3, qs:16] (20 B).
+  MXFP4: {
+    ggmlType: 39,
+    blockSize: 32,
+    bytesPerBlock: 17,
+    gpu: { bytesPerBlock: 20, moves: [[0, 0, 1], [1, 4, 16]] },
+    safetensors: false,
+    quantize: quantizeMXFP4,
+    dequantize: dequantizeMXFP4,
   },
 } satisfies Record<string, DTypeInfo>;
 

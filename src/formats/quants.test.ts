@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { dequantize, packScalesMinsK4, quantize, unpackScalesMinsK4 } from './quants';
 import { DTYPE_INFO, DTYPES, tensorByteLength, type DType } from './types';
 import { Rng } from '../testing/fixtures/rng';
+import { IQ4NL_VALUES } from './quants-lut';
 
 /** Uniform [0, 1) draws from the fixtures' seeded generator. */
 function rng(seed: number): () => number {
@@ -25,6 +26,10 @@ const gaussian = (r: () => number) => () => Math.sqrt(-2 * Math.log(r() + 1e-12)
  *     step <= (range + dmin) / 3 + d <= (2 + 1/15) amax / 3 + 0.046 amax, half of it 0.37 amax.
  *   Q3_K: one step (amax of 16 / 4: the clamp at q - 4 = 3) plus 2 d (d = amax / 128): 0.27 amax.
  *   Q6_K: one step (amax / 32, the clamp at q = 31) plus 8-bit scale rounding.
+ *   IQ4_NL, IQ4_XS: no closed form (the scale is searched for the least x²-weighted error, so
+ *     the extreme may land off the grid's end); about 1.4x the worst measured, 0.108 amax.
+ *   MXFP4: the exponent puts the table's 12 at 1.5 * 2^floor(log2 amax), so up to amax / 4 clamps
+ *     away, and the widest step (8 to 12, 2^floor(log2 amax) / 2) costs as much at half a step.
  * Plus 2^-17 absolute for every type: a tiny block's d is a subnormal f16 (steps of 2^-24),
  * whose rounding is up to 2^-25 * |q| <= 2^-18 of error.
  */
@@ -43,6 +48,9 @@ const BOUNDS: Record<DType, { maxOfAmax: number; relRmse: number }> = {
   Q4_K: { maxOfAmax: 0.1, relRmse: 0.09 },
   Q5_K: { maxOfAmax: 0.05, relRmse: 0.045 }, // measured 0.039 (max error 0.031 amax)
   Q6_K: { maxOfAmax: 0.05, relRmse: 0.025 },
+  IQ4_NL: { maxOfAmax: 0.15, relRmse: 0.1 }, // measured 0.076
+  IQ4_XS: { maxOfAmax: 0.15, relRmse: 0.1 }, // measured 0.077
+  MXFP4: { maxOfAmax: 0.25 + 2 ** -20, relRmse: 0.15 }, // measured 0.114 (max error 0.25 amax)
 };
 
 function checkBounds(dtype: DType, x: Float32Array): void {
@@ -349,6 +357,81 @@ describe('hand-built blocks dequantise exactly', () => {
     expect([b[0], b[1]]).toEqual([0x00, 0x40]); // d = 2.0
     expect(b[2]! & 0xf).toBe(0);
     expect(dequantize('Q4_0', b, 32)[0]).toBe(-16);
+  });
+
+  it('IQ4_NL: d, then nibbles as Q4_0 indexing the IQ4 grid; value = d * grid[q]', () => {
+    const b = new Uint8Array(18);
+    b.set(F16[0.5], 0);
+    for (let j = 0; j < 16; j++) b[2 + j] = j | ((15 - j) << 4);
+    const y = dequantize('IQ4_NL', b, 32);
+    for (let j = 0; j < 16; j++) {
+      expect(y[j]).toBe(IQ4NL_VALUES[j]! * 0.5);
+      expect(y[j + 16]).toBe(IQ4NL_VALUES[15 - j]! * 0.5);
+    }
+    expect([y[0], y[8], y[15]]).toEqual([-63.5, 0.5, 56.5]);
+  });
+
+  it('IQ4_XS: d, scales_h, scales_l, then 8 blocks of IQ4_NL nibbles; block ib scaled by d * (ls - 32)', () => {
+    const b = new Uint8Array(136);
+    b.set(F16[0.25], 0);
+    // ls of block ib = 32 + 4ib - 13 (19, 23, ..., 47): low nibbles in scales_l, top 2 bits in scales_h.
+    const ls = Array.from({ length: 8 }, (_, ib) => 32 + 4 * ib - 13);
+    let h = 0;
+    ls.forEach((l, ib) => {
+      b[4 + (ib >> 1)] |= (l & 15) << (4 * (ib & 1));
+      h |= (l >> 4) << (2 * ib);
+    });
+    b[2] = h & 0xff;
+    b[3] = h >> 8;
+    for (let i = 0; i < 128; i++) b[8 + i] = (i % 16) | (((i + 5) % 16) << 4);
+    const y = dequantize('IQ4_XS', b, 256);
+    for (let ib = 0; ib < 8; ib++) {
+      for (let j = 0; j < 16; j++) {
+        const dl = 0.25 * (ls[ib]! - 32);
+        expect(y[32 * ib + j], `block ${ib} element ${j}`).toBe(dl * IQ4NL_VALUES[(16 * ib + j) % 16]!);
+        expect(y[32 * ib + j + 16]).toBe(dl * IQ4NL_VALUES[(16 * ib + j + 5) % 16]!);
+      }
+    }
+  });
+
+  it('MXFP4: an E8M0 byte e, then nibbles as Q4_0 holding E2M1 (sign bit 3); value = E2M1 * 2^(e - 127)', () => {
+    const b = new Uint8Array(17);
+    b[0] = 130; // 2^3
+    for (let j = 0; j < 16; j++) b[1 + j] = j | ((15 - j) << 4);
+    const y = dequantize('MXFP4', b, 32);
+    const e2m1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6, 0, -0.5, -1, -1.5, -2, -3, -4, -6];
+    for (let j = 0; j < 16; j++) {
+      expect(y[j]).toBe(e2m1[j]! * 8);
+      expect(y[j + 16]).toBe(e2m1[15 - j]! * 8);
+    }
+    // The exponent's extremes: e = 0 and 1 are f32 subnormals halved (2^-128, 2^-127), 254 is 2^126.
+    for (const [e, scale] of [[0, 2 ** -127], [1, 2 ** -126], [127, 1], [254, 2 ** 127]] as const) {
+      b[0] = e;
+      expect(dequantize('MXFP4', b, 32)[1], `e = ${e}`).toBe(0.5 * scale);
+    }
+  });
+
+  it('MXFP4 quantises like ggml: e = floor(log2 amax) - 2 + 127, nearest E2M1 (the first on ties), 1.5 * 2^e at most', () => {
+    const x = new Float32Array(32).map((_, i) => (i - 12) * 0.75); // amax 14.25: e = 3 - 2 + 127
+    const b = quantize('MXFP4', x);
+    expect(b[0]).toBe(128);
+    const y = dequantize('MXFP4', b, 32);
+    const grid = [0, 0.5, 1, 1.5, 2, 3, 4, 6].flatMap((v) => [v, -v]).map((v) => v * 2);
+    for (let i = 0; i < 32; i++) {
+      const best = Math.min(...grid.map((g) => Math.abs(g - x[i]!)));
+      expect(Math.abs(y[i]! - x[i]!), `element ${i}`).toBe(best);
+    }
+    expect(y[31]).toBe(12); // 14.25 clamps to the table's end
+    expect(y[13]).toBe(1); // 0.75 is halfway between 0.5 and 1 (scaled: 1 and 2): the lower index
+  });
+
+  it('IQ4_NL and IQ4_XS quantise into the layout they dequantise from (grid values at every position)', () => {
+    // Every grid value, shuffled, in each 32-block at a per-block scale: the search finds them exactly.
+    for (const [dtype, n] of [['IQ4_NL', 64], ['IQ4_XS', 256]] as const) {
+      const x = new Float32Array(n).map((_, i) => IQ4NL_VALUES[(i * 7) % 16]! * (dtype === 'IQ4_NL' ? 0.5 : 0.25 * (1 + ((i >> 5) % 4))));
+      const y = dequantize(dtype, quantize(dtype, x), n);
+      for (let i = 0; i < n; i++) expect(y[i], `${dtype} element ${i}`).toBeCloseTo(x[i]!, 5);
+    }
   });
 });
 

@@ -75,7 +75,7 @@ describe('gpuBytesPerRow', () => {
 
 describe('WTYPE', () => {
   it('is each type\'s ggml id', () => {
-    expect(WTYPE).toEqual({ F32: 0, F16: 1, BF16: 30, Q8_0: 8, Q4_0: 2, Q4_1: 3, Q5_0: 6, Q5_1: 7, Q2_K: 10, Q3_K: 11, Q4_K: 12, Q5_K: 13, Q6_K: 14 });
+    expect(WTYPE).toEqual({ F32: 0, F16: 1, BF16: 30, Q8_0: 8, Q4_0: 2, Q4_1: 3, Q5_0: 6, Q5_1: 7, Q2_K: 10, Q3_K: 11, Q4_K: 12, Q5_K: 13, Q6_K: 14, IQ4_NL: 20, IQ4_XS: 23, MXFP4: 39 });
   });
 
   it.each(DTYPES)('%s: shaders/lib/dequant.wgsl names its WTYPE and, when quantised, its GPU block in words', (dtype) => {
