@@ -29,16 +29,26 @@ const STEPS = 32;
  * Q5_K_M tied).
  */
 const FORMATS = ['hf-F32', 'hf-F16', 'hf-BF16', 'F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q5_0', 'Q4_K', 'Q6_K', 'Q4_K_M'];
-const LEGACY_MIN: Partial<Record<Arch, string[]>> = { llama: ['Q4_1', 'Q5_K', 'Q2_K'], qwen2: ['Q5_1', 'Q3_K'], qwen3: ['Q5_K', 'Q5_K_M'] };
+/**
+ * The IQ4 types, MXFP4 and llama-quantize's other presets: all on llama, each once on another
+ * family (tied qwen3 and gemma2 put IQ4_NL's and IQ4_XS_MIX's choices in the embedding).
+ */
+const LAST_TYPES = ['IQ4_NL', 'IQ4_XS', 'MXFP4', 'Q4_K_S', 'Q3_K_M', 'Q2_K_MIX', 'IQ4_XS_MIX'];
+const LEGACY_MIN: Partial<Record<Arch, string[]>> = {
+  llama: ['Q4_1', 'Q5_K', 'Q2_K', ...LAST_TYPES],
+  qwen2: ['Q5_1', 'Q3_K', 'MXFP4'],
+  qwen3: ['Q5_K', 'Q5_K_M', 'IQ4_NL', 'Q3_K_M'],
+  mistral: ['Q4_K_S'],
+};
 /** Families added on top of the four: HF folders and the GGUF types the issue names, not the whole grid. */
 const NEWER = ['hf-F32', 'F16', 'Q8_0', 'Q4_K_M'];
 /** Granite and Phi-3: the HF folder and the GGUF types issue #16 names for them. */
 const DENSE = ['hf-F32', 'F32', 'F16', 'Q8_0', 'Q4_K', 'Q4_K_M'];
 const CASES: Array<[Arch, string[]]> = [
   ...(['llama', 'qwen2', 'qwen3', 'mistral'] as Arch[]).map((a): [Arch, string[]] => [a, [...FORMATS, ...(LEGACY_MIN[a] ?? [])]]),
-  ['smollm3', NEWER],
-  ['olmo2', NEWER],
-  ['gemma2', NEWER],
+  ['smollm3', [...NEWER, 'Q2_K_MIX']],
+  ['olmo2', [...NEWER, 'IQ4_XS']],
+  ['gemma2', [...NEWER, 'IQ4_XS_MIX']],
   // Six tiny layers (one global): the HF folder and one GGUF type.
   ['gemma3', ['hf-F32', 'Q8_0']],
   // The issue's list: the HF folder and F32, F16, Q8_0, Q4_K and the Q4_K_M mix.
@@ -65,6 +75,24 @@ describe('the GPU engine on LongRoPE at a context within the original one', () =
   // The tiny phi3 fixture's original context is 512: a 256-token engine takes the short factors.
   it('Q8_0 with a 256-token context: greedy tokens and teacher-forced logits match the reference', async () => {
     await expectModelMatchesReference(await testGPU(), urls().Q8_0!, { precision: 'f32', steps: 16, tolerance: LOGIT_TOLERANCE, salt: 5, engine: { contextLength: 256 } });
+  });
+});
+
+/**
+ * llama-quantize's mixes on a hidden size that is a multiple of 32 but not of 256 (as Qwen2.5-0.5B's
+ * 896): rows of 288 fall back to Q5_0 / Q5_1 / Q4_0 / IQ4_NL / Q8_0 while rows of 256 and 512
+ * (attn_output, ffn_down) keep the preset's K- and IQ-quants. One mix per fallback type.
+ */
+describe('the GPU engine on mixes whose rows are not whole 256-blocks (hidden 288)', () => {
+  const mixes = ['Q4_K_M', 'Q5_K_M', 'Q2_K_MIX', 'IQ4_XS_MIX'] as const;
+  const urls = useFixtureURLs('llama', { options: { hiddenSize: 288 }, which: { hf: [], gguf: mixes } });
+  let gpu: GPUContext;
+  beforeAll(async () => {
+    gpu = await testGPU();
+  });
+
+  it.each(mixes)('%s: greedy tokens and teacher-forced logits match the reference', async (variant) => {
+    await expectModelMatchesReference(gpu, urls()[variant]!, { precision: 'f32', steps: STEPS, tolerance: LOGIT_TOLERANCE, salt: 288 });
   });
 });
 

@@ -40,6 +40,14 @@ const TOLERANCE = {
   Q4_1: 0.75, // measured 0.20 .. 0.49 (with smollm3)
   Q5_0: 0.45, // measured 0.10 .. 0.31 (with smollm3)
   Q5_1: 0.42, // measured 0.088 .. 0.28 (with smollm3)
+  IQ4_NL: 0.8, // measured 0.13 .. 0.53 (all eight families)
+  IQ4_XS: 0.8, // measured 0.13 .. 0.53
+  MXFP4: 1.0, // measured 0.20 .. 0.68
+  Q4_K_S: 0.67, // measured 0.067 .. 0.45
+  Q3_K_M: 0.97, // measured 0.12 .. 0.65
+  IQ4_XS_MIX: 0.63, // measured 0.067 .. 0.42
+  // Not the Q2_K preset (Q2_K_MIX): like pure Q2_K it drifts as far as a broken file would
+  // (measured 0.23 .. 1.15).
 } as const;
 type Variant = keyof typeof TOLERANCE;
 
@@ -99,6 +107,12 @@ describe.each(ARCHES)('reference forward on the tiny %s fixture', (arch) => {
       Q6_K: at(paths.gguf.Q6_K),
       Q4_K_M: at(paths.gguf.Q4_K_M),
       Q5_K_M: at(paths.gguf.Q5_K_M),
+      IQ4_NL: at(paths.gguf.IQ4_NL),
+      IQ4_XS: at(paths.gguf.IQ4_XS),
+      MXFP4: at(paths.gguf.MXFP4),
+      Q4_K_S: at(paths.gguf.Q4_K_S),
+      Q3_K_M: at(paths.gguf.Q3_K_M),
+      IQ4_XS_MIX: at(paths.gguf.IQ4_XS_MIX),
     };
     hfF32 = await load(urls['hf-F32']);
     // A fixed pseudo-random sequence over the whole vocabulary.

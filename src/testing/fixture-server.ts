@@ -5,7 +5,15 @@
 import { relative } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
 import type { Arch } from '../model/config';
+import type { FixtureOptions } from './fixtures/model';
 import { ensureFixture } from './fixtures/shared';
+import type { WriteOptions } from './fixtures/write';
+
+/** A tiny fixture's options beyond its architecture (other shapes, tying), and which files to write. */
+export interface FixtureVariant {
+  options?: Omit<FixtureOptions, 'arch' | 'preset'>;
+  which?: WriteOptions;
+}
 import { serveDirectory } from './server';
 
 export interface FixtureServer {
@@ -13,8 +21,8 @@ export interface FixtureServer {
   close(): Promise<void> | void;
 }
 
-export async function serveFixture(arch: Arch): Promise<FixtureServer> {
-  const paths = await ensureFixture({ arch, preset: 'tiny' });
+export async function serveFixture(arch: Arch, variant: FixtureVariant = {}): Promise<FixtureServer> {
+  const paths = await ensureFixture({ ...variant.options, arch, preset: 'tiny' }, variant.which);
   const server = await serveDirectory(paths.root);
   const at = (p: string) => `${server.url}/${relative(paths.root, p).split('\\').join('/')}`;
   const urls: Record<string, string> = {};
@@ -27,10 +35,10 @@ export async function serveFixture(arch: Arch): Promise<FixtureServer> {
  * Inside a `describe`: serves `arch`'s fixture for its tests (beforeAll / afterAll) and returns a
  * getter for the URLs, valid once the tests run.
  */
-export function useFixtureURLs(arch: Arch): () => Record<string, string> {
+export function useFixtureURLs(arch: Arch, variant?: FixtureVariant): () => Record<string, string> {
   let fixture: FixtureServer | undefined;
   beforeAll(async () => {
-    fixture = await serveFixture(arch);
+    fixture = await serveFixture(arch, variant);
   });
   afterAll(() => fixture?.close());
   return () => fixture!.urls;
