@@ -139,6 +139,24 @@ describe('openModel errors', () => {
     expect(e.field).toBe('blk.2.attn_norm.weight');
   });
 
+  // llama.cpp's other weight types: a GGUF with one tensor's type id changed to each.
+  it.each([
+    [16, 'IQ2_XXS'], [17, 'IQ2_XS'], [18, 'IQ3_XXS'], [19, 'IQ1_S'], [21, 'IQ3_S'], [22, 'IQ2_S'], [29, 'IQ1_M'], [34, 'TQ1_0'], [35, 'TQ2_0'],
+  ])('refuses a GGUF with a tensor of ggml type %i (%s), naming the tensor and the type', async (id, name) => {
+    const bytes = new Uint8Array(await readFile(paths.gguf.Q4_0!));
+    const tensor = 'blk.0.attn_q.weight';
+    // The tensor's header entry: its name, u32 n_dims, n_dims u64 dims, then the u32 type.
+    const at = Buffer.from(bytes).indexOf(Buffer.from(tensor)) + tensor.length;
+    const view = new DataView(bytes.buffer, bytes.byteOffset);
+    expect(view.getUint32(at + 4 + 8 * view.getUint32(at, true), true)).toBe(2); // Q4_0
+    view.setUint32(at + 4 + 8 * view.getUint32(at, true), id, true);
+    const file = join(scratch, `type-${id}.gguf`);
+    await writeFile(file, bytes);
+    const e = (await openModel(file).then(() => null, (err: unknown) => err)) as { code?: string; message?: string };
+    expect(e?.code).toBe('unsupported_dtype');
+    expect(e.message).toContain(`"${tensor}" has ggml type ${name} (id ${id})`);
+  });
+
   it('refuses an unsupported architecture', async () => {
     const e = await openError(url(await hfCopy('falcon', (c) => (c.model_type = 'falcon'))));
     expect(e.code).toBe('unsupported_arch');
