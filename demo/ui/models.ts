@@ -2,11 +2,13 @@
  * The models the page offers. The bundled one is generated at `npm start` (tools/bundle-demo-model.ts)
  * and needs no network; the others are small instruction models known to load.
  *
- * The engine reads F32/F16/BF16, Q8_0, Q4_0, Q4_K and Q6_K. A Q4_K_M file only uses those when
- * the model's rows are multiples of 256; for models whose hidden size is not (Qwen2.5-0.5B: 896,
- * SmolLM2-360M: 960) llama.cpp's K-quant files fall back to Q5_0 for some tensors, so those are
- * offered as Q8_0, which is pure. Every repo/file path below was checked against public code that
- * downloads it (November 2026); none could be fetched from here (no network).
+ * The engine reads every weight type llama.cpp's usual presets write (F32/F16/BF16, Q8_0, the
+ * legacy Q4/Q5 types, the K-quants, IQ4_NL/IQ4_XS, MXFP4), so a Q4_K_M file loads even when the
+ * model's rows are not multiples of 256 (Qwen2.5-0.5B: 896, SmolLM2-360M: 960) and llama.cpp's
+ * quantiser fell back to Q5_0 and Q8_0 for most tensors. Qwen2.5-0.5B's Q4_K_M is Qwen's own file;
+ * SmolLM2-360M's is bartowski's (HuggingFaceTB publishes only Q8_0 for it), the one most apps
+ * download. Every repo/file path below was checked against public code that downloads it
+ * (November 2026); none could be fetched from here (no network).
  */
 
 export interface CatalogueModel {
@@ -39,9 +41,10 @@ export const KNOWN_MODELS: readonly CatalogueModel[] = [
     note: 'thinks before answering (reasoning shown folded)',
   },
   {
-    label: 'Qwen2.5 0.5B Instruct · Q8_0',
-    model: 'Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q8_0.gguf',
-    size: '0.7 GB',
+    label: 'Qwen2.5 0.5B Instruct · Q4_K_M',
+    model: 'Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_k_m.gguf',
+    size: '0.5 GB',
+    note: 'mostly Q5_0 and Q8_0: llama.cpp’s fallbacks for rows of 896',
   },
   {
     label: 'Llama 3.2 1B Instruct · Q4_K_M',
@@ -49,9 +52,9 @@ export const KNOWN_MODELS: readonly CatalogueModel[] = [
     size: '0.8 GB',
   },
   {
-    label: 'SmolLM2 360M Instruct · Q8_0',
-    model: 'HuggingFaceTB/SmolLM2-360M-Instruct-GGUF/smollm2-360m-instruct-q8_0.gguf',
-    size: '0.4 GB',
+    label: 'SmolLM2 360M Instruct · Q4_K_M',
+    model: 'bartowski/SmolLM2-360M-Instruct-GGUF/SmolLM2-360M-Instruct-Q4_K_M.gguf',
+    size: '0.27 GB',
   },
   {
     label: 'SmolLM2 1.7B Instruct · Q4_K_M',
