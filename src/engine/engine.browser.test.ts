@@ -9,9 +9,16 @@ import { expectModelMatchesReference, splittingLimit } from '../testing/engine-c
 const LOGIT_TOLERANCE = 1e-3; // f32 path, as in engine.test.ts
 const STEPS = 32;
 
-/** Every fixture architecture × every format the generator writes; Q4_1, Q5_1, Q5_K, Q3_K, Q2_K and Q5_K_M on some, as in Node. */
+/**
+ * Every fixture architecture × every format the generator writes; Q4_1, Q5_1, Q5_K, Q3_K, Q2_K,
+ * the IQ4 types, MXFP4 and the other mixes on some, as in Node (two mixes on hidden 288 too).
+ */
 const FORMATS = ['hf-F32', 'hf-F16', 'hf-BF16', 'F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q5_0', 'Q4_K', 'Q6_K', 'Q4_K_M'];
-const LEGACY_MIN: Record<string, string[]> = { llama: ['Q4_1', 'Q5_K', 'Q2_K'], qwen2: ['Q5_1', 'Q3_K'], qwen3: ['Q5_K', 'Q5_K_M'] };
+const LEGACY_MIN: Record<string, string[]> = {
+  llama: ['Q4_1', 'Q5_K', 'Q2_K', 'IQ4_NL', 'MXFP4', 'Q3_K_M'],
+  qwen2: ['Q5_1', 'Q3_K', 'IQ4_XS'],
+  qwen3: ['Q5_K', 'Q5_K_M', 'IQ4_XS_MIX'],
+};
 /** Families added on top of the four: an HF folder and two GGUF types each, as a smaller grid than Node's. */
 const NEWER = ['hf-F32', 'Q8_0', 'Q4_K_M'];
 const CASES: Array<[string, string]> = [
@@ -21,6 +28,9 @@ const CASES: Array<[string, string]> = [
   ...['hf-F32', 'Q8_0'].map((f): [string, string] => ['gemma3', f]),
   ['granite', 'Q4_K_M'],
   ['phi3', 'Q4_K_M'],
+  // Hidden 288: rows of 288 in llama-quantize's fallbacks (Q5_0 and Q8_0; IQ4_NL).
+  ['llama-d288', 'Q4_K_M'],
+  ['llama-d288', 'IQ4_XS_MIX'],
 ];
 
 describe('the GPU engine in Chromium', () => {

@@ -10,7 +10,7 @@ import type { GPUContext } from '../gpu/device';
 import type { Arch } from '../model/config';
 import { openModel } from '../model/open';
 import { greedy, ReferenceModel } from '../reference/forward';
-import { ensureFixture } from '../testing/fixtures/shared';
+import { D288_MIXES, ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
 import { useFixtureURLs } from '../testing/fixture-server';
 import { serveDirectory } from '../testing/server';
@@ -84,7 +84,7 @@ describe('the GPU engine on LongRoPE at a context within the original one', () =
  * (attn_output, ffn_down) keep the preset's K- and IQ-quants. One mix per fallback type.
  */
 describe('the GPU engine on mixes whose rows are not whole 256-blocks (hidden 288)', () => {
-  const mixes = ['Q4_K_M', 'Q5_K_M', 'Q2_K_MIX', 'IQ4_XS_MIX'] as const;
+  const mixes = D288_MIXES;
   const urls = useFixtureURLs('llama', { options: { hiddenSize: 288 }, which: { hf: [], gguf: mixes } });
   let gpu: GPUContext;
   beforeAll(async () => {

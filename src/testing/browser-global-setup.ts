@@ -1,6 +1,10 @@
 import type { TestProject } from 'vitest/node';
 
-/** Relative paths (under `fixturesURL`) of each tiny fixture's formats: `hf-F32`, `Q4_K`, ... (and llama's LoRA adapters, `lora/qv-r4`, `lora/qv-r4.gguf`, ...). */
+/**
+ * Relative paths (under `fixturesURL`) of each tiny fixture's formats: `hf-F32`, `Q4_K`, ... (and
+ * llama's LoRA adapters, `lora/qv-r4`, `lora/qv-r4.gguf`, ...); keyed by arch, plus `llama-d288`
+ * (hidden 288: the D288_MIXES files only).
+ */
 export type FixtureIndex = Record<string, Record<string, string>>;
 
 /**
@@ -11,7 +15,7 @@ export type FixtureIndex = Record<string, Record<string, string>>;
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const { relative } = await import('node:path');
   const { serveDirectory } = await import('./server');
-  const { ensureFixture, fixtureDir } = await import('./fixtures/shared');
+  const { D288_MIXES, ensureFixture, fixtureDir } = await import('./fixtures/shared');
   const root = fixtureDir();
   const index: FixtureIndex = {};
   for (const arch of ['llama', 'qwen2', 'qwen3', 'mistral', 'smollm3', 'olmo2', 'gemma2', 'gemma3', 'granite', 'phi3'] as const) {
@@ -26,6 +30,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const { lora } = await ensureLoraFixture({ arch: 'llama', preset: 'tiny' });
   for (const [name, p] of Object.entries(lora.peft)) index.llama![`lora/${name}`] = relative(root, p).split('\\').join('/');
   for (const [name, p] of Object.entries(lora.gguf)) index.llama![`lora/${name}.gguf`] = relative(root, p).split('\\').join('/');
+  // Hidden 288 (a multiple of 32, not of 256): llama-quantize's mixes with their row fallbacks.
+  const d288 = await ensureFixture({ arch: 'llama', preset: 'tiny', hiddenSize: 288 }, { hf: [], gguf: D288_MIXES });
+  index['llama-d288'] = Object.fromEntries(Object.entries(d288.gguf).map(([k, p]) => [k, relative(root, p as string).split('\\').join('/')]));
   const server = await serveDirectory(root);
   project.provide('fixturesURL', server.url);
   project.provide('fixtures', index);
