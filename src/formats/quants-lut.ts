@@ -92,9 +92,10 @@ const fitSums = new Float64Array(2);
 function iq4Fit(x: Float32Array, src: number, id: number): void {
   let sumqx = 0;
   let sumq2 = 0;
-  for (let j = 0; j < 32; j++) {
-    const v = x[src + j]!;
-    const q = IQ4NL_VALUES[nearestIQ4(f32(id * v))]!;
+  for (let j = src; j < src + 32; j++) {
+    const v = x[j]!;
+    const k = Math.floor(2 * f32(id * v));
+    const q = IQ4NL_VALUES[IQ4_BY_HALF[k < -256 ? 0 : k > 256 ? 512 : k + 256]!]!;
     const wq = f32(f32(v * v) * q);
     sumqx = f32(sumqx + f32(wq * v));
     sumq2 = f32(sumq2 + f32(wq * q));
@@ -177,18 +178,20 @@ export function e8m0Half(e: number): number {
   return 2 ** (e - 128);
 }
 
-/** The nearest table value to x at scale d (the first on ties), as ggml's best_index_mxfp4. */
+/** Midpoints between neighbouring E2M1 magnitudes (doubled, as MXFP4_VALUES' first half). */
+const MXFP4_MIDS = [0.5, 1.5, 2.5, 3.5, 5, 7, 10];
+
+/**
+ * The nearest table index to x at scale d, as ggml's best_index_mxfp4 (a scan for the least
+ * |value·d - x|, the first on ties) picks it: d is a power of two, so |x| / d is exact and the
+ * scan's differences between neighbours are too; the first on a tie is the smaller magnitude, and
+ * zero is the positive 0 (index 0) whatever x's sign.
+ */
 function nearestMXFP4(x: number, d: number): number {
-  let best = 0;
-  let bestErr = Math.abs(f32(MXFP4_VALUES[0]! * d) - x);
-  for (let i = 1; i < 16; i++) {
-    const err = Math.abs(f32(MXFP4_VALUES[i]! * d) - x);
-    if (err < bestErr) {
-      best = i;
-      bestErr = err;
-    }
-  }
-  return best;
+  const m = Math.abs(x) / d;
+  let k = 0;
+  while (k < 7 && m > MXFP4_MIDS[k]!) k++;
+  return x < 0 && k > 0 ? k + 8 : k;
 }
 
 export function quantizeMXFP4(x: Float32Array, out: Uint8Array): void {
