@@ -10,10 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openModel } from '../model/open';
-import { modelTensors } from '../model/tensors';
-import { mergeLora } from '../lora/merge';
-import { openLoraWithCache } from '../lora/load';
 import { ensureLoraFixture } from '../testing/fixtures/lora-write';
+import { mergedReference } from '../testing/lora-reference';
 import { greedy, logitsFor, ReferenceModel } from '../reference/forward';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { serveDirectory, type StaticServer } from '../testing/server';
@@ -42,12 +40,7 @@ async function cli(...args: string[]): Promise<GenerateOutput> {
 /** The reference's greedy ids (with a LoRA adapter merged, when given), cut at its first step whose top-2 logit margin is below TIE. */
 async function reference(location: string, lora?: string): Promise<number[]> {
   const opened = await openModel(location);
-  let ref = await ReferenceModel.load(opened);
-  if (lora) {
-    const weights = new Map<string, Float32Array>();
-    for (const { row, name } of modelTensors(opened.config)) if (row.field && opened.tensors.has(name)) weights.set(name, await opened.readTensorF32(name));
-    ref = ReferenceModel.fromWeights(opened.config, mergeLora(opened.config, weights, await openLoraWithCache(lora, opened.config, { cache: false })), opened.ropeFreqFactors);
-  }
+  const ref = lora ? await mergedReference(opened, lora) : await ReferenceModel.load(opened);
   const want = greedy(ref, PROMPT, STEPS);
   const logits = logitsFor(ref, [...PROMPT, ...want]);
   const stable = want.findIndex((_, s) => {

@@ -6,13 +6,10 @@
 import OpenAI from 'openai';
 import { describe, expect, inject, it } from 'vitest';
 import { createEngine } from '../index';
-import { mergeLora } from '../lora/merge';
-import { openLoraWithCache } from '../lora/load';
 import { openModel } from '../model/open';
-import { modelTensors } from '../model/tensors';
-import { ReferenceModel } from '../reference/forward';
 import { expectEngineMatchesReference } from '../testing/engine-check';
 import { testGPU } from '../testing/gpu';
+import { baseWeights, mergedReference } from '../testing/lora-reference';
 import { GpuEngine } from './engine';
 
 const url = (variant: string) => `${inject('fixturesURL')}/${inject('fixtures').llama![variant]}`;
@@ -21,15 +18,12 @@ const LOGIT_TOLERANCE = 1e-3; // f32 path, as in lora.test.ts
 describe('LoRA adapters in Chromium', () => {
   it('each adapter gives the merged reference’s greedy tokens and logits (GGUF Q8_0 base; PEFT and GGUF adapters)', async () => {
     const opened = await openModel(url('Q8_0'));
-    const weights = new Map<string, Float32Array>();
-    for (const { row, name } of modelTensors(opened.config)) if (row.field && opened.tensors.has(name)) weights.set(name, await opened.readTensorF32(name));
+    const weights = await baseWeights(opened);
     const engine = await GpuEngine.load(opened, { gpu: await testGPU(), precision: 'f32', lora: { qv: url('lora/qv-r4'), all: url('lora/all-r8-rslora.gguf') }, loraPool: { maxRank: 8 } });
     try {
       const prompt = Array.from({ length: 20 }, (_, i) => (i * 7919 + 31) % opened.config.vocabSize);
       for (const [name, variant] of [['qv', 'lora/qv-r4'], ['all', 'lora/all-r8-rslora.gguf']] as const) {
-        const adapter = await openLoraWithCache(url(variant), opened.config, { cache: false });
-        const ref = ReferenceModel.fromWeights(opened.config, mergeLora(opened.config, weights, adapter), opened.ropeFreqFactors);
-        await expectEngineMatchesReference(engine, ref, prompt, 12, LOGIT_TOLERANCE, name);
+        await expectEngineMatchesReference(engine, await mergedReference(opened, url(variant), weights), prompt, 12, LOGIT_TOLERANCE, name);
       }
     } finally {
       await engine.dispose();

@@ -7,14 +7,12 @@
 import { relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
-import { mergeLora } from '../lora/merge';
-import { openLoraWithCache } from '../lora/load';
 import type { Arch } from '../model/config';
 import { openModel, type OpenedModel } from '../model/open';
-import { modelTensors } from '../model/tensors';
 import { greedy, ReferenceModel } from '../reference/forward';
 import { expectEngineMatchesReference, generateGreedy } from '../testing/engine-check';
 import { ensureLoraFixture } from '../testing/fixtures/lora-write';
+import { mergedReference } from '../testing/lora-reference';
 import { testGPU } from '../testing/gpu';
 import { GREEDY } from '../testing/sampling';
 import { serveDirectory, type StaticServer } from '../testing/server';
@@ -25,12 +23,6 @@ import { LoraExistsError, LoraNotFoundError } from './errors';
 const LOGIT_TOLERANCE = 1e-3;
 /** f16 activations (see engine.f16.test.ts). */
 const F16_LOGIT_TOLERANCE = 0.1;
-
-async function baseWeights(m: OpenedModel): Promise<Map<string, Float32Array>> {
-  const out = new Map<string, Float32Array>();
-  for (const { row, name } of modelTensors(m.config)) if (row.field && m.tensors.has(name)) out.set(name, await m.readTensorF32(name));
-  return out;
-}
 
 interface Rig {
   server: StaticServer;
@@ -43,12 +35,6 @@ async function rig(arch: Arch): Promise<Rig> {
   const { model, lora } = await ensureLoraFixture({ arch, preset: 'tiny' });
   const server = await serveDirectory(model.root);
   return { server, model, lora, at: (p) => `${server.url}/${relative(model.root, p).split('\\').join('/')}` };
-}
-
-/** The reference with `adapter` (a URL) merged into the base's dequantised weights. */
-async function mergedReference(base: OpenedModel, adapterUrl: string): Promise<ReferenceModel> {
-  const adapter = await openLoraWithCache(adapterUrl, base.config, { cache: false });
-  return ReferenceModel.fromWeights(base.config, mergeLora(base.config, await baseWeights(base), adapter), base.ropeFreqFactors);
 }
 
 const prompt = (vocab: number, salt: number) => Array.from({ length: 20 }, (_, i) => (i * 7919 + salt) % vocab);

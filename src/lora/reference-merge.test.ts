@@ -12,21 +12,15 @@ import { nodeDirCache } from '../loader/cache-node';
 import type { Arch } from '../model/config';
 import { openModel, type OpenedModel } from '../model/open';
 import { unpermuteQK } from '../model/qk-rows';
-import { modelTensors } from '../model/tensors';
 import { logitsFor, ReferenceModel } from '../reference/forward';
 import { LORA_SPECS, loraScale } from '../testing/fixtures/lora';
 import { ensureLoraFixture } from '../testing/fixtures/lora-write';
+import { baseWeights } from '../testing/lora-reference';
 import { serveDirectory, type StaticServer } from '../testing/server';
 import { openLoraWithCache } from './load';
 import { mergeLora } from './merge';
 import { baseTensorName } from './targets';
 import type { LoraAdapter } from './types';
-
-async function baseWeights(m: OpenedModel): Promise<Map<string, Float32Array>> {
-  const out = new Map<string, Float32Array>();
-  for (const { row, name } of modelTensors(m.config)) if (row.field && m.tensors.has(name)) out.set(name, await m.readTensorF32(name));
-  return out;
-}
 
 /** Largest |a - b| relative to max |b| over one tensor. */
 function relDiff(a: Float32Array, b: Float32Array): number {
