@@ -29,10 +29,10 @@ const STEPS = 32;
  * lavapipe: all 44 cases within 0.037.
  */
 const FORMATS: Record<Arch, string[]> = {
-  llama: ['hf-F32', 'F16', 'Q4_0', 'Q5_K'],
+  llama: ['hf-F32', 'F16', 'Q4_0', 'Q5_K', 'IQ4_XS_MIX'],
   qwen2: ['hf-F16', 'BF16', 'Q4_K', 'Q8_0'],
-  qwen3: ['hf-BF16', 'Q6_K', 'Q4_K_M', 'Q5_0', 'Q3_K'],
-  mistral: ['F32', 'Q8_0', 'Q4_K_M', 'Q2_K'],
+  qwen3: ['hf-BF16', 'Q6_K', 'Q4_K_M', 'Q5_0', 'Q3_K', 'IQ4_NL'],
+  mistral: ['F32', 'Q8_0', 'Q4_K_M', 'Q2_K', 'MXFP4'],
   smollm3: ['Q8_0'],
   olmo2: ['hf-BF16'],
   gemma2: ['Q8_0'],
