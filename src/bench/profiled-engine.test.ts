@@ -15,11 +15,12 @@ import { aggregateByOp, stepTotals, TimestampProfiler, UNLABELLED } from './prof
 describe('a profiled engine run', () => {
   const urls = useFixtureURLs('llama');
 
-  it('labels every dispatch with its op, layer and bytes, and its per-op times add up to the GPU time', async (ctx) => {
+  // f16 needs shader-f16 (lavapipe, not SwiftShader): run it with the lavapipe ICD and `-t f16`.
+  it.for(['f32', 'f16'] as const)('labels every dispatch with its op, layer and bytes, and its per-op times add up to the GPU time (%s)', async (precision, ctx) => {
     const gpu = await testGPU();
-    if (!gpu.info.timestamps) ctx.skip();
+    if (!gpu.info.timestamps || (precision === 'f16' && !gpu.info.f16)) ctx.skip();
     const opened = await openModel(urls()['Q8_0']!);
-    const engine = await GpuEngine.load(opened, { gpu, contextLength: 64, precision: 'f32' });
+    const engine = await GpuEngine.load(opened, { gpu, contextLength: 64, precision });
     const profiler = new TimestampProfiler(gpu.device);
     engine.profiler = profiler;
     try {
@@ -48,10 +49,10 @@ describe('a profiled engine run', () => {
       // A decode step's q reads its weight once, plus one token's input row and output row.
       const wq = opened.tensors.get('blk.0.attn_q.weight')!.info;
       const qRows = c.numHeads * c.headDim;
-      const qBytes = qRows * gpuBytesPerRow(wq.dtype, c.hiddenSize) + (c.hiddenSize + qRows) * actBytes('f32');
+      const qBytes = qRows * gpuBytesPerRow(wq.dtype, c.hiddenSize) + (c.hiddenSize + qRows) * actBytes(precision);
       expect(decode.find((d) => d.role === 'q')!.bytes).toBe(qBytes);
       // Decode attention reads the whole context's K and V: 14 keys at the last step (12 + 2).
-      const attnKv = 14 * 2 * c.numKvHeads * c.headDim * 4;
+      const attnKv = 14 * 2 * c.numKvHeads * c.headDim * actBytes(precision);
       const attn = decode.filter((d) => d.role === 'attention' && d.layer === 0);
       expect(attn.reduce((n, d) => n + d.bytes!, 0)).toBeGreaterThan(attnKv);
     } finally {
