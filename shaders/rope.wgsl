@@ -23,6 +23,18 @@ struct Params {
 @group(0) @binding(3) var<storage, read> invFreq: array<f32>;    // [rotaryDim / 2]
 @group(0) @binding(4) var<uniform> p: Params;
 
+// KV folds kv_write (shaders/kv_write.wgsl) into the rotation, saving its dispatch: k's rotated
+// pairs go straight into the layer's paged cache at slotMapping[t] (k itself is left as it was:
+// only the cache is read after this), and invocations past the q/k pairs copy v's rows there, a
+// pair of elements each, and k's elements past rotaryDim. Without KV these four bindings are
+// 4-byte dummies. v is only read, but bound read_write: it may be a region of the buffer q and k
+// live in, and one dispatch may not use a buffer both as writable and as read-only storage.
+override KV: bool = false;
+@group(0) @binding(5) var<storage, read_write> v: array<act>;           // [T, nKv, headDim]
+@group(0) @binding(6) var<storage, read> slotMapping: array<u32>;       // [T] page * PAGE + offset
+@group(0) @binding(7) var<storage, read_write> kCache: array<act>;      // [numPages, PAGE, nKv, headDim]
+@group(0) @binding(8) var<storage, read_write> vCache: array<act>;
+
 // GPU sin/cos promise only 2^-11 absolute error, and only on [-pi, pi] (SwiftShader really is
 // that coarse), while angles reach pos * invFreq[0] = pos. So the angle is the f32 product, as in
 // HF, and its sine and cosine are computed here: an exact reduction by pi/2 (Cody-Waite: P1 and P2
@@ -58,9 +70,24 @@ fn pairOf(j: u32) -> vec2u {
 @compute @workgroup_size(WG)
 fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(workgroup_id) wg: vec3u) {
   let half = p.rotaryDim / 2u;
+  let pairs = (p.nHeads + p.nKv) * half;
   let i = gid.x;
-  if (i >= (p.nHeads + p.nKv) * half) { return; }
   let t = wg.y;
+  if (KV && i >= pairs) {
+    let row = p.nKv * p.headDim;
+    let e = 2u * (i - pairs);
+    if (e >= row) { return; }
+    let src = t * row + e;
+    let dst = slotMapping[t] * row + e;
+    vCache[dst] = v[src];
+    vCache[dst + 1u] = v[src + 1u];
+    if (e % p.headDim >= p.rotaryDim) {
+      kCache[dst] = k[src];
+      kCache[dst + 1u] = k[src + 1u];
+    }
+    return;
+  }
+  if (i >= pairs) { return; }
   let head = i / half;
   let j = i % half;
   let cs = cosSin(f32(positions[t]) * invFreq[j]);
@@ -74,10 +101,19 @@ fn main(@builtin(global_invocation_id) gid: vec3u, @builtin(workgroup_id) wg: ve
     q[base + pair.x] = act(x0 * c - x1 * s);
     q[base + pair.y] = act(x0 * s + x1 * c);
   } else {
-    let base = (t * p.nKv + head - p.nHeads) * p.headDim;
+    let kh = head - p.nHeads;
+    let base = (t * p.nKv + kh) * p.headDim;
     let x0 = f32(k[base + pair.x]);
     let x1 = f32(k[base + pair.y]);
-    k[base + pair.x] = act(x0 * c - x1 * s);
-    k[base + pair.y] = act(x0 * s + x1 * c);
+    let r0 = act(x0 * c - x1 * s);
+    let r1 = act(x0 * s + x1 * c);
+    if (KV) {
+      let dst = (slotMapping[t] * p.nKv + kh) * p.headDim;
+      kCache[dst + pair.x] = r0;
+      kCache[dst + pair.y] = r1;
+    } else {
+      k[base + pair.x] = r0;
+      k[base + pair.y] = r1;
+    }
   }
 }

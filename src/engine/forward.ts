@@ -69,7 +69,8 @@ interface LayerOps {
   kNorm?: Op;
   /** Absent on NoPE layers. */
   rope?: Op;
-  kvWrite: Op;
+  /** NoPE layers only: elsewhere rope writes k and v into the cache. */
+  kvWrite?: Op;
   attention: Awaited<ReturnType<typeof createAttentionOp>>;
   o: Op;
   postAttnNorm?: Op;
@@ -250,8 +251,10 @@ export class GpuForward {
           mscale: ropeAttentionFactor(config),
           style: config.ropeStyle,
           label: at('rope'),
+          // The rotated keys and the values go straight into the cache (no kv_write dispatch).
+          kv: { v: state.v, slotMapping: step.slotMapping, kCache: kv.k, vCache: kv.v },
         }),
-        kvWrite: await createKvWriteOp(ctx, {
+        kvWrite: layerUsesRope(config, l) ? undefined : await createKvWriteOp(ctx, {
           k: kRoped,
           v: state.v,
           slotMapping: step.slotMapping,
@@ -383,7 +386,7 @@ export class GpuForward {
       layer.qNorm?.encode(pass, tokens);
       layer.kNorm?.encode(pass, tokens);
       layer.rope?.encode(pass, tokens);
-      layer.kvWrite.encode(pass, tokens);
+      layer.kvWrite?.encode(pass, tokens);
       layer.attention.encode(pass, tokens, mode);
       layer.o.encode(pass, tokens);
       this.adapt(lora, pass, l, 'o', tokens);

@@ -4,7 +4,8 @@ import { createBuffer, STORAGE, uploadBuffer } from '../gpu/buffers';
 import { testGPU } from '../testing/gpu';
 import { applyRope } from '../model/rope';
 import { createRopeOp, ROPE_WG, ropeInvFreq, ropeRef, type RopeStyle } from './rope';
-import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } from '../testing/kernel-helpers';
+import { actRound, maxRelDiff, opContext, random, readAct, runPass, shuffled, uploadAct } from '../testing/kernel-helpers';
+import { kvWriteRef } from './kv-write';
 
 const llama3 = { type: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192 } as const;
 
@@ -46,6 +47,58 @@ async function runRope(
     wantK: ropeRef(k.slice(), positions, nKv, headDim, invFreq, style, mscale),
   };
 }
+
+describe('rope kernel with kv_write folded in', () => {
+  // The rotation as below; k's rotated rows and v's rows land in shuffled page slots (v bit-exact:
+  // a copy), the other slots and k itself untouched. nKv 1, headDim 12 and a partial rotary
+  // dimension (8 of 12: k's last 4 elements are copied as they are) included.
+  const TOLERANCE = { f32: 1e-5, f16: 2e-3 };
+  for (const precision of ['f32', 'f16'] as const) {
+    for (const style of ['neox', 'interleaved'] as const) {
+      for (const [nHeads, nKv, headDim, rotaryDim, wg] of [[4, 2, 64, 64, 64], [3, 1, 12, 8, 32]] as const) {
+        it(`rotates q, and writes rotated k and v into the cache (${style}, ${nHeads}/${nKv} heads of ${headDim}, rotary ${rotaryDim}, WG=${wg}, ${precision})`, async (ctx) => {
+          const gpu = await testGPU();
+          if (precision === 'f16' && !gpu.info.f16) ctx.skip();
+          const { device } = gpu;
+          const page = 4;
+          const numPages = 4;
+          const rowLen = nKv * headDim;
+          const [a, b] = shuffled(numPages, 5) as [number, number];
+          const slots = [a * page + page - 1, b * page, b * page + 1];
+          const positions = [9, 300, 4097];
+          const T = slots.length;
+          const invFreq = ropeInvFreq({ headDim, rotaryDim, ropeTheta: 10000, ropeScaling: null });
+          const q = actRound(random(T * nHeads * headDim, 11), precision);
+          const k = actRound(random(T * rowLen, 12), precision);
+          const v = actRound(random(T * rowLen, 13), precision);
+          const kCache0 = actRound(random(numPages * page * rowLen, 14), precision);
+          const vCache0 = actRound(random(numPages * page * rowLen, 15), precision);
+          const [qBuf, kBuf, kCache, vCache] = [q, k, kCache0, vCache0].map((x) => uploadAct(device, x, precision)) as [GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer];
+          const op = await createRopeOp(opContext(device, precision), {
+            q: qBuf,
+            k: kBuf,
+            positions: uploadBuffer(device, new Uint32Array(positions)),
+            invFreq: uploadBuffer(device, invFreq),
+            nHeads,
+            nKv,
+            headDim,
+            rotaryDim,
+            style,
+            wg,
+            kv: { v: uploadAct(device, v, precision), slotMapping: uploadBuffer(device, new Uint32Array(slots)), kCache, vCache },
+          });
+          await runPass(device, (pass) => op.encode(pass, T));
+          const size = numPages * page * rowLen;
+          expect(maxRelDiff(await readAct(device, qBuf, q.length, precision), ropeRef(q.slice(), positions, nHeads, headDim, invFreq, style))).toBeLessThan(TOLERANCE[precision]);
+          expect(await readAct(device, kBuf, k.length, precision)).toEqual(k);
+          const wantK = kvWriteRef(kCache0.slice(), actRound(ropeRef(k.slice(), positions, nKv, headDim, invFreq, style), precision), slots, rowLen);
+          expect(maxRelDiff(await readAct(device, kCache, size, precision), wantK)).toBeLessThan(TOLERANCE[precision]);
+          expect(await readAct(device, vCache, size, precision)).toEqual(kvWriteRef(vCache0.slice(), v, slots, rowLen));
+        });
+      }
+    }
+  }
+});
 
 describe('rope kernel', () => {
   // f32 angle reduced by 2π exactly, then f32 sin/cos: ~1e-6 absolute on O(1) values.

@@ -1,5 +1,5 @@
 import source from '../../shaders/rope.wgsl';
-import { packParams, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
+import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import type { ModelConfig } from '../model/config';
 import { ropeInvFreqs } from '../model/rope';
@@ -62,17 +62,31 @@ export function ropeRef(
   return x;
 }
 
-/** Invocations along x for one token: one per rotated pair of every q and k head. */
-export function ropeWorkgroups(nHeads: number, nKv: number, rotaryDim: number, wg: number): number {
-  return Math.ceil(((nHeads + nKv) * rotaryDim) / 2 / wg);
+/**
+ * Workgroups along x for one token: an invocation per rotated pair of every q and k head, and with
+ * the cache write (`kvHeadDim`, the whole head) one per pair of elements of a token's k/v row.
+ */
+export function ropeWorkgroups(nHeads: number, nKv: number, rotaryDim: number, wg: number, kvHeadDim = 0): number {
+  return Math.ceil(((nHeads + nKv) * rotaryDim + nKv * kvHeadDim) / 2 / wg);
 }
 
-/** RoPE of this step's q and k in place, at `positions` (the step buffer). */
+/** Where the folded kv_write puts this step's keys and values (as createKvWriteOp). */
+export interface RopeKvWrite {
+  v: BufferRef; // [maxTokens, nKv, headDim] act
+  slotMapping: BufferRef; // step buffer, [maxTokens] u32
+  kCache: GPUBuffer; // [numPages, PAGE, nKv, headDim] act
+  vCache: GPUBuffer;
+}
+
+/**
+ * RoPE of this step's q and k in place, at `positions` (the step buffer); with `kv`, k (rotated)
+ * and v go straight into the paged cache instead (kv_write folded in; k is left as it was).
+ */
 export async function createRopeOp(
   ctx: OpContext,
   args: {
-    q: GPUBuffer;
-    k: GPUBuffer;
+    q: BufferRef;
+    k: BufferRef;
     positions: BufferRef;
     /** `ropeInvFreq(config)` uploaded once at load. */
     invFreq: GPUBuffer;
@@ -86,6 +100,7 @@ export async function createRopeOp(
     style: RopeStyle;
     wg?: number;
     label?: OpLabel;
+    kv?: RopeKvWrite;
   },
 ): Promise<Op> {
   const rotary = args.rotaryDim ?? args.headDim;
@@ -93,8 +108,12 @@ export async function createRopeOp(
   const wg = args.wg ?? 64;
   const pipeline = await ctx.cache.get(ropeKernel, {
     precision: ctx.precision,
-    constants: { WG: wg, STYLE: ROPE_STYLE[args.style] },
+    constants: { WG: wg, STYLE: ROPE_STYLE[args.style], KV: args.kv ? 1 : 0 },
   });
+  // Without kv the kernel's cache bindings still exist: 4-byte stand-ins, one each (a buffer bound
+  // writable must not also be bound elsewhere in the dispatch).
+  const dummies = args.kv ? [] : ['rope no v', 'rope no slotMapping', 'rope no kCache', 'rope no vCache'].map((label) => createBuffer(ctx.device, 4, STORAGE, label));
+  const kv = args.kv ?? { v: dummies[0]!, slotMapping: dummies[1]!, kCache: dummies[2]!, vCache: dummies[3]! };
   const params = uploadBuffer(
     ctx.device,
     new Uint8Array(packParams([['u32', args.nHeads], ['u32', args.nKv], ['u32', args.headDim], ['u32', rotary], ['f32', args.mscale ?? 1]])),
@@ -102,12 +121,17 @@ export async function createRopeOp(
     'rope params',
   );
   const act = actBytes(ctx.precision);
-  // Rotates the rotary part of q and k in place: each element read and written once.
-  const rowBytes = (args.nHeads + args.nKv) * rotary * act;
-  const bindGroup = describeDispatch(bindBuffers(ctx.device, pipeline, [args.q, args.k, args.positions, args.invFreq, params]), args.label, 'rope', (rows) => 2 * rows * rowBytes);
-  const x = ropeWorkgroups(args.nHeads, args.nKv, rotary, wg);
+  // Rotates the rotary part of q and k in place: each element read and written once; with kv, k's
+  // and v's whole rows are read and written (to the cache) once too.
+  const rowBytes = (args.nHeads + args.nKv) * rotary * act + (args.kv ? args.nKv * (args.headDim - rotary + args.headDim) * act : 0);
+  const buffers = [args.q, args.k, args.positions, args.invFreq, params, kv.v, kv.slotMapping, kv.kCache, kv.vCache];
+  const bindGroup = describeDispatch(bindBuffers(ctx.device, pipeline, buffers), args.label, 'rope', (rows) => 2 * rows * rowBytes);
+  const x = ropeWorkgroups(args.nHeads, args.nKv, rotary, wg, args.kv ? args.headDim : 0);
   return {
-    destroy: () => params.destroy(),
+    destroy: () => {
+      params.destroy();
+      for (const b of dummies) b.destroy();
+    },
     encode(pass, tokens) {
       pass.setPipeline(pipeline);
       pass.setBindGroup(0, bindGroup);
