@@ -52,7 +52,8 @@ describe('a profiled engine run', () => {
       const layerRoles = (l: number) => inLayers.filter((d) => d.layer === l).map((d) => d.role);
       for (let l = 1; l < c.numLayers; l++) expect(layerRoles(l)).toEqual(layerRoles(0));
       expect(decode.filter((d) => d.role === 'lm_head')).toHaveLength(1);
-      for (const role of ['embed', 'o', 'down', 'attention', 'kv_write', 'sample']) expect(decode.some((d) => d.role === role), role).toBe(true);
+      // No kv_write: on RoPE layers the rope dispatch writes the cache (rope.wgsl's KV).
+      for (const role of ['embed', 'o', 'down', 'attention', 'rope', 'sample']) expect(decode.some((d) => d.role === role), role).toBe(true);
       // A decode step's q projection (or a fused q/k/v) reads its weight once, plus one token's input and output rows.
       const q = decode.find((d) => d.layer === 0 && (d.role === 'q' || d.role === 'qkv'))!;
       const wq = opened.tensors.get('blk.0.attn_q.weight')!.info;
