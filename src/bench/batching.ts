@@ -350,8 +350,8 @@ export async function consume(engine: GpuEngine, hooks: StepHooks, req: Generate
   }
 }
 
-/** Deterministic prompt ids spread over the vocabulary, different per salt (as run.ts's benchPrompt). */
-function prompt(length: number, vocab: number, salt: number): number[] {
+/** Deterministic prompt ids spread over the vocabulary (no prefix shared between salts); every bench run's prompts. */
+export function benchPrompt(length: number, vocab: number, salt: number): number[] {
   return Array.from({ length }, (_, i) => (i * 7919 + salt * 104729 + 17) % vocab);
 }
 
@@ -359,7 +359,7 @@ function prompt(length: number, vocab: number, salt: number): number[] {
 async function streamsAtOnce(engine: GpuEngine, hooks: StepHooks, n: number, promptTokens: number, maxTokens: number, salt: number): Promise<Arrival[][]> {
   const t0 = performance.now();
   const vocab = engine.config.vocabSize;
-  const runs = Array.from({ length: n }, (_, i) => consume(engine, hooks, request(prompt(promptTokens, vocab, salt + i), maxTokens, false), t0));
+  const runs = Array.from({ length: n }, (_, i) => consume(engine, hooks, request(benchPrompt(promptTokens, vocab, salt + i), maxTokens, false), t0));
   return (await Promise.all(runs)).map((r) => r.arrivals);
 }
 
@@ -404,8 +404,8 @@ export async function benchBatching(gpu: GPUContext, opened: OpenedModel, format
     let prefix: PrefixResult | null = null;
     const length = s.prefixTokens > 0 ? prefixLength(s.prefixTokens, engine.contextLength, engine.limits.pageSize) : 0;
     if (length > 0) {
-      const a = prompt(length, vocab, 300);
-      const b = [...a, ...prompt(PREFIX_EXTRA_TOKENS, vocab, 301)];
+      const a = benchPrompt(length, vocab, 300);
+      const b = [...a, ...benchPrompt(PREFIX_EXTRA_TOKENS, vocab, 301)];
       const ra = await consume(engine, hooks, request(a, 1, true), performance.now());
       const rb = await consume(engine, hooks, request(b, 1, true), performance.now());
       const ttftAMs = ra.arrivals[0]!.at;

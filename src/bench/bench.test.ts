@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { GPUDescription } from '../gpu/device';
 import { formatReport, type BenchReport } from './report';
-import { bytesPerDecodedToken, benchPrompt, type ModelBenchResult } from './run';
+import { benchPrompt } from './batching';
+import { bytesPerDecodedToken, type ModelBenchResult } from './run';
 import { aggregateByKernel, aggregateByOp, gbps, kernelName, stepTotals, UNLABELLED, type ProfiledStep } from './profiler';
 import { fittingContexts, summarizeProfile } from './decode';
 import { formatContexts, formatOps } from './report';

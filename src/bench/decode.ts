@@ -11,7 +11,7 @@ import type { SamplingParams } from '../engine/types';
 import type { GPUContext } from '../gpu/device';
 import type { OpenedModel } from '../model/open';
 import { GREEDY } from '../testing/sampling';
-import { consume, levelFigures, StepHooks, type StreamLevelResult } from './batching';
+import { benchPrompt, consume, levelFigures, StepHooks, type StreamLevelResult } from './batching';
 import { aggregateByKernel, aggregateByOp, stepTotals, TimestampProfiler, type KernelTime, type OpTime, type ProfiledStep } from './profiler';
 
 /** The issue's sampled decode: temperature 0.7, top-k 40, top-p 0.9. */
@@ -105,7 +105,6 @@ export async function benchDecodeContexts(
   const timestamps = gpu.info.timestamps && gpu.device.features.has('timestamp-query');
   const hooks = new StepHooks(engine, gpu.device, timestamps);
   const vocab = engine.config.vocabSize;
-  const prompt = (n: number, salt: number) => Array.from({ length: n }, (_, i) => (i * 7919 + salt * 104729 + 17) % vocab);
   const request = (ids: number[], maxTokens: number, sampling: SamplingParams) => ({ promptIds: ids, maxTokens, sampling, stopTokenIds: [], ignoreEos: true, minTokens: 0, cachePrompt: true, seed: 1 });
   /** One decode of `tokens` after `ids` (prefilled by an earlier run: cached), with the hooks recording. */
   const run = async (ids: number[], sampling: SamplingParams) => {
@@ -121,10 +120,10 @@ export async function benchDecodeContexts(
   };
   try {
     // Warm-up: decode and sampled steps compile their pipelines on first use on some drivers.
-    await consume(engine, hooks, request(prompt(8, 700), 3, SAMPLED), performance.now());
+    await consume(engine, hooks, request(benchPrompt(8, vocab, 700), 3, SAMPLED), performance.now());
     const results: ContextDecodeResult[] = [];
     for (const [i, n] of contexts.entries()) {
-      const ids = prompt(n, 710 + i);
+      const ids = benchPrompt(n, vocab, 710 + i);
       // The prompt once, so the timed runs start from the prefix cache and time decode alone.
       const t0 = performance.now();
       await consume(engine, hooks, request(ids, 1, GREEDY), t0);

@@ -17,7 +17,7 @@ import { GREEDY } from '../testing/sampling';
 import { trackBuffers } from './memory';
 import { BENCH_CONSTRAINT_LABEL, benchConstraintSpec, maskOverhead, msPerGeneratedToken } from './structured';
 import { aggregateByKernel, aggregateByOp, TimestampProfiler, type KernelTime, type OpTime } from './profiler';
-import { benchBatching, type BatchingResult } from './batching';
+import { benchBatching, benchPrompt, type BatchingResult } from './batching';
 import { benchDecodeContexts, type ContextDecodeResult } from './decode';
 
 export interface BenchSettings {
@@ -106,11 +106,6 @@ export interface ModelBenchResult {
 }
 
 export type Log = (line: string) => void;
-
-/** Deterministic prompt ids spread over the vocabulary (no prefix shared between lengths). */
-export function benchPrompt(length: number, vocab: number, salt: number): number[] {
-  return Array.from({ length }, (_, i) => (i * 7919 + salt * 104729 + 17) % vocab);
-}
 
 /** Bytes a decode step reads at a context of `context` tokens (see ModelBenchResult.bandwidth). */
 export function bytesPerDecodedToken(args: {
