@@ -16,8 +16,10 @@ export interface GpuMatrix {
   /** Row parts in order: one part holding every row unless the matrix exceeds the binding limit. */
   parts: WeightPart[];
   dtype: DType;
-  rows: number; // out features
+  rows: number; // out features (of one expert, for a stack of experts)
   cols: number; // in features
+  /** Experts stacked outermost ([experts, rows, cols]: one expert's rows after another's); absent for a plain matrix. */
+  experts?: number;
 }
 
 /** One layer's weights, named and shaped as src/model/tensors.ts's table says (vectors are f32). */
@@ -50,12 +52,22 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
   for (const { row, name } of modelTensors(opened.config)) {
     const t = opened.tensors.get(name);
     if (!row.field || !t || !isMatrix(row.kind)) continue;
-    const rowBytes = gpuBytesPerRow(t.info.dtype, t.info.shape[1]!);
+    const shape = t.info.shape;
+    const rowBytes = gpuBytesPerRow(t.info.dtype, shape[shape.length - 1]!);
     if (rowBytes > maxPartBytes) {
       throw new WebGPUError(
         'limits_too_small',
         `One row of ${name} is ${rowBytes} bytes but this GPU's storage bindings hold ${maxPartBytes}: choose a smaller model or a more quantised file.`,
         { needed: rowBytes, allowed: maxPartBytes, tensor: name },
+      );
+    }
+    // The routed kernel binds a whole stack of experts: it must fit one binding (no row parts).
+    const stackBytes = rowBytes * shape.slice(0, -1).reduce((a, b) => a * b, 1);
+    if (row.experts && stackBytes > maxPartBytes) {
+      throw new WebGPUError(
+        'limits_too_small',
+        `The experts of ${name} take ${stackBytes} bytes but this GPU's storage bindings hold ${maxPartBytes}: choose a more quantised file.`,
+        { needed: stackBytes, allowed: maxPartBytes, tensor: name },
       );
     }
   }
@@ -72,11 +84,17 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
       const t = opened.tensors.get(name);
       if (!row.field || !t) continue;
       if (isMatrix(row.kind)) {
-        const [rows, cols] = t.info.shape as [number, number];
-        const parts = uploadWeightParts(device, t.info.dtype, await opened.readTensor(name), { rows, cols }, maxPartBytes, name);
+        // A stack of experts ([experts, rows, cols]) goes up as one matrix of experts · rows rows, in
+        // one part: the routed kernel binds the whole stack (checked against the limit above).
+        const shape = t.info.shape;
+        const [rows, cols] = shape.slice(-2) as [number, number];
+        const experts = shape.length === 3 ? shape[0]! : undefined;
+        const parts = uploadWeightParts(device, t.info.dtype, await opened.readTensor(name), { rows: rows * (experts ?? 1), cols }, experts ? Number.MAX_SAFE_INTEGER : maxPartBytes, name);
         all.push(...parts.map((p) => p.buffer));
-        uploaded.set(name, { parts, dtype: t.info.dtype, rows, cols });
-        if (layer !== null) layerMatrixBytes += bytesOf(parts);
+        uploaded.set(name, { parts, dtype: t.info.dtype, rows, cols, ...(experts ? { experts } : {}) });
+        // A decode step reads k of a stack's experts, not all of them.
+        const moe = opened.config.moe;
+        if (layer !== null) layerMatrixBytes += experts && moe ? (bytesOf(parts) * moe.numExpertsUsed) / moe.numExperts : bytesOf(parts);
       } else {
         const values = await opened.readTensorF32(name);
         // Norm weights as applied: offset + w (Gemma's checkpoints store w of 1 + w).

@@ -624,3 +624,133 @@ describe('configFromGGUF', () => {
     expect(e2.field).toBe('llama.block_count');
   });
 });
+
+describe('mixture of experts', () => {
+  // The shapes of Qwen3-30B-A3B's, Qwen1.5-MoE-A2.7B's and OLMoE-1B-7B-0924's config.json.
+  const qwen3moeJson = {
+    architectures: ['Qwen3MoeForCausalLM'],
+    model_type: 'qwen3_moe',
+    vocab_size: 151936,
+    hidden_size: 2048,
+    intermediate_size: 6144,
+    moe_intermediate_size: 768,
+    num_experts: 128,
+    num_experts_per_tok: 8,
+    norm_topk_prob: true,
+    decoder_sparse_step: 1,
+    mlp_only_layers: [],
+    num_hidden_layers: 48,
+    num_attention_heads: 32,
+    num_key_value_heads: 4,
+    head_dim: 128,
+    rms_norm_eps: 1e-6,
+    rope_theta: 1e6,
+    max_position_embeddings: 40960,
+    tie_word_embeddings: false,
+  };
+  const qwen2moeJson = {
+    architectures: ['Qwen2MoeForCausalLM'],
+    model_type: 'qwen2_moe',
+    vocab_size: 151936,
+    hidden_size: 2048,
+    intermediate_size: 5632,
+    moe_intermediate_size: 1408,
+    shared_expert_intermediate_size: 5632,
+    num_experts: 60,
+    num_experts_per_tok: 4,
+    norm_topk_prob: false,
+    num_hidden_layers: 24,
+    num_attention_heads: 16,
+    num_key_value_heads: 16,
+    rms_norm_eps: 1e-6,
+    rope_theta: 1e6,
+    max_position_embeddings: 8192,
+    tie_word_embeddings: false,
+  };
+  const olmoeJson = {
+    architectures: ['OlmoeForCausalLM'],
+    model_type: 'olmoe',
+    vocab_size: 50304,
+    hidden_size: 2048,
+    intermediate_size: 1024,
+    num_experts: 64,
+    num_experts_per_tok: 8,
+    norm_topk_prob: false,
+    num_hidden_layers: 16,
+    num_attention_heads: 16,
+    num_key_value_heads: 16,
+    rms_norm_eps: 1e-5,
+    rope_theta: 10000,
+    max_position_embeddings: 4096,
+    clip_qkv: null,
+  };
+
+  it('reads each family\'s experts from config.json (the expert size under its own key)', () => {
+    expect(configFromHF(qwen3moeJson)).toMatchObject({
+      arch: 'qwen3moe',
+      qkNorm: true,
+      qkNormScope: 'head',
+      moe: { numExperts: 128, numExpertsUsed: 8, expertIntermediateSize: 768, normTopkProb: true, sharedExpertIntermediateSize: null },
+    });
+    expect(configFromHF(qwen2moeJson)).toMatchObject({
+      arch: 'qwen2moe',
+      attentionBias: true,
+      moe: { numExperts: 60, numExpertsUsed: 4, expertIntermediateSize: 1408, normTopkProb: false, sharedExpertIntermediateSize: 5632 },
+    });
+    expect(configFromHF(olmoeJson)).toMatchObject({
+      arch: 'olmoe',
+      qkNorm: true,
+      qkNormScope: 'full',
+      normPlacement: 'pre',
+      moe: { numExperts: 64, numExpertsUsed: 8, expertIntermediateSize: 1024, normTopkProb: false, sharedExpertIntermediateSize: null },
+    });
+    // transformers' defaults when norm_topk_prob is absent: false for all three classes.
+    const { norm_topk_prob: _, ...noNorm } = qwen3moeJson;
+    expect(configFromHF(noNorm).moe?.normTopkProb).toBe(false);
+    expect(configFromHF(llamaJson).moe).toBeNull();
+  });
+
+  it('refuses dense layers among the sparse ones and more experts per token than experts, naming the key', () => {
+    expect(thrown(() => configFromHF({ ...qwen3moeJson, decoder_sparse_step: 2 })).field).toBe('decoder_sparse_step');
+    expect(thrown(() => configFromHF({ ...qwen3moeJson, mlp_only_layers: [0] })).field).toBe('mlp_only_layers');
+    expect(thrown(() => configFromHF({ ...qwen3moeJson, num_experts_per_tok: 129 })).field).toBe('num_experts_per_tok');
+    expect(thrown(() => configFromHF({ ...qwen2moeJson, shared_expert_intermediate_size: undefined })).field).toBe('shared_expert_intermediate_size');
+  });
+
+  const base = (arch: string, extra: [string, unknown][]) =>
+    new Map<string, unknown>([
+      ['general.architecture', arch],
+      [`${arch}.embedding_length`, 2048],
+      [`${arch}.block_count`, 2],
+      [`${arch}.attention.head_count`, 16],
+      [`${arch}.attention.layer_norm_rms_epsilon`, 1e-6],
+      [`${arch}.vocab_size`, 1000],
+      ...extra,
+    ]);
+
+  it('reads llama.cpp\'s expert keys, with its fixed renormalisation per architecture', () => {
+    const q3 = configFromGGUF(
+      base('qwen3moe', [
+        ['qwen3moe.feed_forward_length', 6144],
+        ['qwen3moe.expert_feed_forward_length', 768],
+        ['qwen3moe.expert_count', 128],
+        ['qwen3moe.expert_used_count', 8],
+      ]),
+    );
+    expect(q3.moe).toEqual({ numExperts: 128, numExpertsUsed: 8, expertIntermediateSize: 768, normTopkProb: true, sharedExpertIntermediateSize: null });
+    const q2 = configFromGGUF(
+      base('qwen2moe', [
+        ['qwen2moe.feed_forward_length', 5632],
+        ['qwen2moe.expert_feed_forward_length', 1408],
+        ['qwen2moe.expert_shared_feed_forward_length', 5632],
+        ['qwen2moe.expert_count', 60],
+        ['qwen2moe.expert_used_count', 4],
+      ]),
+    );
+    expect(q2.moe).toEqual({ numExperts: 60, numExpertsUsed: 4, expertIntermediateSize: 1408, normTopkProb: false, sharedExpertIntermediateSize: 5632 });
+    // OLMoE files state only feed_forward_length: the experts' size.
+    const olmoe = configFromGGUF(base('olmoe', [['olmoe.feed_forward_length', 1024], ['olmoe.expert_count', 64], ['olmoe.expert_used_count', 8]]));
+    expect(olmoe.moe).toEqual({ numExperts: 64, numExpertsUsed: 8, expertIntermediateSize: 1024, normTopkProb: false, sharedExpertIntermediateSize: null });
+    expect(thrown(() => configFromGGUF(base('olmoe', [['olmoe.feed_forward_length', 1024], ['olmoe.expert_count', 64]]))).field).toBe('olmoe.expert_used_count');
+  });
+});

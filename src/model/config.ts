@@ -95,6 +95,25 @@ export interface ArchInfo {
    * into the per-projection tensors every family has (tensors.ts's FUSED_LAYER_TENSORS; Phi-3).
    */
   fusedProjections: boolean;
+  /**
+   * Mixture-of-experts FFN (every layer): a router picks `expert_used_count` of `expert_count`
+   * SwiGLU experts per token by softmax over all experts, then top-k. null: the dense FFN.
+   * - `sharedExpert`: a shared SwiGLU expert added to the routed sum, scaled by
+   *   sigmoid(x · ffn_gate_inp_shexp) (Qwen2-MoE: config.json's `shared_expert_intermediate_size`,
+   *   GGUF `{arch}.expert_shared_feed_forward_length`).
+   * - `hfExpertSize`: config.json's key for one expert's intermediate size (OLMoE's experts use
+   *   `intermediate_size`; Qwen's `moe_intermediate_size`). GGUF: `{arch}.expert_feed_forward_length`,
+   *   else `feed_forward_length` (OLMoE's converter writes only that).
+   * - `normTopkProb`: whether the k weights are renormalised to sum 1: config.json's
+   *   `norm_topk_prob` (this is transformers' default when it is absent); GGUF has no key, so
+   *   `ggufNormTopkProb` is llama.cpp's fixed choice per architecture.
+   */
+  moe: null | {
+    sharedExpert: boolean;
+    hfExpertSize: 'moe_intermediate_size' | 'intermediate_size';
+    hfNormTopkProb: boolean;
+    ggufNormTopkProb: boolean;
+  };
 }
 
 /** Llama's math where Gemma differs: plain norm weights, unscaled embeddings, SwiGLU, no caps. */
@@ -108,6 +127,9 @@ const LLAMA_MATH = {
   multipliers: false,
   fusedProjections: false,
 } as const;
+
+/** The dense families' FFN: one SwiGLU/GeGLU MLP per layer. */
+const DENSE = { moe: null } as const;
 
 /**
  * Gemma's graph (2 and 3): sandwich norms by (1 + w), sqrt(hidden)-scaled embeddings, GeGLU, the
@@ -127,6 +149,7 @@ const GEMMA = {
   logitSoftcaps: true,
   multipliers: false,
   fusedProjections: false,
+  ...DENSE,
 } as const;
 
 const ARCH_ROWS = {
@@ -144,6 +167,7 @@ const ARCH_ROWS = {
     normPlacement: 'pre',
     noRopeLayerStep: null,
     ...LLAMA_MATH,
+    ...DENSE,
   },
   qwen2: {
     hfClass: 'Qwen2ForCausalLM',
@@ -159,6 +183,7 @@ const ARCH_ROWS = {
     normPlacement: 'pre',
     noRopeLayerStep: null,
     ...LLAMA_MATH,
+    ...DENSE,
   },
   qwen3: {
     hfClass: 'Qwen3ForCausalLM',
@@ -174,6 +199,7 @@ const ARCH_ROWS = {
     normPlacement: 'pre',
     noRopeLayerStep: null,
     ...LLAMA_MATH,
+    ...DENSE,
   },
   // Llama's graph with its own config defaults; llama.cpp writes its GGUF files as `llama`.
   mistral: {
@@ -190,6 +216,7 @@ const ARCH_ROWS = {
     normPlacement: 'pre',
     noRopeLayerStep: null,
     ...LLAMA_MATH,
+    ...DENSE,
   },
   // Llama with NoPE layers: every 4th layer attends without RoPE.
   smollm3: {
@@ -206,6 +233,7 @@ const ARCH_ROWS = {
     normPlacement: 'pre',
     noRopeLayerStep: 4,
     ...LLAMA_MATH,
+    ...DENSE,
   },
   // Norms on each block's output instead of its input, and q/k norms over the whole projection.
   olmo2: {
@@ -222,6 +250,7 @@ const ARCH_ROWS = {
     normPlacement: 'post',
     noRopeLayerStep: null,
     ...LLAMA_MATH,
+    ...DENSE,
   },
   // Sandwich norms, (1 + w) norm weights, sqrt(hidden)-scaled embeddings, GeGLU, attention and
   // final logit soft-caps, its own query scale, a window on every other layer; tied.
@@ -265,6 +294,64 @@ const ARCH_ROWS = {
     noRopeLayerStep: null,
     ...LLAMA_MATH,
     multipliers: true,
+    ...DENSE,
+  },
+  // Qwen2's attention (q/k/v biases) with routed experts plus a shared expert behind a sigmoid
+  // gate; the k weights are not renormalised (transformers' norm_topk_prob default false;
+  // llama.cpp's qwen2moe graph never does).
+  qwen2moe: {
+    hfClass: 'Qwen2MoeForCausalLM',
+    hfModelType: 'qwen2_moe',
+    hfDefaults: { maxPositionEmbeddings: 32768, rmsNormEps: 1e-6 },
+    hfSlidingWindow: 'use_sliding_window',
+    gguf: 'qwen2moe',
+    ggufSlidingWindow: 'every_layer',
+    swaPattern: null,
+    ggufRopeStyle: 'neox',
+    attentionBias: 'always',
+    qkNorm: false,
+    qkNormScope: 'head',
+    normPlacement: 'pre',
+    noRopeLayerStep: null,
+    ...LLAMA_MATH,
+    moe: { sharedExpert: true, hfExpertSize: 'moe_intermediate_size', hfNormTopkProb: false, ggufNormTopkProb: false },
+  },
+  // Qwen3's attention (per-head q/k norms) with routed experts, renormalised top-k (Qwen3-30B-A3B's
+  // config.json says norm_topk_prob true; llama.cpp's qwen3moe graph always renormalises).
+  qwen3moe: {
+    hfClass: 'Qwen3MoeForCausalLM',
+    hfModelType: 'qwen3_moe',
+    hfDefaults: { maxPositionEmbeddings: 32768, rmsNormEps: 1e-6 },
+    hfSlidingWindow: 'use_sliding_window',
+    gguf: 'qwen3moe',
+    ggufSlidingWindow: 'every_layer',
+    swaPattern: null,
+    ggufRopeStyle: 'neox',
+    attentionBias: 'attention_bias',
+    qkNorm: true,
+    qkNormScope: 'head',
+    normPlacement: 'pre',
+    noRopeLayerStep: null,
+    ...LLAMA_MATH,
+    moe: { sharedExpert: false, hfExpertSize: 'moe_intermediate_size', hfNormTopkProb: false, ggufNormTopkProb: true },
+  },
+  // OLMoE: pre-norm blocks with q/k norms over the whole projection, routed experts of
+  // `intermediate_size`, no renormalisation (transformers' default; llama.cpp's olmoe graph).
+  olmoe: {
+    hfClass: 'OlmoeForCausalLM',
+    hfDefaults: { maxPositionEmbeddings: 4096, rmsNormEps: 1e-5 },
+    hfSlidingWindow: null,
+    gguf: 'olmoe',
+    ggufSlidingWindow: 'every_layer',
+    swaPattern: null,
+    ggufRopeStyle: 'neox',
+    attentionBias: 'attention_bias',
+    qkNorm: true,
+    qkNormScope: 'full',
+    normPlacement: 'pre',
+    noRopeLayerStep: null,
+    ...LLAMA_MATH,
+    moe: { sharedExpert: false, hfExpertSize: 'intermediate_size', hfNormTopkProb: false, ggufNormTopkProb: false },
   },
   // Phi-3/3.5/4-mini: Llama's graph from fused q/k/v and gate/up matrices, LongRoPE (config.json's
   // rope_scaling; GGUF's rope_factors_long/short tensors) and, on Phi-4-mini, partial rotary.
@@ -285,6 +372,7 @@ const ARCH_ROWS = {
     noRopeLayerStep: null,
     ...LLAMA_MATH,
     fusedProjections: true,
+    ...DENSE,
   },
 } satisfies Record<string, ArchInfo>;
 
@@ -394,6 +482,8 @@ export interface ModelConfig {
    * Empty: RoPE on every layer.
    */
   noRopeLayers: readonly number[];
+  /** Mixture-of-experts FFN on every layer (Qwen2-MoE, Qwen3-MoE, OLMoE); null: the dense MLP. */
+  moe: MoeConfig | null;
   bosTokenId: number | null;
   eosTokenIds: number[];
 }
@@ -410,7 +500,26 @@ export const PLAIN_MATH = {
   logitsScaling: 1,
   attnLogitSoftcap: null,
   finalLogitSoftcap: null,
+  moe: null,
 } as const satisfies Partial<ModelConfig>;
+
+/**
+ * A mixture-of-experts FFN: per token, router logits x · Wᵀ (E of them), softmax over all E,
+ * the top k kept (ties: the lower expert id first), optionally renormalised to sum 1; the output
+ * is Σ weight · down(act(gate(x)) · up(x)) over the k experts, plus (with a shared expert)
+ * sigmoid(x · w_shexp_gate) · the shared expert's MLP.
+ */
+export interface MoeConfig {
+  numExperts: number;
+  /** k: experts each token runs. */
+  numExpertsUsed: number;
+  /** One expert's intermediate size. */
+  expertIntermediateSize: number;
+  /** Renormalise the k routing weights to sum 1 (Qwen3-MoE); else they stay softmax probabilities. */
+  normTopkProb: boolean;
+  /** The shared expert's intermediate size (Qwen2-MoE), or null when there is none. */
+  sharedExpertIntermediateSize: number | null;
+}
 
 export interface SlidingWindow {
   /** Keys a query sees, its own included. */
@@ -561,6 +670,7 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     // config.json may state its own pattern (Gemma 3's sliding_window_pattern).
     slidingWindow: hfSlidingWindow(c, row.hfSlidingWindow, numLayers, typeof c.sliding_window_pattern === 'number' ? c.sliding_window_pattern : row.swaPattern),
     noRopeLayers: hfNoRopeLayers(c, row.noRopeLayerStep, numLayers),
+    moe: hfMoe(c, row.moe, positive),
     bosTokenId: typeof bos === 'number' ? bos : null,
     eosTokenIds: unique([...tokenIds(gen.eos_token_id), ...tokenIds(c.eos_token_id)]),
   };
@@ -621,6 +731,35 @@ function hfSlidingWindow(c: Json, style: ArchInfo['hfSlidingWindow'], numLayers:
     layers = Array.from({ length: numLayers }, (_, i) => i);
   }
   return layers.length > 0 ? { size: raw, layers } : null;
+}
+
+/**
+ * The experts as transformers reads config.json: `num_experts`, `num_experts_per_tok`, the
+ * expert size under the family's key, `norm_topk_prob`, the shared expert's size. Every layer must
+ * be sparse: `decoder_sparse_step` 1 and no `mlp_only_layers` (the released checkpoints' values);
+ * others are refused, naming the key.
+ */
+function hfMoe(c: Json, moe: ArchInfo['moe'], positive: (key: string, fallback?: number) => number): MoeConfig | null {
+  if (moe === null) return null;
+  const step = c.decoder_sparse_step ?? 1;
+  if (step !== 1)
+    throw new ModelError('invalid_field', `config.json: decoder_sparse_step ${JSON.stringify(step)} (dense layers between sparse ones) is not supported; only 1`, 'decoder_sparse_step');
+  const dense = c.mlp_only_layers ?? [];
+  if (!Array.isArray(dense) || dense.length > 0)
+    throw new ModelError('invalid_field', `config.json: mlp_only_layers ${JSON.stringify(dense)} (dense layers) is not supported; only []`, 'mlp_only_layers');
+  const numExperts = positive('num_experts');
+  const numExpertsUsed = positive('num_experts_per_tok');
+  if (numExpertsUsed > numExperts)
+    throw new ModelError('invalid_field', `config.json: num_experts_per_tok (${numExpertsUsed}) must be at most num_experts (${numExperts})`, 'num_experts_per_tok');
+  const norm = c.norm_topk_prob ?? moe.hfNormTopkProb;
+  if (typeof norm !== 'boolean') throw new ModelError('invalid_field', `config.json: norm_topk_prob must be a boolean, got ${JSON.stringify(norm)}`, 'norm_topk_prob');
+  return {
+    numExperts,
+    numExpertsUsed,
+    expertIntermediateSize: positive(moe.hfExpertSize),
+    normTopkProb: norm,
+    sharedExpertIntermediateSize: moe.sharedExpert ? positive('shared_expert_intermediate_size') : null,
+  };
 }
 
 /**
@@ -840,8 +979,26 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
         : { size: window, layers: row.ggufSlidingWindow === 'pattern' ? patternLayers(row.swaPattern, numLayers) : Array.from({ length: numLayers }, (_, i) => i) },
     // No metadata key: llama.cpp fixes the step per architecture.
     noRopeLayers: everyNth(row.noRopeLayerStep, numLayers),
+    // llama.cpp's keys; renormalisation is fixed per architecture (no key).
+    moe: row.moe === null ? null : ggufMoe(row.moe, get),
     bosTokenId: bos ?? null,
     eosTokenIds: unique(eos),
+  };
+}
+
+/** The experts as llama.cpp reads a MoE file's metadata (`{arch}.expert_*`). */
+function ggufMoe(moe: NonNullable<ArchInfo['moe']>, get: (key: string, fallback?: number) => number): MoeConfig {
+  const numExperts = get('expert_count');
+  const numExpertsUsed = get('expert_used_count');
+  if (numExpertsUsed > numExperts)
+    throw new ModelError('invalid_field', `GGUF expert_used_count (${numExpertsUsed}) must be at most expert_count (${numExperts})`, 'expert_used_count');
+  return {
+    numExperts,
+    numExpertsUsed,
+    // OLMoE files state only feed_forward_length, the experts' size.
+    expertIntermediateSize: get('expert_feed_forward_length', get('feed_forward_length')),
+    normTopkProb: moe.ggufNormTopkProb,
+    sharedExpertIntermediateSize: moe.sharedExpert ? get('expert_shared_feed_forward_length') : null,
   };
 }
 

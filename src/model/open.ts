@@ -11,7 +11,7 @@ import { elementCount, type TensorInfo } from '../formats/types';
 import { configFromGGUF, configFromHF, type ModelConfig } from './config';
 import { ModelError } from './errors';
 import { isLocalPath, openFolder, readJson, toLocalPath, type Folder } from './folder';
-import { canonicalName, fusedTensors, validateTensors } from './tensors';
+import { canonicalName, expertPiece, fusedTensors, validateTensors } from './tensors';
 
 export interface OpenedTensor {
   /** `info.name` is the name in the file; the map key is the canonical name. */
@@ -96,6 +96,8 @@ async function openHFFolder(folder: Folder): Promise<OpenedModel> {
   // A sharded checkpoint lists its shards in the index; otherwise there is one model.safetensors.
   const shardFiles = indexJson ? shardsOf(indexJson) : ['model.safetensors'];
   const tensors = new Map<string, OpenedTensor>();
+  // Mixture-of-experts checkpoints store each expert's matrices apart: stacked below.
+  const pieces = new Map<string, OpenedTensor[]>();
   await Promise.all(
     shardFiles.map(async (file) => {
       const source = folder.source(file);
@@ -103,9 +105,16 @@ async function openHFFolder(folder: Folder): Promise<OpenedModel> {
       for (const info of infos) {
         const name = canonicalName(info.name, config);
         if (name) tensors.set(name, { info, source });
+        const piece = config.moe ? expertPiece(info.name) : null;
+        if (piece && piece.expert < config.moe!.numExperts) {
+          const list = pieces.get(piece.name) ?? [];
+          list[piece.expert] = { info, source };
+          pieces.set(piece.name, list);
+        }
       }
     }),
   );
+  for (const [name, list] of pieces) tensors.set(name, stackExperts(name, list, config.moe!.numExperts));
 
   return finish({
     config,
@@ -115,6 +124,50 @@ async function openHFFolder(folder: Folder): Promise<OpenedModel> {
     chatTemplate: templateFile ?? hfChatTemplate(tokenizerConfig),
     generationConfig: generationJson ?? undefined,
   });
+}
+
+/**
+ * One tensor [experts, ...] from each expert's own (a Hugging Face MoE checkpoint's
+ * `mlp.experts.{e}.*`), read through a byte source that concatenates theirs in expert order: the
+ * same bytes as GGUF's stacked tensor of that type. Every expert must be there, all of one type
+ * and shape.
+ */
+function stackExperts(name: string, list: OpenedTensor[], numExperts: number): OpenedTensor {
+  const first = list.find((t) => t !== undefined)!;
+  for (let e = 0; e < numExperts; e++) {
+    const t = list[e];
+    if (!t) throw new ModelError('missing_tensor', `tensor ${first.info.name.replace(/experts\.\d+\./, `experts.${e}.`)} is missing (expert ${e} of ${numExperts} for ${name})`, name);
+    if (t.info.dtype !== first.info.dtype || t.info.shape.join() !== first.info.shape.join())
+      throw new ModelError(
+        'tensor_shape',
+        `tensor ${t.info.name} is ${t.info.dtype} [${t.info.shape.join(', ')}], unlike ${first.info.name} (${first.info.dtype} [${first.info.shape.join(', ')}]): experts must match`,
+        name,
+      );
+  }
+  const parts = list.slice(0, numExperts);
+  const each = first.info.byteLength;
+  const source: ByteSource = {
+    name: `${first.source.name} (${name}: ${numExperts} experts)`,
+    size: async () => each * numExperts,
+    async read(offset, length) {
+      const out = new Uint8Array(length);
+      for (let e = Math.floor(offset / each); e < numExperts && e * each < offset + length; e++) {
+        const from = Math.max(offset, e * each);
+        const to = Math.min(offset + length, (e + 1) * each);
+        const p = parts[e]!;
+        out.set(await p.source.read(p.info.offset + from - e * each, to - from), from - offset);
+      }
+      return out;
+    },
+  };
+  const info: TensorInfo = {
+    name: first.info.name.replace(/experts\.\d+\./, 'experts.*.'),
+    dtype: first.info.dtype,
+    shape: [numExperts, ...first.info.shape],
+    offset: 0,
+    byteLength: each * numExperts,
+  };
+  return { info, source };
 }
 
 /** The distinct shard files named by a model.safetensors.index.json, in first-use order. */

@@ -39,10 +39,22 @@ export interface TensorRow {
   optional?: true;
   /** The rows are q or k heads, rotated by RoPE (llama.cpp permutes them in `llama` files). */
   rotary?: 'q' | 'k';
+  /**
+   * One matrix per expert, stacked outermost ([experts, out, in]): GGUF stores the stack as one
+   * 3-D tensor; Hugging Face stores each expert apart, `{e}` in `hf` standing for its index, and
+   * openModel stacks them (`expertPiece`).
+   */
+  experts?: true;
 }
 
 const qDim = (c: ModelConfig) => c.numHeads * c.headDim;
 const kvDim = (c: ModelConfig) => c.numKvHeads * c.headDim;
+const dense = (c: ModelConfig) => c.moe === null;
+const moe = (c: ModelConfig) => c.moe !== null;
+const shared = (c: ModelConfig) => (c.moe?.sharedExpertIntermediateSize ?? null) !== null;
+const experts = (c: ModelConfig) => c.moe!.numExperts;
+const expertSize = (c: ModelConfig) => c.moe!.expertIntermediateSize;
+const sharedSize = (c: ModelConfig) => c.moe!.sharedExpertIntermediateSize!;
 const preNorm = (c: ModelConfig) => c.normPlacement !== 'post';
 const postNorm = (c: ModelConfig) => c.normPlacement !== 'pre';
 
@@ -67,9 +79,19 @@ export const LAYER_TENSORS = [
   { field: 'ffnNorm', hf: 'post_attention_layernorm.weight', gguf: 'ffn_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: (c) => c.normPlacement === 'pre' },
   { field: 'ffnNorm', hf: 'pre_feedforward_layernorm.weight', gguf: 'ffn_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: (c) => c.normPlacement === 'sandwich' },
   { field: 'postAttnNorm', hf: 'post_attention_layernorm.weight', gguf: 'post_attention_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: postNorm },
-  { field: 'wGate', hf: 'mlp.gate_proj.weight', gguf: 'ffn_gate.weight', kind: 'linear', shape: (c) => [c.intermediateSize, c.hiddenSize] },
-  { field: 'wUp', hf: 'mlp.up_proj.weight', gguf: 'ffn_up.weight', kind: 'linear', shape: (c) => [c.intermediateSize, c.hiddenSize] },
-  { field: 'wDown', hf: 'mlp.down_proj.weight', gguf: 'ffn_down.weight', kind: 'mlp_out', shape: (c) => [c.hiddenSize, c.intermediateSize] },
+  { field: 'wGate', hf: 'mlp.gate_proj.weight', gguf: 'ffn_gate.weight', kind: 'linear', shape: (c) => [c.intermediateSize, c.hiddenSize], when: dense },
+  { field: 'wUp', hf: 'mlp.up_proj.weight', gguf: 'ffn_up.weight', kind: 'linear', shape: (c) => [c.intermediateSize, c.hiddenSize], when: dense },
+  { field: 'wDown', hf: 'mlp.down_proj.weight', gguf: 'ffn_down.weight', kind: 'mlp_out', shape: (c) => [c.hiddenSize, c.intermediateSize], when: dense },
+  // Mixture of experts (config.moe): the router's logits (kept F32 in GGUF files), the experts'
+  // stacked SwiGLU matrices, and Qwen2-MoE's shared expert with its sigmoid gate ([1, hidden]).
+  { field: 'wRouter', hf: 'mlp.gate.weight', gguf: 'ffn_gate_inp.weight', kind: 'linear', shape: (c) => [experts(c), c.hiddenSize], when: moe },
+  { field: 'wGateExps', hf: 'mlp.experts.{e}.gate_proj.weight', gguf: 'ffn_gate_exps.weight', kind: 'linear', shape: (c) => [experts(c), expertSize(c), c.hiddenSize], when: moe, experts: true },
+  { field: 'wUpExps', hf: 'mlp.experts.{e}.up_proj.weight', gguf: 'ffn_up_exps.weight', kind: 'linear', shape: (c) => [experts(c), expertSize(c), c.hiddenSize], when: moe, experts: true },
+  { field: 'wDownExps', hf: 'mlp.experts.{e}.down_proj.weight', gguf: 'ffn_down_exps.weight', kind: 'mlp_out', shape: (c) => [experts(c), c.hiddenSize, expertSize(c)], when: moe, experts: true },
+  { field: 'wSharedGateInp', hf: 'mlp.shared_expert_gate.weight', gguf: 'ffn_gate_inp_shexp.weight', kind: 'linear', shape: (c) => [1, c.hiddenSize], when: shared },
+  { field: 'wGateShexp', hf: 'mlp.shared_expert.gate_proj.weight', gguf: 'ffn_gate_shexp.weight', kind: 'linear', shape: (c) => [sharedSize(c), c.hiddenSize], when: shared },
+  { field: 'wUpShexp', hf: 'mlp.shared_expert.up_proj.weight', gguf: 'ffn_up_shexp.weight', kind: 'linear', shape: (c) => [sharedSize(c), c.hiddenSize], when: shared },
+  { field: 'wDownShexp', hf: 'mlp.shared_expert.down_proj.weight', gguf: 'ffn_down_shexp.weight', kind: 'mlp_out', shape: (c) => [c.hiddenSize, sharedSize(c)], when: shared },
   { field: 'postFfnNorm', hf: 'post_feedforward_layernorm.weight', gguf: 'post_ffw_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: postNorm },
 ] as const satisfies readonly TensorRow[];
 
@@ -215,9 +237,32 @@ export function assembleWeights<M, V>(config: ModelConfig, get: (t: ModelTensor)
 /** HF name -> canonical name; the first row claiming a name wins (rows present for `config` only, when given). */
 const hfNames = (rows: readonly (TensorRow | FusedRow)[], config?: ModelConfig) => {
   const map = new Map<string, string>();
-  for (const r of rows) if (r.hf !== null && !map.has(r.hf) && (!config || !r.when || r.when(config))) map.set(r.hf, r.gguf);
+  for (const r of rows) if (r.hf !== null && !('experts' in r && r.experts) && !map.has(r.hf) && (!config || !r.when || r.when(config))) map.set(r.hf, r.gguf);
   return map;
 };
+
+/** Per-expert HF names: `mlp.experts.(\d+).gate_proj.weight` -> the stacked row. */
+const EXPERT_NAMES = LAYER_TENSORS.flatMap((r: TensorRow) =>
+  r.experts && r.hf ? [{ re: new RegExp(`^model\\.layers\\.(\\d+)\\.${r.hf.replace(/\./g, '\\.').replace('{e}', '(\\d+)')}$`), row: r }] : [],
+);
+
+/**
+ * A Hugging Face tensor that is one expert's slice of a stacked tensor (`model.layers.3.mlp.
+ * experts.5.up_proj.weight`): the stacked tensor's canonical name (`blk.3.ffn_up_exps.weight`)
+ * and the expert's index; null for any other name.
+ */
+export function expertPiece(hfName: string): { name: string; expert: number } | null {
+  for (const { re, row } of EXPERT_NAMES) {
+    const m = re.exec(hfName);
+    if (m) return { name: `blk.${m[1]}.${row.gguf}`, expert: Number(m[2]) };
+  }
+  return null;
+}
+
+/** The HF name of expert `e`'s slice of a stacked row's tensor (`ModelTensor.hfName` holds `{e}`). */
+export function expertHfName(hfName: string, e: number): string {
+  return hfName.replace('{e}', String(e));
+}
 // Fused matrices keep their llama.cpp name until the loader splits them.
 const HF_LAYER_NAMES = hfNames([...LAYER_TENSORS, ...FUSED_LAYER_TENSORS]);
 const HF_MODEL_NAMES = hfNames([...HEAD_TENSORS, ...TAIL_TENSORS]);

@@ -6,6 +6,7 @@
 import { attentionScale, layerRope, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
 import { assembleWeights, modelTensors, type ModelWeights } from '../model/tensors';
+import { routeTopK } from '../model/moe';
 import { applyRope, ropeAttentionFactor, ropeInvFreqs } from '../model/rope';
 
 // Every weight float32, named and shaped as src/model/tensors.ts's table says; output is
@@ -33,6 +34,14 @@ export class ReferenceModel {
   private readonly hb: Float32Array; // (hidden) silu(gate) * up
   private readonly hb2: Float32Array; // (hidden) up
   private readonly logits: Float32Array; // (vocab)
+  // Mixture of experts: router logits (experts), one expert's act(gate)·up and up (its
+  // intermediate size, or the shared expert's when larger), its output (dim).
+  private readonly routerLogits: Float32Array;
+  private readonly eh: Float32Array;
+  private readonly eh2: Float32Array;
+  private readonly eo: Float32Array;
+  // The experts each layer routed the last token to, most probable first (`return_routed_experts`).
+  private routed: number[][] = [];
   private att: Float32Array; // (capacity) scores of one head
   // KV cache, grown by doubling: per layer (capacity, numKvHeads * headDim).
   private keyCache: Float32Array[];
@@ -59,6 +68,12 @@ export class ReferenceModel {
     this.hb = new Float32Array(hidden);
     this.hb2 = new Float32Array(hidden);
     this.logits = new Float32Array(vocabSize);
+    const moe = config.moe;
+    const expertHidden = moe ? Math.max(moe.expertIntermediateSize, moe.sharedExpertIntermediateSize ?? 0) : 0;
+    this.routerLogits = new Float32Array(moe?.numExperts ?? 0);
+    this.eh = new Float32Array(expertHidden);
+    this.eh2 = new Float32Array(expertHidden);
+    this.eo = new Float32Array(moe ? dim : 0);
     this.att = new Float32Array(0);
     this.keyCache = [];
     this.valueCache = [];
@@ -192,17 +207,18 @@ export class ReferenceModel {
         input = xb;
       }
 
-      // gate and up matmuls, act(gate) * up: SwiGLU (silu) or GeGLU (tanh-approximated GELU, Gemma)
-      matmul(hb, input, lw.wGate);
-      matmul(hb2, input, lw.wUp);
-      const gelu = c.ffnActivation === 'gelu_tanh';
-      for (let i = 0; i < hidden; i++) {
-        const g = hb[i];
-        hb[i] = (gelu ? 0.5 * g * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (g + 0.044715 * g * g * g))) : g / (1 + Math.exp(-g))) * hb2[i];
+      if (lw.wGate && lw.wUp && lw.wDown) {
+        // gate and up matmuls, act(gate) * up: SwiGLU (silu) or GeGLU (tanh-approximated GELU, Gemma)
+        matmul(hb, input, lw.wGate);
+        matmul(hb2, input, lw.wUp);
+        glu(hb, hb2, hidden, c.ffnActivation);
+        // down matmul
+        matmul(xb2, hb, lw.wDown);
+      } else {
+        this.routed[l] = this.experts(lw, input, xb2);
       }
 
-      // down matmul, its post-norm (OLMo 2, Gemma), and residual, the branch scaled (Granite)
-      matmul(xb2, hb, lw.wDown);
+      // the FFN's post-norm (OLMo 2, Gemma), and residual, the branch scaled (Granite)
       if (lw.postFfnNorm) norm(xb2, null, lw.postFfnNorm);
       for (let i = 0; i < dim; i++) x[i] += c.residualScale * xb2[i];
     }
@@ -217,6 +233,47 @@ export class ReferenceModel {
     if (finalCap !== null) for (let i = 0; i < this.logits.length; i++) this.logits[i] = Math.tanh(this.logits[i] / finalCap) * finalCap;
     this.filled = pos + 1;
     return this.logits.slice();
+  }
+
+  /**
+   * The mixture-of-experts FFN of one token into `out` (dim): router logits, softmax, top-k
+   * (renormalised when the config says), then the weighted sum of the k experts' SwiGLU MLPs,
+   * plus the shared expert scaled by sigmoid(input · its gate) where there is one. Returns the
+   * chosen experts.
+   */
+  private experts(lw: Weights['layers'][number], input: Float32Array, out: Float32Array): number[] {
+    const moe = this.config.moe!;
+    const dim = this.config.hiddenSize;
+    const size = moe.expertIntermediateSize;
+    const { routerLogits, eo } = this;
+    matmul(routerLogits, input, lw.wRouter!);
+    const { ids, weights } = routeTopK(routerLogits, moe.numExpertsUsed, moe.normTopkProb);
+    out.fill(0);
+    // expert e's rows are the e-th slice of each stacked matrix
+    const mlp = (gate: Float32Array, up: Float32Array, down: Float32Array, n: number, scale: number) => {
+      const eh = this.eh.subarray(0, n);
+      const eh2 = this.eh2.subarray(0, n);
+      matmul(eh, input, gate);
+      matmul(eh2, input, up);
+      glu(eh, eh2, n, this.config.ffnActivation);
+      matmul(eo, eh, down);
+      for (let i = 0; i < dim; i++) out[i] += scale * eo[i];
+    };
+    ids.forEach((e, j) => {
+      const inner = size * dim;
+      mlp(lw.wGateExps!.subarray(e * inner, (e + 1) * inner), lw.wUpExps!.subarray(e * inner, (e + 1) * inner), lw.wDownExps!.subarray(e * inner, (e + 1) * inner), size, weights[j]);
+    });
+    if (lw.wSharedGateInp) {
+      let g = 0;
+      for (let i = 0; i < dim; i++) g += input[i] * lw.wSharedGateInp[i];
+      mlp(lw.wGateShexp!, lw.wUpShexp!, lw.wDownShexp!, moe.sharedExpertIntermediateSize!, 1 / (1 + Math.exp(-g)));
+    }
+    return ids;
+  }
+
+  /** The experts each layer routed the last forward's token to (most probable first); empty on a dense model. */
+  get routedExperts(): number[][] {
+    return this.routed.map((ids) => ids.slice());
   }
 
   /** The last forward's final hidden state (after the output norm): the row the LM head reads (`return_hidden_states`). */
@@ -235,6 +292,15 @@ export class ReferenceModel {
     this.valueCache = Array.from({ length: this.config.numLayers }, (_, l) => copy(this.valueCache[l]));
     this.att = new Float32Array(capacity);
     this.capacity = capacity;
+  }
+}
+
+/** gate = act(gate) * up over the first n: SwiGLU (silu) or GeGLU (tanh-approximated GELU, Gemma). */
+function glu(gate: Float32Array, up: Float32Array, n: number, activation: ModelConfig['ffnActivation']): void {
+  const gelu = activation === 'gelu_tanh';
+  for (let i = 0; i < n; i++) {
+    const g = gate[i];
+    gate[i] = (gelu ? 0.5 * g * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (g + 0.044715 * g * g * g))) : g / (1 + Math.exp(-g))) * up[i];
   }
 }
 
