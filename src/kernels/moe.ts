@@ -1,0 +1,183 @@
+/**
+ * Mixture-of-experts kernels: the router (`moe_route.wgsl`: softmax over a token's router logits,
+ * top-k, optional renormalisation) and the routed linear layer (`moe_matvec.wgsl`: reads only the
+ * chosen experts' rows of a stacked [experts, n, k] weight, in any weight type). The experts' gate
+ * and up projections run in its gather mode (one row of output per token and slot), the down
+ * projection in its combine mode, which applies the routing weights (and Qwen2-MoE's gated shared
+ * expert) in its epilogue.
+ *
+ * moe_route bindings:  0 logits act [T][E], 1 ids u32 [T][K], 2 weights f32 [T][K], 3 counts.
+ * moe_matvec bindings: 0 w u32, 1 x act, 2 y act, 3 ids, 4 weights, 5 shared_y act [T][n],
+ *                      6 shared_gate act [T], 7 Params { k, n, rowWords, pad }, 8 counts.
+ */
+import dequantLib from '../../shaders/lib/dequant.wgsl';
+import routeSource from '../../shaders/moe_route.wgsl';
+import matvecBody from '../../shaders/moe_matvec.wgsl';
+import { bindBuffers, STORAGE, uploadBuffer, UNIFORM, type BufferRef } from '../gpu/buffers';
+import type { Kernel } from '../gpu/pipelines';
+import { DTYPE_INFO, type DType } from '../formats/types';
+import { routeTopK } from '../model/moe';
+import { linearParams } from './matmul';
+import { actBytes, type Op, type OpContext } from './op';
+import { gpuBytesPerRow, WTYPE } from './weights';
+
+export const moeRouteKernel: Kernel = { name: 'moe_route', source: routeSource };
+export const moeMatvecKernel: Kernel = { name: 'moe_matvec', source: dequantLib + matvecBody };
+
+/** moe_matvec overrides: WG threads, ROWS_PER_WG rows each (WG / ROWS_PER_WG a power of two). */
+export interface MoeMatvecSpec {
+  WG: number;
+  ROWS_PER_WG: number;
+}
+
+/** The engine's choice: 32 threads split each row's chunks. */
+export const MOE_SPEC: MoeMatvecSpec = { WG: 64, ROWS_PER_WG: 2 };
+/** CPU-emulated adapters (SwiftShader): one row per thread, no reduction (as EMULATED_DECODE_SPEC). */
+export const EMULATED_MOE_SPEC: MoeMatvecSpec = { WG: 16, ROWS_PER_WG: 16 };
+/** Specialisations the tests run: every one the engine may choose. */
+export const MOE_SPECS: readonly MoeMatvecSpec[] = [MOE_SPEC, EMULATED_MOE_SPEC];
+export const MOE_ROUTE_WG = 64;
+
+/** TypeScript reference of moe_route: ids and weights [T][K] from logits [T][E]. */
+export function moeRouteRef(logits: Float32Array, T: number, E: number, K: number, norm: boolean): { ids: Uint32Array; weights: Float32Array } {
+  const ids = new Uint32Array(T * K);
+  const weights = new Float32Array(T * K);
+  for (let t = 0; t < T; t++) {
+    const r = routeTopK(logits.subarray(t * E, (t + 1) * E), K, norm);
+    ids.set(r.ids, t * K);
+    weights.set(r.weights, t * K);
+  }
+  return { ids, weights };
+}
+
+/**
+ * TypeScript reference of moe_matvec over `w` [E][n][k] (dequantised), accumulated in f64.
+ * gather: y [T·K][n] = W[ids[s]] · x[⌊s / K⌋]; combine: y [T][n] = Σ_j weights[s] · W[ids[s]] · x[s]
+ * (s = t·K + j), plus sigmoid(sharedGate[t]) · sharedY[t] when given.
+ */
+export function moeMatvecRef(
+  mode: 'gather' | 'combine',
+  x: Float32Array,
+  w: Float32Array,
+  ids: ArrayLike<number>,
+  weights: ArrayLike<number>,
+  dims: { T: number; K: number; n: number; k: number },
+  shared?: { y: Float32Array; gate: Float32Array },
+): Float32Array {
+  const { T, K, n, k } = dims;
+  const items = mode === 'gather' ? T * K : T;
+  const y = new Float32Array(items * n);
+  const dot = (e: number, r: number, xo: number) => {
+    let s = 0;
+    for (let i = 0; i < k; i++) s += w[(e * n + r) * k + i]! * x[xo + i]!;
+    return s;
+  };
+  for (let item = 0; item < items; item++) {
+    for (let r = 0; r < n; r++) {
+      let v = 0;
+      if (mode === 'gather') v = dot(ids[item]!, r, Math.floor(item / K) * k);
+      else for (let j = 0; j < K; j++) v += weights[item * K + j]! * dot(ids[item * K + j]!, r, (item * K + j) * k);
+      if (shared) v += shared.y[item * n + r]! / (1 + Math.exp(-shared.gate[item]!));
+      y[item * n + r] = v;
+    }
+  }
+  return y;
+}
+
+/** The static Params uniform of moe_matvec (the linear layers' own, per expert). */
+export const moeMatvecParams = linearParams;
+
+export function moeMatvecConstants(spec: MoeMatvecSpec, dtype: DType, used: number, mode: 'gather' | 'combine', hasShared: boolean): Record<string, number> {
+  return { ...spec, WTYPE: WTYPE[dtype], K: used, COMBINE: mode === 'combine' ? 1 : 0, HAS_SHARED: hasShared ? 1 : 0 };
+}
+
+/** Workgroups of moe_matvec: x over row groups of one expert, y over items (T·K or T). */
+export function moeMatvecGrid(n: number, items: number, spec: MoeMatvecSpec): [number, number] {
+  return [Math.ceil(n / spec.ROWS_PER_WG), items];
+}
+
+export class MoeOpError extends Error {
+  override readonly name = 'MoeOpError';
+}
+
+/** Router: logits [maxTokens][experts] (act) -> ids, weights [maxTokens][used]. */
+export async function createMoeRouteOp(
+  ctx: OpContext,
+  args: { logits: GPUBuffer; ids: GPUBuffer; weights: GPUBuffer; counts: BufferRef; experts: number; used: number; norm: boolean },
+): Promise<Op> {
+  if (!(args.used >= 1 && args.used <= args.experts)) throw new MoeOpError(`top-${args.used} of ${args.experts} experts`);
+  const pipeline = await ctx.cache.get(moeRouteKernel, {
+    precision: ctx.precision,
+    constants: { WG: MOE_ROUTE_WG, E: args.experts, K: args.used, NORM: args.norm ? 1 : 0 },
+  });
+  const bindGroup = bindBuffers(ctx.device, pipeline, [args.logits, args.ids, args.weights, args.counts]);
+  return {
+    destroy: () => {},
+    encode(pass, tokens) {
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, bindGroup);
+      pass.dispatchWorkgroups(Math.ceil(tokens / MOE_ROUTE_WG));
+    },
+  };
+}
+
+export interface MoeMatvecArgs {
+  weight: GPUBuffer; // [experts][n][k] in the GPU layout (uploadWeight)
+  dtype: DType;
+  experts: number;
+  n: number; // rows per expert
+  k: number; // elements per row (a multiple of 8 and of the dtype's block)
+  used: number; // experts per token
+  mode: 'gather' | 'combine';
+  x: GPUBuffer;
+  y: GPUBuffer;
+  ids: GPUBuffer;
+  weights: GPUBuffer;
+  /** combine only: Qwen2-MoE's shared expert output [T][n] and its gate logit [T]. */
+  shared?: { y: GPUBuffer; gate: GPUBuffer };
+  counts: BufferRef;
+  maxTokens: number;
+}
+
+const dummies = new WeakMap<GPUDevice, GPUBuffer>();
+function dummy(device: GPUDevice): GPUBuffer {
+  let b = dummies.get(device);
+  if (!b) dummies.set(device, (b = uploadBuffer(device, new Float32Array(1), STORAGE, 'no shared expert')));
+  return b;
+}
+
+/** The routed linear layer; pipeline, params and bind group made here, once. */
+export async function createMoeMatvecOp(ctx: OpContext, args: MoeMatvecArgs, spec: MoeMatvecSpec = MOE_SPEC): Promise<Op> {
+  const { device } = ctx;
+  const { dtype, experts, n, k, used, mode, maxTokens } = args;
+  const fail = (what: string): never => {
+    throw new MoeOpError(`routed linear ${dtype} [${experts}, ${n}, ${k}]: ${what}`);
+  };
+  if (k % 8 !== 0 || k % DTYPE_INFO[dtype].blockSize !== 0) fail(`k must be a multiple of 8 and of the ${dtype} block`);
+  if (args.shared && mode !== 'combine') fail('a shared expert is added in combine mode only');
+  const act = actBytes(ctx.precision);
+  const slots = maxTokens * used;
+  const need = (buf: GPUBuffer, bytes: number, name: string) => {
+    if (buf.size < bytes) fail(`${name} holds ${buf.size} bytes, needs ${bytes}`);
+  };
+  need(args.weight, experts * n * gpuBytesPerRow(dtype, k), 'weight');
+  need(args.x, (mode === 'gather' ? maxTokens : slots) * k * act, 'x');
+  need(args.y, (mode === 'gather' ? slots : maxTokens) * n * act, 'y');
+  need(args.ids, slots * 4, 'ids');
+  need(args.weights, slots * 4, 'weights');
+  const tpr = spec.WG / spec.ROWS_PER_WG;
+  if (!(Number.isInteger(tpr) && tpr > 0 && (tpr & (tpr - 1)) === 0)) fail(`WG / ROWS_PER_WG = ${tpr} threads per row must be a power of two`);
+  const params = uploadBuffer(device, new Uint8Array(moeMatvecParams(dtype, n, k)), UNIFORM, `moe params ${experts}x${n}x${k}`);
+  const pipeline = await ctx.cache.get(moeMatvecKernel, { precision: ctx.precision, constants: moeMatvecConstants(spec, dtype, used, mode, !!args.shared) });
+  const none = dummy(device);
+  const bindGroup = bindBuffers(device, pipeline, [args.weight, args.x, args.y, args.ids, args.weights, args.shared?.y ?? none, args.shared?.gate ?? none, params, args.counts]);
+  return {
+    destroy: () => params.destroy(),
+    encode(pass, tokens) {
+      if (!(tokens >= 1 && tokens <= maxTokens)) throw new RangeError(`a step of ${tokens} tokens; this layer takes 1..${maxTokens}`);
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, bindGroup);
+      pass.dispatchWorkgroups(...moeMatvecGrid(n, mode === 'gather' ? tokens * used : tokens, spec));
+    },
+  };
+}
