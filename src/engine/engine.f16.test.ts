@@ -39,6 +39,9 @@ const FORMATS: Record<Arch, string[]> = {
   gemma3: ['Q8_0'],
   granite: ['Q4_K_M'],
   phi3: ['Q4_K_M'],
+  qwen2moe: ['Q4_K_M'],
+  qwen3moe: ['hf-F16', 'Q8_0'],
+  olmoe: ['F16'],
 };
 
 describe.each(Object.keys(FORMATS) as Arch[])('the f16 GPU engine on the tiny %s fixture', (arch) => {

@@ -56,6 +56,12 @@ const CASES: Array<[Arch, string[]]> = [
   // Fused projections split at load, partial rotary and LongRoPE (the long factors: the default
   // context exceeds the fixture's original one).
   ['phi3', DENSE],
+  // Mixture of experts: the HF folder (experts stacked at load) and the GGUF types the issue names
+  // on qwen3moe; the other two on their HF folder and the Q4_K_M mix (all 18 family × format
+  // cases passed once; the grid costs about 15 s a case on SwiftShader).
+  ['qwen3moe', ['hf-F32', 'F32', 'F16', 'Q8_0', 'Q4_K', 'Q4_K_M']],
+  ['qwen2moe', ['hf-F32', 'Q4_K_M']],
+  ['olmoe', ['hf-F32', 'Q4_K_M']],
 ];
 
 describe.each(CASES)('the GPU engine on the tiny %s fixture', (arch, variants) => {

@@ -25,6 +25,7 @@ import { LORA_TARGETS, type LoraTarget } from '../lora/types';
 import type { GpuMatrix, GpuWeights } from './gpu-weights';
 import { loraMat, type LoraPool } from './lora-pool';
 import { LayerCaches, layerCacheKinds } from './layer-cache';
+import { createMoeFfnOp, createMoeScratch } from './moe-ffn';
 import type { StepBuffers } from './step';
 
 export interface ForwardLimits {
@@ -76,10 +77,13 @@ interface LayerOps {
   postAttnNorm?: Op;
   attnResidual: Op;
   ffnNorm?: Op;
-  gate: Op;
-  up: Op;
-  swiglu: Op;
-  down: Op;
+  /** The dense MLP (absent on mixture-of-experts layers). */
+  gate?: Op;
+  up?: Op;
+  swiglu?: Op;
+  down?: Op;
+  /** The mixture-of-experts FFN (config.moe; ./moe-ffn.ts) in place of the dense MLP. */
+  moe?: Op;
   postFfnNorm?: Op;
   ffnResidual: Op;
 }
@@ -95,8 +99,8 @@ interface LoraIo {
 /** The LoRA updates of every matrix, made on the first adapter load (./lora-pool.ts). */
 interface LoraOps {
   pool: LoraPool;
-  /** [layer][target in LORA_TARGETS order] */
-  ops: Op[][];
+  /** [layer][target in LORA_TARGETS order]; none for a mixture-of-experts layer's MLP targets. */
+  ops: (Op | undefined)[][];
   h: GPUBuffer;
 }
 
@@ -118,7 +122,10 @@ export class GpuForward {
     /** Final logits divided (Granite) and soft-capped (Gemma 2); absent elsewhere. */
     private readonly logitSoftcap: Op | undefined,
     private readonly buffers: GPUBuffer[],
-    private readonly loraIo: Array<Record<LoraTarget, LoraIo>>,
+    /** Per layer, each adaptable matrix's input and output (the dense MLP's absent on mixture-of-experts layers). */
+    private readonly loraIo: Array<Partial<Record<LoraTarget, LoraIo>>>,
+    /** Mixture of experts: u32 [maxTokens, k] per layer, the experts each token of the last step was routed to. */
+    readonly routedIds: readonly GPUBuffer[] = [],
   ) {}
 
   /** Bytes of the layers' caches (K and V of every layer). */
@@ -171,9 +178,10 @@ export class GpuForward {
       qn: config.qkNorm ? buf(T * nH * D, 'qn') : undefined,
       kn: config.qkNorm ? buf(T * nKv * D, 'kn') : undefined,
       att: buf(T * nH * D, 'att'),
-      gate: buf(T * I, 'gate'),
-      up: buf(T * I, 'up'),
-      hb: buf(T * I, 'hb'),
+      // The dense MLP's (mixture-of-experts layers have their own: ./moe-ffn.ts).
+      gate: buf(config.moe ? 1 : T * I, 'gate'),
+      up: buf(config.moe ? 1 : T * I, 'up'),
+      hb: buf(config.moe ? 1 : T * I, 'hb'),
       last: buf(S * H, 'last', 4),
       lastNormed: buf(S * H, 'lastNormed', 4),
       logits: buf(S * V, 'logits', 4),
@@ -206,8 +214,14 @@ export class GpuForward {
     });
     onPart?.();
 
+    // Mixture of experts: scratch shared by the layers, and each layer's routed expert ids.
+    const moe = config.moe;
+    const moeScratch = moe ? createMoeScratch(device, config, T, act) : undefined;
+    if (moeScratch) owned.push(...moeScratch.buffers);
+    const routedIds = moe ? Array.from({ length: config.numLayers }, (_, l) => buf(T * moe.numExpertsUsed, `routed experts ${l}`, 4)) : [];
+
     const layers: LayerOps[] = [];
-    const loraIo: Array<Record<LoraTarget, LoraIo>> = [];
+    const loraIo: Array<Partial<Record<LoraTarget, LoraIo>>> = [];
     for (let l = 0; l < config.numLayers; l++) {
       const w = weights.layers[l]!;
       const kv = caches.paged(l);
@@ -228,9 +242,8 @@ export class GpuForward {
         k: io(w.wk, attnIn, state.k),
         v: io(w.wv, attnIn, state.v),
         o: io(w.wo, state.att, state.xb2),
-        gate: io(w.wGate, ffnIn, state.gate),
-        up: io(w.wUp, ffnIn, state.up),
-        down: io(w.wDown, state.hb, state.xb2),
+        // LoRA of the experts is not run (a MoE layer has no dense gate/up/down to adapt).
+        ...(w.wGate && w.wUp && w.wDown ? { gate: io(w.wGate, ffnIn, state.gate), up: io(w.wUp, ffnIn, state.up), down: io(w.wDown, state.hb, state.xb2) } : {}),
       });
       layers.push({
         attnNorm: w.attnNorm ? await norm(at('attn_norm'), state.x, w.attnNorm, state.xb) : undefined,
@@ -290,10 +303,27 @@ export class GpuForward {
         postAttnNorm: w.postAttnNorm ? await norm(at('post_attn_norm'), state.xb2, w.postAttnNorm, state.xb) : undefined,
         attnResidual: await createAddOp(ctx, { x: state.x, y: attnOut, n: H, scale: config.residualScale, label: at('attn_residual') }),
         ffnNorm: w.ffnNorm ? await norm(at('ffn_norm'), state.x, w.ffnNorm, state.xb) : undefined,
-        gate: await linear(at('gate'), w.wGate, ffnIn, state.gate),
-        up: await linear(at('up'), w.wUp, ffnIn, state.up),
-        swiglu: await createSwigluOp(ctx, { gate: state.gate, up: state.up, out: state.hb, n: I, activation: config.ffnActivation, label: at('swiglu') }),
-        down: await linear(at('down'), w.wDown, state.hb, state.xb2),
+        ...(w.wGate && w.wUp && w.wDown
+          ? {
+              gate: await linear(at('gate'), w.wGate, ffnIn, state.gate),
+              up: await linear(at('up'), w.wUp, ffnIn, state.up),
+              swiglu: await createSwigluOp(ctx, { gate: state.gate, up: state.up, out: state.hb, n: I, activation: config.ffnActivation, label: at('swiglu') }),
+              down: await linear(at('down'), w.wDown, state.hb, state.xb2),
+            }
+          : {
+              moe: await createMoeFfnOp(ctx, {
+                config,
+                weights: w,
+                scratch: moeScratch!,
+                ids: routedIds[l]!,
+                x: ffnIn,
+                out: state.xb2,
+                counts: step.counts,
+                maxTokens: T,
+                layer: l,
+                linear,
+              }),
+            }),
         postFfnNorm: w.postFfnNorm ? await norm(at('post_ffn_norm'), state.xb2, w.postFfnNorm, state.xb) : undefined,
         ffnResidual: await createAddOp(ctx, { x: state.x, y: ffnOut, n: H, scale: config.residualScale, label: at('ffn_residual') }),
       });
@@ -335,7 +365,7 @@ export class GpuForward {
     const cap = config.finalLogitSoftcap;
     const div = config.logitsScaling;
     const logitSoftcap = cap === null && div === 1 ? undefined : await createSoftcapOp(f32, { x: state.logits, n: V, cap, div, label: { role: 'logits_scale', perSeq: true } });
-    return new GpuForward(config, limits, state, caches, feed, embed, layers, gatherLast, finalNorm, lmHead, logitSoftcap, owned, loraIo);
+    return new GpuForward(config, limits, state, caches, feed, embed, layers, gatherLast, finalNorm, lmHead, logitSoftcap, owned, loraIo, routedIds);
   }
 
   /**
@@ -351,9 +381,12 @@ export class GpuForward {
     const ops = await Promise.all(
       this.loraIo.map((targets, l) =>
         Promise.all(
-          LORA_TARGETS.map((t) =>
-            createLoraOp(ctx, { ...targets[t], label: { role: t, layer: l }, mat: loraMat(l, t), numMats: pool.numMats, maxRank, weights: pool.weights, entries: pool.entries, tokenSeq: step.tokenSeq, seqAdapter: step.seqAdapter, h }),
-          ),
+          LORA_TARGETS.map((t) => {
+            const io = targets[t];
+            return io
+              ? createLoraOp(ctx, { ...io, label: { role: t, layer: l }, mat: loraMat(l, t), numMats: pool.numMats, maxRank, weights: pool.weights, entries: pool.entries, tokenSeq: step.tokenSeq, seqAdapter: step.seqAdapter, h })
+              : undefined;
+          }),
         ),
       ),
     );
@@ -362,7 +395,7 @@ export class GpuForward {
 
   /** Records the LoRA update of layer `l`'s `target` when a loaded adapter adapts it (a step with adapters only). */
   private adapt(lora: LoraOps | null, pass: GPUComputePassEncoder, l: number, target: LoraTarget, tokens: number): void {
-    if (lora && lora.pool.adapts(loraMat(l, target))) lora.ops[l]![LORA_TARGETS.indexOf(target)]!.encode(pass, tokens);
+    if (lora && lora.pool.adapts(loraMat(l, target))) lora.ops[l]![LORA_TARGETS.indexOf(target)]?.encode(pass, tokens);
   }
 
   /**
@@ -394,13 +427,14 @@ export class GpuForward {
       layer.attnResidual.encode(pass, tokens);
       // feed-forward block
       layer.ffnNorm?.encode(pass, tokens);
-      layer.gate.encode(pass, tokens);
+      layer.gate?.encode(pass, tokens);
       this.adapt(lora, pass, l, 'gate', tokens);
-      layer.up.encode(pass, tokens);
+      layer.up?.encode(pass, tokens);
       this.adapt(lora, pass, l, 'up', tokens);
-      layer.swiglu.encode(pass, tokens);
-      layer.down.encode(pass, tokens);
+      layer.swiglu?.encode(pass, tokens);
+      layer.down?.encode(pass, tokens);
       this.adapt(lora, pass, l, 'down', tokens);
+      layer.moe?.encode(pass, tokens);
       layer.postFfnNorm?.encode(pass, tokens);
       layer.ffnResidual.encode(pass, tokens);
     }
@@ -415,7 +449,7 @@ export class GpuForward {
   destroy(): void {
     const ops: Op[] = [this.feed, this.embed, this.gatherLast, this.finalNorm, this.lmHead, ...(this.logitSoftcap ? [this.logitSoftcap] : [])];
     for (const layer of this.layers) for (const op of Object.values(layer) as (Op | undefined)[]) if (op) ops.push(op);
-    if (this.lora) ops.push(...this.lora.ops.flat());
+    if (this.lora) for (const op of this.lora.ops.flat()) if (op) ops.push(op);
     for (const op of ops) op.destroy();
     for (const b of this.buffers) b.destroy();
     if (this.lora) {

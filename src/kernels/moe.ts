@@ -18,7 +18,7 @@ import type { Kernel } from '../gpu/pipelines';
 import { DTYPE_INFO, type DType } from '../formats/types';
 import { routeTopK } from '../model/moe';
 import { linearParams } from './matmul';
-import { actBytes, type Op, type OpContext } from './op';
+import { actBytes, describeDispatch, type Op, type OpContext, type OpLabel } from './op';
 import { gpuBytesPerRow, WTYPE } from './weights';
 
 export const moeRouteKernel: Kernel = { name: 'moe_route', source: routeSource };
@@ -103,14 +103,16 @@ export class MoeOpError extends Error {
 /** Router: logits [maxTokens][experts] (act) -> ids, weights [maxTokens][used]. */
 export async function createMoeRouteOp(
   ctx: OpContext,
-  args: { logits: GPUBuffer; ids: GPUBuffer; weights: GPUBuffer; counts: BufferRef; experts: number; used: number; norm: boolean },
+  args: { logits: GPUBuffer; ids: GPUBuffer; weights: GPUBuffer; counts: BufferRef; experts: number; used: number; norm: boolean; label?: OpLabel },
 ): Promise<Op> {
   if (!(args.used >= 1 && args.used <= args.experts)) throw new MoeOpError(`top-${args.used} of ${args.experts} experts`);
   const pipeline = await ctx.cache.get(moeRouteKernel, {
     precision: ctx.precision,
     constants: { WG: MOE_ROUTE_WG, E: args.experts, K: args.used, NORM: args.norm ? 1 : 0 },
   });
-  const bindGroup = bindBuffers(ctx.device, pipeline, [args.logits, args.ids, args.weights, args.counts]);
+  // Reads each token's logits, writes its ids and weights.
+  const act = actBytes(ctx.precision);
+  const bindGroup = describeDispatch(bindBuffers(ctx.device, pipeline, [args.logits, args.ids, args.weights, args.counts]), args.label, 'moe_route', (rows) => rows * (args.experts * act + args.used * 8));
   return {
     destroy: () => {},
     encode(pass, tokens) {
@@ -137,6 +139,7 @@ export interface MoeMatvecArgs {
   shared?: { y: GPUBuffer; gate: GPUBuffer };
   counts: BufferRef;
   maxTokens: number;
+  label?: OpLabel;
 }
 
 const dummies = new WeakMap<GPUDevice, GPUBuffer>();
@@ -170,7 +173,19 @@ export async function createMoeMatvecOp(ctx: OpContext, args: MoeMatvecArgs, spe
   const params = uploadBuffer(device, new Uint8Array(moeMatvecParams(dtype, n, k)), UNIFORM, `moe params ${experts}x${n}x${k}`);
   const pipeline = await ctx.cache.get(moeMatvecKernel, { precision: ctx.precision, constants: moeMatvecConstants(spec, dtype, used, mode, !!args.shared) });
   const none = dummy(device);
-  const bindGroup = bindBuffers(device, pipeline, [args.weight, args.x, args.y, args.ids, args.weights, args.shared?.y ?? none, args.shared?.gate ?? none, params, args.counts]);
+  // The chosen experts' rows (at most every expert, each read once), x read and y written per
+  // item, ids and weights (and the shared expert's row) per token.
+  const expertBytes = n * gpuBytesPerRow(dtype, k);
+  const bytes = (rows: number) =>
+    Math.min(experts, rows * used) * expertBytes +
+    (mode === 'gather' ? rows * (k + used * n) : rows * (used * k + n + (args.shared ? n + 1 : 0))) * act +
+    rows * used * 8;
+  const bindGroup = describeDispatch(
+    bindBuffers(device, pipeline, [args.weight, args.x, args.y, args.ids, args.weights, args.shared?.y ?? none, args.shared?.gate ?? none, params, args.counts]),
+    args.label,
+    `moe_${mode}`,
+    bytes,
+  );
   return {
     destroy: () => params.destroy(),
     encode(pass, tokens) {

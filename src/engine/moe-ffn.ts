@@ -1,0 +1,121 @@
+/**
+ * The mixture-of-experts FFN block of the GPU forward pass (config.moe), kept apart from the dense
+ * MLP so each reads plainly: it follows `ReferenceModel.experts` (src/reference/forward.ts).
+ * Per step, for the T tokens of the batch:
+ *   router logits = x · W_routerᵀ                       (a linear layer, [T, E])
+ *   ids, weights  = softmax → top-k (→ renormalise)      (moe_route, [T, k])
+ *   gate, up      = W_gate[e] · x, W_up[e] · x           (moe_matvec gather: only the k chosen experts' rows)
+ *   h             = act(gate) · up                       (swiglu over the T·k expert rows)
+ *   out           = Σ_j weight_j · W_down[e_j] · h_j       (moe_matvec combine: the weights in its epilogue)
+ *                   + sigmoid(x · w_shexp_gate) · shared MLP(x)   (Qwen2-MoE, in the same epilogue)
+ * The scratch buffers are shared by every layer (layers run one after another); each layer keeps
+ * its own ids buffer, the experts it routed each token of the step to.
+ */
+import { createBuffer, STORAGE } from '../gpu/buffers';
+import type { BufferRef } from '../gpu/buffers';
+import { createMoeMatvecOp, createMoeRouteOp, EMULATED_MOE_SPEC, MOE_SPEC } from '../kernels/moe';
+import type { Op, OpContext, OpLabel } from '../kernels/op';
+import { createSwigluOp } from '../kernels/swiglu';
+import type { MoeConfig, ModelConfig } from '../model/config';
+import type { GpuLayerWeights, GpuMatrix } from './gpu-weights';
+
+/** Activations of the MoE block, allocated once for `maxTokens` and shared by the layers. */
+export interface MoeScratch {
+  logits: GPUBuffer; // act [maxTokens, experts]
+  weights: GPUBuffer; // f32 [maxTokens, k]
+  gate: GPUBuffer; // act [maxTokens·k, expertSize]
+  up: GPUBuffer; // act [maxTokens·k, expertSize]
+  h: GPUBuffer; // act [maxTokens·k, expertSize]
+  /** Qwen2-MoE's shared expert: its MLP's gate, up and act(gate)·up [maxTokens, sharedSize], output [maxTokens, hidden], gate logit [maxTokens]. */
+  shared?: { gate: GPUBuffer; up: GPUBuffer; h: GPUBuffer; out: GPUBuffer; logit: GPUBuffer };
+  buffers: GPUBuffer[];
+}
+
+export function createMoeScratch(device: GPUDevice, config: ModelConfig, maxTokens: number, act: number): MoeScratch {
+  const moe = config.moe!;
+  const buffers: GPUBuffer[] = [];
+  const buf = (elements: number, label: string, bytesPer = act) => {
+    const b = createBuffer(device, elements * bytesPer, STORAGE, label);
+    buffers.push(b);
+    return b;
+  };
+  const slots = maxTokens * moe.numExpertsUsed;
+  const I = moe.expertIntermediateSize;
+  const S = moe.sharedExpertIntermediateSize;
+  return {
+    logits: buf(maxTokens * moe.numExperts, 'moe router logits'),
+    weights: buf(slots, 'moe weights', 4),
+    gate: buf(slots * I, 'moe gate'),
+    up: buf(slots * I, 'moe up'),
+    h: buf(slots * I, 'moe h'),
+    shared:
+      S === null
+        ? undefined
+        : {
+            gate: buf(maxTokens * S, 'shared expert gate'),
+            up: buf(maxTokens * S, 'shared expert up'),
+            h: buf(maxTokens * S, 'shared expert h'),
+            out: buf(maxTokens * config.hiddenSize, 'shared expert out'),
+            logit: buf(maxTokens, 'shared expert gate logit'),
+          },
+    buffers,
+  };
+}
+
+export interface MoeFfnArgs {
+  config: ModelConfig;
+  weights: GpuLayerWeights;
+  scratch: MoeScratch;
+  /** u32 [maxTokens, k]: this layer's routed experts, written every step. */
+  ids: GPUBuffer;
+  x: GPUBuffer; // act [maxTokens, hidden]: the FFN's input
+  out: GPUBuffer; // act [maxTokens, hidden]
+  counts: BufferRef;
+  maxTokens: number;
+  /** The layer, for the ops' labels (OpLabel). */
+  layer: number;
+  /** The dense linear layer builder of the forward pass (router and shared expert). */
+  linear: (label: OpLabel, m: GpuMatrix, x: GPUBuffer, y: GPUBuffer) => Promise<Op>;
+}
+
+/** The block's dispatches, in order, as one op. */
+export async function createMoeFfnOp(ctx: OpContext, a: MoeFfnArgs): Promise<Op> {
+  const moe: MoeConfig = a.config.moe!;
+  const { weights: w, scratch: s, maxTokens } = a;
+  const k = moe.numExpertsUsed;
+  const spec = ctx.emulated ? EMULATED_MOE_SPEC : MOE_SPEC;
+  const at = (role: string): OpLabel => ({ role, layer: a.layer });
+  const routed = (role: string, m: GpuMatrix | undefined, mode: 'gather' | 'combine', x: GPUBuffer, y: GPUBuffer, shared?: { y: GPUBuffer; gate: GPUBuffer }) =>
+    createMoeMatvecOp(
+      ctx,
+      // A stack of experts is uploaded whole, in one part (gpu-weights.ts checks it fits one binding).
+      { weight: m!.parts[0]!.buffer, dtype: m!.dtype, experts: m!.experts ?? 1, n: m!.rows, k: m!.cols, used: k, mode, x, y, ids: a.ids, weights: s.weights, shared, counts: a.counts, maxTokens, label: at(role) },
+      spec,
+    );
+
+  const ops: Op[] = [];
+  ops.push(await a.linear(at('router'), w.wRouter!, a.x, s.logits));
+  ops.push(await createMoeRouteOp(ctx, { logits: s.logits, ids: a.ids, weights: s.weights, counts: a.counts, experts: moe.numExperts, used: k, norm: moe.normTopkProb, label: at('route') }));
+  let shared: { y: GPUBuffer; gate: GPUBuffer } | undefined;
+  if (s.shared && w.wSharedGateInp) {
+    ops.push(await a.linear(at('gate_shexp'), w.wGateShexp!, a.x, s.shared.gate));
+    ops.push(await a.linear(at('up_shexp'), w.wUpShexp!, a.x, s.shared.up));
+    ops.push(await createSwigluOp(ctx, { gate: s.shared.gate, up: s.shared.up, out: s.shared.h, n: moe.sharedExpertIntermediateSize!, activation: a.config.ffnActivation, label: at('swiglu_shexp') }));
+    ops.push(await a.linear(at('down_shexp'), w.wDownShexp!, s.shared.h, s.shared.out));
+    ops.push(await a.linear(at('gate_inp_shexp'), w.wSharedGateInp, a.x, s.shared.logit));
+    shared = { y: s.shared.out, gate: s.shared.logit };
+  }
+  ops.push(await routed('gate_exps', w.wGateExps, 'gather', a.x, s.gate));
+  ops.push(await routed('up_exps', w.wUpExps, 'gather', a.x, s.up));
+  // [T·k, expertSize] is [T, k·expertSize]: one swiglu row per token covers its k experts.
+  ops.push(await createSwigluOp(ctx, { gate: s.gate, up: s.up, out: s.h, n: moe.expertIntermediateSize * k, activation: a.config.ffnActivation, label: at('swiglu_exps') }));
+  ops.push(await routed('down_exps', w.wDownExps, 'combine', s.h, a.out, shared));
+  return {
+    encode(pass, tokens) {
+      for (const op of ops) op.encode(pass, tokens);
+    },
+    destroy() {
+      for (const op of ops) op.destroy();
+    },
+  };
+}
