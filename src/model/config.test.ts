@@ -445,7 +445,19 @@ describe('Phi-3', () => {
 
 describe('the architecture table', () => {
   // The keys every family's config.json states; each row adds its model_type or class.
-  const sizes = { vocab_size: 300, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 3, num_attention_heads: 4, sliding_window: 8 };
+  // (MoE families also need their experts' keys; the others ignore them.)
+  const sizes = {
+    vocab_size: 300,
+    hidden_size: 64,
+    intermediate_size: 128,
+    num_hidden_layers: 3,
+    num_attention_heads: 4,
+    sliding_window: 8,
+    num_experts: 4,
+    num_experts_per_tok: 2,
+    moe_intermediate_size: 32,
+    shared_expert_intermediate_size: 64,
+  };
 
   it('names each HF class once', () => {
     expect(new Set(ARCHES.map((a) => ARCH[a].hfClass)).size).toBe(ARCHES.length);
@@ -487,8 +499,12 @@ describe('the architecture table', () => {
       [`${g}.attention.head_count`, 4],
       [`${g}.attention.layer_norm_rms_epsilon`, 1e-6],
       [`${g}.vocab_size`, 300],
+      [`${g}.expert_count`, 4],
+      [`${g}.expert_used_count`, 2],
+      [`${g}.expert_shared_feed_forward_length`, 64],
     ]);
     const c = configFromGGUF(meta);
+    expect(c.moe === null).toBe(row.moe === null);
     // A file cannot tell families that share its GGUF name apart: they must mean the same graph.
     expect(ARCH[c.arch].gguf).toBe(g);
     expect({ ropeStyle: c.ropeStyle, qkNorm: c.qkNorm, qkNormScope: c.qkNormScope, normPlacement: c.normPlacement, attentionBias: c.attentionBias }).toEqual({
@@ -547,13 +563,13 @@ describe('the architecture table', () => {
 
   it('lists the supported families in its errors', () => {
     expect(thrown(() => configFromHF({ ...sizes, model_type: 'falcon' })).message).toBe(
-      'config.json: model_type "falcon" is not supported (supported: llama, qwen2, qwen3, mistral, smollm3, olmo2, gemma2, gemma3_text, granite, phi3)',
+      'config.json: model_type "falcon" is not supported (supported: llama, qwen2, qwen3, mistral, smollm3, olmo2, gemma2, gemma3_text, granite, qwen2_moe, qwen3_moe, olmoe, phi3)',
     );
     expect(thrown(() => configFromHF({ ...sizes, architectures: ['FalconForCausalLM'] })).message).toBe(
-      'config.json: architectures ["FalconForCausalLM"] are not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, GraniteForCausalLM, Phi3ForCausalLM)',
+      'config.json: architectures ["FalconForCausalLM"] are not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, GraniteForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM)',
     );
     expect(thrown(() => configFromGGUF(new Map([['general.architecture', 'falcon']]))).message).toBe(
-      'GGUF general.architecture "falcon" is not supported (supported: llama (also mistral), qwen2, qwen3, smollm3, olmo2, gemma2, gemma3, granite, phi3)',
+      'GGUF general.architecture "falcon" is not supported (supported: llama (also mistral), qwen2, qwen3, smollm3, olmo2, gemma2, gemma3, granite, qwen2moe, qwen3moe, olmoe, phi3)',
     );
   });
 });

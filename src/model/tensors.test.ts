@@ -5,6 +5,8 @@ import {
   assembleWeights,
   canonicalName,
   expectedTensors,
+  expertHfName,
+  expertPiece,
   HEAD_TENSORS,
   isMatrix,
   LAYER_TENSORS,
@@ -120,7 +122,18 @@ describe('the tensor table', () => {
     [false, true].flatMap((qkNorm) =>
       [false, true].flatMap((tieWordEmbeddings) =>
         (['pre', 'post', 'sandwich'] as const).flatMap((normPlacement) =>
-          (['head', 'full'] as const).map((qkNormScope): ModelConfig => ({ ...config, attentionBias, qkNorm, tieWordEmbeddings, normPlacement, qkNormScope })),
+          (['head', 'full'] as const).flatMap((qkNormScope) =>
+            // dense, experts, experts with a shared one
+            [null, 6, 10].map((shared): ModelConfig => ({
+              ...config,
+              attentionBias,
+              qkNorm,
+              tieWordEmbeddings,
+              normPlacement,
+              qkNormScope,
+              moe: shared === null ? null : { numExperts: 4, numExpertsUsed: 2, expertIntermediateSize: 6, normTopkProb: false, sharedExpertIntermediateSize: shared === 6 ? null : shared },
+            })),
+          ),
         ),
       ),
     ),
@@ -138,10 +151,12 @@ describe('the tensor table', () => {
     }
   });
 
-  it.each(rows.map((r) => [r.gguf, r] as const))('%s: its shape fits its kind in every config', (_, row) => {
-    for (const c of configs) {
+  it.each(rows.map((r) => [r.gguf, r] as const))('%s: its shape fits its kind in every config that has it', (_, row) => {
+    for (const c of configs.filter((c) => !row.when || row.when(c))) {
       const shape = row.shape(c);
-      expect(shape.length).toBe(isMatrix(row.kind) ? 2 : 1);
+      // Experts stacked outermost: [experts, out, in].
+      expect(shape.length).toBe(isMatrix(row.kind) ? (row.experts ? 3 : 2) : 1);
+      if (row.experts) expect(shape[0]).toBe(c.moe!.numExperts);
       expect(shape.every((d) => Number.isInteger(d) && d > 0)).toBe(true);
       // RoPE rotates q and k heads: their rows are whole heads.
       if (row.rotary) expect(shape[0]).toBe((row.rotary === 'q' ? c.numHeads : c.numKvHeads) * c.headDim);
@@ -151,7 +166,12 @@ describe('the tensor table', () => {
   it('maps every row\'s Hugging Face name to its canonical name and back to its row', () => {
     for (const r of [...HEAD_TENSORS, ...TAIL_TENSORS] as readonly TensorRow[]) if (r.hf) expect(canonicalName(r.hf)).toBe(r.gguf);
     for (const r of LAYER_TENSORS as readonly TensorRow[]) {
-      for (const c of configs.filter((c) => !r.when || r.when(c))) expect(canonicalName(`model.layers.7.${r.hf}`, c)).toBe(`blk.7.${r.gguf}`);
+      if (r.experts) {
+        // Each expert's HF tensor is a slice of the stacked one: not a canonical name of its own.
+        const hf = expertHfName(`model.layers.7.${r.hf}`, 3);
+        expect(canonicalName(hf)).toBeNull();
+        expect(expertPiece(hf)).toEqual({ name: `blk.7.${r.gguf}`, expert: 3 });
+      } else for (const c of configs.filter((c) => !r.when || r.when(c))) expect(canonicalName(`model.layers.7.${r.hf}`, c)).toBe(`blk.7.${r.gguf}`);
       // Rows sharing a canonical name (the pre-FFN norm under two HF names) are one tensor.
       expect(layerRow(`blk.7.${r.gguf}`)).toMatchObject({ gguf: r.gguf, field: r.field, kind: r.kind });
     }
@@ -169,6 +189,10 @@ describe('the tensor table', () => {
     expect(canonicalName('model.layers.2.input_layernorm.weight', sandwich)).toBe('blk.2.attn_norm.weight');
     expect(canonicalName('model.layers.2.post_feedforward_layernorm.weight', sandwich)).toBe('blk.2.post_ffw_norm.weight');
     expect(layerRow('token_embd.weight')).toBeNull();
+    expect(expertPiece('model.layers.1.mlp.experts.12.down_proj.weight')).toEqual({ name: 'blk.1.ffn_down_exps.weight', expert: 12 });
+    expect(expertPiece('model.layers.1.mlp.shared_expert.down_proj.weight')).toBeNull();
+    expect(canonicalName('model.layers.1.mlp.shared_expert.down_proj.weight')).toBe('blk.1.ffn_down_shexp.weight');
+    expect(canonicalName('model.layers.1.mlp.gate.weight')).toBe('blk.1.ffn_gate_inp.weight');
   });
 
   it('expects each row exactly where its condition holds, in file order', () => {
