@@ -31,6 +31,7 @@ const CASES: Array<[string, string]> = [
   // Hidden 288: rows of 288 in llama-quantize's fallbacks (Q5_0 and Q8_0; IQ4_NL).
   ['llama-d288', 'Q4_K_M'],
   ['llama-d288', 'IQ4_XS_MIX'],
+  ['gemma3-mm', 'hf-F32'],
 ];
 
 describe('the GPU engine in Chromium', () => {

@@ -9,7 +9,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
 import type { Arch } from '../model/config';
 import { openModel } from '../model/open';
-import { greedy, ReferenceModel } from '../reference/forward';
+import { greedy, logitsFor, ReferenceModel } from '../reference/forward';
 import { D288_MIXES, ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
 import { useFixtureURLs } from '../testing/fixture-server';
@@ -102,6 +102,30 @@ describe('the GPU engine on mixes whose rows are not whole 256-blocks (hidden 28
 
   it.each(mixes)('%s: greedy tokens and teacher-forced logits match the reference', async (variant) => {
     await expectModelMatchesReference(gpu, urls()[variant]!, { precision: 'f32', steps: STEPS, tolerance: LOGIT_TOLERANCE, salt: 288 });
+  });
+});
+
+describe('the GPU engine on a multimodal Gemma 3 folder', () => {
+  // config.json nests the text config, tensors sit under language_model., a vision tower and
+  // projector are skipped; the text weights are the text fixture's.
+  it('runs the text model as gemma3_text: engine = reference, whose logits equal the text folder’s', async () => {
+    const gpu = await testGPU();
+    const [mm, text] = await Promise.all([
+      ensureFixture({ arch: 'gemma3', preset: 'tiny', multimodal: true }, { hf: ['F32'] }),
+      ensureFixture({ arch: 'gemma3', preset: 'tiny' }),
+    ]);
+    const opened = await openModel(mm.hf.F32!);
+    expect([...opened.tensors.keys()].some((n) => !/^(token_embd|output_norm|blk\.\d+\.)/.test(n))).toBe(false);
+    const ids = Array.from({ length: 12 }, (_, i) => (i * 31 + 7) % opened.config.vocabSize);
+    const [fromMM, fromText] = await Promise.all([ReferenceModel.load(opened), openModel(text.hf.F32!).then((m) => ReferenceModel.load(m))]);
+    expect(logitsFor(fromMM, ids)).toEqual(logitsFor(fromText, ids));
+    const server = await serveDirectory(mm.root);
+    try {
+      const url = `${server.url}/${relative(mm.root, mm.hf.F32!).split('\\').join('/')}`;
+      await expectModelMatchesReference(gpu, url, { precision: 'f32', steps: 16, tolerance: LOGIT_TOLERANCE, salt: 3 });
+    } finally {
+      await server.close();
+    }
   });
 });
 

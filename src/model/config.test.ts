@@ -273,6 +273,44 @@ describe('Gemma 3', () => {
     expect(configFromHF(llamaJson).ropeLocalTheta).toBeNull();
   });
 
+  it("reads a multimodal checkpoint's config.json (gemma-3-4b-it): text_config over Gemma3TextConfig's defaults", () => {
+    // google/gemma-3-4b-it's config.json, its vision_config cut down.
+    const c = configFromHF({
+      architectures: ['Gemma3ForConditionalGeneration'],
+      model_type: 'gemma3',
+      boi_token_index: 255999,
+      eos_token_id: [1, 106],
+      image_token_index: 262144,
+      mm_tokens_per_image: 256,
+      text_config: {
+        hidden_size: 2560,
+        intermediate_size: 10240,
+        model_type: 'gemma3_text',
+        num_hidden_layers: 34,
+        rope_scaling: { factor: 8.0, rope_type: 'linear' },
+        sliding_window: 1024,
+      },
+      vision_config: { hidden_size: 1152, model_type: 'siglip_vision_model', patch_size: 14 },
+    });
+    expect(c).toMatchObject({
+      arch: 'gemma3',
+      vocabSize: 262208,
+      hiddenSize: 2560,
+      numHeads: 8,
+      numKvHeads: 4,
+      headDim: 256,
+      attentionScale: 1 / 16,
+      ropeTheta: 1e6,
+      ropeLocalTheta: 10000,
+      ropeScaling: { type: 'linear', factor: 8 },
+      tieWordEmbeddings: true,
+      eosTokenIds: [1, 106],
+    });
+    expect(c.slidingWindow).toEqual({ size: 1024, layers: Array.from({ length: 34 }, (_, l) => l).filter((l) => l % 6 !== 5) });
+    // The class alone names it too; without text_config there is nothing to read.
+    expect(thrown(() => configFromHF({ architectures: ['Gemma3ForConditionalGeneration'] })).field).toBe('text_config');
+  });
+
   it('reads GGUF metadata: the fixed pattern of 6 and local base 10000, global linear scaling', () => {
     const c = configFromGGUF(
       new Map<string, unknown>([

@@ -12,6 +12,13 @@ export interface ArchInfo {
   hfClass: string;
   /** config.json's `model_type` when it is not the row's key (Gemma 3's text model: `gemma3_text`). */
   hfModelType?: string;
+  /**
+   * The family's multimodal checkpoints, whose config.json nests the text model's in `text_config`
+   * (and whose tensors sit under `language_model.`; tensors.ts's canonicalName strips that and
+   * skips the vision tower's): their `model_type` and class, and the text config class's defaults
+   * for the keys such a nested config leaves out. The text model then reads as the row's own.
+   */
+  hfMultimodal?: { modelType: string; hfClass: string; textDefaults: Readonly<Record<string, unknown>> };
   /** Defaults of that transformers config class for keys a config.json may leave out. */
   hfDefaults: { maxPositionEmbeddings: number; rmsNormEps: number; /** When config.json leaves it out (default false). */ tieWordEmbeddings?: boolean };
   /**
@@ -271,6 +278,26 @@ const ARCH_ROWS = {
     hfClass: 'Gemma3ForCausalLM',
     hfModelType: 'gemma3_text',
     hfDefaults: { maxPositionEmbeddings: 131072, rmsNormEps: 1e-6, tieWordEmbeddings: true },
+    // Gemma3ForConditionalGeneration (4B and up): transformers' Gemma3TextConfig defaults, which
+    // google/gemma-3-4b-it's text_config relies on (it states little beyond sizes and its window).
+    hfMultimodal: {
+      modelType: 'gemma3',
+      hfClass: 'Gemma3ForConditionalGeneration',
+      textDefaults: {
+        vocab_size: 262208,
+        hidden_size: 2304,
+        intermediate_size: 9216,
+        num_hidden_layers: 26,
+        num_attention_heads: 8,
+        num_key_value_heads: 4,
+        head_dim: 256,
+        query_pre_attn_scalar: 256,
+        rope_theta: 1000000,
+        rope_local_base_freq: 10000,
+        sliding_window: 4096,
+        sliding_window_pattern: 6,
+      },
+    },
     gguf: 'gemma3',
     swaPattern: 6,
     qkNorm: true,
@@ -579,7 +606,7 @@ type Json = Record<string, unknown>;
  */
 export function configFromHF(configJson: unknown, generationConfigJson?: unknown): ModelConfig {
   if (!isObject(configJson)) throw new ModelError('invalid_field', 'config.json is not a JSON object', 'config.json');
-  const c = configJson;
+  const c = textConfig(configJson);
   const arch = hfArch(c);
   const row = ARCH[arch];
   const field = (key: string) => `config.json: ${key}`;
@@ -674,6 +701,25 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     bosTokenId: typeof bos === 'number' ? bos : null,
     eosTokenIds: unique([...tokenIds(gen.eos_token_id), ...tokenIds(c.eos_token_id)]),
   };
+}
+
+/**
+ * The text model's config: config.json itself, or for a multimodal checkpoint (ArchInfo's
+ * hfMultimodal) its `text_config` over the text config class's defaults, with the top level's
+ * token ids and tying where the nested one leaves them out.
+ */
+function textConfig(c: Json): Json {
+  const archs = Array.isArray(c.architectures) ? c.architectures : [];
+  const arch = ARCHES.find((a) => {
+    const mm = ARCH[a].hfMultimodal;
+    return mm && (c.model_type === undefined ? archs.includes(mm.hfClass) : c.model_type === mm.modelType);
+  });
+  if (!arch) return c;
+  const mm = ARCH[arch].hfMultimodal!;
+  if (!isObject(c.text_config))
+    throw new ModelError('missing_field', `config.json: text_config is required for ${mm.modelType} (multimodal) models`, 'text_config');
+  const top = Object.fromEntries(['bos_token_id', 'eos_token_id', 'tie_word_embeddings'].filter((k) => c[k] !== undefined).map((k) => [k, c[k]]));
+  return { ...mm.textDefaults, ...top, ...c.text_config, model_type: ARCH[arch].hfModelType ?? arch, architectures: [ARCH[arch].hfClass] };
 }
 
 function hfArch(c: Json): Arch {

@@ -63,6 +63,21 @@ describe('canonical tensor names', () => {
     expect(canonicalName('model.layers.0.mlp.down_proj.weight')).toBe('blk.0.ffn_down.weight');
   });
 
+  it("maps fused Phi-3 matrices to llama.cpp's fused names (split at load)", () => {
+    expect(canonicalName('model.layers.2.self_attn.qkv_proj.weight')).toBe('blk.2.attn_qkv.weight');
+    expect(canonicalName('model.layers.2.mlp.gate_up_proj.weight')).toBe('blk.2.ffn_up.weight');
+  });
+
+  it("reads a multimodal checkpoint's text tensors in both transformers layouts and skips its vision tower", () => {
+    expect(canonicalName('language_model.model.layers.1.self_attn.q_proj.weight')).toBe('blk.1.attn_q.weight');
+    expect(canonicalName('language_model.model.embed_tokens.weight')).toBe('token_embd.weight');
+    expect(canonicalName('language_model.lm_head.weight')).toBe('output.weight');
+    expect(canonicalName('model.language_model.layers.1.mlp.down_proj.weight')).toBe('blk.1.ffn_down.weight');
+    expect(canonicalName('model.language_model.norm.weight')).toBe('output_norm.weight');
+    expect(canonicalName('vision_tower.vision_model.embeddings.patch_embedding.weight')).toBeNull();
+    expect(canonicalName('multi_modal_projector.mm_input_projection_weight')).toBeNull();
+  });
+
   it('returns null for tensors the model does not use', () => {
     expect(canonicalName('model.layers.0.self_attn.rotary_emb.inv_freq')).toBeNull();
     expect(canonicalName('vision_tower.weight')).toBeNull();

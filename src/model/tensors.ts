@@ -272,8 +272,13 @@ const HF_MODEL_NAMES = hfNames([...HEAD_TENSORS, ...TAIL_TENSORS]);
  * tensors we do not use (e.g. `rotary_emb.inv_freq`). HF reuses some names for different
  * tensors across families (`post_attention_layernorm`: Llama's pre-FFN norm, OLMo 2's attention
  * output norm): give the model's config to read them its way; without it, the pre-norm reading.
+ * Multimodal checkpoints' text tensors read as the text model's.
  */
-export function canonicalName(hfName: string, config?: ModelConfig): string | null {
+export function canonicalName(name: string, config?: ModelConfig): string | null {
+  // Multimodal checkpoints (Gemma 3 4B+) keep the text model under `language_model.` (or, as
+  // newer transformers save them, `model.language_model.`); the vision tower and projector have
+  // no row, so they are skipped like any unused tensor.
+  const hfName = name.replace(/^language_model\./, '').replace(/^model\.language_model\./, 'model.');
   const global = HF_MODEL_NAMES.get(hfName);
   if (global) return global;
   const m = /^model\.layers\.(\d+)\.(.+)$/.exec(hfName);

@@ -33,6 +33,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // Hidden 288 (a multiple of 32, not of 256): llama-quantize's mixes with their row fallbacks.
   const d288 = await ensureFixture({ arch: 'llama', preset: 'tiny', hiddenSize: 288 }, { hf: [], gguf: D288_MIXES });
   index['llama-d288'] = Object.fromEntries(Object.entries(d288.gguf).map(([k, p]) => [k, relative(root, p as string).split('\\').join('/')]));
+  // Gemma 3's multimodal checkpoint: an HF folder only (its text model's GGUF is gemma3's).
+  const mm = await ensureFixture({ arch: 'gemma3', preset: 'tiny', multimodal: true }, { hf: ['F32'] });
+  index['gemma3-mm'] = { 'hf-F32': relative(root, mm.hf.F32!).split('\\').join('/') };
   const server = await serveDirectory(root);
   project.provide('fixturesURL', server.url);
   project.provide('fixtures', index);
