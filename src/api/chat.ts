@@ -15,7 +15,7 @@ import { chatPromptIds, renderChat } from './template';
 import { tokenBytes, tokenText } from '../text/token-bytes';
 
 /** Control tokens that open tool calls; kept in the text for the tool-call parser. */
-const TOOL_MARKERS = ['[TOOL_CALLS]', '<|python_tag|>'];
+const TOOL_MARKERS = ['[TOOL_CALLS]', '<|python_tag|>', '<|tool_call|>'];
 
 export interface ChatRun {
   stream: boolean;

@@ -24,6 +24,8 @@ beforeAll(async () => {
   tok.hermes = loadTextModel(await openModel(q.hf.F32!)).tokenizer;
   tok.llama3 = loadTextModel(await openModel(l.gguf.F32!)).tokenizer;
   tok.mistral = loadTextModel(await openModel(m.hf.F32!)).tokenizer;
+  // Granite's real tokenizer is byte-level BPE as Qwen's; its <|tool_call|> is plain text here.
+  tok.granite = tok.hermes;
 });
 
 const WEATHER = { type: 'object', properties: { city: { enum: ['Paris', 'Oslo'] }, days: { type: 'integer', minimum: 1, maximum: 7 } }, required: ['city', 'days'] };
@@ -44,6 +46,7 @@ const CALLS: Record<ToolCallFormat, string> = {
     '<tool_call>\n{"name": "get_time", "arguments": {"tz":"UTC"}}\n</tool_call>',
   llama3: '{"name": "get_weather", "parameters": {"city":"Oslo","days":3}}',
   mistral: '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city":"Oslo","days":3}}, {"name": "get_time", "arguments": {"tz":"UTC"}}]',
+  granite: '<|tool_call|>[{"name": "get_weather", "arguments": {"city":"Oslo","days":3}}, {"name": "get_time", "arguments": {"tz":"UTC"}}]',
 };
 const FORMATS = Object.keys(CALLS) as ToolCallFormat[];
 
@@ -105,7 +108,7 @@ describe.each(FORMATS)('forced tool calls in the %s format', (format) => {
   });
 
   it('refuses a tool that is not offered and arguments outside the schema', async () => {
-    const open = { hermes: '<tool_call>\n', llama3: '', mistral: '[TOOL_CALLS][' }[format];
+    const open = { hermes: '<tool_call>\n', llama3: '', mistral: '[TOOL_CALLS][', granite: '<|tool_call|>[' }[format];
     const args = format === 'llama3' ? 'parameters' : 'arguments';
     const unknown = await start(format, { kind: 'tool_calls' });
     expect(await feed(format, unknown, `${open}{"name": "get_stock`)).not.toBeNull();
@@ -117,11 +120,11 @@ describe.each(FORMATS)('forced tool calls in the %s format', (format) => {
 
   it('allows exactly one call when multiple is off (a named tool, or parallel_tool_calls false)', async () => {
     const c = await start(format, { kind: 'tool_calls', tools: [TOOLS[1]!], multiple: false });
-    const one = { hermes: '<tool_call>\n{"name": "get_time", "arguments": {"tz":"CET"}}\n</tool_call>', llama3: '{"name": "get_time", "parameters": {"tz":"CET"}}', mistral: '[TOOL_CALLS][{"name": "get_time", "arguments": {"tz":"CET"}}' }[format];
+    const one = { hermes: '<tool_call>\n{"name": "get_time", "arguments": {"tz":"CET"}}\n</tool_call>', llama3: '{"name": "get_time", "parameters": {"tz":"CET"}}', mistral: '[TOOL_CALLS][{"name": "get_time", "arguments": {"tz":"CET"}}', granite: '<|tool_call|>[{"name": "get_time", "arguments": {"tz":"CET"}}' }[format];
     expect(await feed(format, c, one)).toBeNull();
     const next = await allowed(c);
     // Mistral: only the list's `]` (its piece or its byte-fallback token).
-    if (format === 'mistral') expect(new Set(next.map((id) => tok.mistral.decode([id], { skipSpecialTokens: false })))).toEqual(new Set([']']));
+    if (format === 'mistral' || format === 'granite') expect(new Set(next.map((id) => tok[format].decode([id], { skipSpecialTokens: false })))).toEqual(new Set([']']));
     else expect(next.every((id) => tok[format].eosIds.includes(id))).toBe(true);
     c.dispose();
   });

@@ -42,7 +42,7 @@ interface CallShape {
   separator: string;
   /** More than one call per reply can be written (and rendered back by the template). */
   parallel: boolean;
-  /** Wraps the whole list of calls (mistral); absent when each call stands alone. */
+  /** Wraps the whole list of calls (mistral, granite); absent when each call stands alone. */
   list?: { begin: string; end: string };
   /** What opens a call (or the list) in free text under tool_choice `auto`; a prefix of every begin. */
   trigger: string;
@@ -52,6 +52,8 @@ const SHAPES: Record<ToolCallFormat, CallShape> = {
   hermes: { argsKey: 'arguments', open: '<tool_call>\n', close: '\n</tool_call>', separator: '\n', parallel: true, trigger: '<tool_call>' },
   llama3: { argsKey: 'parameters', open: '', close: '', separator: '; ', parallel: false, trigger: '{"name": ' },
   mistral: { argsKey: 'arguments', open: '', close: '', separator: ', ', parallel: true, list: { begin: '[TOOL_CALLS][', end: ']' }, trigger: '[TOOL_CALLS]' },
+  // Granite 3.x: the list after <|tool_call|>, as its template's default system prompt asks.
+  granite: { argsKey: 'arguments', open: '', close: '', separator: ', ', parallel: true, list: { begin: '<|tool_call|>[', end: ']' }, trigger: '<|tool_call|>' },
 };
 
 /** Turns a parameters schema (JSON text) into EBNF with root rule `root` (grammar.ts's JSON-correct conversion). */
@@ -104,6 +106,7 @@ export async function autoToolCallsTag(format: ToolCallFormat, tools: ForcedTool
       // Calls anywhere in the text, free text between and after them.
       return { type: 'structural_tag', format: triggered([shape.trigger], tags) };
     case 'mistral':
+    case 'granite':
       // The trigger opens the whole list; free text again after its `]`.
       return { type: 'structural_tag', format: triggered([shape.trigger], [callList(shape, tags, true)]) };
     case 'llama3': {

@@ -103,6 +103,12 @@ const CASES: Case[] = [
     output: 'Sure. [TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Zürich", "days": 2}}, {"name": "search", "arguments": {"query": "a \\"quoted\\" {brace}"}}]',
     want: { reasoning_content: '', content: 'Sure. ', tool_calls: [weather, search] },
   },
+  {
+    name: 'Granite tool calls',
+    opts: { toolCallFormat: 'granite' },
+    output: 'Sure. <|tool_call|>[{"name": "get_weather", "arguments": {"city": "Zürich", "days": 2}}, {"name": "search", "arguments": {"query": "a \\"quoted\\" {brace}"}}]',
+    want: { reasoning_content: '', content: 'Sure. ', tool_calls: [weather, search] },
+  },
 ];
 
 describe.each(CASES)('$name', ({ opts, output, want }) => {
@@ -153,9 +159,14 @@ describe('format detection', () => {
   it('detects tool-call formats and prompts that open reasoning', () => {
     expect(detectToolCallFormat('... <tool_call> ...')).toBe('hermes');
     expect(detectToolCallFormat('[AVAILABLE_TOOLS] [TOOL_CALLS]')).toBe('mistral');
+    // Granite 3.x's default system prompt: "... <|tool_call|> followed by a JSON list of tools used."
+    expect(detectToolCallFormat('with <|tool_call|> followed by a JSON list of tools used.')).toBe('granite');
     expect(detectToolCallFormat('<|start_header_id|> {"name": function name, "parameters": ...} <|python_tag|>')).toBe('llama3');
     expect(detectToolCallFormat('{{ messages }}')).toBe(null);
     expect(promptOpensReasoning('<｜Assistant｜><think>\n')).toBe(true);
     expect(promptOpensReasoning('<|im_start|>assistant\n<think>\n\n</think>\n\n')).toBe(false);
+    // SmolLM3: /no_think closes an empty block in the prompt (answer only); /think leaves the model to open one.
+    expect(promptOpensReasoning('<|im_start|>assistant\n<think>\n\n</think>\n')).toBe(false);
+    expect(promptOpensReasoning('<|im_start|>assistant\n')).toBe(false);
   });
 });

@@ -5,18 +5,21 @@
  * - `llama3`: the whole reply is JSON `{"name": ..., "parameters": {...}}` (several separated by `;`),
  *   possibly after `<|python_tag|>`.
  * - `mistral`: `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`.
+ * - `granite` (Granite 3.x): `<|tool_call|>[{"name": ..., "arguments": {...}}, ...]`, the list its
+ *   template's default system prompt asks for.
  *
  * A call is emitted once it is complete: a first delta with index, id, type and name, then one
  * with the arguments as a JSON string. Text outside calls is content; partial tags are held.
- * `[TOOL_CALLS]` and `<|python_tag|>` are special tokens: detokenize with them kept.
+ * `[TOOL_CALLS]`, `<|python_tag|>` and `<|tool_call|>` are special tokens: detokenize with them kept.
  */
 import { partialTagSuffix, pushEvent, type OutputEvent } from './stream-text';
 
-export type ToolCallFormat = 'hermes' | 'llama3' | 'mistral';
+export type ToolCallFormat = 'hermes' | 'llama3' | 'mistral' | 'granite';
 
 /** Picks the format a chat template teaches its model, or null when it has none. */
 export function detectToolCallFormat(template: string): ToolCallFormat | null {
   if (template.includes('[TOOL_CALLS]')) return 'mistral';
+  if (template.includes('<|tool_call|>')) return 'granite';
   if (template.includes('<tool_call>')) return 'hermes';
   if (template.includes('<|python_tag|>') || (template.includes('<|start_header_id|>') && template.includes('"parameters"'))) return 'llama3';
   return null;
@@ -85,6 +88,7 @@ function jsonEnd(text: string, start: number): number {
 const HERMES_OPEN = '<tool_call>';
 const HERMES_CLOSE = '</tool_call>';
 const MISTRAL_TAG = '[TOOL_CALLS]';
+export const GRANITE_TAG = '<|tool_call|>';
 const PYTHON_TAG = '<|python_tag|>';
 
 export class ToolCallParser {
@@ -92,8 +96,8 @@ export class ToolCallParser {
   private count = 0;
   /** llama3: undecided until the reply's first non-space character; then JSON or plain content. */
   private llamaMode: 'undecided' | 'json' | 'content' = 'undecided';
-  /** mistral: inside the call list after the tag. */
-  private inMistral = false;
+  /** mistral, granite: inside the call list after the tag. */
+  private inList = false;
   private readonly newId: () => string;
 
   constructor(private readonly opts: ToolCallParserOptions) {
@@ -137,7 +141,9 @@ export class ToolCallParser {
           return call ? [call] : null;
         });
       case 'mistral':
-        return this.runMistral(out, final);
+        return this.runTaggedList(out, final, MISTRAL_TAG);
+      case 'granite':
+        return this.runTaggedList(out, final, GRANITE_TAG);
       case 'llama3':
         return this.runLlama(out, final);
     }
@@ -166,19 +172,20 @@ export class ToolCallParser {
     }
   }
 
-  private runMistral(out: OutputEvent[], final: boolean): void {
+  /** A tag, then a JSON list of calls (or one call): `[TOOL_CALLS]` (Mistral), `<|tool_call|>` (Granite). */
+  private runTaggedList(out: OutputEvent[], final: boolean, tag: string): void {
     for (;;) {
-      if (!this.inMistral) {
-        const at = this.buf.indexOf(MISTRAL_TAG);
+      if (!this.inList) {
+        const at = this.buf.indexOf(tag);
         if (at < 0) {
-          const keep = final ? 0 : partialTagSuffix(this.buf, [MISTRAL_TAG]);
+          const keep = final ? 0 : partialTagSuffix(this.buf, [tag]);
           pushEvent(out, { type: 'content', text: this.buf.slice(0, this.buf.length - keep) });
           this.buf = this.buf.slice(this.buf.length - keep);
           return;
         }
         pushEvent(out, { type: 'content', text: this.buf.slice(0, at) });
-        this.buf = this.buf.slice(at + MISTRAL_TAG.length);
-        this.inMistral = true;
+        this.buf = this.buf.slice(at + tag.length);
+        this.inList = true;
       }
       const start = this.buf.search(/\S/);
       if (start < 0) {
@@ -193,7 +200,7 @@ export class ToolCallParser {
       if (v !== undefined && calls.every((c) => c)) for (const c of calls) this.emitCall(out, c!);
       else pushEvent(out, { type: 'content', text });
       this.buf = end < 0 ? '' : this.buf.slice(end);
-      this.inMistral = false;
+      this.inList = false;
       if (end < 0) return;
     }
   }
