@@ -5,7 +5,17 @@
 // take further passes over the weights. Partial sums meet in workgroup memory. Accumulation is
 // f32 whatever `act` is. Needs shaders/lib/dequant.wgsl (WTYPE, dq_chunk) and
 // shaders/lib/linear.wgsl (bindings, HAS_BIAS, store_y) in front.
+//
+// NORM folds the RMSNorm before the layer into it: y = W · (x / rms(x) ⊙ norm_w), with
+// rms(x) = sqrt(mean(x²) + NORM_EPS) per token. Every workgroup recomputes its tokens' sums of
+// squares from x (a few KB, in cache after the first), the weight chunks are scaled by norm_w
+// and each token's dot products by 1 / rms(x) before the store; so the norm costs no dispatch
+// and its output no round trip through memory (nor, in f16, a rounding).
 alias act = f32;
+
+override NORM: bool = false;
+override NORM_EPS: f32 = 1e-6;
+@group(0) @binding(6) var<storage, read> norm_w: array<f32>; // [k] (a 4-byte dummy without NORM)
 
 override WG: u32 = 64;
 override ROWS_PER_WG: u32 = 2;  // WG / ROWS_PER_WG must be a power of two, at least MAX_T
@@ -16,6 +26,7 @@ override PARTIALS: u32 = WG * MAX_T;  // workgroup floats (derived; do not set)
 const T_CAP: u32 = 8u; // register accumulators per thread
 
 var<workgroup> partial: array<f32, PARTIALS>; // [MAX_T][WG]
+var<workgroup> inv_rms: array<f32, T_CAP>;    // NORM: 1 / rms(x) of the pass's tokens
 
 @compute @workgroup_size(WG)
 fn main(
@@ -37,9 +48,35 @@ fn main(
   let k4 = p.k >> 2u;
 
   for (var t0 = 0u; t0 < T; t0 += MAX_T) {
+    if (NORM) {
+      // The whole workgroup sums each token's squares (WG is a power of two).
+      for (var t = 0u; t < MAX_T; t++) {
+        var ss = 0.0;
+        if (t0 + t < T) {
+          for (var i = lid; i < k4; i += WG) {
+            let v = vec4f(x[(t0 + t) * k4 + i]);
+            ss += dot(v, v);
+          }
+        }
+        partial[t * WG + lid] = ss;
+      }
+      workgroupBarrier();
+      for (var s = WG >> 1u; s > 0u; s >>= 1u) {
+        if (lid < s) {
+          for (var t = 0u; t < MAX_T; t++) { partial[t * WG + lid] += partial[t * WG + lid + s]; }
+        }
+        workgroupBarrier();
+      }
+      if (lid < MAX_T) { inv_rms[lid] = inverseSqrt(partial[lid * WG] / f32(p.k) + NORM_EPS); }
+      workgroupBarrier();
+    }
     var acc = array<f32, T_CAP>(); // explicitly zeroed per pass (SwiftShader kept the last pass's values)
     for (var c = lane; c < chunks; c += TPR) {
-      let q = dq_chunk(rw, c);
+      var q = dq_chunk(rw, c);
+      if (NORM) {
+        q.a *= vec4f(norm_w[q.pa], norm_w[q.pa + 1u], norm_w[q.pa + 2u], norm_w[q.pa + 3u]);
+        q.b *= vec4f(norm_w[q.pb], norm_w[q.pb + 1u], norm_w[q.pb + 2u], norm_w[q.pb + 3u]);
+      }
       let ia = q.pa >> 2u;
       let ib = q.pb >> 2u;
       for (var t = 0u; t < MAX_T; t++) {
@@ -49,7 +86,10 @@ fn main(
         }
       }
     }
-    for (var t = 0u; t < MAX_T; t++) { partial[t * WG + lid] = acc[t]; }
+    for (var t = 0u; t < MAX_T; t++) {
+      if (NORM) { acc[t] *= inv_rms[t]; }
+      partial[t * WG + lid] = acc[t];
+    }
     workgroupBarrier();
     for (var s = TPR >> 1u; s > 0u; s >>= 1u) {
       if (lane < s) {

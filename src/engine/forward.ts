@@ -13,7 +13,7 @@ import { createEmbedOp } from '../kernels/embed';
 import { createFeedOp } from '../kernels/feed';
 import { createKvWriteOp } from '../kernels/kv-write';
 import { createLoraOp } from '../kernels/lora';
-import { createLinearOp, EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC, EMULATED_PREFILL_SPEC } from '../kernels/matmul';
+import { createLinearOp, EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC, EMULATED_PREFILL_SPEC, MATVEC_MAX_TOKENS, type LinearArgs } from '../kernels/matmul';
 import { actBytes, type Op, type OpContext, type OpLabel } from '../kernels/op';
 import { createRmsNormOp } from '../kernels/rms-norm';
 import { createRopeOp, ropeInvFreq } from '../kernels/rope';
@@ -195,8 +195,8 @@ export class GpuForward {
 
     const specs = ctx.emulated ? { decode: EMULATED_DECODE_SPEC, few: EMULATED_FEW_TOKENS_SPEC, prefill: EMULATED_PREFILL_SPEC } : {};
     // Every op is labelled with its role and layer (OpLabel) for the bench's per-op report.
-    const linear = (label: OpLabel, m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer) =>
-      createLinearOp(ctx, { weight: m.parts, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, step: step.counts, maxTokens: T, label }, specs);
+    const linear = (label: OpLabel, m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer, norm?: LinearArgs['norm']) =>
+      createLinearOp(ctx, { weight: m.parts, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, step: step.counts, maxTokens: T, label, norm }, specs);
     const norm = (label: OpLabel, x: GPUBuffer, weight: GPUBuffer, y: GPUBuffer, n = H, rowsPerToken = 1) =>
       createRmsNormOp(ctx, { x, weight, y, n, rowsPerToken, maxTokens: T, eps: config.rmsNormEps, label });
 
@@ -231,6 +231,9 @@ export class GpuForward {
       // post-norm and sandwich blocks (Gemma) norm their output xb2 into xb before the residual add.
       const attnIn = w.attnNorm ? state.xb : state.x;
       const ffnIn = w.ffnNorm ? state.xb : state.x;
+      // The pre-norms fold into the matvec steps' projections (the norm op runs for prefill only).
+      const attnFold = w.attnNorm && { x: state.x, weight: w.attnNorm, eps: config.rmsNormEps };
+      const ffnFold = w.ffnNorm && { x: state.x, weight: w.ffnNorm, eps: config.rmsNormEps };
       const attnOut = w.postAttnNorm ? state.xb : state.xb2;
       const ffnOut = w.postFfnNorm ? state.xb : state.xb2;
       // q/k norms per head (Qwen3: rows of headDim) or over the whole projection (OLMo 2).
@@ -247,9 +250,9 @@ export class GpuForward {
       });
       layers.push({
         attnNorm: w.attnNorm ? await norm(at('attn_norm'), state.x, w.attnNorm, state.xb) : undefined,
-        q: await linear(at('q'), w.wq, attnIn, state.q, w.bq),
-        k: await linear(at('k'), w.wk, attnIn, state.k, w.bk),
-        v: await linear(at('v'), w.wv, attnIn, state.v, w.bv),
+        q: await linear(at('q'), w.wq, attnIn, state.q, w.bq, attnFold),
+        k: await linear(at('k'), w.wk, attnIn, state.k, w.bk, attnFold),
+        v: await linear(at('v'), w.wv, attnIn, state.v, w.bv, attnFold),
         qNorm: w.qNorm ? await (full ? norm(at('q_norm'), state.q, w.qNorm, state.qn!, nH * D) : norm(at('q_norm'), state.q, w.qNorm, state.qn!, D, nH)) : undefined,
         kNorm: w.kNorm ? await (full ? norm(at('k_norm'), state.k, w.kNorm, state.kn!, nKv * D) : norm(at('k_norm'), state.k, w.kNorm, state.kn!, D, nKv)) : undefined,
         rope: !layerUsesRope(config, l) ? undefined : await createRopeOp(ctx, {
@@ -305,8 +308,8 @@ export class GpuForward {
         ffnNorm: w.ffnNorm ? await norm(at('ffn_norm'), state.x, w.ffnNorm, state.xb) : undefined,
         ...(w.wGate && w.wUp && w.wDown
           ? {
-              gate: await linear(at('gate'), w.wGate, ffnIn, state.gate),
-              up: await linear(at('up'), w.wUp, ffnIn, state.up),
+              gate: await linear(at('gate'), w.wGate, ffnIn, state.gate, undefined, ffnFold),
+              up: await linear(at('up'), w.wUp, ffnIn, state.up, undefined, ffnFold),
               swiglu: await createSwigluOp(ctx, { gate: state.gate, up: state.up, out: state.hb, n: I, activation: config.ffnActivation, label: at('swiglu') }),
               down: await linear(at('down'), w.wDown, state.hb, state.xb2),
             }
@@ -360,6 +363,8 @@ export class GpuForward {
       step: step.seqCount,
       maxTokens: S,
       label: { role: 'lm_head', perSeq: true },
+      // The final norm folds in while the step has at most MATVEC_MAX_TOKENS sequences.
+      norm: { x: state.last, weight: weights.outputNorm, eps: config.rmsNormEps },
     }, specs);
     // Final logits divided by Granite's logits_scaling, then soft-capped (Gemma 2); absent when neither.
     const cap = config.finalLogitSoftcap;
@@ -404,12 +409,15 @@ export class GpuForward {
    */
   encode(pass: GPUComputePassEncoder, tokens: number, seqs: number, adapted = false): void {
     const mode = tokens > seqs ? 'prefill' : 'decode';
+    // Steps the matvec kernels take fold the pre-norms into the projections after them; a LoRA
+    // update reads the normed input, so adapted steps still write it.
+    const unfolded = tokens > MATVEC_MAX_TOKENS || adapted;
     const lora = adapted ? this.lora : null;
     this.feed.encode(pass, tokens);
     this.embed.encode(pass, tokens);
     for (const [l, layer] of this.layers.entries()) {
       // attention block
-      layer.attnNorm?.encode(pass, tokens);
+      if (unfolded) layer.attnNorm?.encode(pass, tokens);
       layer.q.encode(pass, tokens);
       this.adapt(lora, pass, l, 'q', tokens);
       layer.k.encode(pass, tokens);
@@ -426,7 +434,8 @@ export class GpuForward {
       layer.postAttnNorm?.encode(pass, tokens);
       layer.attnResidual.encode(pass, tokens);
       // feed-forward block
-      layer.ffnNorm?.encode(pass, tokens);
+      // The mixture-of-experts FFN reads the normed input, folded or not.
+      if (unfolded || layer.moe) layer.ffnNorm?.encode(pass, tokens);
       layer.gate?.encode(pass, tokens);
       this.adapt(lora, pass, l, 'gate', tokens);
       layer.up?.encode(pass, tokens);
@@ -440,7 +449,7 @@ export class GpuForward {
     }
     // logits of each sequence's last token
     this.gatherLast.encode(pass, seqs);
-    this.finalNorm.encode(pass, seqs);
+    if (seqs > MATVEC_MAX_TOKENS) this.finalNorm.encode(pass, seqs);
     this.lmHead.encode(pass, seqs);
     this.logitSoftcap?.encode(pass, seqs);
   }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createBuffer, packParams, readBuffer, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
 import type { Precision } from '../gpu/pipelines';
-import { pipelineCache, runKernel } from '../gpu/run-kernel';
+import { pipelineCache, runKernel, type TestBinding } from '../gpu/run-kernel';
 import { f16ArrayToF32, f32ArrayToF16 } from '../formats/halfs';
 import { dequantize, quantize } from '../formats/quants';
 import { DTYPES, type DType } from '../formats/types';
@@ -19,11 +19,13 @@ import {
   MATVEC_SPECS,
   matvecGrid,
   matvecKernel,
+  normConstants,
   PREFILL_SPEC,
   prefillKernel,
   type MatvecSpec,
   type PrefillSpec,
 } from './matmul';
+import { rmsNormRef } from './rms-norm';
 import { gpuBytesPerRow, repackForGPU, uploadWeight, uploadWeightParts } from './weights';
 
 // K covers two K-quant super-blocks; N = 37 leaves partial row groups and tiles.
@@ -57,6 +59,12 @@ function layer(dtype: DType): Layer {
   }
   return l;
 }
+
+/** matvec's binding 6, the folded norm's weight: a dummy when it folds none. */
+const noNorm = (kernel: 'matvec' | 'matmul'): TestBinding[] => (kernel === 'matvec' ? [{ input: new Float32Array(1) }] : []);
+
+/** Tests that compile several pipelines: lavapipe compiles slowly (a few seconds each on a busy CPU). */
+const SLOW = 300_000;
 
 const maxAbs = (a: Float32Array) => a.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
 
@@ -97,6 +105,7 @@ async function run(
       { input: withBias ? bias : new Float32Array(1) },
       { uniform: linearParams(dtype, N, K) },
       { uniform: packParams([['u32', T], ['u32', 1]]) },
+      ...noNorm(kernel),
     ],
     grid,
   );
@@ -168,6 +177,55 @@ describe('f16 activations', () => {
           expectClose(r.y, r.ref, r.w, 'f16');
         }
       });
+    }
+  });
+});
+
+describe('matvec with a folded RMSNorm', () => {
+  // y = W · rmsnorm(x) ⊙ w_norm against rmsNormRef then matmulRef. x is scaled by 40 (sums of
+  // squares far from 1, so a missing or misplaced 1 / rms fails) and the norm weights vary.
+  // Tolerance: the linear bound on the normed x (|x̂| ≤ √K · max|w_norm|), plus in f16 the
+  // output's rounding (the GPU normalises in f32, the reference x̂ too: nothing else is rounded).
+  const EPS = 1e-5;
+  const xs = x.map((v) => 40 * v);
+  const nw = random(K, 21).map((v) => 1 + 0.5 * v);
+  MATVEC_SPECS.forEach((spec, i) => {
+    const dtype = (['Q4_K', 'Q8_0', 'Q6_K', 'F16'] as DType[])[i]!;
+    for (const precision of ['f32', 'f16'] as const) {
+      it(`matches rmsNormRef then matmulRef for ${dtype} at ${describeSpec(spec)}${precision === 'f16' ? ' (f16)' : ''}`, async ({ skip }) => {
+        const gpu = await testGPU();
+        skip(precision === 'f16' && !gpu.info.f16, 'the device has no shader-f16');
+        const { gpu: bytes, ref: w } = layer(dtype);
+        const f16 = precision === 'f16';
+        for (const T of spec.MAX_T === 1 ? [1, 2] : [1, 3, 9]) {
+          const xt = xs.subarray(0, T * K);
+          const xIn = f16 ? f32ArrayToF16(xt) : xt;
+          const xRef = f16 ? f16ArrayToF32(xIn as Uint16Array) : xt;
+          const [out] = await runKernel(
+            gpu,
+            matvecKernel,
+            { precision, constants: { ...linearConstants(spec, dtype, true), ...normConstants(EPS) } },
+            [
+              { input: bytes },
+              { input: xIn },
+              { output: T * N * (f16 ? 2 : 4) },
+              { input: bias },
+              { uniform: linearParams(dtype, N, K) },
+              { uniform: packParams([['u32', T], ['u32', 1]]) },
+              { input: nw },
+            ],
+            matvecGrid(N, spec),
+          );
+          const y = f16 ? f16ArrayToF32(new Uint16Array(out!)) : new Float32Array(out!);
+          const normed = rmsNormRef(xRef, nw, T, K, EPS);
+          const ref = matmulRef(normed, T, K, w, N, bias);
+          const tol = 1e-5 * Math.sqrt(K) * maxAbs(normed) * maxAbs(w);
+          for (let j = 0; j < ref.length; j++) {
+            const d = Math.abs(y[j]! - ref[j]!);
+            if (!(d <= tol + (f16 ? Math.abs(ref[j]!) * 2 ** -10 : 0))) throw new Error(`T=${T}: y[${j}] = ${y[j]}, reference ${ref[j]} (off by ${d})`);
+          }
+        }
+      }, SLOW);
     }
   });
 });

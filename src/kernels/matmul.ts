@@ -14,6 +14,7 @@
  *   3  bias  storage read   array<f32>        [yStride] (a 4-byte dummy when the layer has none)
  *   4  p     uniform        Params { k, n, rowWords (u32 words per weight row), row0, yStride, pad × 3 }
  *   5  counts uniform       Step { tokens: T, seqs, pad, pad } (StepBuffers.counts, written per step)
+ *   6  norm_w storage read  array<f32>        [k] the folded RMSNorm's weight (matvec only; a dummy without)
  */
 import dequantLib from '../../shaders/lib/dequant.wgsl';
 import linearLib from '../../shaders/lib/linear.wgsl';
@@ -121,6 +122,7 @@ export function specProblem(spec: MatvecSpec | PrefillSpec): string | null {
     const tpr = spec.WG / spec.ROWS_PER_WG;
     if (!isPow2(tpr)) return `WG / ROWS_PER_WG = ${tpr} threads per row must be a power of two`;
     if (!(spec.MAX_T >= 1 && spec.MAX_T <= 8 && spec.MAX_T <= tpr)) return `MAX_T must be 1..min(8, threads per row), got ${spec.MAX_T}`;
+    if (!isPow2(spec.WG)) return `WG must be a power of two (the folded norm's reduction), got ${spec.WG}`;
     return null;
   }
   if (spec.TILE_M % spec.TM !== 0 || spec.TILE_N % spec.TN !== 0) return 'TILE_M and TILE_N must be multiples of TM and TN';
@@ -188,6 +190,12 @@ export interface LinearArgs {
   step: BufferRef; // uniform, u32 T at offset 0
   maxTokens: number;
   label?: OpLabel;
+  /**
+   * An RMSNorm folded into the matvec paths (T ≤ MATVEC_MAX_TOKENS): they read the unnormed
+   * `norm.x` and scale by `norm.weight` themselves. The prefill path still reads `x`, which the
+   * caller fills with the normed input (its norm op) on those steps only.
+   */
+  norm?: { x: GPUBuffer; weight: GPUBuffer; eps: number };
 }
 
 const dummies = new WeakMap<GPUDevice, GPUBuffer>();
@@ -219,6 +227,15 @@ function check(ctx: OpContext, a: LinearArgs): void {
   need(a.x, a.maxTokens * a.k * act, 'x');
   need(a.y, a.maxTokens * a.n * act, 'y');
   if (a.bias) need(a.bias, a.n * 4, 'bias');
+  if (a.norm) {
+    need(a.norm.x, a.maxTokens * a.k * act, 'norm.x');
+    need(a.norm.weight, a.k * 4, 'norm.weight');
+  }
+}
+
+/** The matvec override constants of a folded RMSNorm (none without one). */
+export function normConstants(eps: number | undefined): Record<string, number> {
+  return eps === undefined ? {} : { NORM: 1, NORM_EPS: eps };
 }
 
 /** The row parts of a layer's weight: a whole buffer is one part of all `n` rows. */
@@ -269,6 +286,9 @@ async function createPartOp(
   const hasBias = args.bias !== undefined;
   const params = uploadBuffer(device, new Uint8Array(linearParams(dtype, n, k, part.row0, args.n)), UNIFORM, `linear params ${n}x${k}`);
   const buffers = [part.buffer, args.x, args.y, args.bias ?? dummyBias(device), params, args.step];
+  // matvec binds the norm's weight too, and with a folded norm reads the unnormed stream.
+  const { norm } = args;
+  const matvecBuffers = norm ? [part.buffer, norm.x, ...buffers.slice(2), norm.weight] : [...buffers, dummyBias(device)];
   // The weight read once (however many tokens), x read and y written per row, the bias once (this
   // part's rows of each: a split layer's parts add up to the whole).
   const act = actBytes(ctx.precision);
@@ -276,8 +296,10 @@ async function createPartOp(
   const bytes = (rows: number) => weightBytes + rows * (k + n) * act;
 
   const prepare = async (kernel: Kernel, spec: MatvecSpec | PrefillSpec) => {
-    const pipeline = await ctx.cache.get(kernel, { precision: ctx.precision, constants: linearConstants(spec, dtype, hasBias) });
-    const bindGroup = describeDispatch(bindBuffers(device, pipeline, buffers), args.label, 'linear', bytes);
+    const matvec = kernel === matvecKernel;
+    const constants = { ...linearConstants(spec, dtype, hasBias), ...(matvec ? normConstants(norm?.eps) : {}) };
+    const pipeline = await ctx.cache.get(kernel, { precision: ctx.precision, constants });
+    const bindGroup = describeDispatch(bindBuffers(device, pipeline, matvec ? matvecBuffers : buffers), args.label, 'linear', bytes);
     return { pipeline, bindGroup };
   };
   const [one, several, tiled] = await Promise.all([
