@@ -79,7 +79,7 @@ const BAD: Bad[] = [
   { name: 'tool_choice naming a function not in tools', path: CHAT, body: { ...okChat, tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: { type: 'function', function: { name: 'g' } } }, status: 400, param: 'tool_choice' },
   { name: 'tool_choice required without tools', path: CHAT, body: { ...okChat, tool_choice: 'required' }, status: 400, param: 'tool_choice' },
   { name: 'an image part', path: CHAT, body: { ...okChat, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, status: 400, param: 'messages[0].content[0]' },
-  { name: 'return_routed_experts', path: C, body: { ...ok, return_routed_experts: true }, status: 400, param: 'return_routed_experts' },
+  { name: 'return_routed_experts on a model without experts', path: C, body: { ...ok, return_routed_experts: true }, status: 400, param: 'return_routed_experts' },
   { name: 'return_hidden_states as a string', path: C, body: { ...ok, return_hidden_states: 'yes' }, status: 400, param: 'return_hidden_states' },
   { name: 'suffix on a model without FIM tokens', path: C, body: { ...ok, model: 'llama-tiny', suffix: 'x' }, status: 400, param: 'suffix' },
   { name: 'continue_final_message after a user turn', path: CHAT, body: { ...okChat, continue_final_message: true }, status: 400, param: 'continue_final_message' },

@@ -10,6 +10,7 @@ import { merge } from './merge';
 import { checkPromptBound, DEFAULT_LIMITS, type RequestLimits } from './limits';
 import { fitPrompt } from './prompt';
 import type { ChatChunkChoice, ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse, ChatDelta, ChatLogprobs, ChatToolCall } from './protocol/chat';
+import type { RoutedExpertsExt } from './protocol/common';
 import { toSamplingParams } from './sampling';
 import { chatPromptIds, renderChat } from './template';
 import { tokenBytes, tokenText } from '../text/token-bytes';
@@ -87,7 +88,7 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
         const delta = toDelta(parser.finish());
         if (delta) yield chunk({ index, delta, logprobs: null, finish_reason: null });
         const finish = ev.finishReason === 'stop' && parser.hasToolCalls ? 'tool_calls' : ev.finishReason;
-        yield chunk({ index, delta: ev.hiddenState ? { hidden_states: ev.hiddenState } : {}, logprobs: null, finish_reason: finish, matched_stop: ev.matchedStop });
+        yield chunk({ index, delta: ev.hiddenState ? { hidden_states: ev.hiddenState } : {}, logprobs: null, finish_reason: finish, matched_stop: ev.matchedStop, ...(ev.sglext ? { sglext: ev.sglext } : {}) });
       }
     }
     if (includeUsage) yield { id, object: 'chat.completion.chunk', created, model: req.model, choices: [], usage: usage.usage };
@@ -98,7 +99,7 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
     stream: req.stream,
     chunks: stream,
     async fold() {
-      type Acc = { content: string; reasoning: string; calls: ChatToolCall[]; logprobs: ChatLogprobs | null; finish: ChatChunkChoice['finish_reason']; matched: string | number | null; hidden?: number[] };
+      type Acc = { content: string; reasoning: string; calls: ChatToolCall[]; logprobs: ChatLogprobs | null; finish: ChatChunkChoice['finish_reason']; matched: string | number | null; hidden?: number[]; sglext?: RoutedExpertsExt };
       const acc = new Map<number, Acc>();
       let total = usage.usage;
       for await (const c of stream) {
@@ -116,6 +117,7 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
           }
           if (ch.logprobs && a.logprobs) a.logprobs.content.push(...ch.logprobs.content);
           if (ch.delta.hidden_states) a.hidden = ch.delta.hidden_states;
+          if (ch.sglext) a.sglext = ch.sglext;
           if (ch.finish_reason) {
             a.finish = ch.finish_reason;
             a.matched = ch.matched_stop ?? null;
@@ -136,6 +138,7 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
           finish_reason: a.finish,
           matched_stop: a.matched,
           ...(a.hidden ? { hidden_states: a.hidden } : {}),
+          ...(a.sglext ? { sglext: a.sglext } : {}),
         }));
       return { id, object: 'chat.completion', created, model: req.model, choices, usage: total };
     },

@@ -99,7 +99,7 @@ export async function prepareCompletion(req: CompletionRequest, backend: Backend
         yield chunk([{ index, text, logprobs, finish_reason: null, matched_stop: null }]);
       } else {
         usage.end(p, ev.usage, counted.get(index) ?? 0);
-        const hidden = ev.hiddenState ? { hidden_states: ev.hiddenState } : {};
+        const hidden = { ...(ev.hiddenState ? { hidden_states: ev.hiddenState } : {}), ...(ev.sglext ? { sglext: ev.sglext } : {}) };
         yield chunk([{ index, text, logprobs: wantLogprobs ? (logprobs ?? emptyLogprobs()) : null, finish_reason: ev.finishReason, matched_stop: ev.matchedStop, ...hidden }]);
       }
     }
@@ -124,6 +124,7 @@ export async function prepareCompletion(req: CompletionRequest, backend: Backend
             acc.matched_stop = ch.matched_stop;
           }
           if (ch.hidden_states) acc.hidden_states = ch.hidden_states;
+          if (ch.sglext) acc.sglext = ch.sglext;
           byIndex.set(ch.index, acc);
         }
       }

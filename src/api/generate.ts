@@ -8,6 +8,7 @@ import type { Backend, GenerateRequest, TokenLogprob } from '../engine/types';
 import type { CompiledConstraint } from '../structured/grammar';
 import { StreamingDetokenizer } from '../text/index';
 import { StopMatcher } from './stop';
+import type { RoutedExpertsExt } from './protocol/common';
 
 /** The API's side of a choice: stopping on the text, and detokenizing. */
 export interface TextOptions {
@@ -48,7 +49,7 @@ export interface ChoiceUsage {
 
 export type ChoiceEvent =
   | { type: 'delta'; text: string; tokens: TokenOut[] }
-  | { type: 'end'; finishReason: FinishReason; matchedStop: string | number | null; usage: ChoiceUsage; hiddenState?: number[] };
+  | { type: 'end'; finishReason: FinishReason; matchedStop: string | number | null; usage: ChoiceUsage; hiddenState?: number[]; sglext?: RoutedExpertsExt };
 
 export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent, void, void> {
   const { backend, generate } = req;
@@ -73,7 +74,12 @@ export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent
   let count = 0;
   // return_hidden_states: the final hidden state the last token was drawn from (as SGLang's choices carry).
   let lastHidden: Float32Array | undefined;
-  const hidden = () => (generate.returnHiddenStates ? { hiddenState: lastHidden ? Array.from(lastHidden) : [] } : {});
+  // return_routed_experts: every generated token's [layers][k] expert ids, flat (SGLang's sglext).
+  const routed: number[] = [];
+  const hidden = () => ({
+    ...(generate.returnHiddenStates ? { hiddenState: lastHidden ? Array.from(lastHidden) : [] } : {}),
+    ...(generate.returnRoutedExperts ? { sglext: { routed_experts: base64Int32(routed) } } : {}),
+  });
   try {
     for (;;) {
       const r = await gen.next();
@@ -90,6 +96,7 @@ export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent
       const t = r.value;
       count++;
       if (t.hidden) lastHidden = t.hidden;
+      if (t.routedExperts) for (const ids of t.routedExperts) routed.push(...ids);
       const out: TokenOut = { id: t.id, offset: detok.text.length };
       if (t.logprob !== undefined) out.logprob = t.logprob;
       if (t.top) out.top = t.top;
@@ -124,4 +131,12 @@ export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent
     // The backend is done with it (finished, or returned above).
     constraint?.dispose();
   }
+}
+
+/** Little-endian int32 values as base64, as SGLang encodes routed experts (numpy's frombuffer int32 reads them back). */
+export function base64Int32(values: readonly number[]): string {
+  const bytes = new Uint8Array(Int32Array.from(values).buffer);
+  let binary = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(binary);
 }

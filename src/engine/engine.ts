@@ -142,6 +142,11 @@ export class GpuEngine implements Backend, BatchRunner {
   private readonly scheduler: Scheduler;
   private readonly stepBuffers: StepBuffers;
   private readonly samplingParams: ArrayBuffer;
+  /** u32 words of one row's routed experts: layers × k (0 without experts). */
+  private get routedWords(): number {
+    const moe = this.config.moe;
+    return moe ? this.config.numLayers * moe.numExpertsUsed : 0;
+  }
   /** Readback buffers of the steps in flight: step n's while step n+1 runs. */
   private readonly ring: Readback[];
   private submitted = 0;
@@ -187,11 +192,12 @@ export class GpuEngine implements Backend, BatchRunner {
       tokens: createBuffer(device, maxSeqs * (1 + LOGPROB_WORDS) * 4, READBACK, `readback ${i}`),
       logits: createBuffer(device, maxSeqs * this.config.vocabSize * 4, READBACK, `logits readback ${i}`),
       hidden: createBuffer(device, maxSeqs * this.config.hiddenSize * 4, READBACK, `hidden readback ${i}`),
+      routed: createBuffer(device, maxSeqs * this.routedWords * 4, READBACK, `routed experts readback ${i}`),
     }));
     this.allowAll = new Uint32Array(maskWords(this.config.vocabSize)).fill(0xffffffff);
     this.slotPenalized = new Array<boolean>(maxSeqs).fill(false);
     const breakers = new BreakerTable(this.tokenizer);
-    this.env = { eosIds: this.tokenizer.eosIds, contextLength: this.contextLength, breakers: (list) => breakers.of(list) };
+    this.env = { eosIds: this.tokenizer.eosIds, contextLength: this.contextLength, breakers: (list) => breakers.of(list), moe: this.config.moe !== null };
     this.adapters = new LoraRegistry(
       (floats, rank) => (this.loraPool ??= this.makeLoraPool(opts.ctx, floats, rank, opts.loraPool ?? {})),
       (key) => this.scheduler.prefix.drop(key),
@@ -453,6 +459,17 @@ export class GpuEngine implements Backend, BatchRunner {
     const wantHidden = rows.slice(0, sampling).some((r) => r.seq.wantsHidden);
     const H = this.config.hiddenSize;
     if (wantHidden) encoder.copyBufferToBuffer(this.forward.state.lastNormed, 0, ring.hidden, 0, sampling * H * 4);
+    // return_routed_experts: each layer's k expert ids of each sampling row's last token, row-major
+    // [row][layer][k] (copies only when a row asks: a step of S rows makes S · layers of them).
+    const wantRouted = rows.slice(0, sampling).some((r) => r.seq.wantsRouted);
+    if (wantRouted) {
+      const k = this.config.moe!.numExpertsUsed;
+      let last = -1;
+      rows.slice(0, sampling).forEach((r, row) => {
+        last += r.work.tokens.length;
+        this.forward.routedIds.forEach((ids, l) => encoder.copyBufferToBuffer(ids, last * k * 4, ring.routed, (row * this.routedWords + l * k) * 4, k * 4));
+      });
+    }
     device.queue.submit([encoder.finish()]);
     this.trace?.('submit');
     rows.forEach((r, i) => r.seq.advance(r.work, i < gpuRows.length && !r.seq.constraint));
@@ -462,7 +479,7 @@ export class GpuEngine implements Backend, BatchRunner {
       const done = this.untilLost(device.queue.onSubmittedWorkDone());
       return () => done;
     }
-    return () => this.collect(ring, { gpuRows, cpuRows, params, wantLogprobs, wantHidden });
+    return () => this.collect(ring, { gpuRows, cpuRows, params, wantLogprobs, wantHidden, wantRouted });
   }
 
   /**
@@ -472,9 +489,9 @@ export class GpuEngine implements Backend, BatchRunner {
    */
   private async collect(
     ring: Readback,
-    step: { gpuRows: BatchItem[]; cpuRows: BatchItem[]; params: SeqSampling[]; wantLogprobs: boolean; wantHidden: boolean },
+    step: { gpuRows: BatchItem[]; cpuRows: BatchItem[]; params: SeqSampling[]; wantLogprobs: boolean; wantHidden: boolean; wantRouted: boolean },
   ): Promise<void> {
-    const { gpuRows, cpuRows, params, wantLogprobs, wantHidden } = step;
+    const { gpuRows, cpuRows, params, wantLogprobs, wantHidden, wantRouted } = step;
     const { maxSeqs } = this.limits;
     const V = this.config.vocabSize;
     const H = this.config.hiddenSize;
@@ -484,19 +501,28 @@ export class GpuEngine implements Backend, BatchRunner {
           gpuRows.length ? ring.tokens.mapAsync(GPUMapMode.READ) : null,
           cpuRows.length ? ring.logits.mapAsync(GPUMapMode.READ) : null,
           wantHidden ? ring.hidden.mapAsync(GPUMapMode.READ, 0, (gpuRows.length + cpuRows.length) * H * 4) : null,
+          wantRouted ? ring.routed.mapAsync(GPUMapMode.READ, 0, (gpuRows.length + cpuRows.length) * this.routedWords * 4) : null,
         ]),
       );
       this.trace?.('readback');
       const hiddens = wantHidden ? new Float32Array(ring.hidden.getMappedRange(0, (gpuRows.length + cpuRows.length) * H * 4)) : null;
       // Row r's hidden state, for a sequence that asked for it.
       const hiddenOf = (item: BatchItem, row: number) => (hiddens && item.seq.wantsHidden ? { hidden: hiddens.slice(row * H, (row + 1) * H) } : {});
+      // Row r's routed experts per layer, for a sequence that asked for them.
+      const routedWords = wantRouted ? new Uint32Array(ring.routed.getMappedRange(0, (gpuRows.length + cpuRows.length) * this.routedWords * 4)) : null;
+      const routedOf = (item: BatchItem, row: number): number[][] | undefined => {
+        if (!routedWords || !item.seq.wantsRouted) return undefined;
+        const k = this.config.moe!.numExpertsUsed;
+        return this.forward.routedIds.map((_, l) => Array.from(routedWords.subarray(row * this.routedWords + l * k, row * this.routedWords + (l + 1) * k)));
+      };
       if (gpuRows.length) {
         const words = new Uint32Array(ring.tokens.getMappedRange());
         gpuRows.forEach((item, row) => {
           if (item.seq.finish) return;
           const at = maxSeqs + row * LOGPROB_WORDS;
           const [s] = unpackSampled(words.subarray(item.slot, item.slot + 1), wantLogprobs ? words.subarray(at, at + LOGPROB_WORDS) : undefined, [params[row]!]);
-          guard(item, () => item.seq.record({ id: s!.token, ...(s!.logprob !== undefined ? { logprob: s!.logprob, top: s!.top ?? [] } : {}), ...hiddenOf(item, row) }));
+          const routed = routedOf(item, row);
+          guard(item, () => item.seq.record({ id: s!.token, ...(s!.logprob !== undefined ? { logprob: s!.logprob, top: s!.top ?? [] } : {}), ...hiddenOf(item, row), ...(routed ? { routedExperts: routed } : {}) }));
         });
       }
       if (cpuRows.length) {
@@ -504,11 +530,11 @@ export class GpuEngine implements Backend, BatchRunner {
         cpuRows.forEach((item, i) => {
           if (item.seq.finish) return;
           this.cpuSteps++;
-          guard(item, () => item.seq.sampleLogits(all.slice(i * V, (i + 1) * V), hiddenOf(item, gpuRows.length + i).hidden));
+          guard(item, () => item.seq.sampleLogits(all.slice(i * V, (i + 1) * V), hiddenOf(item, gpuRows.length + i).hidden, routedOf(item, gpuRows.length + i)));
         });
       }
     } finally {
-      for (const b of [ring.tokens, ring.logits, ring.hidden]) if (b.mapState === 'mapped') b.unmap();
+      for (const b of [ring.tokens, ring.logits, ring.hidden, ring.routed]) if (b.mapState === 'mapped') b.unmap();
     }
   }
 
@@ -549,7 +575,7 @@ export class GpuEngine implements Backend, BatchRunner {
     op.destroy();
     penalties.destroy();
     mask.destroy();
-    for (const b of [tokens, logprobs, ...this.ring.flatMap((r) => [r.tokens, r.logits, r.hidden])]) b.destroy();
+    for (const b of [tokens, logprobs, ...this.ring.flatMap((r) => [r.tokens, r.logits, r.hidden, r.routed])]) b.destroy();
   }
 }
 
@@ -559,6 +585,8 @@ interface Readback {
   logits: GPUBuffer;
   /** f32 [maxSeqs, hidden] the sampling rows' final hidden states (`return_hidden_states`). */
   hidden: GPUBuffer;
+  /** u32 [maxSeqs, layers, k] the sampling rows' routed experts (`return_routed_experts`). */
+  routed: GPUBuffer;
 }
 
 /** Runs one sequence's part of a step's results; its failure (e.g. a grammar refusing the token) is its own. */

@@ -13,7 +13,8 @@ export type BackendErrorCode =
   | 'grammar_refused' // the grammar refused a token its own mask allowed
   | 'lora_not_found' // a request or an unload names an adapter that is not loaded
   | 'lora_exists' // a load names an adapter already loaded
-  | 'lora_pool_full'; // the adapter pool has no room (or no id) for another adapter
+  | 'lora_pool_full' // the adapter pool has no room (or no id) for another adapter
+  | 'routed_experts_unavailable'; // return_routed_experts on a model without experts
 
 export class BackendError extends Error {
   override name = 'BackendError';

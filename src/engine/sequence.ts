@@ -15,7 +15,7 @@ import type { SeqSampling } from '../kernels/sample';
 import type { Constraint } from '../structured/grammar';
 import type { TextTokenizer } from '../text/tokenizer';
 import { nextTask, resultFor } from './backend-util';
-import { GrammarRefusedError } from './errors';
+import { BackendError, GrammarRefusedError } from './errors';
 import { logprobsOf, TokenSampler } from './logit-processors';
 import type { FinishReason, GenerateRequest, GeneratedToken, GenerationResult, SamplingParams } from './types';
 
@@ -27,6 +27,8 @@ export interface SequenceEnv {
   contextLength: number;
   /** Ids that are DRY sequence breakers for a breaker list (`BreakerTable.of`). */
   breakers(list: readonly string[]): (id: number) => boolean;
+  /** The model routes tokens to experts (`return_routed_experts` is refused otherwise). */
+  moe?: boolean;
 }
 
 /** The tokens a sequence feeds in its next step, and whether that step samples a token. */
@@ -56,6 +58,8 @@ export class Sequence {
   readonly bansEnds: boolean;
   /** Whether each token comes with its final hidden state (`GeneratedToken.hidden`). */
   readonly wantsHidden: boolean;
+  /** Whether each token comes with the experts its row was routed to (`GeneratedToken.routedExperts`). */
+  readonly wantsRouted: boolean;
   /** Prompt tokens whose KV was reused (set by the backend when it first places the sequence). */
   cachedTokens = 0;
   /** Tokens (prompt, then output) whose K/V the backend holds so far, cached or computed. */
@@ -120,6 +124,9 @@ export class Sequence {
     this.maskBits = request.constraint ? new Uint32Array(request.constraint.words) : null;
     this.bansEnds = !request.constraint;
     this.wantsHidden = request.returnHiddenStates ?? false;
+    this.wantsRouted = request.returnRoutedExperts ?? false;
+    if (this.wantsRouted && !env.moe)
+      throw new BackendError('routed_experts_unavailable', 400, 'return_routed_experts needs a mixture-of-experts model; this model has no experts', 'return_routed_experts');
     // The breaker table decodes the vocabulary once per breaker list: only build it for DRY.
     const isBreaker = sampling.dry.multiplier !== 0 ? env.breakers(sampling.dry.sequenceBreakers) : undefined;
     this.sampler = new TokenSampler(this.sampling, { promptIds, ...(isBreaker ? { isBreaker } : {}) });
@@ -234,10 +241,10 @@ export class Sequence {
 
   /**
    * Draws this step's token on the CPU from its logits (raw, after the grammar's mask): every
-   * logit processor, then the draw; logprobs are of these logits. `hidden`: the hidden state the
-   * logits came from, when the sequence wants it.
+   * logit processor, then the draw; logprobs are of these logits. `hidden`, `routed`: the hidden
+   * state the logits came from and its row's routed experts, when the sequence wants them.
    */
-  sampleLogits(logits: Float32Array, hidden?: Float32Array): void {
+  sampleLogits(logits: Float32Array, hidden?: Float32Array, routed?: number[][]): void {
     if (this.forced) {
       this.forced.onLogits(logits);
       this.record({ id: this.forced.ids[this.generated + 1] ?? 0 });
@@ -245,7 +252,7 @@ export class Sequence {
     }
     const id = this.sampler.sample(logits, this.banned(this.generated));
     const p = this.sampling;
-    this.record({ id, ...(p.logprobs ? logprobsOf(logits, id, p.topLogprobs) : {}), ...(hidden ? { hidden } : {}) });
+    this.record({ id, ...(p.logprobs ? logprobsOf(logits, id, p.topLogprobs) : {}), ...(hidden ? { hidden } : {}), ...(routed ? { routedExperts: routed } : {}) });
   }
 
   /**

@@ -53,6 +53,12 @@ export interface GenerateRequest {
   constraint?: Constraint;
   /** Return each generated token's final hidden state (`GeneratedToken.hidden`; SGLang's `return_hidden_states`). */
   returnHiddenStates?: boolean;
+  /**
+   * Return, with each generated token, the experts every layer routed the row it was drawn from to
+   * (`GeneratedToken.routedExperts`; SGLang's `return_routed_experts`). A model without experts
+   * refuses it (`routed_experts_unavailable`, 400).
+   */
+  returnRoutedExperts?: boolean;
   /** The loaded LoRA adapter to run with (its name); absent: the base model. */
   lora?: string;
   /** The request field that named `lora`, for the error when it is not loaded ('model' or 'lora_path'). */
@@ -71,6 +77,8 @@ export interface GeneratedToken {
   top?: TokenLogprob[];
   /** The final hidden state (after the output norm) this token was drawn from, when `returnHiddenStates`. */
   hidden?: Float32Array;
+  /** Per layer, the k experts (most probable first) the row this token was drawn from was routed to, when `returnRoutedExperts`. */
+  routedExperts?: number[][];
 }
 
 export type FinishReason = 'stop' | 'length' | 'abort';

@@ -59,7 +59,7 @@ export class ReferenceBackend implements Backend, StepRunner {
     this.contextLength = Math.min(opts.contextLength ?? opened.config.maxPositionEmbeddings, opened.config.maxPositionEmbeddings);
     this.generationConfig = opts.generationConfig ?? (opened.generationConfig as GenerationDefaults | undefined) ?? {};
     const breakers = new BreakerTable(tokenizer);
-    this.env = { eosIds: tokenizer.eosIds, contextLength: this.contextLength, breakers: (list) => breakers.of(list) };
+    this.env = { eosIds: tokenizer.eosIds, contextLength: this.contextLength, breakers: (list) => breakers.of(list), moe: this.model.config.moe !== null };
   }
 
   static async create(opened: OpenedModel, opts: ReferenceBackendOptions = {}): Promise<ReferenceBackend> {
@@ -108,7 +108,7 @@ export class ReferenceBackend implements Backend, StepRunner {
         await seq.constraint.mask(seq.maskBits!);
         logits = applyMaskRef(logits.slice(), seq.maskBits!, this.config.vocabSize);
       }
-      seq.sampleLogits(logits, seq.wantsHidden ? this.model.hidden : undefined);
+      seq.sampleLogits(logits, seq.wantsHidden ? this.model.hidden : undefined, seq.wantsRouted ? this.model.routedExperts : undefined);
     }
   }
 

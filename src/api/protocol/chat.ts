@@ -5,7 +5,7 @@
  */
 import type { ChatMessage, ChatTool } from '../../text/index';
 import { invalid, unsupported } from '../errors';
-import { checkStreamOptions, refuseUnsupported, SAMPLING_FIELDS, streamOptionsField, withStructured, type SamplingFields, type Usage } from './common';
+import { checkStreamOptions, refuseUnsupported, SAMPLING_FIELDS, streamOptionsField, withStructured, type RoutedExpertsExt, type SamplingFields, type Usage } from './common';
 import { MAX_LOGPROBS, MAX_N } from './completions';
 import { asBody, bool, custom, field, int, obj, oneOf, readFields, str, type FieldsOf, type Json } from './field';
 
@@ -158,6 +158,7 @@ export interface ChatChoice {
   matched_stop: string | number | null;
   /** SGLang's return_hidden_states: the final hidden state the last token was drawn from. */
   hidden_states?: number[];
+  sglext?: RoutedExpertsExt;
 }
 
 export interface ChatCompletionResponse {
@@ -185,6 +186,7 @@ export interface ChatChunkChoice {
   logprobs: ChatLogprobs | null;
   finish_reason: ChatFinishReason;
   matched_stop?: string | number | null;
+  sglext?: RoutedExpertsExt;
 }
 
 export interface ChatCompletionChunk {

@@ -93,6 +93,11 @@ export const SAMPLING_FIELDS = {
     into: ['generate', 'returnHiddenStates'],
     doc: "SGLang: each choice carries `hidden_states`, the final hidden state (after the output norm) its last token was drawn from.",
   }),
+  return_routed_experts: field(bool, {
+    default: false,
+    into: ['generate', 'returnRoutedExperts'],
+    doc: "SGLang: each choice carries `sglext.routed_experts`, base64 of int32 [tokens][layers][k]: the experts every layer routed each generated token's row to. A model without experts answers 400.",
+  }),
   lora_path: field(str, { doc: 'SGLang: the loaded LoRA adapter to run with, by name (`model: "<model>:<adapter>"` wins when both are given).' }),
   ...STRUCTURED_FIELDS,
 } satisfies Record<string, { doc: string; into?: SamplingInto }>;
@@ -145,12 +150,19 @@ export interface Usage {
 // ---------------------------------------------------------------------------------------------
 
 /**
- * Fields we know and cannot honour yet: MoE routing (refused when true). Refused by name so nobody gets output believing it
- * honoured them; a field supported one day moves from here to a table.
+ * SGLang's `sglext` of a choice with `return_routed_experts`: `routed_experts`, base64 of int32
+ * [generated tokens][layers][k], the experts each layer routed the row each token was drawn from
+ * to (most probable first). On the finish chunk when streamed.
  */
-const REFUSED: readonly [key: string, what: string, when: 'given' | 'true'][] = [
-  ['return_routed_experts', 'returning routed experts (MoE)', 'true'],
-];
+export interface RoutedExpertsExt {
+  routed_experts: string;
+}
+
+/**
+ * Fields we know and cannot honour yet (none now): refused by name so nobody gets output believing
+ * it honoured them; a field supported one day moves from here to a table.
+ */
+const REFUSED: readonly [key: string, what: string, when: 'given' | 'true'][] = [];
 
 export function refuseUnsupported(b: Json): void {
   for (const [key, what, when] of REFUSED) if (when === 'true' ? b[key] === true : b[key] !== undefined && b[key] !== null) throw unsupported(key, what);

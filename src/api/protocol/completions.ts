@@ -3,7 +3,7 @@
  * it, the shared ones in SAMPLING_FIELDS), its reading, and the response and stream-chunk shapes.
  */
 import { invalid } from '../errors';
-import { checkStreamOptions, refuseUnsupported, SAMPLING_FIELDS, streamOptionsField, withStructured, type SamplingFields, type Usage } from './common';
+import { checkStreamOptions, refuseUnsupported, SAMPLING_FIELDS, streamOptionsField, withStructured, type RoutedExpertsExt, type SamplingFields, type Usage } from './common';
 import { asBody, bool, custom, field, int, readFields, str, type FieldsOf } from './field';
 
 /** One prompt: text, token ids, or ids mixed with text (llama.cpp). */
@@ -93,6 +93,8 @@ export interface CompletionChoice {
   matched_stop: string | number | null;
   /** SGLang's return_hidden_states: the final hidden state the last token was drawn from (on the finish chunk when streamed). */
   hidden_states?: number[];
+  /** With return_routed_experts (`RoutedExpertsExt`, ./chat.ts). */
+  sglext?: RoutedExpertsExt;
 }
 
 export interface CompletionResponse {

@@ -114,12 +114,12 @@ for (const { name, table, parse, base } of ENDPOINTS) {
       }
     });
 
-    it('refuses by name the fields it knows and cannot honour, and takes return_routed_experts: false', () => {
-      expect(refusal(() => parse({ ...base, return_routed_experts: true })).code).toBe('unsupported_parameter');
+    it('reads lora_path and return_routed_experts (a boolean; the backend refuses it on a model without experts)', () => {
       // lora_path is read (the app resolves it to an adapter): a string, nothing else.
       expect(parse({ ...base, lora_path: 'a' })).toMatchObject({ lora_path: 'a' });
       expect(refusal(() => parse({ ...base, lora_path: 5 })).param).toBe('lora_path');
-      expect(parse({ ...base, return_routed_experts: false })).not.toHaveProperty('return_routed_experts');
+      expect(parse({ ...base, return_routed_experts: true })).toMatchObject({ return_routed_experts: true });
+      expect(refusal(() => parse({ ...base, return_routed_experts: 'yes' })).param).toBe('return_routed_experts');
     });
   });
 }
