@@ -19,8 +19,11 @@ interface Golden {
 }
 
 // The real templates live outside the repository (../shared/templates in CI); skip when absent.
+// testdata/published/ holds published templates that folder lacks (Gemma 3's and Phi-4-mini's,
+// reconstructed from copies quoted in public code: see its README), golden under their own names.
 const dirs: [string, string][] = [
   [join(REPO, '..', 'shared', 'templates'), ''],
+  [join(HERE, 'testdata', 'published'), ''],
   [join(REPO, 'src', 'testing', 'fixtures', 'templates'), 'fixture-'],
   [join(HERE, 'testdata', 'templates'), 'feature-'],
 ];
