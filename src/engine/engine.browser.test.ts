@@ -28,6 +28,9 @@ const CASES: Array<[string, string]> = [
   ...['hf-F32', 'Q8_0'].map((f): [string, string] => ['gemma3', f]),
   ['granite', 'Q4_K_M'],
   ['phi3', 'Q4_K_M'],
+  // Mixture of experts: routed experts in a K-quant mix (renormalised top-k), and a shared expert.
+  ['qwen3moe', 'Q4_K_M'],
+  ['qwen2moe', 'hf-F32'],
   // Hidden 288: rows of 288 in llama-quantize's fallbacks (Q5_0 and Q8_0; IQ4_NL).
   ['llama-d288', 'Q4_K_M'],
   ['llama-d288', 'IQ4_XS_MIX'],
