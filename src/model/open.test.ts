@@ -222,3 +222,38 @@ describe('openModel on fused projections (Phi-3)', () => {
     expect(e.message).toBe('tensor model.layers.0.self_attn.qkv_proj.weight has shape [512, 256], expected [384, 256] (fused attn_q.weight + attn_k.weight + attn_v.weight)');
   });
 });
+
+describe('openModel on a mixture-of-experts HF folder', () => {
+  const moe = makeFixture({ arch: 'qwen3moe', preset: 'tiny' });
+  /** A folder of config.json and a model.safetensors holding the fixture's tensors that `keep` keeps. */
+  const folder = async (name: string, keep: (hfName: string) => boolean) => {
+    const dir = join(scratch, name);
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, 'config.json'), JSON.stringify(moe.config));
+    await writeChunks(join(dir, 'model.safetensors'), encodeSafetensors(moe.tensors.filter((t) => keep(t.name)).map((t) => ({ ...t, dtype: 'F32' as const }))));
+    return dir;
+  };
+
+  it('stacks each expert\'s tensors into one [experts, out, in] tensor, in expert order', async () => {
+    const m = await openModel(url(await folder('moe', () => true)));
+    const t = m.tensors.get('blk.1.ffn_up_exps.weight')!;
+    expect(t.info.shape).toEqual([4, 256, 256]);
+    expect(t.info.name).toBe('model.layers.1.mlp.experts.*.up_proj.weight');
+    const all = await m.readTensorF32('blk.1.ffn_up_exps.weight');
+    for (let e = 0; e < 4; e++) expect(all.subarray(e * 256 * 256, (e + 1) * 256 * 256)).toEqual(moe.weight(`model.layers.1.mlp.experts.${e}.up_proj.weight`));
+    // A read across experts' boundaries comes from both.
+    const bytes = await t.source.read(256 * 256 * 4 - 8, 16);
+    expect(Array.from(new Float32Array(bytes.buffer, bytes.byteOffset, 4))).toEqual([
+      ...moe.weight('model.layers.1.mlp.experts.0.up_proj.weight').subarray(-2),
+      ...moe.weight('model.layers.1.mlp.experts.1.up_proj.weight').subarray(0, 2),
+    ]);
+  });
+
+  it('names a missing expert\'s tensor', async () => {
+    const gone = 'model.layers.1.mlp.experts.3.up_proj.weight';
+    const e = await openError(url(await folder('moe-missing', (n) => n !== gone)));
+    expect(e.code).toBe('missing_tensor');
+    expect(e.field).toBe('blk.1.ffn_up_exps.weight');
+    expect(e.message).toContain(gone);
+  });
+});
