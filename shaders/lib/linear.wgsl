@@ -31,11 +31,21 @@ struct Step {
 @group(0) @binding(4) var<uniform> p: Params;
 @group(0) @binding(5) var<uniform> counts: Step;
 
-// y[t, row0 + n] = v + bias[row0 + n] for row n of `w`: every output of a linear kernel goes
-// through here, so a part of a split matrix writes its own columns of each token's row.
+// RESIDUAL: y is the residual stream and the output is added into it (y += W·x + bias), so the o
+// and down projections need no separate add dispatch.
+override RESIDUAL: bool = false;
+
+// y[t, row0 + n] = v + bias[row0 + n] for row n of `w` (or += under RESIDUAL): every output of a
+// linear kernel goes through here, so a part of a split matrix writes its own columns of each
+// token's row.
 fn store_y(t: u32, n: u32, v: f32) {
   let r = p.row0 + n;
   var b = 0.0;
   if (HAS_BIAS) { b = bias[r]; }
-  y[t * p.y_stride + r] = act(v + b);
+  let i = t * p.y_stride + r;
+  if (RESIDUAL) {
+    y[i] = act(f32(y[i]) + v + b);
+  } else {
+    y[i] = act(v + b);
+  }
 }

@@ -75,7 +75,8 @@ interface LayerOps {
   attention: Awaited<ReturnType<typeof createAttentionOp>>;
   o: Op;
   postAttnNorm?: Op;
-  attnResidual: Op;
+  /** Absent where o adds into the residual stream itself. */
+  attnResidual?: Op;
   ffnNorm?: Op;
   /** The dense MLP (absent on mixture-of-experts layers). */
   gate?: Op;
@@ -85,7 +86,8 @@ interface LayerOps {
   /** The mixture-of-experts FFN (config.moe; ./moe-ffn.ts) in place of the dense MLP. */
   moe?: Op;
   postFfnNorm?: Op;
-  ffnResidual: Op;
+  /** Absent where down adds into the residual stream itself. */
+  ffnResidual?: Op;
 }
 
 /** Where an adapted matrix reads its input and writes its output: LoRA's update lands on the same y. */
@@ -195,8 +197,8 @@ export class GpuForward {
 
     const specs = ctx.emulated ? { decode: EMULATED_DECODE_SPEC, few: EMULATED_FEW_TOKENS_SPEC, prefill: EMULATED_PREFILL_SPEC } : {};
     // Every op is labelled with its role and layer (OpLabel) for the bench's per-op report.
-    const linear = (label: OpLabel, m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer, norm?: LinearArgs['norm']) =>
-      createLinearOp(ctx, { weight: m.parts, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, step: step.counts, maxTokens: T, label, norm }, specs);
+    const linear = (label: OpLabel, m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer, norm?: LinearArgs['norm'], residual = false) =>
+      createLinearOp(ctx, { weight: m.parts, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, step: step.counts, maxTokens: T, label, norm, residual }, specs);
     const norm = (label: OpLabel, x: GPUBuffer, weight: GPUBuffer, y: GPUBuffer, n = H, rowsPerToken = 1) =>
       createRmsNormOp(ctx, { x, weight, y, n, rowsPerToken, maxTokens: T, eps: config.rmsNormEps, label });
 
@@ -236,6 +238,10 @@ export class GpuForward {
       const ffnFold = w.ffnNorm && { x: state.x, weight: w.ffnNorm, eps: config.rmsNormEps };
       const attnOut = w.postAttnNorm ? state.xb : state.xb2;
       const ffnOut = w.postFfnNorm ? state.xb : state.xb2;
+      // Without a post-norm (or Granite's scale of the branch), o and the dense down add their
+      // output into the residual stream as they store it; a LoRA update then adds into x too.
+      const oAdds = !w.postAttnNorm && config.residualScale === 1;
+      const downAdds = !w.postFfnNorm && config.residualScale === 1 && w.wDown !== undefined;
       // q/k norms per head (Qwen3: rows of headDim) or over the whole projection (OLMo 2).
       const full = config.qkNormScope === 'full';
       const at = (role: string): OpLabel => ({ role, layer: l });
@@ -244,9 +250,9 @@ export class GpuForward {
         q: io(w.wq, attnIn, state.q),
         k: io(w.wk, attnIn, state.k),
         v: io(w.wv, attnIn, state.v),
-        o: io(w.wo, state.att, state.xb2),
+        o: io(w.wo, state.att, oAdds ? state.x : state.xb2),
         // LoRA of the experts is not run (a MoE layer has no dense gate/up/down to adapt).
-        ...(w.wGate && w.wUp && w.wDown ? { gate: io(w.wGate, ffnIn, state.gate), up: io(w.wUp, ffnIn, state.up), down: io(w.wDown, state.hb, state.xb2) } : {}),
+        ...(w.wGate && w.wUp && w.wDown ? { gate: io(w.wGate, ffnIn, state.gate), up: io(w.wUp, ffnIn, state.up), down: io(w.wDown, state.hb, downAdds ? state.x : state.xb2) } : {}),
       });
       layers.push({
         attnNorm: w.attnNorm ? await norm(at('attn_norm'), state.x, w.attnNorm, state.xb) : undefined,
@@ -302,16 +308,16 @@ export class GpuForward {
           softcap: config.attnLogitSoftcap,
           label: at('attention'),
         }),
-        o: await linear(at('o'), w.wo, state.att, state.xb2, w.bo),
+        o: await (oAdds ? linear(at('o'), w.wo, state.att, state.x, w.bo, undefined, true) : linear(at('o'), w.wo, state.att, state.xb2, w.bo)),
         postAttnNorm: w.postAttnNorm ? await norm(at('post_attn_norm'), state.xb2, w.postAttnNorm, state.xb) : undefined,
-        attnResidual: await createAddOp(ctx, { x: state.x, y: attnOut, n: H, scale: config.residualScale, label: at('attn_residual') }),
+        attnResidual: oAdds ? undefined : await createAddOp(ctx, { x: state.x, y: attnOut, n: H, scale: config.residualScale, label: at('attn_residual') }),
         ffnNorm: w.ffnNorm ? await norm(at('ffn_norm'), state.x, w.ffnNorm, state.xb) : undefined,
         ...(w.wGate && w.wUp && w.wDown
           ? {
               gate: await linear(at('gate'), w.wGate, ffnIn, state.gate, undefined, ffnFold),
               up: await linear(at('up'), w.wUp, ffnIn, state.up, undefined, ffnFold),
               swiglu: await createSwigluOp(ctx, { gate: state.gate, up: state.up, out: state.hb, n: I, activation: config.ffnActivation, label: at('swiglu') }),
-              down: await linear(at('down'), w.wDown, state.hb, state.xb2),
+              down: await (downAdds ? linear(at('down'), w.wDown, state.hb, state.x, undefined, undefined, true) : linear(at('down'), w.wDown, state.hb, state.xb2)),
             }
           : {
               moe: await createMoeFfnOp(ctx, {
@@ -328,7 +334,7 @@ export class GpuForward {
               }),
             }),
         postFfnNorm: w.postFfnNorm ? await norm(at('post_ffn_norm'), state.xb2, w.postFfnNorm, state.xb) : undefined,
-        ffnResidual: await createAddOp(ctx, { x: state.x, y: ffnOut, n: H, scale: config.residualScale, label: at('ffn_residual') }),
+        ffnResidual: downAdds ? undefined : await createAddOp(ctx, { x: state.x, y: ffnOut, n: H, scale: config.residualScale, label: at('ffn_residual') }),
       });
       onPart?.();
     }
@@ -432,7 +438,7 @@ export class GpuForward {
       layer.o.encode(pass, tokens);
       this.adapt(lora, pass, l, 'o', tokens);
       layer.postAttnNorm?.encode(pass, tokens);
-      layer.attnResidual.encode(pass, tokens);
+      layer.attnResidual?.encode(pass, tokens);
       // feed-forward block
       // The mixture-of-experts FFN reads the normed input, folded or not.
       if (unfolded || layer.moe) layer.ffnNorm?.encode(pass, tokens);
@@ -445,7 +451,7 @@ export class GpuForward {
       this.adapt(lora, pass, l, 'down', tokens);
       layer.moe?.encode(pass, tokens);
       layer.postFfnNorm?.encode(pass, tokens);
-      layer.ffnResidual.encode(pass, tokens);
+      layer.ffnResidual?.encode(pass, tokens);
     }
     // logits of each sequence's last token
     this.gatherLast.encode(pass, seqs);

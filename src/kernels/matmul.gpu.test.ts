@@ -230,6 +230,54 @@ describe('matvec with a folded RMSNorm', () => {
   });
 });
 
+describe('the residual epilogue', () => {
+  // RESIDUAL adds the layer's output into y (the residual stream): y = r + x · Wᵀ + bias, with r
+  // random and large next to the output (×10), past this step's tokens untouched. Tolerance as
+  // above (the f32 bound, plus in f16 y's own rounding of r + out).
+  const cases: Array<['matvec' | 'matmul', MatvecSpec | PrefillSpec, number, boolean]> = [
+    ...MATVEC_SPECS.map((s) => ['matvec', s, s.MAX_T === 1 ? 1 : 9, true] as ['matvec', MatvecSpec, number, boolean]),
+    ...MATMUL_SPECS.map((s) => ['matmul', s, MAX_T, s === PREFILL_SPEC || s === EMULATED_PREFILL_SPEC] as ['matmul', PrefillSpec, number, boolean]),
+  ];
+  const ROTATE: DType[] = ['Q4_K', 'Q8_0', 'F16', 'Q6_K', 'Q4_0', 'F32', 'Q5_K'];
+  cases.forEach(([kernel, spec, T, engineSpec], i) => {
+    const dtype = ROTATE[i]!;
+    for (const precision of engineSpec ? (['f32', 'f16'] as const) : (['f32'] as const)) {
+      it(`${kernel} adds into y as the reference for ${dtype} at ${describeSpec(spec)}${precision === 'f16' ? ' (f16)' : ''}`, async ({ skip }) => {
+        const gpu = await testGPU();
+        skip(precision === 'f16' && !gpu.info.f16, 'the device has no shader-f16');
+        const f16 = precision === 'f16';
+        const round = (a: Float32Array) => (f16 ? f16ArrayToF32(f32ArrayToF16(a)) : a);
+        const { gpu: bytes, ref: w } = layer(dtype);
+        const xRef = round(x.subarray(0, T * K));
+        const r = round(random(MAX_T * N, 31).map((v) => 10 * v));
+        const grid = kernel === 'matvec' ? matvecGrid(N, spec as MatvecSpec) : matmulGrid(N, T, spec as PrefillSpec);
+        const [out] = await runKernel(
+          gpu,
+          kernel === 'matvec' ? matvecKernel : prefillKernel(spec as PrefillSpec),
+          { precision, constants: linearConstants(spec, dtype, true, true) },
+          [
+            { input: bytes },
+            { input: f16 ? f32ArrayToF16(xRef) : xRef },
+            { inout: f16 ? f32ArrayToF16(r) : r },
+            { input: bias },
+            { uniform: linearParams(dtype, N, K) },
+            { uniform: packParams([['u32', T], ['u32', 1]]) },
+            ...noNorm(kernel),
+          ],
+          grid,
+        );
+        const y = f16 ? f16ArrayToF32(new Uint16Array(out!)) : new Float32Array(out!);
+        const lin = matmulRef(xRef, T, K, w, N, bias);
+        for (let j = 0; j < MAX_T * N; j++) {
+          const want = j < T * N ? r[j]! + lin[j]! : r[j]!;
+          const tol = j < T * N ? tolerance(w, precision, want) : 0;
+          if (!(Math.abs(y[j]! - want) <= tol)) throw new Error(`y[token ${Math.floor(j / N)}, row ${j % N}] = ${y[j]}, reference ${want}`);
+        }
+      }, SLOW);
+    }
+  });
+});
+
 describe('createLinearOp', () => {
   // The engine's default specs, without bias: the kernel tests above already compiled most of them.
   it('computes a layer correctly as the step token count changes between encodes', async () => {

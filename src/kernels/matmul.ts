@@ -153,8 +153,8 @@ export function linearParams(dtype: DType, n: number, k: number, row0 = 0, yStri
 }
 
 /** Override constants for a layer: the spec plus its weight type and bias flag. */
-export function linearConstants(spec: MatvecSpec | PrefillSpec, dtype: DType, hasBias: boolean): Record<string, number> {
-  return { ...spec, WTYPE: WTYPE[dtype], HAS_BIAS: hasBias ? 1 : 0 };
+export function linearConstants(spec: MatvecSpec | PrefillSpec, dtype: DType, hasBias: boolean, residual = false): Record<string, number> {
+  return { ...spec, WTYPE: WTYPE[dtype], HAS_BIAS: hasBias ? 1 : 0, ...(residual ? { RESIDUAL: 1 } : {}) };
 }
 
 /**
@@ -196,6 +196,8 @@ export interface LinearArgs {
    * caller fills with the normed input (its norm op) on those steps only.
    */
   norm?: { x: GPUBuffer; weight: GPUBuffer; eps: number };
+  /** y is the residual stream: the output is added into it (y += x · Wᵀ + bias) instead of stored. */
+  residual?: boolean;
 }
 
 const dummies = new WeakMap<GPUDevice, GPUBuffer>();
@@ -297,7 +299,7 @@ async function createPartOp(
 
   const prepare = async (kernel: Kernel, spec: MatvecSpec | PrefillSpec) => {
     const matvec = kernel === matvecKernel;
-    const constants = { ...linearConstants(spec, dtype, hasBias), ...(matvec ? normConstants(norm?.eps) : {}) };
+    const constants = { ...linearConstants(spec, dtype, hasBias, args.residual), ...(matvec ? normConstants(norm?.eps) : {}) };
     const pipeline = await ctx.cache.get(kernel, { precision: ctx.precision, constants });
     const bindGroup = describeDispatch(bindBuffers(device, pipeline, matvec ? matvecBuffers : buffers), args.label, 'linear', bytes);
     return { pipeline, bindGroup };
