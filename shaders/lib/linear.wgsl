@@ -10,10 +10,16 @@ struct Params {
   n: u32,         // weight rows in `w` (one part's when the matrix is split by rows)
   row_words: u32, // u32 words per weight row in the GPU layout
   row0: u32,      // the matrix row that `w`'s row 0 is: the y column and bias index it writes (0 unless split)
-  y_stride: u32,  // elements per token of y: the whole matrix's rows (= n unless split)
+  y_stride: u32,  // the whole matrix's rows (= n unless split): elements per token of y, in one segment
+  // The matrix's rows may be up to 3 segments, each its own [T][rows] matrix somewhere in y (the q,
+  // k and v of one fused projection, in their regions of one buffer):
+  seg1: u32,      // first matrix row of segment 1 (y_stride when there is one segment)
+  seg2: u32,      // first matrix row of segment 2 (y_stride when there are fewer)
+  off0: u32,      // element offset in y of segment 0, [T][seg1]
+  off1: u32,      // element offset in y of segment 1, [T][seg2 - seg1]
+  off2: u32,      // element offset in y of segment 2, [T][y_stride - seg2]
   _pad0: u32,
   _pad1: u32,
-  _pad2: u32,
 }
 
 // The per-step counts the engine writes once per step (src/engine/step.ts `counts`).
@@ -31,6 +37,13 @@ struct Step {
 @group(0) @binding(4) var<uniform> p: Params;
 @group(0) @binding(5) var<uniform> counts: Step;
 
+// Where matrix row r of token t lives in y.
+fn y_index(t: u32, r: u32) -> u32 {
+  if (r < p.seg1) { return p.off0 + t * p.seg1 + r; }
+  if (r < p.seg2) { return p.off1 + t * (p.seg2 - p.seg1) + (r - p.seg1); }
+  return p.off2 + t * (p.y_stride - p.seg2) + (r - p.seg2);
+}
+
 // RESIDUAL: y is the residual stream and the output is added into it (y += W·x + bias), so the o
 // and down projections need no separate add dispatch.
 override RESIDUAL: bool = false;
@@ -42,7 +55,7 @@ fn store_y(t: u32, n: u32, v: f32) {
   let r = p.row0 + n;
   var b = 0.0;
   if (HAS_BIAS) { b = bias[r]; }
-  let i = t * p.y_stride + r;
+  let i = y_index(t, r);
   if (RESIDUAL) {
     y[i] = act(f32(y[i]) + v + b);
   } else {

@@ -6,14 +6,14 @@
  * Everything is built once at load: run-state buffers, the paged KV cache, pipelines and bind
  * groups. `encode` only records dispatches into the step's single compute pass.
  */
-import { createBuffer, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import { createBuffer, STORAGE, UNIFORM, uploadBuffer, type BufferRef } from '../gpu/buffers';
 import { createAddOp } from '../kernels/add';
 import { createAttentionOp } from '../kernels/attention';
 import { createEmbedOp } from '../kernels/embed';
 import { createFeedOp } from '../kernels/feed';
 import { createKvWriteOp } from '../kernels/kv-write';
 import { createLoraOp } from '../kernels/lora';
-import { createLinearOp, EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC, EMULATED_PREFILL_SPEC, MATVEC_MAX_TOKENS, type LinearArgs } from '../kernels/matmul';
+import { createLinearOp, EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC, EMULATED_PREFILL_SPEC, MATVEC_MAX_TOKENS, type LinearArgs, type LinearSegment } from '../kernels/matmul';
 import { actBytes, type Op, type OpContext, type OpLabel } from '../kernels/op';
 import { createRmsNormOp } from '../kernels/rms-norm';
 import { createRopeOp, ropeInvFreq } from '../kernels/rope';
@@ -22,7 +22,7 @@ import { createSoftcapOp } from '../kernels/softcap';
 import { createSwigluOp } from '../kernels/swiglu';
 import { attentionScale, layerRope, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
 import { LORA_TARGETS, type LoraTarget } from '../lora/types';
-import type { GpuMatrix, GpuWeights } from './gpu-weights';
+import type { GpuMatrix, GpuWeights, QkvMember } from './gpu-weights';
 import { loraMat, type LoraPool } from './lora-pool';
 import { LayerCaches, layerCacheKinds } from './layer-cache';
 import { createMoeFfnOp, createMoeScratch } from './moe-ffn';
@@ -44,9 +44,10 @@ interface RunState {
   x: GPUBuffer; // [maxTokens, hidden] the residual stream
   xb: GPUBuffer; // [maxTokens, hidden] normed block input
   xb2: GPUBuffer; // [maxTokens, hidden] block output before the residual add
-  q: GPUBuffer; // [maxTokens, nHeads·headDim]
-  k: GPUBuffer; // [maxTokens, nKv·headDim]
-  v: GPUBuffer; // [maxTokens, nKv·headDim]
+  qkv: GPUBuffer; // q, k and v below, one buffer: a fused q/k/v projection writes all three
+  q: GPUBufferBinding; // [maxTokens, nHeads·headDim] in qkv
+  k: GPUBufferBinding; // [maxTokens, nKv·headDim] in qkv
+  v: GPUBufferBinding; // [maxTokens, nKv·headDim] in qkv
   qn?: GPUBuffer; // [maxTokens, nHeads·headDim] q after its norm (per head or whole)
   kn?: GPUBuffer; // [maxTokens, nKv·headDim]
   att: GPUBuffer; // [maxTokens, nHeads·headDim] attention output
@@ -63,9 +64,8 @@ interface RunState {
 /** One layer's dispatches in order; norms absent where the config places none (pre- or post-norm). */
 interface LayerOps {
   attnNorm?: Op;
-  q: Op;
-  k: Op;
-  v: Op;
+  /** One projection writing q, k and v, or one per run of a weight type (engine/gpu-weights.ts). */
+  qkv: Op[];
   qNorm?: Op;
   kNorm?: Op;
   /** Absent on NoPE layers. */
@@ -93,7 +93,7 @@ interface LayerOps {
 /** Where an adapted matrix reads its input and writes its output: LoRA's update lands on the same y. */
 interface LoraIo {
   x: GPUBuffer;
-  y: GPUBuffer;
+  y: BufferRef;
   k: number;
   n: number;
 }
@@ -169,14 +169,20 @@ export class GpuForward {
       invFreqLocal = uploadBuffer(device, ropeInvFreq({ ...config, ropeTheta: config.ropeLocalTheta, ropeScaling: null }), STORAGE, 'rope invFreq (local)');
       owned.push(invFreqLocal);
     }
+    // q, k and v regions of one buffer, each starting where a binding may.
+    const align = device.limits.minStorageBufferOffsetAlignment;
+    const region = (elements: number) => Math.ceil((elements * act) / align) * align;
+    const [qBytes, kvBytes] = [region(T * nH * D), region(T * nKv * D)];
+    const qkv = buf((qBytes + 2 * kvBytes) / act, 'qkv');
     const state: RunState = {
       ids: buf(T, 'ids', 4),
       x: buf(T * H, 'x'),
       xb: buf(T * H, 'xb'),
       xb2: buf(T * H, 'xb2'),
-      q: buf(T * nH * D, 'q'),
-      k: buf(T * nKv * D, 'k'),
-      v: buf(T * nKv * D, 'v'),
+      qkv,
+      q: { buffer: qkv, offset: 0, size: T * nH * D * act },
+      k: { buffer: qkv, offset: qBytes, size: T * nKv * D * act },
+      v: { buffer: qkv, offset: qBytes + kvBytes, size: T * nKv * D * act },
       qn: config.qkNorm ? buf(T * nH * D, 'qn') : undefined,
       kn: config.qkNorm ? buf(T * nKv * D, 'kn') : undefined,
       att: buf(T * nH * D, 'att'),
@@ -197,9 +203,12 @@ export class GpuForward {
 
     const specs = ctx.emulated ? { decode: EMULATED_DECODE_SPEC, few: EMULATED_FEW_TOKENS_SPEC, prefill: EMULATED_PREFILL_SPEC } : {};
     // Every op is labelled with its role and layer (OpLabel) for the bench's per-op report.
-    const linear = (label: OpLabel, m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer, norm?: LinearArgs['norm'], residual = false) =>
-      createLinearOp(ctx, { weight: m.parts, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, step: step.counts, maxTokens: T, label, norm, residual }, specs);
-    const norm = (label: OpLabel, x: GPUBuffer, weight: GPUBuffer, y: GPUBuffer, n = H, rowsPerToken = 1) =>
+    const linear = (label: OpLabel, m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer, norm?: LinearArgs['norm'], residual = false, segments?: LinearSegment[]) =>
+      createLinearOp(ctx, { weight: m.parts, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, step: step.counts, maxTokens: T, label, norm, residual, segments }, specs);
+    // Where each of q, k and v lands in `qkv`, in elements: [maxTokens][its rows] at its region.
+    const qkvSegment = { q: { rows: nH * D, offset: 0 }, k: { rows: nKv * D, offset: qBytes / act }, v: { rows: nKv * D, offset: (qBytes + kvBytes) / act } };
+    const segments = (members: QkvMember[]) => members.map((m) => qkvSegment[m]);
+    const norm = (label: OpLabel, x: BufferRef, weight: GPUBuffer, y: BufferRef, n = H, rowsPerToken = 1) =>
       createRmsNormOp(ctx, { x, weight, y, n, rowsPerToken, maxTokens: T, eps: config.rmsNormEps, label });
 
     // Tokens drawn at the step before are read on the GPU: the CPU never waits for them.
@@ -245,20 +254,21 @@ export class GpuForward {
       // q/k norms per head (Qwen3: rows of headDim) or over the whole projection (OLMo 2).
       const full = config.qkNormScope === 'full';
       const at = (role: string): OpLabel => ({ role, layer: l });
-      const io = (m: GpuMatrix, x: GPUBuffer, y: GPUBuffer): LoraIo => ({ x, y, k: m.cols, n: m.rows });
+      const io = (m: GpuMatrix, x: GPUBuffer, y: BufferRef): LoraIo => ({ x, y, k: m.cols, n: m.rows });
+      const qkvIo = (rows: number, y: BufferRef): LoraIo => ({ x: attnIn, y, k: H, n: rows });
       loraIo.push({
-        q: io(w.wq, attnIn, state.q),
-        k: io(w.wk, attnIn, state.k),
-        v: io(w.wv, attnIn, state.v),
+        q: qkvIo(nH * D, state.q),
+        k: qkvIo(nKv * D, state.k),
+        v: qkvIo(nKv * D, state.v),
         o: io(w.wo, state.att, oAdds ? state.x : state.xb2),
         // LoRA of the experts is not run (a MoE layer has no dense gate/up/down to adapt).
         ...(w.wGate && w.wUp && w.wDown ? { gate: io(w.wGate, ffnIn, state.gate), up: io(w.wUp, ffnIn, state.up), down: io(w.wDown, state.hb, downAdds ? state.x : state.xb2) } : {}),
       });
       layers.push({
         attnNorm: w.attnNorm ? await norm(at('attn_norm'), state.x, w.attnNorm, state.xb) : undefined,
-        q: await linear(at('q'), w.wq, attnIn, state.q, w.bq, attnFold),
-        k: await linear(at('k'), w.wk, attnIn, state.k, w.bk, attnFold),
-        v: await linear(at('v'), w.wv, attnIn, state.v, w.bv, attnFold),
+        qkv: await Promise.all(
+          w.qkv.map((part) => linear(at(part.members.length === 3 ? 'qkv' : part.members.join('')), part.matrix, attnIn, qkv, part.bias, attnFold, false, segments(part.members))),
+        ),
         qNorm: w.qNorm ? await (full ? norm(at('q_norm'), state.q, w.qNorm, state.qn!, nH * D) : norm(at('q_norm'), state.q, w.qNorm, state.qn!, D, nH)) : undefined,
         kNorm: w.kNorm ? await (full ? norm(at('k_norm'), state.k, w.kNorm, state.kn!, nKv * D) : norm(at('k_norm'), state.k, w.kNorm, state.kn!, D, nKv)) : undefined,
         rope: !layerUsesRope(config, l) ? undefined : await createRopeOp(ctx, {
@@ -424,11 +434,9 @@ export class GpuForward {
     for (const [l, layer] of this.layers.entries()) {
       // attention block
       if (unfolded) layer.attnNorm?.encode(pass, tokens);
-      layer.q.encode(pass, tokens);
+      for (const op of layer.qkv) op.encode(pass, tokens);
       this.adapt(lora, pass, l, 'q', tokens);
-      layer.k.encode(pass, tokens);
       this.adapt(lora, pass, l, 'k', tokens);
-      layer.v.encode(pass, tokens);
       this.adapt(lora, pass, l, 'v', tokens);
       layer.qNorm?.encode(pass, tokens);
       layer.kNorm?.encode(pass, tokens);
@@ -463,7 +471,7 @@ export class GpuForward {
   /** Frees every op's own buffers, then the run state's. */
   destroy(): void {
     const ops: Op[] = [this.feed, this.embed, this.gatherLast, this.finalNorm, this.lmHead, ...(this.logitSoftcap ? [this.logitSoftcap] : [])];
-    for (const layer of this.layers) for (const op of Object.values(layer) as (Op | undefined)[]) if (op) ops.push(op);
+    for (const layer of this.layers) for (const op of Object.values(layer).flat() as (Op | undefined)[]) if (op) ops.push(op);
     if (this.lora) for (const op of this.lora.ops.flat()) if (op) ops.push(op);
     for (const op of ops) op.destroy();
     for (const b of this.buffers) b.destroy();

@@ -4,6 +4,9 @@
  * norms as applied (the config's normWeightOffset added). A matrix larger than one binding (or
  * buffer) the device grants is split by rows into parts (the embedding of most models from 0.5B up
  * exceeds WebGPU's default 128 MiB binding); the kernels take the parts (src/kernels/weights.ts).
+ * q, k and v (the table's `fuse` rows) go up as one matrix, their rows (and biases) concatenated,
+ * so the projection is one dispatch: in runs of one weight type, as llama.cpp's mixes may give
+ * attn_v a type of its own.
  */
 import type { DType } from '../formats/types';
 import { STORAGE, uploadBuffer } from '../gpu/buffers';
@@ -22,10 +25,61 @@ export interface GpuMatrix {
   experts?: number;
 }
 
-/** One layer's weights, named and shaped as src/model/tensors.ts's table says (vectors are f32). */
-export type GpuLayerWeights = LayerWeights<GpuMatrix, GPUBuffer>;
+/** Which projections a fused q/k/v matrix holds, in row order. */
+export type QkvMember = 'q' | 'k' | 'v';
 
-export interface GpuWeights extends ModelWeights<GpuMatrix, GPUBuffer> {
+/** A run of q/k/v projections of one weight type, their rows (and biases) concatenated. */
+export interface GpuQkvPart {
+  matrix: GpuMatrix;
+  bias?: GPUBuffer; // f32 [rows]
+  members: QkvMember[];
+}
+
+type QkvField = 'wq' | 'wk' | 'wv' | 'bq' | 'bk' | 'bv';
+
+/** One layer's weights, named and shaped as src/model/tensors.ts's table says (vectors are f32), q/k/v joined. */
+export type GpuLayerWeights = Omit<LayerWeights<GpuMatrix, GPUBuffer>, QkvField> & { qkv: GpuQkvPart[] };
+
+/** A matrix read from the file, not yet on the GPU. */
+export interface HostMatrix {
+  dtype: DType;
+  rows: number;
+  cols: number;
+  bytes: Uint8Array; // ggml layout
+}
+
+/** Consecutive matrices of one weight type (and width) as one, their rows concatenated; `members` index the input. */
+export function concatRuns(parts: readonly HostMatrix[]): Array<HostMatrix & { members: number[] }> {
+  const runs: Array<HostMatrix & { members: number[]; all: Uint8Array[] }> = [];
+  parts.forEach((m, i) => {
+    const last = runs.at(-1);
+    if (last && last.dtype === m.dtype && last.cols === m.cols) {
+      last.rows += m.rows;
+      last.members.push(i);
+      last.all.push(m.bytes);
+    } else runs.push({ ...m, members: [i], all: [m.bytes] });
+  });
+  return runs.map(({ all, ...r }) => ({ ...r, bytes: all.length === 1 ? all[0]! : concatBytes(all) }));
+}
+
+function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+const QKV_FIELDS = [
+  ['wq', 'bq', 'q'],
+  ['wk', 'bk', 'k'],
+  ['wv', 'bv', 'v'],
+] as const;
+
+export interface GpuWeights extends Omit<ModelWeights<GpuMatrix, GPUBuffer>, 'layers'> {
+  layers: GpuLayerWeights[];
   /** Bytes of every matrix as the GPU holds them: what one decode step must read at least. */
   matrixBytes: number;
   /** Bytes of every weight buffer (matrices and vectors). */
@@ -75,15 +129,55 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
   let bytesDone = 0;
   const bytesTotal = [...opened.tensors.values()].reduce((n, t) => n + t.info.byteLength, 0);
 
-  // Tensors one at a time, in file order: peak JS memory is one tensor.
+  // Tensors one at a time, in file order: peak JS memory is one tensor, or one layer's q, k and v.
   const uploaded = new Map<string, GpuMatrix | GPUBuffer>();
   // A decode step reads every layer matrix and the whole output matrix (the embedding: one row).
   let layerMatrixBytes = 0;
+  const tensors = modelTensors(opened.config);
+  // A layer's q/k/v rows wait here (by field) until its last one is read.
+  const expected = new Map<number, number>();
+  for (const t of tensors) if (t.row.fuse && t.layer !== null && opened.tensors.has(t.name)) expected.set(t.layer, (expected.get(t.layer) ?? 0) + 1);
+  const waiting = new Map<number, Map<string, HostMatrix | Float32Array>>();
+  const qkv: GpuQkvPart[][] = [];
+  const present = new Set<string>();
+  const joinQkv = (layer: number, got: Map<string, HostMatrix | Float32Array>): GpuQkvPart[] => {
+    const members = QKV_FIELDS.filter(([w]) => got.has(w));
+    return concatRuns(members.map(([w]) => got.get(w) as HostMatrix)).map((run) => {
+      const names = run.members.map((i) => members[i]![2]);
+      const label = `blk.${layer}.attn_${names.join('')}`;
+      const biases = run.members.map((i) => got.get(members[i]![1]) as Float32Array | undefined);
+      let bias: GPUBuffer | undefined;
+      if (biases.every((b) => b)) {
+        const values = new Float32Array(run.rows);
+        let at = 0;
+        for (const b of biases as Float32Array[]) {
+          values.set(b, at);
+          at += b.length;
+        }
+        bias = uploadBuffer(device, values, STORAGE, `${label}.bias`);
+        all.push(bias);
+      } else if (biases.some((b) => b)) throw new Error(`${label}: some of its projections have a bias and some do not`);
+      const parts = uploadWeightParts(device, run.dtype, run.bytes, { rows: run.rows, cols: run.cols }, maxPartBytes, `${label}.weight`);
+      all.push(...parts.map((p) => p.buffer));
+      layerMatrixBytes += bytesOf(parts);
+      return { matrix: { parts, dtype: run.dtype, rows: run.rows, cols: run.cols }, bias, members: names };
+    });
+  };
   try {
-    for (const { row, layer, name } of modelTensors(opened.config)) {
+    for (const { row, layer, name } of tensors) {
       const t = opened.tensors.get(name);
       if (!row.field || !t) continue;
-      if (isMatrix(row.kind)) {
+      if (row.fuse && layer !== null) {
+        const got = waiting.get(layer) ?? new Map<string, HostMatrix | Float32Array>();
+        waiting.set(layer, got);
+        const [rows, cols] = t.info.shape as [number, number];
+        got.set(row.field, isMatrix(row.kind) ? { dtype: t.info.dtype, rows, cols, bytes: await opened.readTensor(name) } : await opened.readTensorF32(name));
+        present.add(name);
+        if (got.size === expected.get(layer)) {
+          waiting.delete(layer);
+          qkv[layer] = joinQkv(layer, got);
+        }
+      } else if (isMatrix(row.kind)) {
         // A stack of experts ([experts, rows, cols]) goes up as one matrix of experts · rows rows, in
         // one part: the routed kernel binds the whole stack (checked against the limit above).
         const shape = t.info.shape;
@@ -106,7 +200,13 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
       bytesDone += t.info.byteLength;
       onProgress?.(name, bytesDone, bytesTotal);
     }
-    const weights = assembleWeights<GpuMatrix, GPUBuffer>(opened.config, (t) => uploaded.get(t.name));
+    // Joined q/k/v rows stand as present for the table's check (a missing one is still missing_tensor).
+    const assembled = assembleWeights<GpuMatrix, GPUBuffer>(opened.config, (t) => uploaded.get(t.name) ?? (present.has(t.name) ? JOINED : undefined));
+    const layers = assembled.layers.map((w, l): GpuLayerWeights => {
+      const { wq: _q, wk: _k, wv: _v, bq: _bq, bk: _bk, bv: _bv, ...rest } = w;
+      return { ...rest, qkv: qkv[l]! };
+    });
+    const weights = { ...assembled, layers };
     const matrixBytes = layerMatrixBytes + bytesOf(weights.output.parts);
     return {
       ...weights,
@@ -121,6 +221,9 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
     throw e;
   }
 }
+
+/** Stands in for a q/k/v tensor in assembleWeights: its rows went into a joined matrix. */
+const JOINED = { parts: [], dtype: 'F32', rows: 0, cols: 0 } as GpuMatrix;
 
 function bytesOf(parts: readonly WeightPart[]): number {
   return parts.reduce((n, p) => n + p.buffer.size, 0);

@@ -41,7 +41,7 @@ export interface AttentionOp {
 }
 
 export interface AttentionArgs {
-  q: GPUBuffer; // [maxTokens, nHeads, headDim] act, after RoPE
+  q: BufferRef; // [maxTokens, nHeads, headDim] act, after RoPE
   kCache: GPUBuffer; // one layer: [numPages, pageSize, nKv, headDim] act, this step's keys already written
   vCache: GPUBuffer;
   out: GPUBuffer; // [maxTokens, nHeads, headDim] act

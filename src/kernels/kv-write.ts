@@ -23,8 +23,8 @@ export function kvWriteRef(cache: Float32Array, x: Float32Array, slotMapping: Ar
 export async function createKvWriteOp(
   ctx: OpContext,
   args: {
-    k: GPUBuffer; // [maxTokens, nKv, headDim] act
-    v: GPUBuffer;
+    k: BufferRef; // [maxTokens, nKv, headDim] act
+    v: BufferRef;
     slotMapping: BufferRef; // step buffer, [maxTokens] u32
     kCache: GPUBuffer; // [numPages, PAGE, nKv, headDim] act
     vCache: GPUBuffer;

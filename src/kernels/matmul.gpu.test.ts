@@ -278,6 +278,60 @@ describe('the residual epilogue', () => {
   });
 });
 
+describe('segments', () => {
+  // Rows 0..9, 10..23 and 24..36 stored as [T][10] at y[8], [T][14] at y[200], [T][13] at y[500]
+  // (q, k and v of a fused projection): each as the reference, everything else in y untouched.
+  const SEGMENTS = [{ rows: 10, offset: 8 }, { rows: 14, offset: 200 }, { rows: 13, offset: 500 }];
+  const Y = 500 + MAX_T * 13;
+  const cases: Array<['matvec' | 'matmul', MatvecSpec | PrefillSpec, number, boolean]> = [
+    ...MATVEC_SPECS.map((s) => ['matvec', s, s.MAX_T === 1 ? 1 : 9, true] as ['matvec', MatvecSpec, number, boolean]),
+    ...MATMUL_SPECS.map((s) => ['matmul', s, MAX_T, s === PREFILL_SPEC || s === EMULATED_PREFILL_SPEC] as ['matmul', PrefillSpec, number, boolean]),
+  ];
+  const ROTATE: DType[] = ['Q8_0', 'Q4_K', 'Q6_K', 'F16', 'F32', 'Q4_0', 'Q5_K'];
+  cases.forEach(([kernel, spec, T, engineSpec], i) => {
+    const dtype = ROTATE[i]!;
+    for (const precision of engineSpec ? (['f32', 'f16'] as const) : (['f32'] as const)) {
+      it(`${kernel} stores its rows' segments as the reference for ${dtype} at ${describeSpec(spec)}${precision === 'f16' ? ' (f16)' : ''}`, async ({ skip }) => {
+        const gpu = await testGPU();
+        skip(precision === 'f16' && !gpu.info.f16, 'the device has no shader-f16');
+        const f16 = precision === 'f16';
+        const round = (a: Float32Array) => (f16 ? f16ArrayToF32(f32ArrayToF16(a)) : a);
+        const { gpu: bytes, ref: w } = layer(dtype);
+        const xRef = round(x.subarray(0, T * K));
+        const grid = kernel === 'matvec' ? matvecGrid(N, spec as MatvecSpec) : matmulGrid(N, T, spec as PrefillSpec);
+        const [out] = await runKernel(
+          gpu,
+          kernel === 'matvec' ? matvecKernel : prefillKernel(spec as PrefillSpec),
+          { precision, constants: linearConstants(spec, dtype, true) },
+          [
+            { input: bytes },
+            { input: f16 ? f32ArrayToF16(xRef) : xRef },
+            { output: Y * (f16 ? 2 : 4) },
+            { input: bias },
+            { uniform: linearParams(dtype, N, K, 0, N, SEGMENTS) },
+            { uniform: packParams([['u32', T], ['u32', 1]]) },
+            ...noNorm(kernel),
+          ],
+          grid,
+        );
+        const y = f16 ? f16ArrayToF32(new Uint16Array(out!)) : new Float32Array(out!);
+        const lin = matmulRef(xRef, T, K, w, N, bias);
+        const want = new Float32Array(Y);
+        for (let t = 0; t < T; t++) {
+          let row = 0;
+          for (const { rows, offset } of SEGMENTS) {
+            for (let j = 0; j < rows; j++) want[offset + t * rows + j] = lin[t * N + row + j]!;
+            row += rows;
+          }
+        }
+        for (let j = 0; j < Y; j++) {
+          if (!(Math.abs(y[j]! - want[j]!) <= tolerance(w, precision, want[j]!))) throw new Error(`y[${j}] = ${y[j]}, reference ${want[j]}`);
+        }
+      }, SLOW);
+    }
+  });
+});
+
 describe('createLinearOp', () => {
   // The engine's default specs, without bias: the kernel tests above already compiled most of them.
   it('computes a layer correctly as the step token count changes between encodes', async () => {

@@ -144,12 +144,38 @@ export function matmulGrid(n: number, tokens: number, spec: PrefillSpec): [numbe
   return [Math.ceil(n / spec.TILE_N), Math.ceil(tokens / spec.TILE_M)];
 }
 
+/** A run of consecutive matrix rows stored as its own [T][rows] matrix at `offset` elements into y. */
+export interface LinearSegment {
+  rows: number;
+  offset: number;
+}
+
 /**
  * The static `Params` uniform of a layer with `n` rows of `k` elements of `dtype`; of a part of a
- * split matrix: its rows `n` from matrix row `row0`, into y rows of `yStride` (the matrix's rows).
+ * split matrix: its rows `n` from matrix row `row0`, into y rows of `yStride` (the matrix's rows);
+ * the matrix's rows stored as `segments` (default one: [T][yStride] at y[0]).
  */
-export function linearParams(dtype: DType, n: number, k: number, row0 = 0, yStride = n): ArrayBuffer {
-  return packParams([['u32', k], ['u32', n], ['u32', gpuBytesPerRow(dtype, k) / 4], ['u32', row0], ['u32', yStride]]);
+export function linearParams(dtype: DType, n: number, k: number, row0 = 0, yStride = n, segments?: readonly LinearSegment[]): ArrayBuffer {
+  const segs = segments ?? [{ rows: yStride, offset: 0 }];
+  if (segs.length < 1 || segs.length > 3 || segs.reduce((r, s) => r + s.rows, 0) !== yStride) {
+    throw new LinearOpError(`linear [${yStride}, ${k}]: segments must be 1..3 runs of its ${yStride} rows`);
+  }
+  const seg1 = segs.length > 1 ? segs[0]!.rows : yStride;
+  const seg2 = segs.length > 2 ? seg1 + segs[1]!.rows : yStride;
+  return packParams([
+    ['u32', k],
+    ['u32', n],
+    ['u32', gpuBytesPerRow(dtype, k) / 4],
+    ['u32', row0],
+    ['u32', yStride],
+    ['u32', seg1],
+    ['u32', seg2],
+    ['u32', segs[0]!.offset],
+    ['u32', segs[1]?.offset ?? 0],
+    ['u32', segs[2]?.offset ?? 0],
+    ['u32', 0],
+    ['u32', 0],
+  ]);
 }
 
 /** Override constants for a layer: the spec plus its weight type and bias flag. */
@@ -198,6 +224,8 @@ export interface LinearArgs {
   norm?: { x: GPUBuffer; weight: GPUBuffer; eps: number };
   /** y is the residual stream: the output is added into it (y += x · Wᵀ + bias) instead of stored. */
   residual?: boolean;
+  /** Where the rows go in y (default all as one [maxTokens][n] at y[0]). */
+  segments?: readonly LinearSegment[];
 }
 
 const dummies = new WeakMap<GPUDevice, GPUBuffer>();
@@ -227,7 +255,7 @@ function check(ctx: OpContext, a: LinearArgs): void {
   const last = parts[parts.length - 1]!;
   if (last.row0 + last.rows !== a.n) fail(`the weight parts hold ${last.row0 + last.rows} rows`);
   need(a.x, a.maxTokens * a.k * act, 'x');
-  need(a.y, a.maxTokens * a.n * act, 'y');
+  for (const s of a.segments ?? [{ rows: a.n, offset: 0 }]) need(a.y, (s.offset + a.maxTokens * s.rows) * act, 'y');
   if (a.bias) need(a.bias, a.n * 4, 'bias');
   if (a.norm) {
     need(a.norm.x, a.maxTokens * a.k * act, 'norm.x');
@@ -286,7 +314,7 @@ async function createPartOp(
     if (problem) throw new LinearOpError(`linear spec ${JSON.stringify(spec)}: ${problem}`);
   }
   const hasBias = args.bias !== undefined;
-  const params = uploadBuffer(device, new Uint8Array(linearParams(dtype, n, k, part.row0, args.n)), UNIFORM, `linear params ${n}x${k}`);
+  const params = uploadBuffer(device, new Uint8Array(linearParams(dtype, n, k, part.row0, args.n, args.segments)), UNIFORM, `linear params ${n}x${k}`);
   const buffers = [part.buffer, args.x, args.y, args.bias ?? dummyBias(device), params, args.step];
   // matvec binds the norm's weight too, and with a folded norm reads the unnormed stream.
   const { norm } = args;

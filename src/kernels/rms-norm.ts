@@ -1,5 +1,5 @@
 import source from '../../shaders/rms_norm.wgsl';
-import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
+import { packParams, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { actBytes, describeDispatch, type Op, type OpContext, type OpLabel } from './op';
 
@@ -27,7 +27,7 @@ export function rmsNormRef(x: Float32Array, w: Float32Array, rows: number, n: nu
  */
 export async function createRmsNormOp(
   ctx: OpContext,
-  args: { x: GPUBuffer; weight: GPUBuffer; y: GPUBuffer; n: number; rowsPerToken?: number; maxTokens: number; eps: number; wg?: number; label?: OpLabel },
+  args: { x: BufferRef; weight: GPUBuffer; y: BufferRef; n: number; rowsPerToken?: number; maxTokens: number; eps: number; wg?: number; label?: OpLabel },
 ): Promise<Op> {
   const rowsPerToken = args.rowsPerToken ?? 1;
   const pipeline = await ctx.cache.get(rmsNormKernel, { precision: ctx.precision, constants: { WG: args.wg ?? 64 } });

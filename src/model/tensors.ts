@@ -39,6 +39,8 @@ export interface TensorRow {
   optional?: true;
   /** The rows are q or k heads, rotated by RoPE (llama.cpp permutes them in `llama` files). */
   rotary?: 'q' | 'k';
+  /** The GPU joins this with its layer's other 'qkv' rows (engine/gpu-weights.ts): one dispatch. */
+  fuse?: 'qkv';
   /**
    * One matrix per expert, stacked outermost ([experts, out, in]): GGUF stores the stack as one
    * 3-D tensor; Hugging Face stores each expert apart, `{e}` in `hf` standing for its index, and
@@ -61,12 +63,12 @@ const postNorm = (c: ModelConfig) => c.normPlacement !== 'pre';
 /** One layer's tensors, in file order. */
 export const LAYER_TENSORS = [
   { field: 'attnNorm', hf: 'input_layernorm.weight', gguf: 'attn_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: preNorm },
-  { field: 'wq', hf: 'self_attn.q_proj.weight', gguf: 'attn_q.weight', kind: 'linear', shape: (c) => [qDim(c), c.hiddenSize], rotary: 'q' },
-  { field: 'wk', hf: 'self_attn.k_proj.weight', gguf: 'attn_k.weight', kind: 'linear', shape: (c) => [kvDim(c), c.hiddenSize], rotary: 'k' },
-  { field: 'wv', hf: 'self_attn.v_proj.weight', gguf: 'attn_v.weight', kind: 'linear', shape: (c) => [kvDim(c), c.hiddenSize] },
-  { field: 'bq', hf: 'self_attn.q_proj.bias', gguf: 'attn_q.bias', kind: 'bias', shape: (c) => [qDim(c)], when: (c) => c.attentionBias, rotary: 'q' },
-  { field: 'bk', hf: 'self_attn.k_proj.bias', gguf: 'attn_k.bias', kind: 'bias', shape: (c) => [kvDim(c)], when: (c) => c.attentionBias, rotary: 'k' },
-  { field: 'bv', hf: 'self_attn.v_proj.bias', gguf: 'attn_v.bias', kind: 'bias', shape: (c) => [kvDim(c)], when: (c) => c.attentionBias },
+  { field: 'wq', hf: 'self_attn.q_proj.weight', gguf: 'attn_q.weight', kind: 'linear', shape: (c) => [qDim(c), c.hiddenSize], rotary: 'q', fuse: 'qkv' },
+  { field: 'wk', hf: 'self_attn.k_proj.weight', gguf: 'attn_k.weight', kind: 'linear', shape: (c) => [kvDim(c), c.hiddenSize], rotary: 'k', fuse: 'qkv' },
+  { field: 'wv', hf: 'self_attn.v_proj.weight', gguf: 'attn_v.weight', kind: 'linear', shape: (c) => [kvDim(c), c.hiddenSize], fuse: 'qkv' },
+  { field: 'bq', hf: 'self_attn.q_proj.bias', gguf: 'attn_q.bias', kind: 'bias', shape: (c) => [qDim(c)], when: (c) => c.attentionBias, rotary: 'q', fuse: 'qkv' },
+  { field: 'bk', hf: 'self_attn.k_proj.bias', gguf: 'attn_k.bias', kind: 'bias', shape: (c) => [kvDim(c)], when: (c) => c.attentionBias, rotary: 'k', fuse: 'qkv' },
+  { field: 'bv', hf: 'self_attn.v_proj.bias', gguf: 'attn_v.bias', kind: 'bias', shape: (c) => [kvDim(c)], when: (c) => c.attentionBias, fuse: 'qkv' },
   // Per head (Qwen3) or over the whole projection (OLMo 2).
   { field: 'qNorm', hf: 'self_attn.q_norm.weight', gguf: 'attn_q_norm.weight', kind: 'norm', shape: (c) => [c.qkNormScope === 'full' ? qDim(c) : c.headDim], when: (c) => c.qkNorm },
   { field: 'kNorm', hf: 'self_attn.k_norm.weight', gguf: 'attn_k_norm.weight', kind: 'norm', shape: (c) => [c.qkNormScope === 'full' ? kvDim(c) : c.headDim], when: (c) => c.qkNorm },
