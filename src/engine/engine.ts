@@ -421,7 +421,9 @@ export class GpuEngine implements Backend, BatchRunner {
     // Only a profiled step works out its shape (each sequence's keys after this step).
     const shape = this.profiler ? { tokens, seqs, keys: rows.map((r) => this.kv.length(r.slot)) } : undefined;
     let pass = this.profiler ? this.profiler.begin(encoder, false, shape!) : encoder.beginComputePass();
-    this.forward.encode(pass, tokens, seqs, adapted);
+    // return_hidden_states: the sampling rows' final hidden states are copied out after the pass.
+    const wantHidden = rows.slice(0, sampling).some((r) => r.seq.wantsHidden);
+    this.forward.encode(pass, tokens, seqs, adapted, wantHidden);
     const masked = rows.slice(0, sampling).some((r) => r.seq.constraint);
     if (masked) {
       pass.end();
@@ -456,7 +458,6 @@ export class GpuEngine implements Backend, BatchRunner {
     }
     if (cpuRows.length) encoder.copyBufferToBuffer(this.forward.state.logits, gpuRows.length * V * 4, ring.logits, 0, cpuRows.length * V * 4);
     // return_hidden_states: the sampling rows' final hidden states (the LM head's input rows).
-    const wantHidden = rows.slice(0, sampling).some((r) => r.seq.wantsHidden);
     const H = this.config.hiddenSize;
     if (wantHidden) encoder.copyBufferToBuffer(this.forward.state.lastNormed, 0, ring.hidden, 0, sampling * H * 4);
     // return_routed_experts: each layer's k expert ids of each sampling row's last token, row-major

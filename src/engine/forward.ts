@@ -421,9 +421,11 @@ export class GpuForward {
 
   /**
    * Records one forward step of `tokens` tokens from `seqs` sequences; logits land in `state.logits`.
-   * `adapted`: some row runs a LoRA adapter (its id is in the step's seqAdapter).
+   * `adapted`: some row runs a LoRA adapter (its id is in the step's seqAdapter). `hidden`: the
+   * step's final hidden states are read back (`state.lastNormed`, return_hidden_states), so the
+   * final norm writes them even where it folds into the LM head.
    */
-  encode(pass: GPUComputePassEncoder, tokens: number, seqs: number, adapted = false): void {
+  encode(pass: GPUComputePassEncoder, tokens: number, seqs: number, adapted = false, hidden = false): void {
     const mode = tokens > seqs ? 'prefill' : 'decode';
     // Steps the matvec kernels take fold the pre-norms into the projections after them; a LoRA
     // update reads the normed input, so adapted steps still write it.
@@ -463,7 +465,7 @@ export class GpuForward {
     }
     // logits of each sequence's last token
     this.gatherLast.encode(pass, seqs);
-    if (seqs > MATVEC_MAX_TOKENS) this.finalNorm.encode(pass, seqs);
+    if (seqs > MATVEC_MAX_TOKENS || hidden) this.finalNorm.encode(pass, seqs);
     this.lmHead.encode(pass, seqs);
     this.logitSoftcap?.encode(pass, seqs);
   }

@@ -46,7 +46,7 @@ beforeAll(async () => {
   await writeFile(join(bad, 'wrong-magic.gguf'), Buffer.concat([Buffer.from('GGUX'), gguf.subarray(4)]));
   for (const f of HF_FILES) await copyFile(join(paths.hf.F16!, f), join(bad, 'gemma', f));
   const config = JSON.parse(await readFile(join(bad, 'gemma', 'config.json'), 'utf8')) as Record<string, unknown>;
-  await writeFile(join(bad, 'gemma', 'config.json'), JSON.stringify({ ...config, model_type: 'phi3' }));
+  await writeFile(join(bad, 'gemma', 'config.json'), JSON.stringify({ ...config, model_type: 'rwkv7' }));
 
   server = await serveDirectory(join(scratch, 'hub'));
   proxy = await startCountingProxy(server.url);
@@ -280,7 +280,7 @@ describe('load errors name the file and the problem', () => {
     expect(missing).toMatchObject({ code: 'missing_file', file: `${proxy.url}/org/nothing/resolve/main/config.json` });
     const gemma = await loadError(openModelWithCache(`${proxy.url}/bad/gemma`, { cache }));
     expect(gemma).toMatchObject({ code: 'unsupported_arch', file: `${proxy.url}/bad/gemma/config.json` });
-    expect(gemma.message).toContain('phi3');
+    expect(gemma.message).toContain('rwkv7');
   });
 
   it('an input that is no model location', async () => {
