@@ -6,7 +6,7 @@
  */
 import { relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ARCH, type Arch } from '../model/config';
+import { ARCH, attentionScale, type Arch } from '../model/config';
 import { openModel } from '../model/open';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { serveDirectory, type StaticServer } from '../testing/server';
@@ -133,12 +133,15 @@ describe.each(ARCHES)('reference forward on the tiny %s fixture', (arch) => {
     // (the logits agreeing pins that neither file's norms are shifted twice or never).
     // Granite's multipliers; Phi-3's rotary width and LongRoPE (GGUF: factors from tensors, the
     // rest from metadata).
-    for (const key of ['slidingWindow', 'ropeLocalTheta', 'embeddingScale', 'ffnActivation', 'attnLogitSoftcap', 'finalLogitSoftcap', 'normPlacement', 'attentionScale', 'residualScale', 'logitsScaling', 'rotaryDim'] as const) {
+    for (const key of ['slidingWindow', 'ropeLocalTheta', 'embeddingScale', 'ffnActivation', 'attnLogitSoftcap', 'finalLogitSoftcap', 'normPlacement', 'residualScale', 'logitsScaling', 'rotaryDim'] as const) {
       const [g, h] = [ggufF32.config[key], hfF32.config[key]];
       // GGUF stores scales as f32
       if (typeof h === 'number' && typeof g === 'number') expect(g, key).toBeCloseTo(h, 6);
       else expect(g, key).toEqual(h);
     }
+    // The scale in effect: Gemma's query_pre_attn_scalar is stated by config.json and implied by
+    // the head size in GGUF (null there: 1/sqrt(headDim)); Granite's is stated by both.
+    expect(attentionScale(ggufF32.config), 'attentionScale').toBeCloseTo(attentionScale(hfF32.config), 6);
     const [gs, hs] = [ggufF32.config.ropeScaling, hfF32.config.ropeScaling];
     if (hs?.type === 'longrope' && gs?.type === 'longrope') {
       // f32 tensors against config.json's doubles
@@ -146,6 +149,10 @@ describe.each(ARCHES)('reference forward on the tiny %s fixture', (arch) => {
       expect(gs.shortFactor).toEqual(hs.shortFactor.map(Math.fround));
       expect(gs.attentionFactor).toBeCloseTo(hs.attentionFactor, 6);
       expect(gs.originalMaxPositionEmbeddings).toBe(hs.originalMaxPositionEmbeddings);
+    } else if (hs?.type === 'llama3') {
+      // llama.cpp writes Llama 3's scaling as the rope_freqs tensor (ropeFreqFactors), not as
+      // metadata: the logits below agreeing pins that the factors came through.
+      expect(gs).toBeNull();
     } else expect(gs).toEqual(hs);
     expect(hfF32.config.normWeightOffset).toBe(ARCH[arch].normOnePlus ? 1 : 0);
     expect(ggufF32.config.normWeightOffset).toBe(0);
