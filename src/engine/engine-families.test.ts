@@ -1,0 +1,96 @@
+/**
+ * The WebGPU engine against the CPU reference on the families added after the first four (SmolLM3,
+ * OLMo 2, Gemma 2/3, Granite, Phi-3, the mixtures of experts), and their special cases: the same
+ * rule as engine.test.ts (teacher-forced logits within LOGIT_TOLERANCE, greedy tokens up to the
+ * reference's first near-tie).
+ */
+import { relative } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { GPUContext } from '../gpu/device';
+import type { Arch } from '../model/config';
+import { openModel } from '../model/open';
+import { logitsFor, ReferenceModel } from '../reference/forward';
+import { expectModelMatchesReference } from '../testing/engine-check';
+import { describeEngineGrid, LOGIT_TOLERANCE, STEPS } from '../testing/engine-matrix';
+import { useFixtureURLs } from '../testing/fixture-server';
+import { D288_MIXES, ensureFixture } from '../testing/fixtures/shared';
+import { testGPU } from '../testing/gpu';
+import { serveDirectory } from '../testing/server';
+
+/** Families added on top of the four: HF folders and the GGUF types the issue names, not the whole grid. */
+const NEWER = ['hf-F32', 'F16', 'Q8_0', 'Q4_K_M'];
+/** Granite and Phi-3: the HF folder and the GGUF types issue #16 names for them. */
+const DENSE = ['hf-F32', 'F32', 'F16', 'Q8_0', 'Q4_K', 'Q4_K_M'];
+const CASES: Array<[Arch, string[]]> = [
+  ['smollm3', [...NEWER, 'Q2_K_MIX']],
+  ['olmo2', [...NEWER, 'IQ4_XS']],
+  ['gemma2', [...NEWER, 'IQ4_XS_MIX']],
+  // Six tiny layers (one global): the HF folder and one GGUF type.
+  ['gemma3', ['hf-F32', 'Q8_0']],
+  // The issue's list: the HF folder and F32, F16, Q8_0, Q4_K and the Q4_K_M mix.
+  ['granite', DENSE],
+  // Fused projections split at load, partial rotary and LongRoPE (the long factors: the default
+  // context exceeds the fixture's original one).
+  ['phi3', DENSE],
+  // Mixture of experts: the HF folder (experts stacked at load) and the GGUF types the issue names
+  // on qwen3moe; the other two on their HF folder and the Q4_K_M mix (all 18 family × format
+  // cases passed once; the grid costs about 15 s a case on SwiftShader).
+  ['qwen3moe', ['hf-F32', 'F32', 'F16', 'Q8_0', 'Q4_K', 'Q4_K_M']],
+  ['qwen2moe', ['hf-F32', 'Q4_K_M']],
+  ['olmoe', ['hf-F32', 'Q4_K_M']],
+];
+
+describeEngineGrid(CASES);
+
+describe('the GPU engine on LongRoPE at a context within the original one', () => {
+  const urls = useFixtureURLs('phi3');
+  // The tiny phi3 fixture's original context is 512: a 256-token engine takes the short factors.
+  it('Q8_0 with a 256-token context: greedy tokens and teacher-forced logits match the reference', async () => {
+    await expectModelMatchesReference(await testGPU(), urls().Q8_0!, { precision: 'f32', steps: 16, tolerance: LOGIT_TOLERANCE, salt: 5, engine: { contextLength: 256 } });
+  });
+});
+
+/**
+ * llama-quantize's mixes on a hidden size that is a multiple of 32 but not of 256 (as Qwen2.5-0.5B's
+ * 896): rows of 288 fall back to Q5_0 / Q5_1 / Q4_0 / IQ4_NL / Q8_0 while rows of 256 and 512
+ * (attn_output, ffn_down) keep the preset's K- and IQ-quants. Q4_K_M (Q5_0 and Q8_0 rows) and
+ * IQ4_XS_MIX (IQ4_NL rows) run here; Q5_K_M's Q5_1 and Q2_K's Q4_0 rows are types the grid above
+ * runs already, and the written files' types are checked in write.test.ts.
+ */
+describe('the GPU engine on mixes whose rows are not whole 256-blocks (hidden 288)', () => {
+  const mixes = ['Q4_K_M', 'IQ4_XS_MIX'] as const;
+  // The fixture as every test writes it (all of D288_MIXES), so one copy serves them all.
+  const urls = useFixtureURLs('llama', { options: { hiddenSize: 288 }, which: { hf: [], gguf: D288_MIXES } });
+  let gpu: GPUContext;
+  beforeAll(async () => {
+    gpu = await testGPU();
+  });
+
+  it.each(mixes)('%s: greedy tokens and teacher-forced logits match the reference', async (variant) => {
+    await expectModelMatchesReference(gpu, urls()[variant]!, { precision: 'f32', steps: STEPS, tolerance: LOGIT_TOLERANCE, salt: 288 });
+  });
+});
+
+describe('the GPU engine on a multimodal Gemma 3 folder', () => {
+  // config.json nests the text config, tensors sit under language_model., a vision tower and
+  // projector are skipped; the text weights are the text fixture's.
+  it('runs the text model as gemma3_text: engine = reference, whose logits equal the text folder’s', async () => {
+    const gpu = await testGPU();
+    const [mm, text] = await Promise.all([
+      ensureFixture({ arch: 'gemma3', preset: 'tiny', multimodal: true }, { hf: ['F32'] }),
+      ensureFixture({ arch: 'gemma3', preset: 'tiny' }),
+    ]);
+    const opened = await openModel(mm.hf.F32!);
+    expect([...opened.tensors.keys()].some((n) => !/^(token_embd|output_norm|blk\.\d+\.)/.test(n))).toBe(false);
+    const ids = Array.from({ length: 12 }, (_, i) => (i * 31 + 7) % opened.config.vocabSize);
+    const [fromMM, fromText] = await Promise.all([ReferenceModel.load(opened), openModel(text.hf.F32!).then((m) => ReferenceModel.load(m))]);
+    expect(logitsFor(fromMM, ids)).toEqual(logitsFor(fromText, ids));
+    const server = await serveDirectory(mm.root);
+    try {
+      const url = `${server.url}/${relative(mm.root, mm.hf.F32!).split('\\').join('/')}`;
+      await expectModelMatchesReference(gpu, url, { precision: 'f32', steps: 16, tolerance: LOGIT_TOLERANCE, salt: 3 });
+    } finally {
+      await server.close();
+    }
+  });
+});
