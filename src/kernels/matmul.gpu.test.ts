@@ -230,16 +230,21 @@ describe('matvec with a folded RMSNorm', () => {
   });
 });
 
+/**
+ * Every matvec and matmul specialisation, with the tokens it runs (one for a one-token matvec) and
+ * whether the engine uses it (then f16 too): the epilogue and segment tests below run each.
+ */
+const EPILOGUE_CASES: Array<['matvec' | 'matmul', MatvecSpec | PrefillSpec, number, boolean]> = [
+  ...MATVEC_SPECS.map((s) => ['matvec', s, s.MAX_T === 1 ? 1 : 9, true] as ['matvec', MatvecSpec, number, boolean]),
+  ...MATMUL_SPECS.map((s) => ['matmul', s, MAX_T, s === PREFILL_SPEC || s === EMULATED_PREFILL_SPEC] as ['matmul', PrefillSpec, number, boolean]),
+];
+
 describe('the residual epilogue', () => {
   // RESIDUAL adds the layer's output into y (the residual stream): y = r + x · Wᵀ + bias, with r
   // random and large next to the output (×10), past this step's tokens untouched. Tolerance as
   // above (the f32 bound, plus in f16 y's own rounding of r + out).
-  const cases: Array<['matvec' | 'matmul', MatvecSpec | PrefillSpec, number, boolean]> = [
-    ...MATVEC_SPECS.map((s) => ['matvec', s, s.MAX_T === 1 ? 1 : 9, true] as ['matvec', MatvecSpec, number, boolean]),
-    ...MATMUL_SPECS.map((s) => ['matmul', s, MAX_T, s === PREFILL_SPEC || s === EMULATED_PREFILL_SPEC] as ['matmul', PrefillSpec, number, boolean]),
-  ];
   const ROTATE: DType[] = ['Q4_K', 'Q8_0', 'F16', 'Q6_K', 'Q4_0', 'F32', 'Q5_K'];
-  cases.forEach(([kernel, spec, T, engineSpec], i) => {
+  EPILOGUE_CASES.forEach(([kernel, spec, T, engineSpec], i) => {
     const dtype = ROTATE[i]!;
     for (const precision of engineSpec ? (['f32', 'f16'] as const) : (['f32'] as const)) {
       it(`${kernel} adds into y as the reference for ${dtype} at ${describeSpec(spec)}${precision === 'f16' ? ' (f16)' : ''}`, async ({ skip }) => {
@@ -283,12 +288,8 @@ describe('segments', () => {
   // (q, k and v of a fused projection): each as the reference, everything else in y untouched.
   const SEGMENTS = [{ rows: 10, offset: 8 }, { rows: 14, offset: 200 }, { rows: 13, offset: 500 }];
   const Y = 500 + MAX_T * 13;
-  const cases: Array<['matvec' | 'matmul', MatvecSpec | PrefillSpec, number, boolean]> = [
-    ...MATVEC_SPECS.map((s) => ['matvec', s, s.MAX_T === 1 ? 1 : 9, true] as ['matvec', MatvecSpec, number, boolean]),
-    ...MATMUL_SPECS.map((s) => ['matmul', s, MAX_T, s === PREFILL_SPEC || s === EMULATED_PREFILL_SPEC] as ['matmul', PrefillSpec, number, boolean]),
-  ];
   const ROTATE: DType[] = ['Q8_0', 'Q4_K', 'Q6_K', 'F16', 'F32', 'Q4_0', 'Q5_K'];
-  cases.forEach(([kernel, spec, T, engineSpec], i) => {
+  EPILOGUE_CASES.forEach(([kernel, spec, T, engineSpec], i) => {
     const dtype = ROTATE[i]!;
     for (const precision of engineSpec ? (['f32', 'f16'] as const) : (['f32'] as const)) {
       it(`${kernel} stores its rows' segments as the reference for ${dtype} at ${describeSpec(spec)}${precision === 'f16' ? ' (f16)' : ''}`, async ({ skip }) => {
