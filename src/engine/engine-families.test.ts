@@ -94,3 +94,27 @@ describe('the GPU engine on a multimodal Gemma 3 folder', () => {
     }
   });
 });
+
+describe('the GPU engine on a dense Granite 4.0 folder (granitemoehybrid)', () => {
+  // config.json says granitemoehybrid (attention on every layer, no routed experts, RoPE) and the
+  // MLP is the shared one, gate/up fused; the weights are the granite fixture's.
+  it('runs it as granite: engine = reference, whose logits equal the granite folder’s', async () => {
+    const gpu = await testGPU();
+    const [hybrid, plain] = await Promise.all([
+      ensureFixture({ arch: 'granite', preset: 'tiny', hybrid: true }, { hf: ['F32'] }),
+      ensureFixture({ arch: 'granite', preset: 'tiny' }, { hf: ['F32'], gguf: [] }),
+    ]);
+    const opened = await openModel(hybrid.hf.F32!);
+    expect(opened.tensors.get('blk.1.ffn_gate.weight')?.info.name).toBe('model.layers.1.shared_mlp.input_linear.weight');
+    const ids = Array.from({ length: 12 }, (_, i) => (i * 31 + 7) % opened.config.vocabSize);
+    const [fromHybrid, fromPlain] = await Promise.all([ReferenceModel.load(opened), openModel(plain.hf.F32!).then((m) => ReferenceModel.load(m))]);
+    expect(logitsFor(fromHybrid, ids)).toEqual(logitsFor(fromPlain, ids));
+    const server = await serveDirectory(hybrid.root);
+    try {
+      const url = `${server.url}/${relative(hybrid.root, hybrid.hf.F32!).split('\\').join('/')}`;
+      await expectModelMatchesReference(gpu, url, { precision: 'f32', steps: 16, tolerance: LOGIT_TOLERANCE, salt: 4 });
+    } finally {
+      await server.close();
+    }
+  });
+});

@@ -376,6 +376,49 @@ describe('Granite', () => {
     expect(configFromHF({ ...llamaJson, residual_multiplier: 0.5, logits_scaling: 8 })).toMatchObject({ residualScale: 1, logitsScaling: 1, attentionScale: null });
   });
 
+  // A granitemoehybrid config.json in the form of Granite 4.0's dense checkpoints (micro, 350M):
+  // the hybrid family's keys, attention on every layer, no routed experts, RoPE.
+  const hybridJson = {
+    ...graniteJson,
+    architectures: ['GraniteMoeHybridForCausalLM'],
+    model_type: 'granitemoehybrid',
+    intermediate_size: 8192,
+    shared_intermediate_size: 4096,
+    num_hidden_layers: 4,
+    layer_types: ['attention', 'attention', 'attention', 'attention'],
+    num_local_experts: 0,
+    num_experts_per_tok: 0,
+    position_embedding_type: 'rope',
+    mamba_n_heads: 128,
+    mamba_d_state: 256,
+  };
+
+  it('reads a dense granitemoehybrid config.json (Granite 4.0 micro/350M) as granite, the MLP shared_intermediate_size wide', () => {
+    const c = configFromHF(hybridJson);
+    expect(c).toEqual({ ...configFromHF({ ...graniteJson, num_hidden_layers: 4 }), intermediateSize: 4096 });
+    // The class alone names it too; transformers' default shared size is 1024.
+    expect(configFromHF({ ...hybridJson, model_type: undefined, shared_intermediate_size: undefined })).toMatchObject({ arch: 'granite', intermediateSize: 1024 });
+  });
+
+  it('refuses a granitemoehybrid config.json with Mamba layers, routed experts or no RoPE, naming the key', () => {
+    const cases: [Record<string, unknown>, string, RegExp][] = [
+      [{ layer_types: ['attention', 'mamba', 'attention', 'mamba'] }, 'layer_types', /Mamba-2.*\(1, 3\)/],
+      // No list: transformers runs Mamba on every layer.
+      [{ layer_types: undefined }, 'layer_types', /Mamba-2 on every layer/],
+      [{ num_local_experts: 62 }, 'num_local_experts', /routed experts/],
+      // GraniteMoeHybridConfig's default is 8 experts.
+      [{ num_local_experts: undefined }, 'num_local_experts', /num_local_experts 8/],
+      [{ position_embedding_type: undefined }, 'position_embedding_type', /without RoPE/],
+      [{ position_embedding_type: 'nope' }, 'position_embedding_type', /"nope"/],
+    ];
+    for (const [change, field, message] of cases) {
+      const e = thrown(() => configFromHF({ ...hybridJson, ...change }));
+      expect([e.code, e.field]).toEqual(['unsupported_arch', field]);
+      expect(e.message).toMatch(message);
+      expect(e.message).toMatch(/granitemoehybrid/);
+    }
+  });
+
   it("reads GGUF metadata: llama.cpp's four keys, interleaved RoPE (the converter permutes q/k as for llama)", () => {
     const meta = (extra: [string, unknown][]) =>
       new Map<string, unknown>([

@@ -19,6 +19,16 @@ export interface ArchInfo {
    * for the keys such a nested config leaves out. The text model then reads as the row's own.
    */
   hfMultimodal?: { modelType: string; hfClass: string; textDefaults: Readonly<Record<string, unknown>> };
+  /**
+   * A hybrid family's config.json that describes this row's graph: Granite 4.0's dense checkpoints
+   * (micro, 350M) say `granitemoehybrid`, whose layers may be Mamba-2 or attention and whose MLP
+   * may add routed experts. With attention on every layer (`layer_types`), no routed experts
+   * (`num_local_experts` 0) and RoPE (`position_embedding_type` "rope") it is this row (llama.cpp's
+   * converter writes such a model as `granite`), its MLP stored as the shared one (`shared_mlp.*`,
+   * `shared_intermediate_size` wide; tensors.ts reads those names). Anything else is refused,
+   * naming the key.
+   */
+  hfHybrid?: { modelType: string; hfClass: string };
   /** Defaults of that transformers config class for keys a config.json may leave out. */
   hfDefaults: { maxPositionEmbeddings: number; rmsNormEps: number; /** When config.json leaves it out (default false). */ tieWordEmbeddings?: boolean };
   /**
@@ -305,9 +315,11 @@ const ARCH_ROWS = {
     ropeLocalBase: 10000,
   },
   // Llama with four scalar multipliers (embeddings, residual branches, attention, logits);
-  // llama.cpp's converter permutes q/k as for llama. Granite 4.0's dense models convert to it too.
+  // llama.cpp's converter permutes q/k as for llama. Granite 4.0's dense models convert to it too,
+  // and their HF folders (granitemoehybrid with attention only) read as it.
   granite: {
     hfClass: 'GraniteForCausalLM',
+    hfHybrid: { modelType: 'granitemoehybrid', hfClass: 'GraniteMoeHybridForCausalLM' },
     hfDefaults: { maxPositionEmbeddings: 2048, rmsNormEps: 1e-6 },
     hfSlidingWindow: null,
     gguf: 'granite',
@@ -606,7 +618,7 @@ type Json = Record<string, unknown>;
  */
 export function configFromHF(configJson: unknown, generationConfigJson?: unknown): ModelConfig {
   if (!isObject(configJson)) throw new ModelError('invalid_field', 'config.json is not a JSON object', 'config.json');
-  const c = textConfig(configJson);
+  const c = denseOfHybrid(textConfig(configJson));
   const arch = hfArch(c);
   const row = ARCH[arch];
   const field = (key: string) => `config.json: ${key}`;
@@ -720,6 +732,41 @@ function textConfig(c: Json): Json {
     throw new ModelError('missing_field', `config.json: text_config is required for ${mm.modelType} (multimodal) models`, 'text_config');
   const top = Object.fromEntries(['bos_token_id', 'eos_token_id', 'tie_word_embeddings'].filter((k) => c[k] !== undefined).map((k) => [k, c[k]]));
   return { ...mm.textDefaults, ...top, ...c.text_config, model_type: ARCH[arch].hfModelType ?? arch, architectures: [ARCH[arch].hfClass] };
+}
+
+/**
+ * A hybrid family's config.json that describes a plain row (ArchInfo.hfHybrid: Granite 4.0's
+ * dense `granitemoehybrid` checkpoints) as that row's own config: transformers' reading
+ * (GraniteMoeHybridConfig: no `layer_types` means Mamba on every layer, `num_local_experts`
+ * defaults to 8, `position_embedding_type` to none, `shared_intermediate_size` to 1024), refusing
+ * what the row cannot run. Any other config.json comes back as it is.
+ */
+function denseOfHybrid(c: Json): Json {
+  const archs = Array.isArray(c.architectures) ? c.architectures : [];
+  const arch = ARCHES.find((a) => {
+    const h = ARCH[a].hfHybrid;
+    return h && (c.model_type === undefined ? archs.includes(h.hfClass) : c.model_type === h.modelType);
+  });
+  if (!arch) return c;
+  const type = ARCH[arch].hfHybrid!.modelType;
+  const refuse = (key: string, what: string): never => {
+    throw new ModelError('unsupported_arch', `config.json: ${type} ${what} is not supported; only its dense form runs (every layer "attention", num_local_experts 0, position_embedding_type "rope")`, key);
+  };
+  const layers = c.num_hidden_layers;
+  const types = c.layer_types;
+  if (!Array.isArray(types) || types.length !== layers) refuse('layer_types', `without a layer_types list of its ${String(layers)} layers (transformers then runs Mamba-2 on every layer)`);
+  const mamba = (types as unknown[]).flatMap((t, i) => (t === 'attention' ? [] : [i]));
+  if (mamba.length > 0) refuse('layer_types', `with Mamba-2 (or other non-attention) layers (${mamba.join(', ')})`);
+  const experts = c.num_local_experts ?? 8;
+  if (experts !== 0) refuse('num_local_experts', `with routed experts (num_local_experts ${JSON.stringify(experts)})`);
+  if (c.position_embedding_type !== 'rope') refuse('position_embedding_type', `without RoPE (position_embedding_type ${JSON.stringify(c.position_embedding_type ?? null)})`);
+  return {
+    ...c,
+    model_type: ARCH[arch].hfModelType ?? arch,
+    architectures: [ARCH[arch].hfClass],
+    // The dense MLP is the shared one.
+    intermediate_size: c.shared_intermediate_size ?? 1024,
+  };
 }
 
 function hfArch(c: Json): Arch {

@@ -68,6 +68,14 @@ describe('canonical tensor names', () => {
     expect(canonicalName('model.layers.2.mlp.gate_up_proj.weight')).toBe('blk.2.ffn_up.weight');
   });
 
+  it("maps Granite 4.0's dense MLP (the hybrid family's shared one) to llama.cpp's names: gate/up fused, split at load", () => {
+    const granite: ModelConfig = { ...config, arch: 'granite' };
+    expect(canonicalName('model.layers.3.shared_mlp.input_linear.weight', granite)).toBe('blk.3.ffn_up.weight');
+    expect(canonicalName('model.layers.3.shared_mlp.output_linear.weight', granite)).toBe('blk.3.ffn_down.weight');
+    // Only on the family that has such checkpoints.
+    expect(canonicalName('model.layers.3.shared_mlp.input_linear.weight', config)).toBeNull();
+  });
+
   it("reads a multimodal checkpoint's text tensors in both transformers layouts and skips its vision tower", () => {
     expect(canonicalName('language_model.model.layers.1.self_attn.q_proj.weight')).toBe('blk.1.attn_q.weight');
     expect(canonicalName('language_model.model.embed_tokens.weight')).toBe('token_embd.weight');

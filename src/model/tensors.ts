@@ -28,6 +28,11 @@ export interface TensorRow {
   field?: string;
   /** Hugging Face name (after `model.layers.N.` for a layer's); null when only GGUF files carry it. */
   hf: string | null;
+  /**
+   * The same tensor's name in a hybrid family's checkpoints of this row (ArchInfo.hfHybrid:
+   * Granite 4.0's dense MLP is its shared one, `shared_mlp.output_linear`), read as `hf`.
+   */
+  hfHybrid?: string;
   /** llama.cpp name, the canonical one (after `blk.N.` for a layer's). */
   gguf: string;
   /** Outermost first, as in TensorInfo (a linear layer is [out, in]). */
@@ -83,7 +88,7 @@ export const LAYER_TENSORS = [
   { field: 'postAttnNorm', hf: 'post_attention_layernorm.weight', gguf: 'post_attention_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: postNorm },
   { field: 'wGate', hf: 'mlp.gate_proj.weight', gguf: 'ffn_gate.weight', kind: 'linear', shape: (c) => [c.intermediateSize, c.hiddenSize], when: dense },
   { field: 'wUp', hf: 'mlp.up_proj.weight', gguf: 'ffn_up.weight', kind: 'linear', shape: (c) => [c.intermediateSize, c.hiddenSize], when: dense },
-  { field: 'wDown', hf: 'mlp.down_proj.weight', gguf: 'ffn_down.weight', kind: 'mlp_out', shape: (c) => [c.hiddenSize, c.intermediateSize], when: dense },
+  { field: 'wDown', hf: 'mlp.down_proj.weight', hfHybrid: 'shared_mlp.output_linear.weight', gguf: 'ffn_down.weight', kind: 'mlp_out', shape: (c) => [c.hiddenSize, c.intermediateSize], when: dense },
   // Mixture of experts (config.moe): the router's logits (kept F32 in GGUF files), the experts'
   // stacked SwiGLU matrices, and Qwen2-MoE's shared expert with its sigmoid gate ([1, hidden]).
   { field: 'wRouter', hf: 'mlp.gate.weight', gguf: 'ffn_gate_inp.weight', kind: 'linear', shape: (c) => [experts(c), c.hiddenSize], when: moe },
@@ -126,6 +131,8 @@ export interface FusedRow {
   gguf: string;
   parts: readonly { gguf: string; rows: (c: ModelConfig) => number }[];
   when: (c: ModelConfig) => boolean;
+  /** Only a hybrid family's checkpoints of the row hold it fused (ArchInfo.hfHybrid); the row's own hold the parts. */
+  hybrid?: true;
 }
 
 const fused = (c: ModelConfig) => ARCH[c.arch].fusedProjections;
@@ -151,12 +158,26 @@ export const FUSED_LAYER_TENSORS: readonly FusedRow[] = [
     ],
     when: fused,
   },
+  // Granite 4.0's dense checkpoints (granitemoehybrid): the MLP is the shared one, gate rows then
+  // up rows in `shared_mlp.input_linear`. Granite 3.x folders and GGUF files hold the parts
+  // (the loader then finds ffn_up of the parts' size and leaves it).
+  {
+    hf: 'shared_mlp.input_linear.weight',
+    gguf: 'ffn_up.weight',
+    parts: [
+      { gguf: 'ffn_gate.weight', rows: (c) => c.intermediateSize },
+      { gguf: 'ffn_up.weight', rows: (c) => c.intermediateSize },
+    ],
+    when: (c) => c.moe === null && ARCH[c.arch].hfHybrid !== undefined,
+    hybrid: true,
+  },
 ];
 
 /** The fused matrices of layer `l` the config implies: canonical name and their parts' names and rows. */
-export function fusedTensors(config: ModelConfig, l: number): { name: string; hfName: string; parts: { name: string; rows: number }[] }[] {
+export function fusedTensors(config: ModelConfig, l: number): { name: string; hfName: string; hybrid: boolean; parts: { name: string; rows: number }[] }[] {
   return FUSED_LAYER_TENSORS.filter((f) => f.when(config)).map((f) => ({
     name: `blk.${l}.${f.gguf}`,
+    hybrid: f.hybrid === true,
     hfName: `model.layers.${l}.${f.hf}`,
     parts: f.parts.map((p) => ({ name: `blk.${l}.${p.gguf}`, rows: p.rows(config) })),
   }));
@@ -239,7 +260,10 @@ export function assembleWeights<M, V>(config: ModelConfig, get: (t: ModelTensor)
 /** HF name -> canonical name; the first row claiming a name wins (rows present for `config` only, when given). */
 const hfNames = (rows: readonly (TensorRow | FusedRow)[], config?: ModelConfig) => {
   const map = new Map<string, string>();
-  for (const r of rows) if (r.hf !== null && !('experts' in r && r.experts) && !map.has(r.hf) && (!config || !r.when || r.when(config))) map.set(r.hf, r.gguf);
+  for (const r of rows) {
+    if (r.hf === null || ('experts' in r && r.experts) || (config && r.when && !r.when(config))) continue;
+    for (const hf of [r.hf, 'hfHybrid' in r ? r.hfHybrid : undefined]) if (hf !== undefined && !map.has(hf)) map.set(hf, r.gguf);
+  }
   return map;
 };
 
