@@ -3,7 +3,7 @@
  * into reasoning, content and tool calls, the chunk stream, and the reply as that stream folded.
  */
 import type { Backend } from '../engine/types';
-import { ChatOutputParser, detectToolCallFormat, promptOpensReasoning, templateHasReasoning, type OutputEvent, type TextTokenizer } from '../text/index';
+import { ChatOutputParser, detectReasoningFormat, detectToolCallFormat, promptOpensReasoning, type OutputEvent, type TextTokenizer } from '../text/index';
 import { choiceOptions, forcedToolGrammar, newId, nowSeconds, strictToolGrammar, structuredGrammar, UsageTracker, withChoiceSeed } from './choices';
 import { runChoice, type TokenOut } from './generate';
 import { merge } from './merge';
@@ -16,7 +16,7 @@ import { chatPromptIds, renderChat } from './template';
 import { tokenBytes, tokenText } from '../text/token-bytes';
 
 /** Control tokens that open tool calls; kept in the text for the tool-call parser. */
-const TOOL_MARKERS = ['[TOOL_CALLS]', '<|python_tag|>', '<|tool_call|>'];
+const TOOL_MARKERS = ['[TOOL_CALLS]', '<|python_tag|>', '<|tool_call|>', '<|/tool_call|>'];
 
 export interface ChatRun {
   stream: boolean;
@@ -37,8 +37,14 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
   });
 
   const toolFormat = req.tools?.length && req.tool_choice !== 'none' ? detectToolCallFormat(template.text) : null;
-  const reasoning = templateHasReasoning(template.text)
-    ? { startsInReasoning: promptOpensReasoning(prompt), separateReasoning: req.separate_reasoning, streamReasoning: req.stream_reasoning }
+  const reasoningFormat = detectReasoningFormat(template.text);
+  const reasoning = reasoningFormat
+    ? {
+        ...reasoningFormat.options,
+        startsInReasoning: promptOpensReasoning(prompt, reasoningFormat.options.startTag, reasoningFormat.options.endTag),
+        separateReasoning: req.separate_reasoning,
+        streamReasoning: req.stream_reasoning,
+      }
     : null;
   const keepSpecialIds = toolFormat ? TOOL_MARKERS.map((m) => tok.tokenToId(m)).filter((x): x is number => x !== undefined) : [];
 

@@ -26,6 +26,8 @@ beforeAll(async () => {
   tok.mistral = loadTextModel(await openModel(m.hf.F32!)).tokenizer;
   // Granite's real tokenizer is byte-level BPE as Qwen's; its <|tool_call|> is plain text here.
   tok.granite = tok.hermes;
+  // Phi-4-mini's too (o200k); its <|tool_call|> and <|/tool_call|> are plain text here.
+  tok.phi4 = tok.hermes;
 });
 
 const WEATHER = { type: 'object', properties: { city: { enum: ['Paris', 'Oslo'] }, days: { type: 'integer', minimum: 1, maximum: 7 } }, required: ['city', 'days'] };
@@ -47,7 +49,10 @@ const CALLS: Record<ToolCallFormat, string> = {
   llama3: '{"name": "get_weather", "parameters": {"city":"Oslo","days":3}}',
   mistral: '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city":"Oslo","days":3}}, {"name": "get_time", "arguments": {"tz":"UTC"}}]',
   granite: '<|tool_call|>[{"name": "get_weather", "arguments": {"city":"Oslo","days":3}}, {"name": "get_time", "arguments": {"tz":"UTC"}}]',
+  phi4: '<|tool_call|>[{"name": "get_weather", "arguments": {"city":"Oslo","days":3}}, {"name": "get_time", "arguments": {"tz":"UTC"}}]<|/tool_call|>',
 };
+/** How each list format's list ends (the others have no list). */
+const LIST_END: Partial<Record<ToolCallFormat, string>> = { mistral: ']', granite: ']', phi4: ']<|/tool_call|>' };
 const FORMATS = Object.keys(CALLS) as ToolCallFormat[];
 
 async function start(format: ToolCallFormat, spec: Partial<ConstraintSpec> & { kind: 'tool_calls' | 'tool_calls_auto' }): Promise<Constraint> {
@@ -108,7 +113,7 @@ describe.each(FORMATS)('forced tool calls in the %s format', (format) => {
   });
 
   it('refuses a tool that is not offered and arguments outside the schema', async () => {
-    const open = { hermes: '<tool_call>\n', llama3: '', mistral: '[TOOL_CALLS][', granite: '<|tool_call|>[' }[format];
+    const open = { hermes: '<tool_call>\n', llama3: '', mistral: '[TOOL_CALLS][', granite: '<|tool_call|>[', phi4: '<|tool_call|>[' }[format];
     const args = format === 'llama3' ? 'parameters' : 'arguments';
     const unknown = await start(format, { kind: 'tool_calls' });
     expect(await feed(format, unknown, `${open}{"name": "get_stock`)).not.toBeNull();
@@ -120,12 +125,16 @@ describe.each(FORMATS)('forced tool calls in the %s format', (format) => {
 
   it('allows exactly one call when multiple is off (a named tool, or parallel_tool_calls false)', async () => {
     const c = await start(format, { kind: 'tool_calls', tools: [TOOLS[1]!], multiple: false });
-    const one = { hermes: '<tool_call>\n{"name": "get_time", "arguments": {"tz":"CET"}}\n</tool_call>', llama3: '{"name": "get_time", "parameters": {"tz":"CET"}}', mistral: '[TOOL_CALLS][{"name": "get_time", "arguments": {"tz":"CET"}}', granite: '<|tool_call|>[{"name": "get_time", "arguments": {"tz":"CET"}}' }[format];
+    const one = { hermes: '<tool_call>\n{"name": "get_time", "arguments": {"tz":"CET"}}\n</tool_call>', llama3: '{"name": "get_time", "parameters": {"tz":"CET"}}', mistral: '[TOOL_CALLS][{"name": "get_time", "arguments": {"tz":"CET"}}', granite: '<|tool_call|>[{"name": "get_time", "arguments": {"tz":"CET"}}', phi4: '<|tool_call|>[{"name": "get_time", "arguments": {"tz":"CET"}}' }[format];
     expect(await feed(format, c, one)).toBeNull();
     const next = await allowed(c);
-    // Mistral: only the list's `]` (its piece or its byte-fallback token).
-    if (format === 'mistral' || format === 'granite') expect(new Set(next.map((id) => tok[format].decode([id], { skipSpecialTokens: false })))).toEqual(new Set([']']));
-    else expect(next.every((id) => tok[format].eosIds.includes(id))).toBe(true);
+    // A list: only the list's end (Mistral: `]`, its piece or its byte-fallback token; Phi-4-mini: `]<|/tool_call|>`, begun).
+    const end = LIST_END[format];
+    if (end) {
+      const texts = new Set(next.map((id) => tok[format].decode([id], { skipSpecialTokens: false })));
+      expect(texts.has(']')).toBe(true);
+      expect([...texts].every((t) => t.length > 0 && end.startsWith(t))).toBe(true);
+    } else expect(next.every((id) => tok[format].eosIds.includes(id))).toBe(true);
     c.dispose();
   });
 });

@@ -6,7 +6,8 @@
  * - `llama3`:  `{"name": "f", "parameters": {...}}`, one call per reply (Llama 3.1's template
  *   renders a single call per message and refuses more, so a second call could not go back into
  *   the history; the parser's `; ` separator is for other servers' output);
- * - `mistral`: `[TOOL_CALLS][{"name": "f", "arguments": {...}}, {...}]`: one list holds every call.
+ * - `mistral`: `[TOOL_CALLS][{"name": "f", "arguments": {...}}, {...}]`: one list holds every call;
+ *   `granite` the same list after `<|tool_call|>`, `phi4` that list closed by `<|/tool_call|>`.
  *
  * Every call is one tag per tool: its begin names the tool, its content is the tool's parameters
  * grammar, its end closes the call. So a call can only name a listed tool, and its arguments
@@ -54,6 +55,8 @@ const SHAPES: Record<ToolCallFormat, CallShape> = {
   mistral: { argsKey: 'arguments', open: '', close: '', separator: ', ', parallel: true, list: { begin: '[TOOL_CALLS][', end: ']' }, trigger: '[TOOL_CALLS]' },
   // Granite 3.x: the list after <|tool_call|>, as its template's default system prompt asks.
   granite: { argsKey: 'arguments', open: '', close: '', separator: ', ', parallel: true, list: { begin: '<|tool_call|>[', end: ']' }, trigger: '<|tool_call|>' },
+  // Phi-4-mini: Granite's list, closed by <|/tool_call|>.
+  phi4: { argsKey: 'arguments', open: '', close: '', separator: ', ', parallel: true, list: { begin: '<|tool_call|>[', end: ']<|/tool_call|>' }, trigger: '<|tool_call|>' },
 };
 
 /** Turns a parameters schema (JSON text) into EBNF with root rule `root` (grammar.ts's JSON-correct conversion). */
@@ -107,6 +110,7 @@ export async function autoToolCallsTag(format: ToolCallFormat, tools: ForcedTool
       return { type: 'structural_tag', format: triggered([shape.trigger], tags) };
     case 'mistral':
     case 'granite':
+    case 'phi4':
       // The trigger opens the whole list; free text again after its `]`.
       return { type: 'structural_tag', format: triggered([shape.trigger], [callList(shape, tags, true)]) };
     case 'llama3': {

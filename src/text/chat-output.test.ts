@@ -2,7 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { ChatOutputParser, foldEvents, type ChatOutputParserOptions, type FoldedOutput } from './chat-output';
 import type { OutputEvent } from './stream-text';
 import { detectToolCallFormat } from './tool-calls';
-import { promptOpensReasoning } from './reasoning';
+import { detectReasoningFormat, promptOpensReasoning, REASONING_FORMATS } from './reasoning';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 function deterministicIds() {
   let n = 0;
@@ -23,7 +25,9 @@ function splits(text: string): string[][] {
   return out;
 }
 
-const TAG_PIECES = /<|>|\[TOOL|CALLS\]|python_tag|think|tool_call/;
+const TAG_PIECES = /<|>|\[TOOL|CALLS\]|python_tag|think|tool_call|response>/;
+
+const GRANITE_REASONING = REASONING_FORMATS.find((f) => f.name === 'granite')!.options;
 
 interface Case {
   name: string;
@@ -109,6 +113,42 @@ const CASES: Case[] = [
     output: 'Sure. <|tool_call|>[{"name": "get_weather", "arguments": {"city": "Zürich", "days": 2}}, {"name": "search", "arguments": {"query": "a \\"quoted\\" {brace}"}}]',
     want: { reasoning_content: '', content: 'Sure. ', tool_calls: [weather, search] },
   },
+  {
+    name: 'Granite 3.3 thinking: <think> then <response>, both tags dropped',
+    opts: { reasoning: GRANITE_REASONING },
+    output: '<think>The user asks for 2+2.\nThat is 4.</think>\n<response>\n2+2 is 4.\n</response>',
+    want: { reasoning_content: 'The user asks for 2+2.\nThat is 4.', content: '2+2 is 4.', tool_calls: [] },
+  },
+  {
+    name: 'Granite 3.3 response tags without a think block',
+    opts: { reasoning: GRANITE_REASONING },
+    output: '<response>Just 4.</response>',
+    want: { reasoning_content: '', content: 'Just 4.', tool_calls: [] },
+  },
+  {
+    name: 'Granite 3.3 plain answer (thinking off): nothing dropped',
+    opts: { reasoning: GRANITE_REASONING },
+    output: 'It is 4, a response of sorts.',
+    want: { reasoning_content: '', content: 'It is 4, a response of sorts.', tool_calls: [] },
+  },
+  {
+    name: 'Granite 3.3 response never closed',
+    opts: { reasoning: GRANITE_REASONING },
+    output: '<think>hm</think><response>cut off mid',
+    want: { reasoning_content: 'hm', content: 'cut off mid', tool_calls: [] },
+  },
+  {
+    name: 'Phi-4-mini tool calls: the list between <|tool_call|> and <|/tool_call|>',
+    opts: { toolCallFormat: 'phi4' },
+    output: 'Sure. <|tool_call|>[{"name": "get_weather", "arguments": {"city": "Zürich", "days": 2}}, {"name": "search", "arguments": {"query": "a \\"quoted\\" {brace}"}}]<|/tool_call|>',
+    want: { reasoning_content: '', content: 'Sure. ', tool_calls: [weather, search] },
+  },
+  {
+    name: 'Phi-4-mini: one call per tag pair, twice, text after',
+    opts: { toolCallFormat: 'phi4' },
+    output: '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Zürich", "days": 2}}]<|/tool_call|><|tool_call|>{"name": "search", "arguments": {"query": "a \\"quoted\\" {brace}"}}<|/tool_call|>Done.',
+    want: { reasoning_content: '', content: 'Done.', tool_calls: [weather, search] },
+  },
 ];
 
 describe.each(CASES)('$name', ({ opts, output, want }) => {
@@ -163,6 +203,14 @@ describe('format detection', () => {
     expect(detectToolCallFormat('with <|tool_call|> followed by a JSON list of tools used.')).toBe('granite');
     expect(detectToolCallFormat('<|start_header_id|> {"name": function name, "parameters": ...} <|python_tag|>')).toBe('llama3');
     expect(detectToolCallFormat('{{ messages }}')).toBe(null);
+    // Phi-4-mini's published template declares tools between <|tool|> and <|/tool|>.
+    const phi4 = readFileSync(join(import.meta.dirname, 'testdata', 'published', 'phi-4-mini-instruct.jinja'), 'utf8');
+    expect(detectToolCallFormat(phi4)).toBe('phi4');
+    // Granite 3.3's system prompt with thinking on names both pairs of tags; Qwen3's only <think>.
+    expect(detectReasoningFormat('Write your thoughts between <think></think> and write your response between <response></response> for each user query.')?.name).toBe('granite');
+    expect(detectReasoningFormat("{{- '<think>\\n' }}…{{ '</think>' }}")?.name).toBe('think');
+    expect(detectReasoningFormat(phi4)).toBeNull();
+
     expect(promptOpensReasoning('<｜Assistant｜><think>\n')).toBe(true);
     expect(promptOpensReasoning('<|im_start|>assistant\n<think>\n\n</think>\n\n')).toBe(false);
     // SmolLM3: /no_think closes an empty block in the prompt (answer only); /think leaves the model to open one.

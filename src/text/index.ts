@@ -43,7 +43,7 @@ export {
   type ChatToolCall,
 } from './chat-messages';
 export { strftime } from './strftime';
-export { ReasoningParser, promptOpensReasoning, templateHasReasoning, type ReasoningOptions } from './reasoning';
+export { ReasoningParser, REASONING_FORMATS, detectReasoningFormat, promptOpensReasoning, templateHasReasoning, type ReasoningFormat, type ReasoningOptions } from './reasoning';
 export { ToolCallParser, detectToolCallFormat, type ToolCallFormat, type ToolCallParserOptions } from './tool-calls';
 export { ChatOutputParser, foldEvents, type ChatOutputParserOptions, type FoldedOutput } from './chat-output';
 export type { OutputEvent, ToolCallDelta } from './stream-text';

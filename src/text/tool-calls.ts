@@ -7,18 +7,23 @@
  * - `mistral`: `[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`.
  * - `granite` (Granite 3.x): `<|tool_call|>[{"name": ..., "arguments": {...}}, ...]`, the list its
  *   template's default system prompt asks for.
+ * - `phi4` (Phi-4-mini): `<|tool_call|>[{"name": ..., "arguments": {...}}, ...]<|/tool_call|>`; its
+ *   template declares the tools between `<|tool|>` and `<|/tool|>` (Microsoft's function-calling
+ *   example parses the list between the two special tokens; Ollama's phi4-mini template writes
+ *   calls back this way).
  *
  * A call is emitted once it is complete: a first delta with index, id, type and name, then one
  * with the arguments as a JSON string. Text outside calls is content; partial tags are held.
- * `[TOOL_CALLS]`, `<|python_tag|>` and `<|tool_call|>` are special tokens: detokenize with them kept.
+ * `[TOOL_CALLS]`, `<|python_tag|>`, `<|tool_call|>` and `<|/tool_call|>` are special tokens: detokenize with them kept.
  */
 import { partialTagSuffix, pushEvent, type OutputEvent } from './stream-text';
 
-export type ToolCallFormat = 'hermes' | 'llama3' | 'mistral' | 'granite';
+export type ToolCallFormat = 'hermes' | 'llama3' | 'mistral' | 'granite' | 'phi4';
 
 /** Picks the format a chat template teaches its model, or null when it has none. */
 export function detectToolCallFormat(template: string): ToolCallFormat | null {
   if (template.includes('[TOOL_CALLS]')) return 'mistral';
+  if (template.includes('<|/tool|>')) return 'phi4';
   if (template.includes('<|tool_call|>')) return 'granite';
   if (template.includes('<tool_call>')) return 'hermes';
   if (template.includes('<|python_tag|>') || (template.includes('<|start_header_id|>') && template.includes('"parameters"'))) return 'llama3';
@@ -89,6 +94,8 @@ const HERMES_OPEN = '<tool_call>';
 const HERMES_CLOSE = '</tool_call>';
 const MISTRAL_TAG = '[TOOL_CALLS]';
 export const GRANITE_TAG = '<|tool_call|>';
+/** Closes Phi-4-mini's list (its open tag is Granite's). */
+export const PHI4_CLOSE = '<|/tool_call|>';
 const PYTHON_TAG = '<|python_tag|>';
 
 export class ToolCallParser {
@@ -96,8 +103,10 @@ export class ToolCallParser {
   private count = 0;
   /** llama3: undecided until the reply's first non-space character; then JSON or plain content. */
   private llamaMode: 'undecided' | 'json' | 'content' = 'undecided';
-  /** mistral, granite: inside the call list after the tag. */
+  /** mistral, granite, phi4: inside the call list after the tag. */
   private inList = false;
+  /** phi4: a list was read; its closing tag (and the space before it) is dropped when it follows. */
+  private afterList = false;
   private readonly newId: () => string;
 
   constructor(private readonly opts: ToolCallParserOptions) {
@@ -144,6 +153,8 @@ export class ToolCallParser {
         return this.runTaggedList(out, final, MISTRAL_TAG);
       case 'granite':
         return this.runTaggedList(out, final, GRANITE_TAG);
+      case 'phi4':
+        return this.runTaggedList(out, final, GRANITE_TAG, PHI4_CLOSE);
       case 'llama3':
         return this.runLlama(out, final);
     }
@@ -172,9 +183,18 @@ export class ToolCallParser {
     }
   }
 
-  /** A tag, then a JSON list of calls (or one call): `[TOOL_CALLS]` (Mistral), `<|tool_call|>` (Granite). */
-  private runTaggedList(out: OutputEvent[], final: boolean, tag: string): void {
+  /**
+   * A tag, then a JSON list of calls (or one call): `[TOOL_CALLS]` (Mistral), `<|tool_call|>`
+   * (Granite), and the list's closing tag where the format has one (Phi-4-mini).
+   */
+  private runTaggedList(out: OutputEvent[], final: boolean, tag: string, close?: string): void {
     for (;;) {
+      if (this.afterList && close) {
+        const t = this.buf.replace(/^\s+/, '');
+        if (t.startsWith(close)) this.buf = t.slice(close.length);
+        else if (!final && close.startsWith(t)) return; // whitespace or part of the tag so far
+        this.afterList = false;
+      }
       if (!this.inList) {
         const at = this.buf.indexOf(tag);
         if (at < 0) {
@@ -197,10 +217,12 @@ export class ToolCallParser {
       const text = this.buf.slice(start, end < 0 ? undefined : end);
       const v = parseJson(text);
       const calls = (Array.isArray(v) ? v : [v]).map(toCall);
-      if (v !== undefined && calls.every((c) => c)) for (const c of calls) this.emitCall(out, c!);
+      const parsed = v !== undefined && calls.every((c) => c);
+      if (parsed) for (const c of calls) this.emitCall(out, c!);
       else pushEvent(out, { type: 'content', text });
       this.buf = end < 0 ? '' : this.buf.slice(end);
       this.inList = false;
+      this.afterList = parsed;
       if (end < 0) return;
     }
   }
