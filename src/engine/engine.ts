@@ -39,6 +39,7 @@ import type { LoadOptions } from '../loader/open';
 import type { ModelInput } from '../loader/resolve';
 import { maskWords } from '../kernels/mask-ref';
 import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, SamplingParams, TokenLogprob } from './types';
+import { scaledSource, type Scaled } from './lora-source';
 
 export interface EngineOptions {
   /** A GPU to use; by default `navigator.gpu` (pages, workers) is acquired. Node passes `nodeGPU()`'s. */
@@ -73,7 +74,7 @@ export interface EngineOptions {
 }
 
 /** An adapter to load: where it is (anything a model load takes), or that with a multiplier on its own scale. */
-export type LoraSource = ModelInput | { source: ModelInput; scale?: number };
+export type LoraSource = Scaled<ModelInput>;
 
 export interface LoraPoolOptions {
   /** Adapters loaded at once (default 8). */
@@ -229,7 +230,8 @@ export class GpuEngine implements Backend, BatchRunner {
   async loadLora(name: string, source: LoraSource, opts: LoraLoadOptions = {}): Promise<LoraInfo> {
     if (this.disposed) throw new BackendDisposedError('GpuEngine');
     if (typeof name !== 'string' || name === '') throw new TypeError('a LoRA adapter needs a non-empty name');
-    const [input, scale] = isLoraSourceObject(source) ? [source.source, source.scale ?? opts.scale ?? 1] : [source, opts.scale ?? 1];
+    const { source: input, scale: given } = scaledSource(source);
+    const scale = given ?? opts.scale ?? 1;
     if (!Number.isFinite(scale)) throw new TypeError(`LoRA scale must be a finite number, got ${scale}`);
     if (this.adapters.names.includes(name)) throw new LoraExistsError(name);
     const adapter = await openLoraWithCache(input, this.config, opts);
@@ -649,10 +651,6 @@ export function kvPoolPages(a: {
     pages = bindingPages;
   }
   return pages;
-}
-
-function isLoraSourceObject(s: LoraSource): s is { source: ModelInput; scale?: number } {
-  return typeof s === 'object' && s !== null && !(s instanceof URL) && 'source' in s && !('text' in s) && !('read' in s);
 }
 
 /** A source as listings show it: a path, URL or repo id; 'picked files' otherwise. */

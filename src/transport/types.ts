@@ -3,12 +3,13 @@ import type { GPUDescription } from '../gpu/device';
 import type { LoadProgress } from '../loader/progress';
 import type { EngineStats } from '../engine/engine';
 import type { LoraInfo } from '../engine/types';
+import type { Scaled } from '../engine/lora-source';
 import type { StructuredError } from './errors';
 
 export type { EngineStats, LoraInfo };
 
 /** A LoRA adapter to load: where it is (a URL, a Hugging Face repo id, a `.gguf` Blob, picked folder files; in Node a path), or that with a multiplier on its own alpha / rank. */
-export type LoraSpec = ModelSpec | { source: ModelSpec; scale?: number };
+export type LoraSpec = Scaled<ModelSpec>;
 
 /** The LoRA adapter pool (made on the first adapter load). */
 export interface LoraPoolSpec {

@@ -23,7 +23,7 @@ export interface WorkerLoadOptions {
   kvCacheTokens?: number;
   cache?: boolean;
   id?: string;
-  lora?: Record<string, WireModel | { source: WireModel; scale?: number }>;
+  lora?: Record<string, { source: WireModel; scale?: number }>;
   loraPool?: { maxAdapters?: number; maxRank?: number; bytes?: number };
   memoryBytes?: number;
 }
@@ -54,10 +54,6 @@ function signalFrom(port: MessagePort | undefined): AbortSignal | undefined {
 function toModelInput(m: WireModel): ModelInput {
   if (typeof m === 'string' || m instanceof Blob) return m;
   return m.files.map(({ path, file }) => Object.defineProperty(file, 'webkitRelativePath', { value: path }));
-}
-
-function isWireSpec(v: WireModel | { source: WireModel; scale?: number }): v is { source: WireModel; scale?: number } {
-  return typeof v === 'object' && !(v instanceof Blob) && 'source' in v;
 }
 
 /** Runs `f`, throwing failures as plain structured objects (comlink clones them as they are). */
@@ -91,7 +87,7 @@ export function createWorkerApi(): EngineWorkerApi {
           memoryBytes: options.memoryBytes,
           cache: options.cache,
           id: options.id,
-          lora: options.lora && Object.fromEntries(Object.entries(options.lora).map(([k, v]) => [k, isWireSpec(v) ? { source: toModelInput(v.source), scale: v.scale } : toModelInput(v)])),
+          lora: options.lora && Object.fromEntries(Object.entries(options.lora).map(([k, v]) => [k, { source: toModelInput(v.source), scale: v.scale }])),
           loraPool: options.loraPool,
           signal,
           onProgress: onProgress ? (p) => void onProgress(p) : undefined,

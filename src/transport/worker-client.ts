@@ -11,14 +11,17 @@ import type { LoadProgress } from '../loader/progress';
 import type { EngineWorkerApi, WireModel } from './worker-api';
 import { fromWireResponse, toWireRequest } from './wire';
 import type { CreateEngineOptions, EngineHandle, EngineInfo, LoraSpec, ModelSpec } from './types';
+import { scaledSource } from '../engine/lora-source';
 
 /** Starts `src/worker.ts`; Vite bundles it (dev server, vitest and the library build alike). */
 export function startEngineWorker(): Worker {
   return new Worker(new URL('../worker.ts', import.meta.url), { type: 'module', name: 'webgpu-llm' });
 }
 
-function toWireLora(s: LoraSpec): WireModel | { source: WireModel; scale?: number } {
-  return typeof s === 'object' && !(s instanceof URL) && !(s instanceof Blob) && 'source' in s ? { source: toWireModel(s.source), scale: s.scale } : toWireModel(s as ModelSpec);
+/** Adapters cross to the Worker in the `{ source, scale }` form. */
+function toWireLora(s: LoraSpec): { source: WireModel; scale?: number } {
+  const { source, scale } = scaledSource(s);
+  return { source: toWireModel(source), ...(scale !== undefined ? { scale } : {}) };
 }
 
 function toWireModel(m: ModelSpec): WireModel {
@@ -133,8 +136,7 @@ export async function createWorkerEngine(options: CreateEngineOptions, given?: W
     stats: () => (open ? call(api.stats()) : Promise.reject(unloadedError())),
     loadLora: (name, source, opts) => {
       if (!open) return Promise.reject(unloadedError());
-      const wire = toWireLora(source);
-      const [src, scale] = typeof wire === 'object' && !(wire instanceof Blob) && 'source' in wire ? [wire.source, wire.scale] : [wire, undefined];
+      const { source: src, scale } = toWireLora(source);
       return call(api.loadLora(name, src, { ...opts, ...(scale !== undefined ? { scale } : {}) }));
     },
     unloadLora: (name) => (open ? call(api.unloadLora(name)) : Promise.reject(unloadedError())),
