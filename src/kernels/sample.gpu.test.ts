@@ -17,7 +17,7 @@ import { opContext, random, runPass } from '../testing/kernel-helpers';
 const BASE: SeqSampling = { temperature: 1, topK: 0, topP: 1, minP: 0, seed: 1234, step: 0, logprobs: false, topLogprobs: 0 };
 
 /** Samples every entry of `list` in one dispatch; rowStride 0 makes them all read row 0. */
-async function sample(logits: Float32Array, vocab: number, rowStride: number, list: SeqSampling[], wg: number): Promise<SampledToken[]> {
+async function sample(logits: Float32Array, vocab: number, rowStride: number, list: SeqSampling[], wg: number, chunk?: number): Promise<SampledToken[]> {
   const { device } = await testGPU();
   const S = list.length;
   const tokens = createBuffer(device, S * 4, STORAGE);
@@ -30,6 +30,7 @@ async function sample(logits: Float32Array, vocab: number, rowStride: number, li
     vocab,
     rowStride,
     wg,
+    chunk,
   });
   await runPass(device, (pass) => op.encode(pass, S));
   const ids = new Uint32Array(await readBuffer(device, tokens, S * 4));
@@ -73,8 +74,10 @@ describe('sample kernel', () => {
     expect(Math.abs(got!.logprob! - want.logprob!)).toBeLessThan(1e-5);
   });
 
-  for (const wg of SAMPLE_WG) {
-    it(`matches the reference draw for every filter setting, token for token, at WG=${wg}`, async () => {
+  // Small chunks split V = 1000 over many wide-pass workgroups: the random logits' top-k runs on
+  // the candidates, the tied ones' often drop ties at a chunk's cut and fall back to the row.
+  for (const [wg, chunk] of [...SAMPLE_WG.map((w) => [w, undefined] as const), [64, 37] as const]) {
+    it(`matches the reference draw for every filter setting, token for token, at WG=${wg}${chunk ? `, chunk ${chunk}` : ''}`, async () => {
       const V = 1000;
       const settings: Array<Partial<SeqSampling>> = [
         {},
@@ -89,15 +92,54 @@ describe('sample kernel', () => {
         { minP: 0.3, temperature: 2 },
         { topK: 50, topP: 0.9, minP: 0.02 },
         { topK: 3, topP: 0.2 },
+        { topK: 64, topP: 0.95 },
+        { topK: 65, temperature: 0.9 }, // above the candidates: the row walk
+        { topK: 200, topP: 0.8, minP: 0.01 },
       ];
       for (const logits of [random(V, 3, 5), tiedLogits(V, 4)]) {
         const list = settings.flatMap((s, i) => Array.from({ length: 6 }, (_, step) => ({ ...BASE, ...s, seed: 1000 + i, step })));
-        const got = await sample(logits, V, 0, list, wg);
+        const got = await sample(logits, V, 0, list, wg, chunk);
         const want = list.map((s) => sampleRef(logits, s, uniform01(s.seed, s.step)));
         expect(got.map((g) => g.token)).toEqual(want.map((w) => w.token));
       }
     });
   }
+
+  for (const V of [151_936, 262_144]) {
+    it(`matches the reference over a ${V}-token vocabulary: greedy, T 0.7 / top-k 40 / top-p 0.9, top logprobs`, async () => {
+      const logits = random(V, V, 8);
+      logits[V - 1] = 9; // the largest in the last chunk
+      logits[V >> 1] = 8.9;
+      const list: SeqSampling[] = [
+        { ...BASE, temperature: 0, logprobs: true, topLogprobs: 20 },
+        ...[0, 1].map((step) => ({ ...BASE, temperature: 0.7, topK: 40, topP: 0.9, step, seed: V })),
+        { ...BASE, temperature: 1.2, topK: 50, minP: 0.05, logprobs: true, topLogprobs: 3, seed: 9 },
+      ];
+      const got = await sample(logits, V, 0, list, 256);
+      list.forEach((s, i) => {
+        const want = sampleRef(logits, s, uniform01(s.seed, s.step));
+        expect(got[i]!.token).toBe(want.token);
+        expect(got[i]!.top?.map((t) => t.id)).toEqual(want.top?.map((t) => t.id));
+        if (s.logprobs) expect(Math.abs(got[i]!.logprob! - want.logprob!)).toBeLessThan(1e-5);
+      });
+      expect(got[0]!.token).toBe(V - 1);
+    });
+  }
+
+  it('keeps the ties a chunk’s candidate list could not hold (the row walk takes over)', async () => {
+    // 24 tokens tie at the top, 16 of them in the first 37-id chunk: with top-k 3 (candidates
+    // per chunk: 3) that chunk drops 13 ties that the kept set must still hold.
+    const V = 300;
+    const logits = random(V, 12, 2);
+    const tied = [...Array.from({ length: 16 }, (_, i) => 2 * i + 1), 40, 41, 77, 150, 151, 152, 298, 299];
+    for (const i of tied) logits[i] = 5;
+    const list = Array.from({ length: 48 }, (_, step) => ({ ...BASE, topK: 3, topP: step % 2 ? 0.5 : 1, step }));
+    const want = list.map((q) => sampleRef(logits, q, uniform01(q.seed, q.step)));
+    expect(want[0]!.kept).toEqual(tied);
+    const got = await sample(logits, V, 0, list, 64, 37);
+    expect(got.map((g) => g.token)).toEqual(want.map((w) => w.token));
+    expect(new Set(got.map((g) => g.token)).size).toBeGreaterThan(10);
+  });
 
   it('keeps every logit tied at the top-k cut and draws only among the kept', async () => {
     const logits = new Float32Array([1, 3, 2, 3, 0, 3, 2.5, -1]);
@@ -147,8 +189,8 @@ describe('sample kernel', () => {
       { ...BASE, topP: 0.5, logprobs: true, topLogprobs: 0 },
       { ...BASE, logprobs: false, topLogprobs: 0 },
     ];
-    for (const wg of SAMPLE_WG) {
-      const got = await sample(logits, V, 0, list, wg);
+    for (const [wg, chunk] of [...SAMPLE_WG.map((w) => [w, undefined] as const), [64, 29] as const]) {
+      const got = await sample(logits, V, 0, list, wg, chunk);
       list.forEach((s, i) => {
         const want = sampleRef(logits, s, uniform01(s.seed, s.step));
         expect(got[i]!.token).toBe(want.token);

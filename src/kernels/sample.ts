@@ -1,17 +1,27 @@
 /**
- * The GPU sampler (shaders/sample.wgsl): logits [S, V] f32 in, token ids [S] (and logprobs when
- * asked) out. This module packs the per-sequence parameters, mirrors the kernel's filtering and
- * RNG in TypeScript (`sampleRef`, `uniform01`), and builds the op.
+ * The GPU sampler: logits [S, V] f32 in, token ids [S] (and logprobs when asked) out, in two
+ * dispatches — shaders/sample_partial.wgsl reads each row once across many workgroups (partials
+ * and top candidates per vocabulary chunk), shaders/sample.wgsl selects per sequence. This module
+ * packs the per-sequence parameters, mirrors the kernels' filtering and RNG in TypeScript
+ * (`sampleRef`, `uniform01`), and builds the op.
  */
-import source from '../../shaders/sample.wgsl';
-import { bindBuffers, identityRows, packParams, UNIFORM, uploadBuffer, type BufferRef } from '../gpu/buffers';
+import selectLib from '../../shaders/lib/sample_select.wgsl';
+import partialBody from '../../shaders/sample_partial.wgsl';
+import selectBody from '../../shaders/sample.wgsl';
+import { bindBuffers, createBuffer, identityRows, packParams, STORAGE, UNIFORM, uploadBuffer, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { describeDispatch, type Op, type OpContext, type OpLabel } from './op';
 
-export const sampleKernel: Kernel = { name: 'sample', source };
+export const samplePartialKernel: Kernel = { name: 'sample_partial', source: selectLib + partialBody };
+export const sampleKernel: Kernel = { name: 'sample', source: selectLib + selectBody };
 
 /** Workgroup sizes the kernel is specialised and tested at (powers of two). */
 export const SAMPLE_WG = [64, 128, 256] as const;
+
+/** Candidates per vocabulary chunk (MAX_CAND in sample_select.wgsl): top-k up to this skips the row walk. */
+export const MAX_SAMPLE_CANDIDATES = 64;
+/** u32 words of a chunk's partial (PART_WORDS in the kernels). */
+const PART_WORDS = 8;
 
 /** Most top logprobs per token (OpenAI allows 20). */
 export const MAX_TOP_LOGPROBS = 20;
@@ -191,35 +201,72 @@ export function sampleRef(logits: Float32Array, s: SeqSampling, u: number): Samp
  * each row used). `params` holds `packSamplingParams` for up to maxSeqs sequences and is written
  * each step; `tokens` ([slots] u32) receives row r's token at `rowSlot[r]` (its sequence's slot;
  * default: r) and `logprobs` [S, LOGPROB_WORDS] u32 (floats as bits), by row.
- * `encode(pass, seqs)` dispatches one workgroup per sequence. Logits must not be NaN.
+ * `encode(pass, seqs)` dispatches ceil(vocab / chunk) × seqs workgroups for the wide pass, then
+ * one per sequence. `maxSeqs` (default: the slots of `tokens`) sizes the scratch; `chunk` (ids per
+ * wide workgroup, default 8 per thread) is a test hook. Logits must not be NaN.
  */
 export async function createSampleOp(
   ctx: OpContext,
-  args: { logits: GPUBuffer; params: BufferRef; tokens: GPUBuffer; logprobs: GPUBuffer; vocab: number; rowStride?: number; wg?: number; rowSlot?: BufferRef; label?: OpLabel },
+  args: {
+    logits: GPUBuffer;
+    params: BufferRef;
+    tokens: GPUBuffer;
+    logprobs: GPUBuffer;
+    vocab: number;
+    rowStride?: number;
+    wg?: number;
+    rowSlot?: BufferRef;
+    maxSeqs?: number;
+    chunk?: number;
+    label?: OpLabel;
+  },
 ): Promise<Op> {
   const wg = args.wg ?? 256;
   if (!Number.isInteger(Math.log2(wg))) throw new RangeError(`the sampler's workgroup size must be a power of two, got ${wg}`);
   if (!(args.vocab >= 1)) throw new RangeError(`the sampler needs a vocabulary of at least one token, got ${args.vocab}`);
+  const chunk = args.chunk ?? wg * 8;
+  if (!(Number.isInteger(chunk) && chunk >= 1)) throw new RangeError(`the sampler's chunk must be a positive integer, got ${chunk}`);
+  const chunks = Math.ceil(args.vocab / chunk);
+  const maxSeqs = args.maxSeqs ?? args.tokens.size / 4;
   // Logits stay f32 whatever the activation precision: no f16 variant.
-  const pipeline = await ctx.cache.get(sampleKernel, { constants: { WG: wg } });
-  const uniform = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', args.vocab], ['u32', args.rowStride ?? args.vocab]])), UNIFORM, 'sample params');
+  const [partial, select] = await Promise.all([
+    ctx.cache.get(samplePartialKernel, { constants: { WG: wg } }),
+    ctx.cache.get(sampleKernel, { constants: { WG: wg } }),
+  ]);
+  const uniform = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', args.vocab], ['u32', args.rowStride ?? args.vocab], ['u32', chunk], ['u32', chunks]])), UNIFORM, 'sample params');
+  // Scratch between the two dispatches, sized once for maxSeqs rows.
+  const part = createBuffer(ctx.device, maxSeqs * chunks * PART_WORDS * 4, STORAGE, 'sample partials');
+  const cand = createBuffer(ctx.device, maxSeqs * chunks * MAX_SAMPLE_CANDIDATES * 2 * 4, STORAGE, 'sample candidates');
   // Without a row → slot map, row r writes tokens[r].
   const identity = args.rowSlot ? null : identityRows(ctx.device, args.tokens.size / 4, 'sample rowSlot');
-  // A row of f32 logits read per sequence (the token and logprobs written are a few words).
-  const bindGroup = describeDispatch(
-    bindBuffers(ctx.device, pipeline, [args.logits, args.params, args.tokens, args.logprobs, uniform, args.rowSlot ?? identity!]),
-    args.label ?? { role: 'sample', perSeq: true },
+  const label = args.label ?? { role: 'sample', perSeq: true };
+  // The wide pass reads a row of f32 logits per sequence; the select its partials (and, for
+  // top-k above the candidates or ties that overflow them, the row again: not counted here).
+  const partialGroup = describeDispatch(
+    bindBuffers(ctx.device, partial, [args.logits, args.params, uniform, part, cand]),
+    label,
     'sample',
     (rows) => rows * args.vocab * 4,
+  );
+  const selectGroup = describeDispatch(
+    bindBuffers(ctx.device, select, [args.logits, args.params, args.tokens, args.logprobs, uniform, args.rowSlot ?? identity!, part, cand]),
+    label,
+    'sample',
+    (rows) => rows * chunks * PART_WORDS * 4,
   );
   return {
     destroy: () => {
       uniform.destroy();
+      part.destroy();
+      cand.destroy();
       identity?.destroy();
     },
     encode(pass, seqs) {
-      pass.setPipeline(pipeline);
-      pass.setBindGroup(0, bindGroup);
+      pass.setPipeline(partial);
+      pass.setBindGroup(0, partialGroup);
+      pass.dispatchWorkgroups(chunks, seqs);
+      pass.setPipeline(select);
+      pass.setBindGroup(0, selectGroup);
       pass.dispatchWorkgroups(seqs);
     },
   };
