@@ -1,5 +1,6 @@
 /// <reference types="vitest/config" />
 import { builtinModules } from 'node:module';
+import { availableParallelism } from 'node:os';
 import { defineConfig, type BuildEnvironmentOptions, type Plugin } from 'vite';
 import { playwright } from '@vitest/browser-playwright';
 import { chromiumPath, chromiumArgs } from './scripts/chromium.mjs';
@@ -155,6 +156,11 @@ export default defineConfig(({ command, mode }) => {
             exclude: ['src/**/*.browser.test.ts'],
             environment: 'node',
             pool: 'forks',
+            // Vitest's default (CPUs − 1) runs the files one at a time on a 2-core machine (CI's).
+            // Half of a GPU test's time is host JavaScript (reference forward pass, fixtures, the
+            // engine's host side) that a second fork overlaps with SwiftShader's: four of the
+            // heaviest files took 117 s side by side against 144 s one after another.
+            maxWorkers: Math.max(2, availableParallelism() - 1),
           },
         },
         {
