@@ -10,7 +10,9 @@ import type { GPUContext } from '../gpu/device';
 import type { Arch } from '../model/config';
 import { openModel } from '../model/open';
 import { logitsFor, ReferenceModel } from '../reference/forward';
-import { expectModelMatchesReference } from '../testing/engine-check';
+import { expectEngineMatchesReference, expectModelMatchesReference } from '../testing/engine-check';
+import { GpuEngine } from './engine';
+import { GREEDY } from '../testing/sampling';
 import { describeEngineGrid, LOGIT_TOLERANCE, STEPS } from '../testing/engine-matrix';
 import { useFixtureURLs } from '../testing/fixture-server';
 import { D288_MIXES, ensureFixture } from '../testing/fixtures/shared';
@@ -115,6 +117,41 @@ describe('the GPU engine on a dense Granite 4.0 folder (granitemoehybrid)', () =
       await expectModelMatchesReference(gpu, url, { precision: 'f32', steps: 16, tolerance: LOGIT_TOLERANCE, salt: 4 });
     } finally {
       await server.close();
+    }
+  });
+});
+
+describe('the GPU engine on a mixture of experts with a dense layer (qwen3moe, layer 0 dense)', () => {
+  // config.json's mlp_only_layers [0] (HF) and leading_dense_block_count 1 (GGUF): layer 0 runs the
+  // dense MLP, layer 1 the experts.
+  const urls = useFixtureURLs('qwen3moe', { options: { leadingDense: 1 }, which: { hf: ['F32'], gguf: ['Q8_0'] } });
+
+  it.each(['hf-F32', 'Q8_0'])('%s: engine = reference; return_routed_experts gives the dense layer -1s, the other the reference routing', async (variant) => {
+    const gpu = await testGPU();
+    const opened = await openModel(urls()[variant]!);
+    const { config } = opened;
+    expect(config.moe!.denseLayers).toEqual([0]);
+    expect(['blk.0.ffn_gate.weight', 'blk.1.ffn_gate_exps.weight'].every((n) => opened.tensors.has(n))).toBe(true);
+    expect(['blk.0.ffn_gate_exps.weight', 'blk.1.ffn_gate.weight'].some((n) => opened.tensors.has(n))).toBe(false);
+    const ref = await ReferenceModel.load(opened);
+    const engine = await GpuEngine.load(opened, { gpu, precision: 'f32' });
+    try {
+      const prompt = Array.from({ length: 20 }, (_, i) => (i * 7919 + 16) % config.vocabSize);
+      await expectEngineMatchesReference(engine, ref, prompt, STEPS, LOGIT_TOLERANCE);
+      // Each generated token's routing, against the reference's along the engine's own tokens.
+      const got: { id: number; routed: number[][] }[] = [];
+      for await (const t of engine.generate({ promptIds: prompt, maxTokens: 3, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0, returnRoutedExperts: true }))
+        got.push({ id: t.id, routed: t.routedExperts! });
+      ref.reset();
+      prompt.forEach((id, pos) => ref.forward(id, pos));
+      const k = config.moe!.numExpertsUsed;
+      got.forEach(({ id, routed }, s) => {
+        expect(routed[0], `token ${s}, dense layer 0`).toEqual(new Array(k).fill(-1));
+        expect(routed, `token ${s}`).toEqual(ref.routedExperts);
+        ref.forward(id, prompt.length + s);
+      });
+    } finally {
+      await engine.dispose();
     }
   });
 });

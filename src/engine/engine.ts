@@ -193,7 +193,7 @@ export class GpuEngine implements Backend, BatchRunner {
       tokens: createBuffer(device, maxSeqs * (1 + LOGPROB_WORDS) * 4, READBACK, `readback ${i}`),
       logits: createBuffer(device, maxSeqs * this.config.vocabSize * 4, READBACK, `logits readback ${i}`),
       hidden: createBuffer(device, maxSeqs * this.config.hiddenSize * 4, READBACK, `hidden readback ${i}`),
-      routed: createBuffer(device, maxSeqs * this.routedWords * 4, READBACK, `routed experts readback ${i}`),
+      routed: routedReadback(device, maxSeqs * this.routedWords, `routed experts readback ${i}`),
     }));
     this.allowAll = new Uint32Array(maskWords(this.config.vocabSize)).fill(0xffffffff);
     this.slotPenalized = new Array<boolean>(maxSeqs).fill(false);
@@ -470,7 +470,8 @@ export class GpuEngine implements Backend, BatchRunner {
       let last = -1;
       rows.slice(0, sampling).forEach((r, row) => {
         last += r.work.tokens.length;
-        this.forward.routedIds.forEach((ids, l) => encoder.copyBufferToBuffer(ids, last * k * 4, ring.routed, (row * this.routedWords + l * k) * 4, k * 4));
+        // A dense layer's k words keep the -1s written at creation (no expert routed).
+        this.forward.routedIds.forEach((ids, l) => ids && encoder.copyBufferToBuffer(ids, last * k * 4, ring.routed, (row * this.routedWords + l * k) * 4, k * 4));
       });
     }
     device.queue.submit([encoder.finish()]);
@@ -512,7 +513,8 @@ export class GpuEngine implements Backend, BatchRunner {
       // Row r's hidden state, for a sequence that asked for it.
       const hiddenOf = (item: BatchItem, row: number) => (hiddens && item.seq.wantsHidden ? { hidden: hiddens.slice(row * H, (row + 1) * H) } : {});
       // Row r's routed experts per layer, for a sequence that asked for them.
-      const routedWords = wantRouted ? new Uint32Array(ring.routed.getMappedRange(0, (gpuRows.length + cpuRows.length) * this.routedWords * 4)) : null;
+      // int32: a dense layer's entries are -1.
+      const routedWords = wantRouted ? new Int32Array(ring.routed.getMappedRange(0, (gpuRows.length + cpuRows.length) * this.routedWords * 4)) : null;
       const routedOf = (item: BatchItem, row: number): number[][] | undefined => {
         if (!routedWords || !item.seq.wantsRouted) return undefined;
         const k = this.config.moe!.numExpertsUsed;
@@ -665,4 +667,16 @@ function isOpened(m: ModelLocation | OpenedModel): m is OpenedModel {
 async function toContext(gpu: GPUContext | GPU | undefined): Promise<GPUContext> {
   if (gpu && 'device' in gpu) return gpu;
   return acquireGPU({ gpu: gpu as GPU | undefined });
+}
+
+/**
+ * The routed experts' readback, int32 [maxSeqs, layers, k], filled with -1 at creation: the steps
+ * copy only the mixture-of-experts layers' ids in, so a dense layer (MoeConfig.denseLayers) reads
+ * back as k times -1, no expert.
+ */
+function routedReadback(device: GPUDevice, words: number, label: string): GPUBuffer {
+  const buffer = device.createBuffer({ size: Math.max(4, words * 4), usage: READBACK, label, mappedAtCreation: true });
+  new Int32Array(buffer.getMappedRange()).fill(-1);
+  buffer.unmap();
+  return buffer;
 }

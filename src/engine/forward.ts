@@ -20,7 +20,7 @@ import { createRopeOp, ropeInvFreq } from '../kernels/rope';
 import { ropeAttentionFactor } from '../model/rope';
 import { createSoftcapOp } from '../kernels/softcap';
 import { createSwigluOp } from '../kernels/swiglu';
-import { attentionScale, layerRope, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
+import { attentionScale, layerIsMoe, layerRope, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
 import { LORA_TARGETS, type LoraTarget } from '../lora/types';
 import type { GpuMatrix, GpuWeights, QkvMember } from './gpu-weights';
 import { loraMat, type LoraPool } from './lora-pool';
@@ -126,8 +126,11 @@ export class GpuForward {
     private readonly buffers: GPUBuffer[],
     /** Per layer, each adaptable matrix's input and output (the dense MLP's absent on mixture-of-experts layers). */
     private readonly loraIo: Array<Partial<Record<LoraTarget, LoraIo>>>,
-    /** Mixture of experts: u32 [maxTokens, k] per layer, the experts each token of the last step was routed to. */
-    readonly routedIds: readonly GPUBuffer[] = [],
+    /**
+     * Mixture of experts: u32 [maxTokens, k] per layer, the experts each token of the last step was
+     * routed to; null on the model's dense layers (MoeConfig.denseLayers), which route nothing.
+     */
+    readonly routedIds: readonly (GPUBuffer | null)[] = [],
   ) {}
 
   /** Bytes of the layers' caches (K and V of every layer). */
@@ -174,6 +177,8 @@ export class GpuForward {
     const region = (elements: number) => Math.ceil((elements * act) / align) * align;
     const [qBytes, kvBytes] = [region(T * nH * D), region(T * nKv * D)];
     const qkv = buf((qBytes + 2 * kvBytes) / act, 'qkv');
+    // The dense MLP runs on a dense model's layers and a mixture-of-experts model's dense ones.
+    const denseMlp = Array.from({ length: config.numLayers }, (_, l) => !layerIsMoe(config, l)).some(Boolean);
     const state: RunState = {
       ids: buf(T, 'ids', 4),
       x: buf(T * H, 'x'),
@@ -186,10 +191,10 @@ export class GpuForward {
       qn: config.qkNorm ? buf(T * nH * D, 'qn') : undefined,
       kn: config.qkNorm ? buf(T * nKv * D, 'kn') : undefined,
       att: buf(T * nH * D, 'att'),
-      // The dense MLP's (mixture-of-experts layers have their own: ./moe-ffn.ts).
-      gate: buf(config.moe ? 1 : T * I, 'gate'),
-      up: buf(config.moe ? 1 : T * I, 'up'),
-      hb: buf(config.moe ? 1 : T * I, 'hb'),
+      // The dense MLP's (mixture-of-experts layers have their own: ./moe-ffn.ts), on any dense layer.
+      gate: buf(denseMlp ? T * I : 1, 'gate'),
+      up: buf(denseMlp ? T * I : 1, 'up'),
+      hb: buf(denseMlp ? T * I : 1, 'hb'),
       last: buf(S * H, 'last', 4),
       lastNormed: buf(S * H, 'lastNormed', 4),
       logits: buf(S * V, 'logits', 4),
@@ -229,7 +234,7 @@ export class GpuForward {
     const moe = config.moe;
     const moeScratch = moe ? createMoeScratch(device, config, T, act) : undefined;
     if (moeScratch) owned.push(...moeScratch.buffers);
-    const routedIds = moe ? Array.from({ length: config.numLayers }, (_, l) => buf(T * moe.numExpertsUsed, `routed experts ${l}`, 4)) : [];
+    const routedIds = moe ? Array.from({ length: config.numLayers }, (_, l) => (layerIsMoe(config, l) ? buf(T * moe.numExpertsUsed, `routed experts ${l}`, 4) : null)) : [];
 
     const layers: LayerOps[] = [];
     const loraIo: Array<Partial<Record<LoraTarget, LoraIo>>> = [];

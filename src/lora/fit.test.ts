@@ -82,7 +82,7 @@ describe('fitLora', () => {
   });
 
   it('refuses the FFN targets of a mixture-of-experts base (it has no dense gate/up/down), keeping attention targets', () => {
-    const moe: ModelConfig = { ...hf, moe: { numExperts: 4, numExpertsUsed: 2, expertIntermediateSize: 16, normTopkProb: true, sharedExpertIntermediateSize: null } };
+    const moe: ModelConfig = { ...hf, moe: { numExperts: 4, numExpertsUsed: 2, expertIntermediateSize: 16, normTopkProb: true, sharedExpertIntermediateSize: null, denseLayers: [] } };
     expect(fitLora(adapter([w({ target: 'v', outFeatures: 4, inFeatures: 8 })]), moe).weights).toHaveLength(1);
     const e = failure(() => fitLora(adapter([w({ target: 'up', outFeatures: 16, inFeatures: 8 })]), moe));
     expect(e.code).toBe('unsupported_target');

@@ -24,10 +24,10 @@ export function fitLora(adapter: LoraAdapter, config: ModelConfig): LoraAdapter 
   for (const w of adapter.weights) {
     const what = `layer ${w.layer} ${w.target}`;
     if (w.layer >= config.numLayers) fail('wrong_base', `adapts layer ${w.layer}, but the base has only ${config.numLayers} layers (0..${config.numLayers - 1}): an adapter for another base model?`);
-    // A matrix this model does not have: the dense FFN of a mixture-of-experts model (its experts
+    // A matrix this layer does not have: the dense FFN of a mixture-of-experts layer (its experts
     // are stacked matrices no adapter format here addresses). Refused, never silently skipped.
-    const when = (targetInfo(w.target).row as { when?: (c: ModelConfig) => boolean }).when;
-    if (when && !when(config))
+    const when = (targetInfo(w.target).row as { when?: (c: ModelConfig, layer?: number) => boolean }).when;
+    if (when && !when(config, w.layer))
       throw new LoraError('unsupported_target', adapter.file, `${what}: this model has no ${w.target} matrix to adapt (a mixture-of-experts FFN: adapters of experts are not supported)`);
     const [out, inp] = targetShape(config, w.target);
     if (w.inFeatures !== inp || w.outFeatures !== out)

@@ -807,9 +807,21 @@ describe('mixture of experts', () => {
     expect(configFromHF(llamaJson).moe).toBeNull();
   });
 
-  it('refuses dense layers among the sparse ones and more experts per token than experts, naming the key', () => {
-    expect(thrown(() => configFromHF({ ...qwen3moeJson, decoder_sparse_step: 2 })).field).toBe('decoder_sparse_step');
-    expect(thrown(() => configFromHF({ ...qwen3moeJson, mlp_only_layers: [0] })).field).toBe('mlp_only_layers');
+  it("reads Qwen-MoE's dense layers: mlp_only_layers, and those decoder_sparse_step leaves dense; OLMoE has neither key", () => {
+    const dense = (extra: object) => configFromHF({ ...qwen3moeJson, num_hidden_layers: 6, ...extra }).moe!.denseLayers;
+    expect(dense({})).toEqual([]);
+    expect(dense({ mlp_only_layers: [0, 3] })).toEqual([0, 3]);
+    // transformers: layer l is sparse when (l + 1) % step == 0 (and it is not mlp-only).
+    expect(dense({ decoder_sparse_step: 2 })).toEqual([0, 2, 4]);
+    expect(dense({ decoder_sparse_step: 3, mlp_only_layers: [5] })).toEqual([0, 1, 3, 4, 5]);
+    expect(configFromHF({ ...qwen2moeJson, mlp_only_layers: [0] }).moe!.denseLayers).toEqual([0]);
+    expect(configFromHF({ ...olmoeJson, mlp_only_layers: [0], decoder_sparse_step: 2 }).moe!.denseLayers).toEqual([]);
+  });
+
+  it('refuses bad dense-layer keys and more experts per token than experts, naming the key', () => {
+    expect(thrown(() => configFromHF({ ...qwen3moeJson, decoder_sparse_step: 0 })).field).toBe('decoder_sparse_step');
+    expect(thrown(() => configFromHF({ ...qwen3moeJson, mlp_only_layers: [48] })).field).toBe('mlp_only_layers');
+    expect(thrown(() => configFromHF({ ...qwen3moeJson, mlp_only_layers: 'all' })).field).toBe('mlp_only_layers');
     expect(thrown(() => configFromHF({ ...qwen3moeJson, num_experts_per_tok: 129 })).field).toBe('num_experts_per_tok');
     expect(thrown(() => configFromHF({ ...qwen2moeJson, shared_expert_intermediate_size: undefined })).field).toBe('shared_expert_intermediate_size');
   });
@@ -834,7 +846,7 @@ describe('mixture of experts', () => {
         ['qwen3moe.expert_used_count', 8],
       ]),
     );
-    expect(q3.moe).toEqual({ numExperts: 128, numExpertsUsed: 8, expertIntermediateSize: 768, normTopkProb: true, sharedExpertIntermediateSize: null });
+    expect(q3.moe).toEqual({ numExperts: 128, numExpertsUsed: 8, expertIntermediateSize: 768, normTopkProb: true, sharedExpertIntermediateSize: null, denseLayers: [] });
     const q2 = configFromGGUF(
       base('qwen2moe', [
         ['qwen2moe.feed_forward_length', 5632],
@@ -844,10 +856,15 @@ describe('mixture of experts', () => {
         ['qwen2moe.expert_used_count', 4],
       ]),
     );
-    expect(q2.moe).toEqual({ numExperts: 60, numExpertsUsed: 4, expertIntermediateSize: 1408, normTopkProb: false, sharedExpertIntermediateSize: 5632 });
+    expect(q2.moe).toEqual({ numExperts: 60, numExpertsUsed: 4, expertIntermediateSize: 1408, normTopkProb: false, sharedExpertIntermediateSize: 5632, denseLayers: [] });
     // OLMoE files state only feed_forward_length: the experts' size.
     const olmoe = configFromGGUF(base('olmoe', [['olmoe.feed_forward_length', 1024], ['olmoe.expert_count', 64], ['olmoe.expert_used_count', 8]]));
-    expect(olmoe.moe).toEqual({ numExperts: 64, numExpertsUsed: 8, expertIntermediateSize: 1024, normTopkProb: false, sharedExpertIntermediateSize: null });
+    expect(olmoe.moe).toEqual({ numExperts: 64, numExpertsUsed: 8, expertIntermediateSize: 1024, normTopkProb: false, sharedExpertIntermediateSize: null, denseLayers: [] });
+    // llama.cpp's leading dense blocks: the first n layers run the dense MLP (feed_forward_length wide).
+    const leading = (n: unknown) => base('qwen3moe', [['qwen3moe.feed_forward_length', 6144], ['qwen3moe.expert_feed_forward_length', 768], ['qwen3moe.expert_count', 128], ['qwen3moe.expert_used_count', 8], ['qwen3moe.leading_dense_block_count', n]]);
+    expect(configFromGGUF(leading(1)).moe!.denseLayers).toEqual([0]);
+    expect(configFromGGUF(leading(1)).intermediateSize).toBe(6144);
+    expect(thrown(() => configFromGGUF(leading(3))).field).toBe('qwen3moe.leading_dense_block_count');
     expect(thrown(() => configFromGGUF(base('olmoe', [['olmoe.feed_forward_length', 1024], ['olmoe.expert_count', 64]]))).field).toBe('olmoe.expert_used_count');
   });
 });

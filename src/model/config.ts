@@ -124,12 +124,16 @@ export interface ArchInfo {
    * - `normTopkProb`: whether the k weights are renormalised to sum 1: config.json's
    *   `norm_topk_prob` (this is transformers' default when it is absent); GGUF has no key, so
    *   `ggufNormTopkProb` is llama.cpp's fixed choice per architecture.
+   * - `hfDenseLayers`: config.json may make layers dense (the dense MLP, `intermediate_size` wide):
+   *   `mlp_only_layers` and `decoder_sparse_step` (Qwen-MoE's config classes; OLMoE's has neither).
+   *   GGUF files state leading dense layers as `{arch}.leading_dense_block_count` in every family.
    */
   moe: null | {
     sharedExpert: boolean;
     hfExpertSize: 'moe_intermediate_size' | 'intermediate_size';
     hfNormTopkProb: boolean;
     ggufNormTopkProb: boolean;
+    hfDenseLayers: boolean;
   };
 }
 
@@ -353,7 +357,7 @@ const ARCH_ROWS = {
     normPlacement: 'pre',
     noRopeLayerStep: null,
     ...LLAMA_MATH,
-    moe: { sharedExpert: true, hfExpertSize: 'moe_intermediate_size', hfNormTopkProb: false, ggufNormTopkProb: false },
+    moe: { sharedExpert: true, hfExpertSize: 'moe_intermediate_size', hfNormTopkProb: false, ggufNormTopkProb: false, hfDenseLayers: true },
   },
   // Qwen3's attention (per-head q/k norms) with routed experts, renormalised top-k (Qwen3-30B-A3B's
   // config.json says norm_topk_prob true; llama.cpp's qwen3moe graph always renormalises).
@@ -372,7 +376,7 @@ const ARCH_ROWS = {
     normPlacement: 'pre',
     noRopeLayerStep: null,
     ...LLAMA_MATH,
-    moe: { sharedExpert: false, hfExpertSize: 'moe_intermediate_size', hfNormTopkProb: false, ggufNormTopkProb: true },
+    moe: { sharedExpert: false, hfExpertSize: 'moe_intermediate_size', hfNormTopkProb: false, ggufNormTopkProb: true, hfDenseLayers: true },
   },
   // OLMoE: pre-norm blocks with q/k norms over the whole projection, routed experts of
   // `intermediate_size`, no renormalisation (transformers' default; llama.cpp's olmoe graph).
@@ -390,7 +394,7 @@ const ARCH_ROWS = {
     normPlacement: 'pre',
     noRopeLayerStep: null,
     ...LLAMA_MATH,
-    moe: { sharedExpert: false, hfExpertSize: 'intermediate_size', hfNormTopkProb: false, ggufNormTopkProb: false },
+    moe: { sharedExpert: false, hfExpertSize: 'intermediate_size', hfNormTopkProb: false, ggufNormTopkProb: false, hfDenseLayers: false },
   },
   // Phi-3/3.5/4-mini: Llama's graph from fused q/k/v and gate/up matrices, LongRoPE (config.json's
   // rope_scaling; GGUF's rope_factors_long/short tensors) and, on Phi-4-mini, partial rotary.
@@ -521,7 +525,7 @@ export interface ModelConfig {
    * Empty: RoPE on every layer.
    */
   noRopeLayers: readonly number[];
-  /** Mixture-of-experts FFN on every layer (Qwen2-MoE, Qwen3-MoE, OLMoE); null: the dense MLP. */
+  /** Mixture-of-experts FFN (Qwen2-MoE, Qwen3-MoE, OLMoE), on every layer but its `denseLayers`; null: the dense MLP. */
   moe: MoeConfig | null;
   bosTokenId: number | null;
   eosTokenIds: number[];
@@ -558,6 +562,18 @@ export interface MoeConfig {
   normTopkProb: boolean;
   /** The shared expert's intermediate size (Qwen2-MoE), or null when there is none. */
   sharedExpertIntermediateSize: number | null;
+  /**
+   * Layers that run the dense MLP (ffn_gate/up/down, `intermediateSize` wide) instead of the
+   * experts, ascending: config.json's `mlp_only_layers` and the layers `decoder_sparse_step`
+   * leaves dense (Qwen-MoE's), GGUF's leading `{arch}.leading_dense_block_count`. Empty: experts
+   * on every layer (the released checkpoints).
+   */
+  denseLayers: readonly number[];
+}
+
+/** Whether layer `layer` runs the experts (a MoE model's layer not among its dense ones). */
+export function layerIsMoe(config: Pick<ModelConfig, 'moe'>, layer: number): boolean {
+  return config.moe !== null && !config.moe.denseLayers.includes(layer);
 }
 
 export interface SlidingWindow {
@@ -709,7 +725,7 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     // config.json may state its own pattern (Gemma 3's sliding_window_pattern).
     slidingWindow: hfSlidingWindow(c, row.hfSlidingWindow, numLayers, typeof c.sliding_window_pattern === 'number' ? c.sliding_window_pattern : row.swaPattern),
     noRopeLayers: hfNoRopeLayers(c, row.noRopeLayerStep, numLayers),
-    moe: hfMoe(c, row.moe, positive),
+    moe: hfMoe(c, row.moe, positive, numLayers),
     bosTokenId: typeof bos === 'number' ? bos : null,
     eosTokenIds: unique([...tokenIds(gen.eos_token_id), ...tokenIds(c.eos_token_id)]),
   };
@@ -828,18 +844,19 @@ function hfSlidingWindow(c: Json, style: ArchInfo['hfSlidingWindow'], numLayers:
 
 /**
  * The experts as transformers reads config.json: `num_experts`, `num_experts_per_tok`, the
- * expert size under the family's key, `norm_topk_prob`, the shared expert's size. Every layer must
- * be sparse: `decoder_sparse_step` 1 and no `mlp_only_layers` (the released checkpoints' values);
- * others are refused, naming the key.
+ * expert size under the family's key, `norm_topk_prob`, the shared expert's size, and the dense
+ * layers: Qwen2-MoE/Qwen3-MoE run the experts on layer l when l is not in `mlp_only_layers` and
+ * (l + 1) % `decoder_sparse_step` == 0 (defaults [] and 1), the dense MLP elsewhere.
  */
-function hfMoe(c: Json, moe: ArchInfo['moe'], positive: (key: string, fallback?: number) => number): MoeConfig | null {
+function hfMoe(c: Json, moe: ArchInfo['moe'], positive: (key: string, fallback?: number) => number, numLayers: number): MoeConfig | null {
   if (moe === null) return null;
-  const step = c.decoder_sparse_step ?? 1;
-  if (step !== 1)
-    throw new ModelError('invalid_field', `config.json: decoder_sparse_step ${JSON.stringify(step)} (dense layers between sparse ones) is not supported; only 1`, 'decoder_sparse_step');
-  const dense = c.mlp_only_layers ?? [];
-  if (!Array.isArray(dense) || dense.length > 0)
-    throw new ModelError('invalid_field', `config.json: mlp_only_layers ${JSON.stringify(dense)} (dense layers) is not supported; only []`, 'mlp_only_layers');
+  // Families whose config class has no such keys run the experts on every layer (transformers ignores them).
+  const step = moe.hfDenseLayers ? (c.decoder_sparse_step ?? 1) : 1;
+  if (typeof step !== 'number' || !Number.isInteger(step) || step < 1)
+    throw new ModelError('invalid_field', `config.json: decoder_sparse_step must be a positive integer, got ${JSON.stringify(step)}`, 'decoder_sparse_step');
+  const mlpOnly = moe.hfDenseLayers ? (c.mlp_only_layers ?? []) : [];
+  if (!Array.isArray(mlpOnly) || !mlpOnly.every((l) => Number.isInteger(l) && l >= 0 && l < numLayers))
+    throw new ModelError('invalid_field', `config.json: mlp_only_layers must list layer indices below num_hidden_layers (${numLayers}), got ${JSON.stringify(mlpOnly)}`, 'mlp_only_layers');
   const numExperts = positive('num_experts');
   const numExpertsUsed = positive('num_experts_per_tok');
   if (numExpertsUsed > numExperts)
@@ -852,6 +869,7 @@ function hfMoe(c: Json, moe: ArchInfo['moe'], positive: (key: string, fallback?:
     expertIntermediateSize: positive(moe.hfExpertSize),
     normTopkProb: norm,
     sharedExpertIntermediateSize: moe.sharedExpert ? positive('shared_expert_intermediate_size') : null,
+    denseLayers: Array.from({ length: numLayers }, (_, l) => l).filter((l) => (mlpOnly as number[]).includes(l) || (l + 1) % step !== 0),
   };
 }
 
@@ -1073,14 +1091,22 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     // No metadata key: llama.cpp fixes the step per architecture.
     noRopeLayers: everyNth(row.noRopeLayerStep, numLayers),
     // llama.cpp's keys; renormalisation is fixed per architecture (no key).
-    moe: row.moe === null ? null : ggufMoe(row.moe, get),
+    moe: row.moe === null ? null : ggufMoe(row.moe, get, numLayers, prefix, metadata),
     bosTokenId: bos ?? null,
     eosTokenIds: unique(eos),
   };
 }
 
-/** The experts as llama.cpp reads a MoE file's metadata (`{arch}.expert_*`). */
-function ggufMoe(moe: NonNullable<ArchInfo['moe']>, get: (key: string, fallback?: number) => number): MoeConfig {
+/**
+ * The experts as llama.cpp reads a MoE file's metadata (`{arch}.expert_*`), and its leading dense
+ * layers (`{arch}.leading_dense_block_count`, absent: 0).
+ */
+function ggufMoe(moe: NonNullable<ArchInfo['moe']>, get: (key: string, fallback?: number) => number, numLayers: number, prefix: string, metadata: Map<string, unknown>): MoeConfig {
+  const leadingKey = `${prefix}.leading_dense_block_count`;
+  const rawLeading = metadata.get(leadingKey);
+  const leading = rawLeading === undefined ? 0 : toNumber(rawLeading);
+  if (leading === undefined || !Number.isInteger(leading) || leading < 0 || leading > numLayers)
+    throw new ModelError('invalid_field', `GGUF ${leadingKey} must be an integer from 0 to the block count (${numLayers}), got ${String(rawLeading)}`, leadingKey);
   const numExperts = get('expert_count');
   const numExpertsUsed = get('expert_used_count');
   if (numExpertsUsed > numExperts)
@@ -1092,6 +1118,7 @@ function ggufMoe(moe: NonNullable<ArchInfo['moe']>, get: (key: string, fallback?
     expertIntermediateSize: get('expert_feed_forward_length', get('feed_forward_length')),
     normTopkProb: moe.ggufNormTopkProb,
     sharedExpertIntermediateSize: moe.sharedExpert ? get('expert_shared_feed_forward_length') : null,
+    denseLayers: Array.from({ length: leading }, (_, l) => l),
   };
 }
 

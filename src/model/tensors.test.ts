@@ -92,6 +92,25 @@ describe('canonical tensor names', () => {
   });
 });
 
+describe('a mixture-of-experts model with dense layers', () => {
+  it('gives its dense layers the dense MLP and the others the experts', () => {
+    const mixed: ModelConfig = { ...config, moe: { numExperts: 4, numExpertsUsed: 2, expertIntermediateSize: 6, normTopkProb: false, sharedExpertIntermediateSize: 10, denseLayers: [0] } };
+    const names = new Set(expectedTensors(mixed).map((t) => t.name));
+    for (const n of ['ffn_gate', 'ffn_up', 'ffn_down']) {
+      expect(names.has(`blk.0.${n}.weight`)).toBe(true);
+      expect(names.has(`blk.1.${n}.weight`)).toBe(false);
+      expect(names.has(`blk.0.${n}_exps.weight`)).toBe(false);
+      expect(names.has(`blk.1.${n}_exps.weight`)).toBe(true);
+      expect(names.has(`blk.1.${n}_shexp.weight`)).toBe(true);
+    }
+    expect(names.has('blk.0.ffn_gate_inp.weight')).toBe(false);
+    expect(names.has('blk.0.ffn_gate_inp_shexp.weight')).toBe(false);
+    // Both kinds' HF names read back.
+    expect(canonicalName('model.layers.0.mlp.gate_proj.weight', mixed)).toBe('blk.0.ffn_gate.weight');
+    expect(canonicalName('model.layers.1.mlp.gate.weight', mixed)).toBe('blk.1.ffn_gate_inp.weight');
+  });
+});
+
 describe('expected tensors', () => {
   it('lists [out, in] shapes, biases when attentionBias, and output.weight unless tied', () => {
     const byName = shapes(config);
@@ -154,7 +173,7 @@ describe('the tensor table', () => {
               tieWordEmbeddings,
               normPlacement,
               qkNormScope,
-              moe: shared === null ? null : { numExperts: 4, numExpertsUsed: 2, expertIntermediateSize: 6, normTopkProb: false, sharedExpertIntermediateSize: shared === 6 ? null : shared },
+              moe: shared === null ? null : { numExperts: 4, numExpertsUsed: 2, expertIntermediateSize: 6, normTopkProb: false, sharedExpertIntermediateSize: shared === 6 ? null : shared, denseLayers: [] },
             })),
           ),
         ),

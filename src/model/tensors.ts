@@ -5,7 +5,7 @@
  * and the fixture writer all read it, so a new tensor is one row here (plus the step of the
  * forward pass that uses it).
  */
-import { ARCH, rotaryDim, type ModelConfig } from './config';
+import { ARCH, layerIsMoe, rotaryDim, type ModelConfig } from './config';
 import { ModelError } from './errors';
 
 /**
@@ -38,8 +38,12 @@ export interface TensorRow {
   /** Outermost first, as in TensorInfo (a linear layer is [out, in]). */
   shape: (c: ModelConfig) => number[];
   kind: TensorKind;
-  /** Present only when this holds for the config (the file must then hold it). */
-  when?: (c: ModelConfig) => boolean;
+  /**
+   * Present only when this holds for the config (the file must then hold it); a layer's row is
+   * asked about each layer (a MoE model's dense layers hold the dense MLP, the others the
+   * experts), and without `layer` whether it holds on some layer.
+   */
+  when?: (c: ModelConfig, layer?: number) => boolean;
   /** Used when the file has it, never required. */
   optional?: true;
   /** The rows are q or k heads, rotated by RoPE (llama.cpp permutes them in `llama` files). */
@@ -56,9 +60,11 @@ export interface TensorRow {
 
 const qDim = (c: ModelConfig) => c.numHeads * c.headDim;
 const kvDim = (c: ModelConfig) => c.numKvHeads * c.headDim;
-const dense = (c: ModelConfig) => c.moe === null;
-const moe = (c: ModelConfig) => c.moe !== null;
-const shared = (c: ModelConfig) => (c.moe?.sharedExpertIntermediateSize ?? null) !== null;
+// The dense MLP on a dense model's layers and a MoE model's dense ones (MoeConfig.denseLayers); the experts on the others.
+const anyLayer = (c: ModelConfig, holds: (l: number) => boolean) => Array.from({ length: c.numLayers }, (_, l) => l).some(holds);
+const dense = (c: ModelConfig, l?: number) => (l === undefined ? anyLayer(c, (x) => !layerIsMoe(c, x)) : !layerIsMoe(c, l));
+const moe = (c: ModelConfig, l?: number) => (l === undefined ? anyLayer(c, (x) => layerIsMoe(c, x)) : layerIsMoe(c, l));
+const shared = (c: ModelConfig, l?: number) => (c.moe?.sharedExpertIntermediateSize ?? null) !== null && moe(c, l);
 const experts = (c: ModelConfig) => c.moe!.numExperts;
 const expertSize = (c: ModelConfig) => c.moe!.expertIntermediateSize;
 const sharedSize = (c: ModelConfig) => c.moe!.sharedExpertIntermediateSize!;
@@ -222,7 +228,7 @@ export function modelTensors(config: ModelConfig): ModelTensor[] {
 
 function place(config: ModelConfig, rows: readonly TensorRow[], layer: number | null, ggufPrefix: string, hfPrefix: string): ModelTensor[] {
   return rows
-    .filter((row) => !row.when || row.when(config))
+    .filter((row) => !row.when || row.when(config, layer ?? undefined))
     .map((row) => ({ row, layer, name: ggufPrefix + row.gguf, hfName: row.hf === null ? null : hfPrefix + row.hf, shape: row.shape(config) }));
 }
 

@@ -208,6 +208,8 @@ export class ReferenceModel {
       }
 
       if (lw.wGate && lw.wUp && lw.wDown) {
+        // A mixture-of-experts model's dense layer routes nothing: k times -1 (return_routed_experts).
+        if (c.moe) this.routed[l] = new Array<number>(c.moe.numExpertsUsed).fill(-1);
         // gate and up matmuls, act(gate) * up: SwiGLU (silu) or GeGLU (tanh-approximated GELU, Gemma)
         matmul(hb, input, lw.wGate);
         matmul(hb2, input, lw.wUp);
@@ -271,7 +273,7 @@ export class ReferenceModel {
     return ids;
   }
 
-  /** The experts each layer routed the last forward's token to (most probable first); empty on a dense model. */
+  /** The experts each layer routed the last forward's token to (most probable first; -1s on a dense layer); empty on a dense model. */
   get routedExperts(): number[][] {
     return this.routed.map((ids) => ids.slice());
   }

@@ -96,7 +96,7 @@ export const SAMPLING_FIELDS = {
   return_routed_experts: field(bool, {
     default: false,
     into: ['generate', 'returnRoutedExperts'],
-    doc: "SGLang: each choice carries `sglext.routed_experts`, base64 of int32 [tokens][layers][k]: the experts every layer routed each generated token's row to. A model without experts answers 400.",
+    doc: "SGLang: each choice carries `sglext.routed_experts`, base64 of int32 [tokens][layers][k]: the experts every layer routed each generated token's row to (every layer listed; a dense layer of a model that mixes them reads k times -1). A model without experts answers 400.",
   }),
   lora_path: field(str, { doc: 'SGLang: the loaded LoRA adapter to run with, by name (`model: "<model>:<adapter>"` wins when both are given).' }),
   ...STRUCTURED_FIELDS,
@@ -152,7 +152,8 @@ export interface Usage {
 /**
  * SGLang's `sglext` of a choice with `return_routed_experts`: `routed_experts`, base64 of int32
  * [generated tokens][layers][k], the experts each layer routed the row each token was drawn from
- * to (most probable first). On the finish chunk when streamed.
+ * to (most probable first); every layer is listed, a dense one (MoeConfig.denseLayers) as k
+ * times -1. On the finish chunk when streamed.
  */
 export interface RoutedExpertsExt {
   routed_experts: string;
