@@ -1,23 +1,32 @@
-// Split-K attention over the paged KV cache (flash-decoding), pass 1 of 2.
-// One workgroup per (split, query head, token). Token t attends causally to keys
+// Split-K attention over the paged KV cache (flash-decoding), grouped by KV head.
+// One workgroup per (split, head group, token): a head group is GROUP query heads that share one
+// KV head (all of a GQA group where workgroup memory allows), so each K/V tile is read from the
+// cache once for all of them instead of once per query head. Token t attends causally to keys
 // firstKey(positions[t]) ..= positions[t] of its own sequence (tokenSeq[t], through blockTable):
-// all keys from 0, or the last p.window of them under a sliding window. Split s covers keys
-// [s * splitKeys, (s + 1) * splitKeys) of that range, so splits wholly before the window return
-// at once and pages there are never read. Keys stream through workgroup memory in tiles of KB
-// with an online softmax; the split's unnormalised output and its (max, sum) go to the partial
-// buffers, which attn_combine merges. Any token count works, so this is also a (slow but
-// correct) prefill path. Params, the window and the tile loads: shaders/lib/attn_kv.wgsl.
+// all keys from 0, or the last p.window of them under a sliding window. The splits of a dispatch
+// (num_workgroups.x of them) divide that range evenly, in whole key tiles, so every split has work
+// at any context and pages before the window are never read. Keys stream through workgroup
+// memory in tiles of KB, K and V of a tile loaded together, with an online softmax per head.
+// With one split the workgroup normalises and writes the output itself (no combine pass);
+// otherwise each split's unnormalised output and (max, sum) go to the partial buffers, which
+// attn_combine merges. Any token count works, so this is also a (slow but correct) prefill path.
+// Params, the window and the page lookup: shaders/lib/attn_kv.wgsl.
 alias act = f32;
 
-override WG: u32 = 64;
+override WG: u32 = 128;
 override HEAD_DIM: u32 = 128;
-override KB: u32 = 16;  // keys per tile
-// The PV product: thread (group g, column d) sums keys g, g + NG, ... of a tile into column d.
+override KB: u32 = 32;    // keys per tile
+override GROUP: u32 = 1;  // query heads per workgroup: consecutive heads of one KV head
 override D4: u32 = HEAD_DIM / 4u;
-override NG: u32 = WG / D4;
-// Tile rows are padded by one vec4 so that threads reading different keys' rows (the QK dots)
-// hit different memory banks.
+// K tile rows are padded by one vec4 so that threads scoring different keys hit different banks.
 override ROW: u32 = D4 + 1u;
+// The PV product has SLOTS output vec4s (head, column). Where they are fewer than the threads, NG
+// groups of SLOTS threads split a tile's keys (key group k takes keys k, k + NG, ...) and sum at
+// the end (NG > 1, OUTS = 1); otherwise thread lid owns slots lid + o * WG for o < OUTS (NG = 1).
+override SLOTS: u32 = GROUP * D4;
+override NG: u32 = 1;
+override OUTS: u32 = 1;
+const MAX_OUTS = 8u;
 
 @group(0) @binding(0) var<storage, read> q: array<vec4<act>>;       // [T, nHeads, D4]
 @group(0) @binding(1) var<storage, read> kCache: array<vec4<act>>;  // [numPages, PAGE, nKv, D4]
@@ -25,77 +34,132 @@ override ROW: u32 = D4 + 1u;
 @group(0) @binding(3) var<storage, read> positions: array<u32>;     // [T]
 @group(0) @binding(4) var<storage, read> tokenSeq: array<u32>;      // [T]
 @group(0) @binding(5) var<storage, read> blockTable: array<u32>;    // [S, maxPagesPerSeq]
-@group(0) @binding(6) var<storage, read_write> partialO: array<vec4f>;   // [T, nHeads, nSplits, D4]
-@group(0) @binding(7) var<storage, read_write> partialML: array<vec2f>;  // [T, nHeads, nSplits] (max, sum)
-@group(0) @binding(8) var<uniform> p: Params;
+@group(0) @binding(6) var<storage, read_write> partialO: array<vec4f>;   // [T, nHeads, p.nSplits, D4]
+@group(0) @binding(7) var<storage, read_write> partialML: array<vec2f>;  // [T, nHeads, p.nSplits] (max, sum)
+@group(0) @binding(8) var<storage, read_write> out: array<vec4<act>>;    // [T, nHeads, D4] (one split)
+@group(0) @binding(9) var<uniform> p: Params;
 
-var<workgroup> qs: array<vec4f, D4>;        // the query row, pre-scaled
-var<workgroup> kv: array<vec4f, KB * ROW>;   // a K tile, then the V tile of the same keys
-var<workgroup> scores: array<f32, KB>;
-var<workgroup> probs: array<f32, KB>;
-var<workgroup> reduce: array<vec4f, WG>;
+var<workgroup> qs: array<vec4f, SLOTS>;       // the group's query rows, pre-scaled
+var<workgroup> kt: array<vec4f, KB * ROW>;    // the tile's keys
+var<workgroup> vt: array<vec4f, KB * D4>;     // and their values
+var<workgroup> sc: array<f32, GROUP * KB>;    // scores, then probabilities, per head
+// Cache offsets of the tile's keys, double-buffered: the next tile's are looked up (one block
+// table read per key, not per vec4) while this tile's softmax runs.
+var<workgroup> rows: array<u32, 2 * KB>;
+var<workgroup> hMax: array<f32, GROUP>;
+var<workgroup> hSum: array<f32, GROUP>;
+var<workgroup> hAlpha: array<f32, GROUP>;
+var<workgroup> red: array<vec4f, WG>;         // the key groups' partial outputs (NG > 1)
+
+// Cache offsets (in vec4s) of keys first .. first + n of (seq, kh) into rows[buf * KB ..].
+fn lookUp(seq: u32, kh: u32, first: u32, n: u32, buf: u32, lid: u32) {
+  for (var j = lid; j < n; j += WG) { rows[buf * KB + j] = keyRow(seq, first + j, kh); }
+}
 
 @compute @workgroup_size(WG)
-fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) lid: u32) {
   let split = wg.x;
-  let h = wg.y;
+  let nSplits = nwg.x;
+  let h0 = wg.y * GROUP;  // first query head of the group
+  let kh = h0 / (p.nHeads / p.nKv);
   let t = wg.z;
-  let kh = h / (p.nHeads / p.nKv);
   let seq = tokenSeq[t];
   let pos = positions[t];
-  let start = max(split * p.splitKeys, firstKey(pos));
-  let end = min((split + 1u) * p.splitKeys, pos + 1u);
-  let out = (t * p.nHeads + h) * p.nSplits + split;
+  let first = firstKey(pos);
+  // Keys per split: the visible range divided evenly, rounded up to whole tiles.
+  let per = ((pos + 1u - first + nSplits - 1u) / nSplits + KB - 1u) / KB * KB;
+  let start = first + split * per;
+  let end = min(start + per, pos + 1u);
+  let head = t * p.nHeads + h0;  // (token, first head) row
   if (start >= end) {
-    // Past this token's context or before its window: an empty split, which the combine weighs zero.
-    if (lid == 0u) { partialML[out] = vec2f(NO_MAX, 0.0); }
-    if (lid < D4) { partialO[out * D4 + lid] = vec4f(0.0); }
+    // Past this token's context: an empty split, which the combine weighs zero. (With one split
+    // the range is never empty: a token sees at least itself.)
+    for (var g = lid; g < GROUP; g += WG) { partialML[(head + g) * p.nSplits + split] = vec2f(NO_MAX, 0.0); }
+    for (var i = lid; i < SLOTS; i += WG) { partialO[((head + i / D4) * p.nSplits + split) * D4 + i % D4] = vec4f(0.0); }
     return;
   }
 
-  for (var d = lid; d < D4; d += WG) { qs[d] = vec4f(q[(t * p.nHeads + h) * D4 + d]) * p.scale; }
+  for (var i = lid; i < SLOTS; i += WG) { qs[i] = vec4f(q[head * D4 + i]) * p.scale; }
+  for (var g = lid; g < GROUP; g += WG) {
+    hMax[g] = NO_MAX;
+    hSum[g] = 0.0;
+  }
+  lookUp(seq, kh, start, min(KB, end - start), 0u, lid);
 
-  let g = lid / D4;
-  let col = lid % D4;
-  var m = NO_MAX;
-  var l = 0.0;
-  var acc = vec4f(0.0);
+  var acc: array<vec4f, MAX_OUTS>;
+  var buf = 0u;
   for (var tile = start; tile < end; tile += KB) {
     let n = min(KB, end - tile);
-    workgroupBarrier();  // the previous tile's V and probabilities are consumed
-    loadKeys(seq, kh, tile, n, lid);
+    workgroupBarrier();  // the previous tile is consumed; this tile's offsets are written
+    for (var i = lid; i < n * D4; i += WG) {
+      let j = i / D4;
+      let c = i % D4;
+      let at = rows[buf * KB + j] + c;
+      kt[j * ROW + c] = vec4f(kCache[at]);
+      vt[i] = vec4f(vCache[at]);
+    }
     workgroupBarrier();
-    for (var j = lid; j < n; j += WG) {
+    for (var i = lid; i < GROUP * n; i += WG) {
+      let g = i / n;
+      let j = i % n;
       var s = 0.0;
-      for (var d = 0u; d < D4; d++) { s += dot(qs[d], kv[j * ROW + d]); }
-      scores[j] = capScore(s);
+      for (var d = 0u; d < D4; d++) { s += dot(qs[g * D4 + d], kt[j * ROW + d]); }
+      sc[g * KB + j] = capScore(s);
     }
     workgroupBarrier();
-    // Every thread derives the same running max; only the exps are shared out.
-    var mNew = m;
-    for (var j = 0u; j < n; j++) { mNew = max(mNew, scores[j]); }
-    for (var j = lid; j < n; j += WG) { probs[j] = exp(scores[j] - mNew); }
-    // K is consumed (scores are written): the same tile memory takes V.
-    loadValues(seq, kh, tile, n, lid);
-    workgroupBarrier();
-    let alpha = exp(m - mNew);
-    var sum = 0.0;
-    for (var j = 0u; j < n; j++) { sum += probs[j]; }
-    l = l * alpha + sum;
-    m = mNew;
-    acc *= alpha;
-    if (g < NG) {
-      for (var j = g; j < n; j += NG) { acc += probs[j] * kv[j * ROW + col]; }
+    // One thread per head rescales its running softmax; then the next tile's keys are looked up.
+    for (var g = lid; g < GROUP; g += WG) {
+      let mOld = hMax[g];
+      var mNew = mOld;
+      for (var j = 0u; j < n; j++) { mNew = max(mNew, sc[g * KB + j]); }
+      var sum = 0.0;
+      for (var j = 0u; j < n; j++) {
+        let e = exp(sc[g * KB + j] - mNew);
+        sc[g * KB + j] = e;
+        sum += e;
+      }
+      let alpha = exp(mOld - mNew);
+      hAlpha[g] = alpha;
+      hMax[g] = mNew;
+      hSum[g] = hSum[g] * alpha + sum;
     }
+    let next = tile + KB;
+    if (next < end) { lookUp(seq, kh, next, min(KB, end - next), 1u - buf, lid); }
+    workgroupBarrier();
+    for (var o = 0u; o < OUTS; o++) {
+      let i = lid + o * WG;
+      if (i < NG * SLOTS) {
+        let slot = i % SLOTS;
+        let g = slot / D4;
+        let c = slot % D4;
+        var a = acc[o] * hAlpha[g];
+        for (var j = i / SLOTS; j < n; j += NG) { a += sc[g * KB + j] * vt[j * D4 + c]; }
+        acc[o] = a;
+      }
+    }
+    buf = 1u - buf;
   }
 
-  // Sum the NG key groups' partial columns.
-  reduce[lid] = acc;
-  workgroupBarrier();
-  if (lid < D4) {
+  if (NG > 1u) {
+    // Sum the key groups' partial columns.
+    red[lid] = acc[0];
+    workgroupBarrier();
     var o = vec4f(0.0);
-    for (var k = 0u; k < NG; k++) { o += reduce[k * D4 + lid]; }
-    partialO[out * D4 + lid] = o;
+    for (var k = 0u; k < NG; k++) { o += red[k * SLOTS + lid % SLOTS]; }
+    acc[0] = o;
   }
-  if (lid == 0u) { partialML[out] = vec2f(m, l); }
+  for (var o = 0u; o < OUTS; o++) {
+    let i = lid + o * WG;
+    if (i < SLOTS) {
+      let g = i / D4;
+      if (nSplits == 1u) {
+        out[head * D4 + i] = vec4<act>(acc[o] / hSum[g]);
+      } else {
+        partialO[((head + g) * p.nSplits + split) * D4 + i % D4] = acc[o];
+      }
+    }
+  }
+  if (nSplits > 1u) {
+    for (var g = lid; g < GROUP; g += WG) { partialML[(head + g) * p.nSplits + split] = vec2f(hMax[g], hSum[g]); }
+  }
 }

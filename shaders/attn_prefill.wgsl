@@ -150,3 +150,18 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     }
   }
 }
+
+// Keys first .. first + n of (seq, kh) into tile rows 0 .. n, all WG threads sharing the work.
+// The caller puts a barrier between a load and the reads of the tile, and before reusing it.
+fn loadKeys(seq: u32, kh: u32, first: u32, n: u32, lid: u32) {
+  for (var i = lid; i < n * D4; i += WG) {
+    kv[(i / D4) * ROW + i % D4] = vec4f(kCache[keyRow(seq, first + i / D4, kh) + i % D4]);
+  }
+}
+
+// The values of the same keys, as loadKeys.
+fn loadValues(seq: u32, kh: u32, first: u32, n: u32, lid: u32) {
+  for (var i = lid; i < n * D4; i += WG) {
+    kv[(i / D4) * ROW + i % D4] = vec4f(vCache[keyRow(seq, first + i / D4, kh) + i % D4]);
+  }
+}

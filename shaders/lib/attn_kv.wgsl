@@ -1,13 +1,9 @@
 // The paged-KV side of the attention kernels (attn_decode, attn_prefill): their shared Params,
-// the sliding window, and the loads of a K or V tile into workgroup memory. Concatenated in
-// front of a kernel that declares
-//   override WG;                        threads per workgroup
+// the sliding window, the score cap and the page lookup. Concatenated in front of a kernel that
+// declares
 //   override D4;                        headDim / 4 (vec4s per key row)
-//   override ROW;                       stride of a tile row in vec4s (D4 + 1: bank padding)
-//   var<storage, read> kCache, vCache: array<vec4<act>>;  [numPages, PAGE, nKv, D4]
 //   var<storage, read> blockTable: array<u32>;            [S, maxPagesPerSeq]
 //   var<uniform> p: Params;
-//   var<workgroup> kv: array<vec4f, keysPerTile * ROW>;
 // One Params layout serves both kernels, so src/kernels/attention.ts packs it in one place.
 
 struct Params {
@@ -16,8 +12,8 @@ struct Params {
   pageSize: u32,        // tokens per KV page
   maxPagesPerSeq: u32,  // row length of blockTable
   window: u32,          // sliding window in keys: position p sees keys p - window < j <= p (0xffffffff: all)
-  nSplits: u32,         // attn_decode only: splits per (token, head)
-  splitKeys: u32,       // attn_decode only: keys per split (a multiple of its key tile)
+  nSplits: u32,         // attn_decode only: the most splits per (token, head), the partials' stride
+  pad: u32,
   scale: f32,           // what q·k is multiplied by (1 / sqrt(headDim) unless the model says otherwise)
   softcap: f32,         // scores s become tanh(s / softcap) * softcap before the softmax (Gemma 2); 0: none
 }
@@ -46,19 +42,4 @@ fn visible(key: u32, pos: u32) -> bool {
 fn keyRow(seq: u32, key: u32, kh: u32) -> u32 {
   let page = blockTable[seq * p.maxPagesPerSeq + key / p.pageSize];
   return ((page * p.pageSize + key % p.pageSize) * p.nKv + kh) * D4;
-}
-
-// Keys first .. first + n of (seq, kh) into tile rows 0 .. n, all WG threads sharing the work.
-// The caller puts a barrier between a load and the reads of the tile, and before reusing it.
-fn loadKeys(seq: u32, kh: u32, first: u32, n: u32, lid: u32) {
-  for (var i = lid; i < n * D4; i += WG) {
-    kv[(i / D4) * ROW + i % D4] = vec4f(kCache[keyRow(seq, first + i / D4, kh) + i % D4]);
-  }
-}
-
-// The values of the same keys, as loadKeys.
-fn loadValues(seq: u32, kh: u32, first: u32, n: u32, lid: u32) {
-  for (var i = lid; i < n * D4; i += WG) {
-    kv[(i / D4) * ROW + i % D4] = vec4f(vCache[keyRow(seq, first + i / D4, kh) + i % D4]);
-  }
 }

@@ -420,12 +420,14 @@ export class GpuEngine implements Backend, BatchRunner {
     );
     const ring = this.ring[this.submitted++ % this.ring.length]!;
     let encoder = device.createCommandEncoder();
-    // Only a profiled step works out its shape (each sequence's keys after this step).
-    const shape = this.profiler ? { tokens, seqs, keys: rows.map((r) => this.kv.length(r.slot)) } : undefined;
+    // Each sequence's keys after this step: the longest decides attention's splits; a profiled
+    // step reports them all.
+    const keys = rows.map((r) => this.kv.length(r.slot));
+    const shape = this.profiler ? { tokens, seqs, keys } : undefined;
     let pass = this.profiler ? this.profiler.begin(encoder, false, shape!) : encoder.beginComputePass();
     // return_hidden_states: the sampling rows' final hidden states are copied out after the pass.
     const wantHidden = rows.slice(0, sampling).some((r) => r.seq.wantsHidden);
-    this.forward.encode(pass, tokens, seqs, adapted, wantHidden);
+    this.forward.encode(pass, tokens, seqs, adapted, wantHidden, Math.max(...keys));
     const masked = rows.slice(0, sampling).some((r) => r.seq.constraint);
     if (masked) {
       pass.end();

@@ -428,9 +428,10 @@ export class GpuForward {
    * Records one forward step of `tokens` tokens from `seqs` sequences; logits land in `state.logits`.
    * `adapted`: some row runs a LoRA adapter (its id is in the step's seqAdapter). `hidden`: the
    * step's final hidden states are read back (`state.lastNormed`, return_hidden_states), so the
-   * final norm writes them even where it folds into the LM head.
+   * final norm writes them even where it folds into the LM head. `maxKeys`: the longest context in
+   * the step (keys after it), so that attention runs a single split where that is enough.
    */
-  encode(pass: GPUComputePassEncoder, tokens: number, seqs: number, adapted = false, hidden = false): void {
+  encode(pass: GPUComputePassEncoder, tokens: number, seqs: number, adapted = false, hidden = false, maxKeys?: number): void {
     const mode = tokens > seqs ? 'prefill' : 'decode';
     // Steps the matvec kernels take fold the pre-norms into the projections after them; a LoRA
     // update reads the normed input, so adapted steps still write it.
@@ -449,7 +450,7 @@ export class GpuForward {
       layer.kNorm?.encode(pass, tokens);
       layer.rope?.encode(pass, tokens);
       layer.kvWrite?.encode(pass, tokens);
-      layer.attention.encode(pass, tokens, mode);
+      layer.attention.encode(pass, tokens, mode, maxKeys);
       layer.o.encode(pass, tokens);
       this.adapt(lora, pass, l, 'o', tokens);
       layer.postAttnNorm?.encode(pass, tokens);

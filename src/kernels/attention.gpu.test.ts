@@ -2,7 +2,20 @@ import { describe, expect, it } from 'vitest';
 import { createBuffer, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
 import type { Precision } from '../gpu/pipelines';
 import { testGPU } from '../testing/gpu';
-import { attentionRef, createAttentionOp, DECODE_KEY_TILES, PREFILL_TILES, type AttentionArgs, type AttentionMode } from './attention';
+import {
+  attentionRef,
+  createAttentionOp,
+  DECODE_KEY_TILES,
+  DECODE_TARGET_WORKGROUPS,
+  decodeLayout,
+  decodeSplits,
+  decodeWorkgroupBytes,
+  MIN_SPLIT_KEYS,
+  PREFILL_TILES,
+  stepSplits,
+  type AttentionArgs,
+  type AttentionMode,
+} from './attention';
 import { makePagedBatch, type SeqSpec } from '../testing/attention-batch';
 import { actRound, maxRelDiff, opContext, readAct, runPass, uploadAct } from '../testing/kernel-helpers';
 
@@ -32,7 +45,7 @@ const MIXED: SeqSpec[] = [
 const MAX_PAGES = 6;
 
 /** Runs the op on a paged batch in one mode; returns GPU and reference outputs. */
-async function run(c: Case, mode: AttentionMode, seed = 1) {
+async function run(c: Case, mode: AttentionMode, seed = 1, maxKeys?: number) {
   const gpu = await testGPU();
   const { device } = gpu;
   const precision = c.precision ?? 'f32';
@@ -66,7 +79,12 @@ async function run(c: Case, mode: AttentionMode, seed = 1) {
     decode: { maxTokens: b.T, ...c.decode },
     prefill: c.prefill,
   });
-  await runPass(device, (pass) => op.encode(pass, b.T, mode));
+  let dispatches = 0;
+  await runPass(device, (pass) => {
+    const dispatch = pass.dispatchWorkgroups.bind(pass);
+    pass.dispatchWorkgroups = (x: number, y?: number, z?: number) => (dispatches++, dispatch(x, y, z));
+    op.encode(pass, b.T, mode, maxKeys);
+  });
   const got = await readAct(device, out, n, precision);
   const want = attentionRef({
     q,
@@ -81,7 +99,7 @@ async function run(c: Case, mode: AttentionMode, seed = 1) {
     nKv: c.nKv,
     headDim: c.headDim,
   });
-  return { got, want, op, batch: b };
+  return { got, want, op, batch: b, dispatches };
 }
 
 describe('paged attention kernels', () => {
@@ -99,13 +117,17 @@ describe('paged attention kernels', () => {
             if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
           };
 
-          for (const splitPages of [1, MAX_PAGES]) {
+          // 3 splits divide the 70-key context in 3 (the short sequences leave splits empty); one
+          // split writes the output without a combine pass.
+          for (const splits of [3, 1]) {
             // One key tile per head dim: each extra variant costs seconds of SwiftShader compile.
             const keyTile = DECODE_KEY_TILES[headDim === 64 ? 0 : 1];
-            it(`decodes a mixed batch with ${splitPages === 1 ? `${MAX_PAGES} splits` : 'one split'} (key tile ${keyTile}, ${where})`, async (ctx) => {
+            it(`decodes a mixed batch with ${splits === 1 ? 'one split' : `${splits} splits`} (key tile ${keyTile}, ${where})`, async (ctx) => {
               await skipUnlessF16(ctx);
-              const { got, want, op } = await run({ ...c, decode: { splitPages, keyTile } }, 'decode');
-              expect(op.nSplits).toBe(splitPages === 1 ? MAX_PAGES : 1);
+              const { got, want, op, dispatches } = await run({ ...c, decode: { splits, keyTile } }, 'decode');
+              expect(op.nSplits).toBe(splits);
+              expect(op.decodeGroup).toBe(nHeads / nKv); // the whole GQA group in one workgroup
+              expect(dispatches).toBe(splits === 1 ? 1 : 2);
               expect(maxRelDiff(got, want)).toBeLessThan(TOLERANCE[precision]);
             });
           }
@@ -137,7 +159,7 @@ describe('paged attention kernels', () => {
       const keyTile = DECODE_KEY_TILES[headDim === 64 ? 0 : 1];
       it(`decodes a mixed batch under a ${WINDOW}-key sliding window, skipping what it hides (key tile ${keyTile}, ${where})`, async (ctx) => {
         await skipUnlessF16(ctx);
-        const { got, want } = await run({ ...c, decode: { splitPages: 1, keyTile } }, 'decode');
+        const { got, want } = await run({ ...c, decode: { splits: 3, keyTile } }, 'decode');
         expect(got.every(Number.isFinite)).toBe(true); // no NaN key was read
         expect(maxRelDiff(got, want)).toBeLessThan(TOLERANCE[precision]);
       });
@@ -161,7 +183,7 @@ describe('paged attention kernels', () => {
       const keyTile = DECODE_KEY_TILES[headDim === 64 ? 0 : 1];
       it(`soft-caps the scaled scores when decoding (key tile ${keyTile}, ${where})`, async (ctx) => {
         if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
-        const { got, want } = await run({ ...c, decode: { splitPages: 1, keyTile } }, 'decode');
+        const { got, want } = await run({ ...c, decode: { splits: 3, keyTile } }, 'decode');
         expect(maxRelDiff(got, want)).toBeLessThan(TOLERANCE[precision]);
       });
       for (const tile of PREFILL_TILES) {
@@ -190,7 +212,7 @@ describe('paged attention kernels', () => {
   it('narrows attention to the window on both paths, down to a window of one key', async () => {
     const c: Case = { nHeads: 2, nKv: 1, headDim: 64, pageSize: 16, seqs: [{ len: 40, fresh: 9 }, { len: 3, fresh: 1 }] };
     for (const window of [1, 7]) {
-      const decode = await run({ ...c, window, decode: { splitPages: 1 } }, 'decode', 3);
+      const decode = await run({ ...c, window, decode: { splits: 4 } }, 'decode', 3);
       const prefill = await run({ ...c, window }, 'prefill', 3);
       expect(maxRelDiff(decode.got, decode.want)).toBeLessThan(1e-5);
       expect(maxRelDiff(prefill.got, decode.want)).toBeLessThan(1e-5);
@@ -214,7 +236,7 @@ describe('paged attention kernels', () => {
 
   it('gives the same answer on both paths when every sequence decodes one token', async () => {
     const c: Case = { nHeads: 4, nKv: 1, headDim: 64, pageSize: 16, seqs: [{ len: 90, fresh: 1 }, { len: 1, fresh: 1 }, { len: 17, fresh: 1 }] };
-    const decode = await run({ ...c, decode: { splitPages: 2 } }, 'decode', 7);
+    const decode = await run({ ...c, decode: { splits: 2 } }, 'decode', 7);
     const prefill = await run(c, 'prefill', 7);
     expect(maxRelDiff(decode.got, decode.want)).toBeLessThan(1e-5);
     expect(maxRelDiff(prefill.got, decode.got)).toBeLessThan(1e-5);
@@ -243,9 +265,51 @@ describe('paged attention kernels', () => {
 
   it('picks default splits and tiles that fit the device', async () => {
     const { device } = await testGPU();
+    const limit = device.limits.maxComputeWorkgroupStorageSize;
     const { op } = await run({ nHeads: 2, nKv: 1, headDim: 128, pageSize: 16, seqs: [{ len: 20, fresh: 20 }] }, 'prefill');
-    expect(op.nSplits).toBe(1); // 6 pages of 16 keys: within one 256-key split
+    expect(op.nSplits).toBe(2); // 6 pages of 16 keys: 96 keys make two splits of at least MIN_SPLIT_KEYS
+    expect(op.decodeGroup).toBe(2);
+    expect(decodeWorkgroupBytes(128, 2, op.keyTile, 128)).toBeLessThanOrEqual(limit);
     expect(op.scratchBytes).toBeGreaterThan(0);
-    expect(device.limits.maxComputeWorkgroupStorageSize).toBeGreaterThanOrEqual(16384);
+    expect(limit).toBeGreaterThanOrEqual(16384);
+    // A long context on one KV head: splits reach the workgroup target; on 8 KV heads, an eighth.
+    expect(decodeSplits(1, 32768)).toBe(DECODE_TARGET_WORKGROUPS);
+    expect(decodeSplits(8, 32768)).toBe(DECODE_TARGET_WORKGROUPS / 8);
+    expect(decodeSplits(8, 100)).toBe(2);
+    // A step runs one split while its longest context is short or its tokens fill the device.
+    expect(stepSplits(16, 8, 1, MIN_SPLIT_KEYS)).toBe(1);
+    expect(stepSplits(16, 8, 1, MIN_SPLIT_KEYS + 1)).toBe(16);
+    expect(stepSplits(16, 8, DECODE_TARGET_WORKGROUPS / 8, 4096)).toBe(1);
+    expect(stepSplits(16, 8, 1)).toBe(16);
+    // A wide GQA group that does not fit one workgroup is split into the largest divisor that does.
+    const wide = decodeLayout(256, 64, 1, { bytes: 32768, threads: 256 });
+    expect(wide.group).toBe(8);
+    expect(decodeWorkgroupBytes(256, wide.group, wide.keyTile, wide.wg)).toBeLessThanOrEqual(32768);
+  });
+
+  // The engine passes each step's longest context: a short one runs a single split and no combine
+  // pass even where the op has several splits for long contexts; a long one runs them all.
+  for (const precision of ['f32', 'f16'] as const) {
+    it(`runs one split for a short decode step and all of them for a long one (${precision})`, async (ctx) => {
+      if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
+      const c: Case = { nHeads: 4, nKv: 1, headDim: 64, pageSize: 16, seqs: [{ len: 60, fresh: 1 }, { len: 9, fresh: 1 }], precision, decode: { splits: 4, keyTile: 8 } };
+      const short = await run(c, 'decode', 11, 60);
+      expect(short.dispatches).toBe(1);
+      expect(maxRelDiff(short.got, short.want)).toBeLessThan(TOLERANCE[precision]);
+      const long = await run({ ...c, seqs: [{ len: 90, fresh: 1 }, { len: 9, fresh: 1 }] }, 'decode', 11, 90);
+      expect(long.dispatches).toBe(2);
+      expect(maxRelDiff(long.got, long.want)).toBeLessThan(TOLERANCE[precision]);
+    });
+  }
+
+  // Part of a GQA group per workgroup (where a whole one would not fit): 8 query heads on 2 KV
+  // heads, in workgroups of 2 heads, at an odd head dim.
+  it('decodes with a partial GQA group per workgroup (f32 and f16)', async (ctx) => {
+    for (const precision of ['f32', 'f16'] as const) {
+      if (precision === 'f16' && !(await testGPU()).info.f16) continue;
+      const { got, want, op } = await run({ nHeads: 8, nKv: 2, headDim: 40, pageSize: 16, seqs: MIXED, precision, decode: { splits: 2, group: 2, keyTile: 8 } }, 'decode', 13);
+      expect(op.decodeGroup).toBe(2);
+      expect(maxRelDiff(got, want), precision).toBeLessThan(TOLERANCE[precision]);
+    }
   });
 });

@@ -21,11 +21,21 @@ export const PREFILL_TILES = [
   { tq: 4, tk: 8 },
   { tq: 16, tk: 16 },
 ] as const;
-/** Keys per workgroup-memory tile of the decode kernel tested (the default is 16). */
+/** Keys per workgroup-memory tile of the decode kernel tested (the default is 32, less where memory is short). */
 export const DECODE_KEY_TILES = [8, 16] as const;
 
 /**
- * `decode`: split-K over the context (attn_decode + attn_combine), best for few query tokens.
+ * Workgroups a multi-split decode step aims for: WebGPU does not tell the compute-unit count, so a
+ * fixed figure that fills a large GPU (about twice an H100's 132 SMs is 264; 128 already keeps
+ * every SM busy with one workgroup of 128 threads, and more splits add combine traffic).
+ */
+export const DECODE_TARGET_WORKGROUPS = 128;
+/** The fewest keys worth a split of their own: below this, splitting costs more than it saves. */
+export const MIN_SPLIT_KEYS = 64;
+
+/**
+ * `decode`: one workgroup per KV head's query heads and split of the context (attn_decode, plus
+ * attn_combine when a step runs several splits), best for few query tokens.
  * `prefill`: query-tiled (attn_prefill), best for long runs of tokens.
  * Both are exact for any batch.
  */
@@ -34,8 +44,16 @@ export type AttentionMode = 'decode' | 'prefill';
 export interface AttentionOp {
   /** Scratch for the decode path's splits, in bytes (0 when there is none). */
   readonly scratchBytes: number;
+  /** Splits of a long-context decode step (a short one takes one: stepSplits). */
   readonly nSplits: number;
-  encode(pass: GPUComputePassEncoder, tokens: number, mode: AttentionMode): void;
+  /** Query heads per decode workgroup, and keys per decode tile. */
+  readonly decodeGroup: number;
+  readonly keyTile: number;
+  /**
+   * `maxKeys`: the longest context in the step (keys after it), which lets a decode step with a
+   * short one run a single split and no combine pass; absent, decode runs every split.
+   */
+  encode(pass: GPUComputePassEncoder, tokens: number, mode: AttentionMode, maxKeys?: number): void;
   /** Frees the split scratch and the params. */
   destroy(): void;
 }
@@ -69,12 +87,17 @@ export interface AttentionArgs {
   /** Scores s (scaled) become tanh(s / softcap) * softcap before the softmax (Gemma 2). null/absent: none. */
   softcap?: number | null;
   decode?: {
-    /** KV pages per split. Default: 256 keys' worth, more if that would make over 32 splits. */
-    splitPages?: number;
+    /**
+     * Splits of a long-context decode step (see decodeSplits). Default: enough that splits × head
+     * groups reach DECODE_TARGET_WORKGROUPS for one sequence, each split at least MIN_SPLIT_KEYS.
+     */
+    splits?: number;
     /** Most tokens a decode-mode step may have; sizes the split scratch. Default: maxSeqs. */
     maxTokens?: number;
-    /** Keys per workgroup-memory tile. Default 16. */
+    /** Keys per workgroup-memory tile. Default 32, halved until the workgroup memory fits. */
     keyTile?: number;
+    /** Query heads per workgroup, a divisor of nHeads / nKv. Default: the whole GQA group, or the largest divisor that fits. */
+    group?: number;
     wg?: number;
   };
   prefill?: { tq?: number; tk?: number; wg?: number };
@@ -87,22 +110,74 @@ export function prefillWorkgroupBytes(headDim: number, tq: number, tk: number): 
   return 16 * (tq * d4 + tk * (d4 + 1)) + 4 * tq * tk + 16 * tq;
 }
 
-/** Split count and keys per split of the decode path. */
-export function decodeSplits(maxPagesPerSeq: number, pageSize: number, splitPages?: number): { nSplits: number; splitKeys: number } {
-  const pages = splitPages ?? Math.max(Math.ceil(256 / pageSize), Math.ceil(maxPagesPerSeq / 32));
-  return { nSplits: Math.ceil(maxPagesPerSeq / pages), splitKeys: pages * pageSize };
+/** Workgroup memory of the decode kernel (see attn_decode.wgsl), in bytes. */
+export function decodeWorkgroupBytes(headDim: number, group: number, keyTile: number, wg: number): number {
+  const d4 = headDim / 4;
+  return 16 * (group * d4 + keyTile * (d4 + 1) + keyTile * d4 + wg) + 4 * (group * keyTile + 2 * keyTile + 3 * group);
+}
+
+/**
+ * The decode kernel's shape: `group` query heads per workgroup (the whole GQA group where it fits,
+ * so K/V are read once per KV head), `keyTile` keys per tile, and how the PV product's group·headDim/4
+ * output vec4s spread over `wg` threads (`ng` key groups, or `outs` outputs per thread; at most 8).
+ */
+export function decodeLayout(
+  headDim: number,
+  nHeads: number,
+  nKv: number,
+  limits: { bytes: number; threads: number },
+  o: { keyTile?: number; group?: number; wg?: number } = {},
+): { group: number; keyTile: number; wg: number; ng: number; outs: number } {
+  const d4 = headDim / 4;
+  const perKv = nHeads / nKv;
+  const wg = o.wg ?? Math.min(128, limits.threads);
+  const fits = (g: number, kb: number) => decodeWorkgroupBytes(headDim, g, kb, wg) <= limits.bytes && g * d4 <= 8 * wg;
+  const minTile = o.keyTile ?? 8;
+  const divisors = Array.from({ length: perKv }, (_, i) => perKv - i).filter((g) => perKv % g === 0);
+  const group = o.group ?? divisors.find((g) => fits(g, minTile)) ?? 1;
+  if (perKv % group !== 0) throw new RangeError(`attn_decode: a group of ${group} query heads does not divide the ${perKv} per KV head`);
+  let keyTile = o.keyTile ?? 32;
+  while (o.keyTile === undefined && keyTile > 4 && !fits(group, keyTile)) keyTile /= 2;
+  if (!fits(group, keyTile)) {
+    throw new RangeError(`attn_decode: ${group} heads × ${keyTile}-key tiles at headDim ${headDim} need ${decodeWorkgroupBytes(headDim, group, keyTile, wg)} B of workgroup memory and ${Math.ceil((group * d4) / wg)} outputs per thread; the device has ${limits.bytes} B, and a thread takes at most 8`);
+  }
+  const slots = group * d4;
+  const ng = slots < wg ? Math.floor(wg / slots) : 1;
+  return { group, keyTile, wg, ng, outs: ng > 1 ? 1 : Math.ceil(slots / wg) };
+}
+
+/**
+ * The most splits a decode step uses: enough that splits × head groups reach
+ * DECODE_TARGET_WORKGROUPS for a single sequence, with at least MIN_SPLIT_KEYS keys each at the
+ * longest context. `splits` overrides it.
+ */
+export function decodeSplits(headGroups: number, maxKeys: number, splits?: number): number {
+  if (splits !== undefined) return splits;
+  return Math.max(1, Math.min(Math.ceil(DECODE_TARGET_WORKGROUPS / headGroups), Math.ceil(maxKeys / MIN_SPLIT_KEYS)));
+}
+
+/**
+ * Splits a decode step of `tokens` tokens dispatches: one (the kernel writes the output itself and
+ * there is no combine pass) when the longest context in the step is short or the tokens alone fill
+ * the device; else all `nSplits`, which the kernel spreads evenly over each token's keys.
+ * Without `maxKeys` the step's context is unknown: all splits.
+ */
+export function stepSplits(nSplits: number, headGroups: number, tokens: number, maxKeys?: number): number {
+  if (nSplits === 1 || maxKeys === undefined) return nSplits;
+  const useful = Math.min(Math.ceil(maxKeys / MIN_SPLIT_KEYS), Math.ceil(DECODE_TARGET_WORKGROUPS / (headGroups * tokens)));
+  return useful <= 1 ? 1 : nSplits;
 }
 
 /** The shared Params of attn_decode and attn_prefill (shaders/lib/attn_kv.wgsl), field by field. */
-function kvParams(a: AttentionArgs, split: { nSplits: number; splitKeys: number }): ArrayBuffer {
+function kvParams(a: AttentionArgs, nSplits: number): ArrayBuffer {
   return packParams([
     ['u32', a.nHeads],
     ['u32', a.nKv],
     ['u32', a.pageSize],
     ['u32', a.maxPagesPerSeq],
     ['u32', a.window ?? NO_WINDOW],
-    ['u32', split.nSplits],
-    ['u32', split.splitKeys],
+    ['u32', nSplits],
+    ['u32', 0],
     ['f32', a.scale ?? 1 / Math.sqrt(a.headDim)],
     ['f32', a.softcap ?? 0],
   ]);
@@ -129,41 +204,42 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
   const d4 = headDim / 4;
   const limit = device.limits.maxComputeWorkgroupStorageSize;
 
-  // Decode: split-K, then combine.
-  const decodeWg = a.decode?.wg ?? Math.max(64, d4);
-  if (decodeWg < d4) throw new RangeError(`attn_decode needs a workgroup of at least headDim/4 = ${d4} threads, got ${decodeWg}`);
-  const keyTile = a.decode?.keyTile ?? 16;
-  const { nSplits, splitKeys } = decodeSplits(maxPagesPerSeq, pageSize, a.decode?.splitPages);
+  // Decode: grouped by KV head, split-K over long contexts (then combined).
+  const layout = decodeLayout(headDim, nHeads, nKv, { bytes: limit, threads: device.limits.maxComputeInvocationsPerWorkgroup }, a.decode ?? {});
+  const headGroups = nHeads / layout.group;
+  const nSplits = decodeSplits(headGroups, maxPagesPerSeq * pageSize, a.decode?.splits);
+  if (!(Number.isInteger(nSplits) && nSplits >= 1)) throw new RangeError(`attn_decode: splits must be a positive integer, got ${nSplits}`);
   const decodeTokens = Math.min(a.decode?.maxTokens ?? a.maxSeqs, a.maxTokens);
-  const partialO = createBuffer(device, decodeTokens * nHeads * nSplits * headDim * 4, STORAGE, 'attn partial out');
-  const partialML = createBuffer(device, decodeTokens * nHeads * nSplits * 8, STORAGE, 'attn partial max/sum');
+  // A single-split op never writes partials; the bindings still need a buffer.
+  const partialRows = nSplits > 1 ? decodeTokens * nHeads * nSplits : 1;
+  const partialO = createBuffer(device, partialRows * headDim * 4, STORAGE, 'attn partial out');
+  const partialML = createBuffer(device, partialRows * 8, STORAGE, 'attn partial max/sum');
   const combineWg = Math.min(64, Math.ceil(d4 / 32) * 32);
+  const decodeConstants = { WG: layout.wg, HEAD_DIM: headDim, KB: layout.keyTile, GROUP: layout.group, NG: layout.ng, OUTS: layout.outs };
   const [decodePipeline, combinePipeline] = await Promise.all([
-    ctx.cache.get(attnDecodeKernel, { precision: ctx.precision, constants: { WG: decodeWg, HEAD_DIM: headDim, KB: keyTile } }),
-    ctx.cache.get(attnCombineKernel, { precision: ctx.precision, constants: { WG: combineWg, NSPLITS: nSplits } }),
+    ctx.cache.get(attnDecodeKernel, { precision: ctx.precision, constants: decodeConstants }),
+    nSplits > 1 ? ctx.cache.get(attnCombineKernel, { precision: ctx.precision, constants: { WG: combineWg, NSPLITS: nSplits } }) : null,
   ]);
-  const decodeParams = uploadBuffer(device, new Uint8Array(kvParams(a, { nSplits, splitKeys })), UNIFORM, 'attn_decode params');
+  const decodeParams = uploadBuffer(device, new Uint8Array(kvParams(a, nSplits)), UNIFORM, 'attn_decode params');
   const combineParams = uploadBuffer(device, new Uint8Array(packParams([['u32', nHeads], ['u32', d4]])), UNIFORM, 'attn_combine params');
   // Bytes: q read and the output written per token, and each sequence's K and V read once (at
-  // most a window of keys): the least a step must move. Decode adds its split partials (f32 out,
-  // max and sum per split), written by attn_decode and read by attn_combine.
+  // most a window of keys): the least a step must move. A multi-split step adds its partials (f32
+  // out, max and sum per split), written by attn_decode and read by attn_combine.
   const act = actBytes(ctx.precision);
   const headRow = nHeads * headDim * act;
   const kvBytes = (s: StepShape) => s.keys.reduce((n, keys) => n + Math.min(keys, a.window ?? keys), 0) * 2 * nKv * headDim * act;
   const partialBytes = (rows: number) => rows * nHeads * nSplits * (headDim * 4 + 8);
+  const splitsAt = (rows: number, s: StepShape) => stepSplits(nSplits, headGroups, rows, s.keys.length ? Math.max(...s.keys) : undefined);
   const label = a.label ?? { role: 'attention' };
   const decodeGroup = describeDispatch(
-    bindBuffers(device, decodePipeline, [a.q, a.kCache, a.vCache, a.positions, a.tokenSeq, a.blockTable, partialO, partialML, decodeParams]),
+    bindBuffers(device, decodePipeline, [a.q, a.kCache, a.vCache, a.positions, a.tokenSeq, a.blockTable, partialO, partialML, a.out, decodeParams]),
     label,
     'attention',
-    (rows, s) => rows * headRow + kvBytes(s) + partialBytes(rows),
+    (rows, s) => rows * headRow + kvBytes(s) + (splitsAt(rows, s) > 1 ? partialBytes(rows) : rows * headRow),
   );
-  const combineGroup = describeDispatch(
-    bindBuffers(device, combinePipeline, [partialO, partialML, a.out, combineParams]),
-    label,
-    'attention',
-    (rows) => partialBytes(rows) + rows * headRow,
-  );
+  const combineGroup = combinePipeline
+    ? describeDispatch(bindBuffers(device, combinePipeline, [partialO, partialML, a.out, combineParams]), label, 'attention', (rows) => partialBytes(rows) + rows * headRow)
+    : null;
 
   // Prefill: query tiles; the tile shrinks until its workgroup memory fits the device.
   let tq = a.prefill?.tq ?? 16;
@@ -185,7 +261,7 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
     constants: { WG: prefillWg, HEAD_DIM: headDim, TQ: tq, TK: tk },
   });
   // The split fields are attn_decode's; attn_prefill ignores them.
-  const prefillParams = uploadBuffer(device, new Uint8Array(kvParams(a, { nSplits: 0, splitKeys: 0 })), UNIFORM, 'attn_prefill params');
+  const prefillParams = uploadBuffer(device, new Uint8Array(kvParams(a, 0)), UNIFORM, 'attn_prefill params');
   const prefillGroup = describeDispatch(
     bindBuffers(device, prefillPipeline, [a.q, a.kCache, a.vCache, a.positions, a.blockTable, a.lastToken, a.counts, a.out, prefillParams]),
     label,
@@ -197,9 +273,11 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
     destroy() {
       for (const b of [partialO, partialML, decodeParams, combineParams, prefillParams]) b.destroy();
     },
-    scratchBytes: partialO.size + partialML.size,
+    scratchBytes: nSplits > 1 ? partialO.size + partialML.size : 0,
     nSplits,
-    encode(pass, tokens, mode) {
+    decodeGroup: layout.group,
+    keyTile: layout.keyTile,
+    encode(pass, tokens, mode, maxKeys) {
       if (tokens > a.maxTokens) throw new RangeError(`attention: ${tokens} tokens exceed maxTokens ${a.maxTokens}`);
       if (mode === 'prefill') {
         pass.setPipeline(prefillPipeline);
@@ -210,10 +288,12 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
       if (tokens > decodeTokens) {
         throw new RangeError(`attention: a decode-mode step takes at most ${decodeTokens} tokens (decode.maxTokens), got ${tokens}; use 'prefill'`);
       }
+      const splits = stepSplits(nSplits, headGroups, tokens, maxKeys);
       pass.setPipeline(decodePipeline);
       pass.setBindGroup(0, decodeGroup);
-      pass.dispatchWorkgroups(nSplits, nHeads, tokens);
-      pass.setPipeline(combinePipeline);
+      pass.dispatchWorkgroups(splits, headGroups, tokens);
+      if (splits === 1) return; // the kernel wrote the output itself
+      pass.setPipeline(combinePipeline!);
       pass.setBindGroup(0, combineGroup);
       pass.dispatchWorkgroups(nHeads, tokens);
     },
