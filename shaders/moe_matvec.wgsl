@@ -10,6 +10,10 @@
 // A workgroup owns ROWS_PER_WG rows of one item; the WG / ROWS_PER_WG threads of a row split its
 // K / 8 chunks (as matvec.wgsl) and their partial sums meet in workgroup memory. Accumulation is
 // f32 whatever `act` is. Needs shaders/lib/dequant.wgsl in front.
+// A stack larger than one binding is split by experts into parts, one dispatch each: `w` holds
+// experts [e0, e1) and a dispatch reads only the slots routed there. gather: the owning part writes
+// a slot's row, the others skip it. combine: the first part stores its share (and the shared
+// expert), the later ones add theirs (`add`); dispatches of a pass see each other's writes.
 alias act = f32;
 
 override WG: u32 = 64;
@@ -23,7 +27,11 @@ struct Params {
   k: u32,         // elements per weight row = per item of x (a multiple of 8)
   n: u32,         // rows per expert = elements per item of y
   row_words: u32, // u32 words per weight row in the GPU layout
-  _pad: u32,
+  e0: u32,        // first expert `w` holds
+  e1: u32,        // one past the last expert `w` holds
+  add: u32,       // combine: 1 adds into y (a later part of a split stack), 0 stores
+  _pad0: u32,
+  _pad1: u32,
 }
 
 struct Step {
@@ -33,7 +41,7 @@ struct Step {
   _pad1: u32,
 }
 
-@group(0) @binding(0) var<storage, read> w: array<u32>;              // [E][n][row_words]
+@group(0) @binding(0) var<storage, read> w: array<u32>;              // [e1 - e0][n][row_words]
 @group(0) @binding(1) var<storage, read> x: array<vec4<act>>;        // gather [T][k/4]; combine [T·K][k/4]
 @group(0) @binding(2) var<storage, read_write> y: array<act>;        // gather [T·K][n]; combine [T][n]
 @group(0) @binding(3) var<storage, read> ids: array<u32>;            // [T·K]
@@ -62,9 +70,14 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
   let slots = select(1u, K, COMBINE);
 
   var acc = 0.0;
+  // gather: whether this part holds the slot's expert (the whole workgroup agrees: one item).
+  var owned = false;
   for (var j = 0u; j < slots; j++) {
     let s = select(item, item * K + j, COMBINE);
-    let rw = (ids[s] * p.n + rr) * p.row_words;
+    let e = ids[s];
+    if (e < p.e0 || e >= p.e1) { continue; }
+    owned = true;
+    let rw = ((e - p.e0) * p.n + rr) * p.row_words;
     // gather: every slot of token item / K reads that token's x; combine: each slot its own row.
     let xo = select(item / K, s, COMBINE) * k4;
     var d = 0.0;
@@ -80,9 +93,11 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
     if (lane < st) { partial[lid] += partial[lid + st]; }
     workgroupBarrier();
   }
-  if (row < p.n && lane == 0u) {
+  if (row < p.n && lane == 0u && (COMBINE || owned)) {
     var v = partial[lid];
-    if (HAS_SHARED) {
+    if (p.add != 0u) {
+      v += f32(y[item * p.n + row]);
+    } else if (HAS_SHARED) {
       let g = f32(shared_gate[item]);
       v += f32(shared_y[item * p.n + row]) / (1.0 + exp(-g));
     }

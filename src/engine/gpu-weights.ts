@@ -11,12 +11,16 @@
 import type { DType } from '../formats/types';
 import { STORAGE, uploadBuffer } from '../gpu/buffers';
 import { WebGPUError } from '../gpu/errors';
+import { uploadExpertParts } from '../kernels/moe';
 import { gpuBytesPerRow, uploadWeightParts, type WeightPart } from '../kernels/weights';
 import type { OpenedModel } from '../model/open';
 import { assembleWeights, isMatrix, modelTensors, type LayerWeights, type ModelWeights } from '../model/tensors';
 
 export interface GpuMatrix {
-  /** Row parts in order: one part holding every row unless the matrix exceeds the binding limit. */
+  /**
+   * Row parts in order: one part holding every row unless the matrix exceeds the binding limit (a
+   * stack of experts: parts of whole experts).
+   */
   parts: WeightPart[];
   dtype: DType;
   rows: number; // out features (of one expert, for a stack of experts)
@@ -115,13 +119,13 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
         { needed: rowBytes, allowed: maxPartBytes, tensor: name },
       );
     }
-    // The routed kernel binds a whole stack of experts: it must fit one binding (no row parts).
-    const stackBytes = rowBytes * shape.slice(0, -1).reduce((a, b) => a * b, 1);
-    if (row.experts && stackBytes > maxPartBytes) {
+    // A stack of experts splits into parts of whole experts: one expert must fit a binding.
+    const expertBytes = rowBytes * shape[shape.length - 2]!;
+    if (row.experts && expertBytes > maxPartBytes) {
       throw new WebGPUError(
         'limits_too_small',
-        `The experts of ${name} take ${stackBytes} bytes but this GPU's storage bindings hold ${maxPartBytes}: choose a more quantised file.`,
-        { needed: stackBytes, allowed: maxPartBytes, tensor: name },
+        `One expert of ${name} is ${expertBytes} bytes but this GPU's storage bindings hold ${maxPartBytes}: choose a more quantised file.`,
+        { needed: expertBytes, allowed: maxPartBytes, tensor: name },
       );
     }
   }
@@ -178,12 +182,16 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
           qkv[layer] = joinQkv(layer, got);
         }
       } else if (isMatrix(row.kind)) {
-        // A stack of experts ([experts, rows, cols]) goes up as one matrix of experts · rows rows, in
-        // one part: the routed kernel binds the whole stack (checked against the limit above).
+        // A stack of experts ([experts, rows, cols]) goes up as one matrix of experts · rows rows,
+        // split (when larger than a binding) into parts of whole experts: the routed kernel runs
+        // one dispatch per part, each reading the experts it holds.
         const shape = t.info.shape;
         const [rows, cols] = shape.slice(-2) as [number, number];
         const experts = shape.length === 3 ? shape[0]! : undefined;
-        const parts = uploadWeightParts(device, t.info.dtype, await opened.readTensor(name), { rows: rows * (experts ?? 1), cols }, experts ? Number.MAX_SAFE_INTEGER : maxPartBytes, name);
+        const bytes = await opened.readTensor(name);
+        const parts = experts
+          ? uploadExpertParts(device, t.info.dtype, bytes, { experts, n: rows, k: cols }, maxPartBytes, name)
+          : uploadWeightParts(device, t.info.dtype, bytes, { rows, cols }, maxPartBytes, name);
         all.push(...parts.map((p) => p.buffer));
         uploaded.set(name, { parts, dtype: t.info.dtype, rows, cols, ...(experts ? { experts } : {}) });
         // A decode step reads k of a stack's experts, not all of them.

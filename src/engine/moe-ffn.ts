@@ -88,8 +88,8 @@ export async function createMoeFfnOp(ctx: OpContext, a: MoeFfnArgs): Promise<Op>
   const routed = (role: string, m: GpuMatrix | undefined, mode: 'gather' | 'combine', x: GPUBuffer, y: GPUBuffer, shared?: { y: GPUBuffer; gate: GPUBuffer }) =>
     createMoeMatvecOp(
       ctx,
-      // A stack of experts is uploaded whole, in one part (gpu-weights.ts checks it fits one binding).
-      { weight: m!.parts[0]!.buffer, dtype: m!.dtype, experts: m!.experts ?? 1, n: m!.rows, k: m!.cols, used: k, mode, x, y, ids: a.ids, weights: s.weights, shared, counts: a.counts, maxTokens, label: at(role) },
+      // A stack larger than one binding is in parts of whole experts (gpu-weights.ts): one dispatch each.
+      { weight: m!.parts, dtype: m!.dtype, experts: m!.experts ?? 1, n: m!.rows, k: m!.cols, used: k, mode, x, y, ids: a.ids, weights: s.weights, shared, counts: a.counts, maxTokens, label: at(role) },
       spec,
     );
 

@@ -11,6 +11,7 @@ import { expectModelMatchesReference, splittingLimit } from '../testing/engine-c
 import { useFixtureURLs } from '../testing/fixture-server';
 import { testGPU } from '../testing/gpu';
 import type { Arch } from '../model/config';
+import { gpuBytesPerRow } from '../kernels/weights';
 import { GpuEngine } from './engine';
 
 const LOGIT_TOLERANCE = 1e-3; // f32, as engine.test.ts
@@ -88,5 +89,37 @@ describe('a weight buffer limit smaller than one row', () => {
     expect(error).toBeInstanceOf(WebGPUError);
     expect((error as WebGPUError).code).toBe('limits_too_small');
     expect((error as WebGPUError).message).toMatch(/^One row of token_embd\.weight is 288 bytes but this GPU's storage bindings hold 64/);
+  });
+});
+
+describe('the GPU engine on the tiny qwen3moe fixture with its expert stacks split by experts', () => {
+  const urls = useFixtureURLs('qwen3moe', { which: { hf: [], gguf: ['Q8_0'] } });
+
+  it('Q8_0 at a limit of two experts: every stack in two parts, greedy tokens and teacher-forced logits match the reference', async () => {
+    const gpu = await testGPU();
+    const url = urls().Q8_0!;
+    const { tensors, config } = await openModel(url);
+    // Two experts of the largest stack (one expert: its rows of the GPU layout).
+    const expertBytes = Math.max(
+      ...['ffn_gate_exps', 'ffn_up_exps', 'ffn_down_exps'].map((n) => {
+        const { shape, dtype } = tensors.get(`blk.0.${n}.weight`)!.info;
+        return shape[1]! * gpuBytesPerRow(dtype, shape[2]!);
+      }),
+    );
+    expect(config.moe!.numExperts).toBe(4);
+    const labels = await bufferLabels(gpu.device, () =>
+      expectModelMatchesReference(gpu, url, { precision: 'f32', steps: STEPS, tolerance: LOGIT_TOLERANCE, salt: 11, engine: { maxWeightPartBytes: 2 * expertBytes } }),
+    );
+    const parts = partCounts(labels);
+    for (const l of [0, 1]) for (const n of ['ffn_gate_exps', 'ffn_up_exps', 'ffn_down_exps']) expect(parts.get(`blk.${l}.${n}.weight`), `blk.${l}.${n}`).toBe(2);
+  });
+
+  it('refuses a limit smaller than one expert, naming the tensor', async () => {
+    const gpu = await testGPU();
+    const opened = await openModel(urls().Q8_0!);
+    const { shape, dtype } = opened.tensors.get('blk.0.ffn_gate_exps.weight')!.info;
+    const error = await GpuEngine.load(opened, { gpu, precision: 'f32', maxWeightPartBytes: shape[1]! * gpuBytesPerRow(dtype, shape[2]!) - 1 }).catch((e: unknown) => e);
+    expect((error as WebGPUError).code).toBe('limits_too_small');
+    expect((error as WebGPUError).message).toMatch(/^One expert of blk\.0\.ffn_gate_exps\.weight is \d+ bytes/);
   });
 });

@@ -1,13 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { packParams } from '../gpu/buffers';
+import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
 import type { Precision } from '../gpu/pipelines';
 import { runKernel } from '../gpu/run-kernel';
 import { f16ArrayToF32, f32ArrayToF16 } from '../formats/halfs';
 import { dequantize, quantize } from '../formats/quants';
 import { DTYPES, type DType } from '../formats/types';
 import { testGPU } from '../testing/gpu';
-import { actRound, random, shuffled } from '../testing/kernel-helpers';
+import { actRound, opContext, random, readAct, runPass, shuffled, uploadAct } from '../testing/kernel-helpers';
 import {
+  createMoeMatvecOp,
   EMULATED_MOE_SPEC,
   MOE_ROUTE_WG,
   MOE_SPEC,
@@ -19,9 +20,10 @@ import {
   moeMatvecRef,
   moeRouteKernel,
   moeRouteRef,
+  uploadExpertParts,
   type MoeMatvecSpec,
 } from './moe';
-import { repackForGPU } from './weights';
+import { gpuBytesPerRow, repackForGPU } from './weights';
 
 // 4 experts, top-2 (the fixtures' shape); n = 37 leaves a partial row group; k = 256: one K-quant super-block.
 const E = 4;
@@ -75,6 +77,7 @@ describe('moe_route kernel', () => {
 });
 
 interface Stack {
+  file: Uint8Array; // ggml bytes
   gpu: Uint8Array;
   ref: Float32Array; // [E][N][KD] dequantised
 }
@@ -83,7 +86,7 @@ function stack(dtype: DType): Stack {
   let s = stacks.get(dtype);
   if (!s) {
     const bytes = quantize(dtype, random(E * N * KD, 5 + dtype.length));
-    stacks.set(dtype, (s = { gpu: repackForGPU(dtype, bytes), ref: dequantize(dtype, bytes, E * N * KD) }));
+    stacks.set(dtype, (s = { file: bytes, gpu: repackForGPU(dtype, bytes), ref: dequantize(dtype, bytes, E * N * KD) }));
   }
   return s;
 }
@@ -127,7 +130,7 @@ async function runMatvec(mode: 'gather' | 'combine', dtype: DType, spec: MoeMatv
       { input: weights },
       { input: shared ? toAct(shared.y, precision) : new Float32Array(1) },
       { input: shared ? toAct(shared.gate, precision) : new Float32Array(1) },
-      { uniform: moeMatvecParams(dtype, N, KD) },
+      { uniform: moeMatvecParams(dtype, N, KD, { first: 0, count: E, add: false }) },
       { uniform: counts(T) },
     ],
     moeMatvecGrid(N, items, spec),
@@ -158,4 +161,90 @@ describe('moe_matvec kernel (f16)', () => {
       });
     }
   }
+});
+
+/**
+ * A stack split into parts of one expert each (a binding limit of one expert, as gpu-weights.ts
+ * uploads a stack larger than the device's): one dispatch per part through createMoeMatvecOp, the
+ * gather writing each slot from the part that holds its expert, the combine storing the first
+ * part's share (with the shared expert) and adding the others'. Same reference, same tolerance.
+ */
+async function runSplitMatvec(mode: 'gather' | 'combine', dtype: DType, spec: MoeMatvecSpec, precision: Precision, withShared: boolean) {
+  const { device } = await testGPU();
+  const { file, ref: w } = stack(dtype);
+  const parts = uploadExpertParts(device, dtype, file, { experts: E, n: N, k: KD }, N * gpuBytesPerRow(dtype, KD));
+  expect(parts.map((p) => [p.row0, p.rows])).toEqual([0, 1, 2, 3].map((e) => [e * N, N]));
+  const xRows = mode === 'gather' ? T : T * USED;
+  const x = actRound(random(xRows * KD, 7), precision);
+  const shared = withShared ? { y: actRound(random(T * N, 8), precision), gate: actRound(random(T, 9, 3), precision) } : undefined;
+  const items = mode === 'gather' ? T * USED : T;
+  const y = createBuffer(device, items * N * (precision === 'f16' ? 2 : 4), STORAGE);
+  const owned = [y, ...parts.map((p) => p.buffer)];
+  const upload = (v: ArrayBufferView, usage = STORAGE) => {
+    const b = uploadBuffer(device, v, usage);
+    owned.push(b);
+    return b;
+  };
+  const act = (v: Float32Array) => {
+    const b = uploadAct(device, v, precision);
+    owned.push(b);
+    return b;
+  };
+  try {
+    const op = await createMoeMatvecOp(
+      opContext(device, precision),
+      {
+        weight: parts,
+        dtype,
+        experts: E,
+        n: N,
+        k: KD,
+        used: USED,
+        mode,
+        x: act(x),
+        y,
+        ids: upload(ids),
+        weights: upload(weights),
+        shared: shared && { y: act(shared.y), gate: act(shared.gate) },
+        counts: upload(new Uint8Array(counts(T)), UNIFORM),
+        maxTokens: T,
+      },
+      spec,
+    );
+    await runPass(device, (pass) => op.encode(pass, T));
+    op.destroy();
+    const want = moeMatvecRef(mode, x, w, ids, weights, { T, K: USED, n: N, k: KD }, shared);
+    expectClose(await readAct(device, y, items * N, precision), want, w, precision, mode === 'combine' ? USED : 1, `split ${mode} ${dtype}`);
+  } finally {
+    for (const b of owned) b.destroy();
+  }
+}
+
+describe('moe_matvec kernel on a stack split by experts', () => {
+  for (const s of MOE_SPECS) {
+    it(`gathers and combines (with the shared expert) a Q4_K stack in 4 parts at ${spec(s)} (f32)`, async () => {
+      await runSplitMatvec('gather', 'Q4_K', s, 'f32', false);
+      await runSplitMatvec('combine', 'Q4_K', s, 'f32', true);
+    });
+    it(`gathers and combines a Q8_0 stack in 4 parts at ${spec(s)} (f16)`, async (ctx) => {
+      if (!(await testGPU()).info.f16) ctx.skip();
+      await runSplitMatvec('gather', 'Q8_0', s, 'f16', false);
+      await runSplitMatvec('combine', 'Q8_0', s, 'f16', true);
+    });
+  }
+
+  it('refuses parts that are not whole experts in order, and one expert over the limit', async () => {
+    const { device } = await testGPU();
+    const { file } = stack('Q8_0');
+    const rowBytes = gpuBytesPerRow('Q8_0', KD);
+    expect(() => uploadExpertParts(device, 'Q8_0', file, { experts: E, n: N, k: KD }, N * rowBytes - 1)).toThrow(/one expert is/);
+    const parts = uploadExpertParts(device, 'Q8_0', file, { experts: E, n: N, k: KD }, 2 * N * rowBytes);
+    expect(parts.map((p) => p.rows)).toEqual([2 * N, 2 * N]);
+    const buf = (bytes: number) => createBuffer(device, bytes, STORAGE);
+    const base = { dtype: 'Q8_0' as const, experts: E, n: N, k: KD, used: USED, mode: 'gather' as const, x: buf(T * KD * 4), y: buf(T * USED * N * 4), ids: buf(T * USED * 4), weights: buf(T * USED * 4), counts: buf(16), maxTokens: T };
+    const ctx = opContext(device, 'f32');
+    await expect(createMoeMatvecOp(ctx, { ...base, weight: parts.slice(0, 1) })).rejects.toThrow(/parts hold 2 experts/);
+    await expect(createMoeMatvecOp(ctx, { ...base, weight: [parts[1]!, parts[0]!] })).rejects.toThrow(/not the whole experts/);
+    for (const p of parts) p.buffer.destroy();
+  });
 });

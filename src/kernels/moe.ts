@@ -8,7 +8,9 @@
  *
  * moe_route bindings:  0 logits act [T][E], 1 ids u32 [T][K], 2 weights f32 [T][K], 3 counts.
  * moe_matvec bindings: 0 w u32, 1 x act, 2 y act, 3 ids, 4 weights, 5 shared_y act [T][n],
- *                      6 shared_gate act [T], 7 Params { k, n, rowWords, pad }, 8 counts.
+ *                      6 shared_gate act [T], 7 Params { k, n, rowWords, e0, e1, add, pad, pad }, 8 counts.
+ * A stack larger than one binding goes up in parts of whole experts (`uploadExpertParts`), one
+ * dispatch each (`createMoeMatvecOp`).
  */
 import dequantLib from '../../shaders/lib/dequant.wgsl';
 import routeSource from '../../shaders/moe_route.wgsl';
@@ -17,9 +19,9 @@ import { bindBuffers, STORAGE, uploadBuffer, UNIFORM, type BufferRef } from '../
 import type { Kernel } from '../gpu/pipelines';
 import { DTYPE_INFO, type DType } from '../formats/types';
 import { routeTopK } from '../model/moe';
-import { linearParams } from './matmul';
+import { tensorByteLength } from '../formats/types';
 import { actBytes, describeDispatch, type Op, type OpContext, type OpLabel } from './op';
-import { gpuBytesPerRow, WTYPE } from './weights';
+import { gpuBytesPerRow, splitRows, uploadWeight, WTYPE, type WeightPart } from './weights';
 
 export const moeRouteKernel: Kernel = { name: 'moe_route', source: routeSource };
 export const moeMatvecKernel: Kernel = { name: 'moe_matvec', source: dequantLib + matvecBody };
@@ -84,8 +86,37 @@ export function moeMatvecRef(
   return y;
 }
 
-/** The static Params uniform of moe_matvec (the linear layers' own, per expert). */
-export const moeMatvecParams = linearParams;
+/**
+ * The static Params uniform of moe_matvec: one expert's shape, the experts [first, first + count)
+ * its weight binding holds, and whether it adds into y (combine, a split stack's later parts).
+ */
+export function moeMatvecParams(dtype: DType, n: number, k: number, part: { first: number; count: number; add: boolean }): ArrayBuffer {
+  return Uint32Array.from([k, n, gpuBytesPerRow(dtype, k) / 4, part.first, part.first + part.count, part.add ? 1 : 0, 0, 0]).buffer;
+}
+
+/**
+ * Uploads a stack of experts ([experts, n, k], ggml bytes of `dtype`) in parts of whole experts of
+ * at most `maxBytes` each (as uploadWeightParts splits a matrix by rows), as few as can be. Each
+ * part's rows are its experts' (row0 = first expert · n). Throws a RangeError when one expert alone
+ * is larger than `maxBytes`.
+ */
+export function uploadExpertParts(device: GPUDevice, dtype: DType, bytes: Uint8Array, shape: { experts: number; n: number; k: number }, maxBytes: number, label = `experts ${dtype}`): WeightPart[] {
+  const { experts, n, k } = shape;
+  const plan = splitRows(experts, n * gpuBytesPerRow(dtype, k), maxBytes);
+  if (!plan) throw new RangeError(`${label}: one expert is ${n * gpuBytesPerRow(dtype, k)} bytes, more than the ${maxBytes} bytes a GPU binding may hold`);
+  const fileExpertBytes = n * tensorByteLength(dtype, k);
+  const parts: WeightPart[] = [];
+  try {
+    for (const [i, { row0: e0, rows: count }] of plan.entries()) {
+      const slice = plan.length === 1 ? bytes : bytes.subarray(e0 * fileExpertBytes, (e0 + count) * fileExpertBytes);
+      parts.push({ buffer: uploadWeight(device, dtype, slice, plan.length === 1 ? label : `${label} [part ${i + 1}/${plan.length}]`), row0: e0 * n, rows: count * n });
+    }
+  } catch (e) {
+    for (const p of parts) p.buffer.destroy();
+    throw e;
+  }
+  return parts;
+}
 
 export function moeMatvecConstants(spec: MoeMatvecSpec, dtype: DType, used: number, mode: 'gather' | 'combine', hasShared: boolean): Record<string, number> {
   return { ...spec, WTYPE: WTYPE[dtype], K: used, COMBINE: mode === 'combine' ? 1 : 0, HAS_SHARED: hasShared ? 1 : 0 };
@@ -124,7 +155,8 @@ export async function createMoeRouteOp(
 }
 
 export interface MoeMatvecArgs {
-  weight: GPUBuffer; // [experts][n][k] in the GPU layout (uploadWeight)
+  /** [experts][n][k] in the GPU layout: one buffer, or parts of whole experts (uploadExpertParts), one dispatch each. */
+  weight: GPUBuffer | readonly WeightPart[];
   dtype: DType;
   experts: number;
   n: number; // rows per expert
@@ -149,7 +181,7 @@ function dummy(device: GPUDevice): GPUBuffer {
   return b;
 }
 
-/** The routed linear layer; pipeline, params and bind group made here, once. */
+/** The routed linear layer; pipeline, params and bind groups (one per weight part) made here, once. */
 export async function createMoeMatvecOp(ctx: OpContext, args: MoeMatvecArgs, spec: MoeMatvecSpec = MOE_SPEC): Promise<Op> {
   const { device } = ctx;
   const { dtype, experts, n, k, used, mode, maxTokens } = args;
@@ -163,36 +195,55 @@ export async function createMoeMatvecOp(ctx: OpContext, args: MoeMatvecArgs, spe
   const need = (buf: GPUBuffer, bytes: number, name: string) => {
     if (buf.size < bytes) fail(`${name} holds ${buf.size} bytes, needs ${bytes}`);
   };
-  need(args.weight, experts * n * gpuBytesPerRow(dtype, k), 'weight');
+  const expertBytes = n * gpuBytesPerRow(dtype, k);
+  const parts: readonly WeightPart[] = Array.isArray(args.weight) ? args.weight : [{ buffer: args.weight as GPUBuffer, row0: 0, rows: experts * n }];
+  // Parts of whole experts, in order, together the whole stack.
+  let next = 0;
+  for (const [i, p] of parts.entries()) {
+    if (p.row0 !== next || p.row0 % n !== 0 || p.rows % n !== 0 || !(p.rows > 0)) fail(`weight part ${i} (rows ${p.row0}..${p.row0 + p.rows}) is not the whole experts after the part before`);
+    need(p.buffer, (p.rows / n) * expertBytes, parts.length > 1 ? `weight part ${i}` : 'weight');
+    next += p.rows;
+  }
+  if (next !== experts * n) fail(`the weight parts hold ${next / n} experts`);
   need(args.x, (mode === 'gather' ? maxTokens : slots) * k * act, 'x');
   need(args.y, (mode === 'gather' ? slots : maxTokens) * n * act, 'y');
   need(args.ids, slots * 4, 'ids');
   need(args.weights, slots * 4, 'weights');
   const tpr = spec.WG / spec.ROWS_PER_WG;
   if (!(Number.isInteger(tpr) && tpr > 0 && (tpr & (tpr - 1)) === 0)) fail(`WG / ROWS_PER_WG = ${tpr} threads per row must be a power of two`);
-  const params = uploadBuffer(device, new Uint8Array(moeMatvecParams(dtype, n, k)), UNIFORM, `moe params ${experts}x${n}x${k}`);
   const pipeline = await ctx.cache.get(moeMatvecKernel, { precision: ctx.precision, constants: moeMatvecConstants(spec, dtype, used, mode, !!args.shared) });
   const none = dummy(device);
-  // The chosen experts' rows (at most every expert, each read once), x read and y written per
-  // item, ids and weights (and the shared expert's row) per token.
-  const expertBytes = n * gpuBytesPerRow(dtype, k);
-  const bytes = (rows: number) =>
-    Math.min(experts, rows * used) * expertBytes +
-    (mode === 'gather' ? rows * (k + used * n) : rows * (used * k + n + (args.shared ? n + 1 : 0))) * act +
-    rows * used * 8;
-  const bindGroup = describeDispatch(
-    bindBuffers(device, pipeline, [args.weight, args.x, args.y, args.ids, args.weights, args.shared?.y ?? none, args.shared?.gate ?? none, params, args.counts]),
-    args.label,
-    `moe_${mode}`,
-    bytes,
-  );
+  const params: GPUBuffer[] = [];
+  const bindGroups = parts.map((p, i) => {
+    const part = { first: p.row0 / n, count: p.rows / n, add: mode === 'combine' && i > 0 };
+    const uniform = uploadBuffer(device, new Uint8Array(moeMatvecParams(dtype, n, k, part)), UNIFORM, `moe params ${experts}x${n}x${k}${parts.length > 1 ? ` [part ${i + 1}/${parts.length}]` : ''}`);
+    params.push(uniform);
+    // The chosen experts' rows (at most every expert of the part, each read once), x read and y
+    // written per item (combine's later parts read y too), ids and weights (and the shared
+    // expert's row, first part) per token.
+    const bytes = (rows: number) =>
+      Math.min(part.count, rows * used) * expertBytes +
+      (mode === 'gather' ? rows * (k + used * n) : rows * (used * k + n + (part.add ? n : 0) + (args.shared && !part.add ? n + 1 : 0))) * act +
+      rows * used * 8;
+    return describeDispatch(
+      bindBuffers(device, pipeline, [p.buffer, args.x, args.y, args.ids, args.weights, args.shared?.y ?? none, args.shared?.gate ?? none, uniform, args.counts]),
+      args.label,
+      `moe_${mode}`,
+      bytes,
+    );
+  });
   return {
-    destroy: () => params.destroy(),
+    destroy: () => {
+      for (const b of params) b.destroy();
+    },
     encode(pass, tokens) {
       if (!(tokens >= 1 && tokens <= maxTokens)) throw new RangeError(`a step of ${tokens} tokens; this layer takes 1..${maxTokens}`);
       pass.setPipeline(pipeline);
-      pass.setBindGroup(0, bindGroup);
-      pass.dispatchWorkgroups(...moeMatvecGrid(n, mode === 'gather' ? tokens * used : tokens, spec));
+      const grid = moeMatvecGrid(n, mode === 'gather' ? tokens * used : tokens, spec);
+      for (const bindGroup of bindGroups) {
+        pass.setBindGroup(0, bindGroup);
+        pass.dispatchWorkgroups(...grid);
+      }
     },
   };
 }
