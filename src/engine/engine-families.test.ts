@@ -7,42 +7,18 @@
 import { relative } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
-import type { Arch } from '../model/config';
 import { openModel } from '../model/open';
 import { logitsFor, ReferenceModel } from '../reference/forward';
 import { expectEngineMatchesReference, expectModelMatchesReference } from '../testing/engine-check';
 import { GpuEngine } from './engine';
 import { GREEDY } from '../testing/sampling';
-import { describeEngineGrid, LOGIT_TOLERANCE, STEPS } from '../testing/engine-matrix';
+import { describeEngineGrid, FIRST_FAMILIES, LOGIT_TOLERANCE, MAIN_GRID, STEPS } from '../testing/engine-matrix';
 import { useFixtureURLs } from '../testing/fixture-server';
 import { D288_MIXES, ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
 import { serveDirectory } from '../testing/server';
 
-/** Families added on top of the four: HF folders and the GGUF types the issue names, not the whole grid. */
-const NEWER = ['hf-F32', 'F16', 'Q8_0', 'Q4_K_M'];
-/** Granite and Phi-3: the HF folder and the GGUF types issue #16 names for them. */
-const DENSE = ['hf-F32', 'F32', 'F16', 'Q8_0', 'Q4_K', 'Q4_K_M'];
-const CASES: Array<[Arch, string[]]> = [
-  ['smollm3', [...NEWER, 'Q2_K_MIX']],
-  ['olmo2', [...NEWER, 'IQ4_XS']],
-  ['gemma2', [...NEWER, 'IQ4_XS_MIX']],
-  // Six tiny layers (one global): the HF folder and one GGUF type.
-  ['gemma3', ['hf-F32', 'Q8_0']],
-  // The issue's list: the HF folder and F32, F16, Q8_0, Q4_K and the Q4_K_M mix.
-  ['granite', DENSE],
-  // Fused projections split at load, partial rotary and LongRoPE (the long factors: the default
-  // context exceeds the fixture's original one).
-  ['phi3', DENSE],
-  // Mixture of experts: the HF folder (experts stacked at load) and the GGUF types the issue names
-  // on qwen3moe; the other two on their HF folder and the Q4_K_M mix (all 18 family × format
-  // cases passed once; the grid costs about 15 s a case on SwiftShader).
-  ['qwen3moe', ['hf-F32', 'F32', 'F16', 'Q8_0', 'Q4_K', 'Q4_K_M']],
-  ['qwen2moe', ['hf-F32', 'Q4_K_M']],
-  ['olmoe', ['hf-F32', 'Q4_K_M']],
-];
-
-describeEngineGrid(CASES);
+describeEngineGrid(MAIN_GRID.filter(([a]) => !FIRST_FAMILIES.includes(a)));
 
 describe('the GPU engine on LongRoPE at a context within the original one', () => {
   const urls = useFixtureURLs('phi3');

@@ -4,11 +4,11 @@
  * compared teacher-forced at every step within LOGIT_TOLERANCE, and greedy tokens must be
  * identical up to the first step where the reference's top-2 margin is below that tolerance.
  * The four first families here; the later ones in engine-families.test.ts (the two files run side
- * by side).
+ * by side). The grid's formats are MAIN_GRID's (engine-matrix.ts); the rest of every architecture ×
+ * weight type runs in the short engine-types*.test.ts.
  */
 import { relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { Arch } from '../model/config';
 import { openModel } from '../model/open';
 import { greedy, ReferenceModel } from '../reference/forward';
 import { ensureFixture } from '../testing/fixtures/shared';
@@ -16,31 +16,11 @@ import { testGPU } from '../testing/gpu';
 import { serveDirectory } from '../testing/server';
 import { GpuEngine } from './engine';
 import { expectModelMatchesReference, generateGreedy } from '../testing/engine-check';
-import { describeEngineGrid, LOGIT_TOLERANCE } from '../testing/engine-matrix';
+import { describeEngineGrid, FIRST_FAMILIES, LOGIT_TOLERANCE, MAIN_GRID } from '../testing/engine-matrix';
 import { GREEDY } from '../testing/sampling';
 
 
-/**
- * Every fixture architecture × every format the generator writes, except Q4_1 and Q5_1 (whose
- * kernels differ from Q5_0's and Q4_0's only in d·q + m), Q5_K (Q4_K's kernels plus a fifth
- * bit), Q2_K, Q3_K and Q5_K_M: on one untied and one tied family each (Q2_K untied; Q3_K and
- * Q5_K_M tied).
- */
-const FORMATS = ['hf-F32', 'hf-F16', 'hf-BF16', 'F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q5_0', 'Q4_K', 'Q6_K', 'Q4_K_M'];
-/**
- * The IQ4 types, MXFP4 and llama-quantize's other presets: all on llama, each once on another
- * family (tied qwen3 and gemma2 put IQ4_NL's and IQ4_XS_MIX's choices in the embedding).
- */
-const LAST_TYPES = ['IQ4_NL', 'IQ4_XS', 'MXFP4', 'Q4_K_S', 'Q3_K_M', 'Q2_K_MIX', 'IQ4_XS_MIX'];
-const LEGACY_MIN: Partial<Record<Arch, string[]>> = {
-  llama: ['Q4_1', 'Q5_K', 'Q2_K', ...LAST_TYPES],
-  qwen2: ['Q5_1', 'Q3_K', 'MXFP4'],
-  qwen3: ['Q5_K', 'Q5_K_M', 'IQ4_NL', 'Q3_K_M'],
-  mistral: ['Q4_K_S'],
-};
-const CASES: Array<[Arch, string[]]> = (['llama', 'qwen2', 'qwen3', 'mistral'] as Arch[]).map((a) => [a, [...FORMATS, ...(LEGACY_MIN[a] ?? [])]]);
-
-describeEngineGrid(CASES);
+describeEngineGrid(MAIN_GRID.filter(([a]) => FIRST_FAMILIES.includes(a)));
 
 describe('the GPU engine across prefill chunks and a cached prefix', () => {
   it('gives the same tokens with 8-token prefill chunks, and when the prompt prefix is reused', async () => {

@@ -7,7 +7,7 @@
  */
 import { beforeAll, describe, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
-import type { Arch } from '../model/config';
+import { ARCHES, type Arch } from '../model/config';
 import { expectModelMatchesReference } from './engine-check';
 import { useFixtureURLs } from './fixture-server';
 import { testGPU } from './gpu';
@@ -22,8 +22,90 @@ export const LOGIT_TOLERANCE = 1e-3;
  */
 export const F16_LOGIT_TOLERANCE = 0.1;
 export const STEPS = 32;
+/**
+ * The type grid's short check (engine-types*.test.ts): the 20-token prompt's prefill (tiled
+ * matmul), 4 greedy decode steps (matvec) and the teacher-forced logits over all 24 positions.
+ * Enough for a weight type: it only changes how the linear ops, the MoE experts and the embedding
+ * dequantise, and the prefill and every decode step run all of them on every layer; the long
+ * runs (KV pages, many steps) stay in the main grid, on every architecture.
+ */
+export const SHORT_STEPS = 4;
 
-export function describeEngineGrid(cases: Array<[Arch, readonly string[]]>, precision: 'f32' | 'f16' = 'f32'): void {
+/** The first four families: engine.test.ts; the later ones: engine-families.test.ts. */
+export const FIRST_FAMILIES: readonly Arch[] = ['llama', 'qwen2', 'qwen3', 'mistral'];
+
+/**
+ * The main grid's formats on the first four: every format the generator wrote before issue #15,
+ * HF folders included.
+ */
+const BASE_FORMATS = ['hf-F32', 'hf-F16', 'hf-BF16', 'F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q5_0', 'Q4_K', 'Q6_K', 'Q4_K_M'];
+/** Issue #15's weight types and llama-quantize's presets (the Q2_K and IQ4_XS presets as *_MIX). */
+export const NEW_TYPES = ['Q4_1', 'Q5_0', 'Q5_1', 'Q5_K', 'Q3_K', 'Q2_K', 'IQ4_NL', 'IQ4_XS', 'MXFP4'];
+export const NEW_MIXES = ['Q4_K_M', 'Q5_K_M', 'Q4_K_S', 'Q3_K_M', 'Q2_K_MIX', 'IQ4_XS_MIX'];
+/** Issue #16's formats on each family added after the first four (its HF folder and five GGUF). */
+export const FAMILY_FORMATS = ['hf-F32', 'F32', 'F16', 'Q8_0', 'Q4_K', 'Q4_K_M'];
+
+/**
+ * What issues #15 and #16 ask of every architecture: the new types and mixes everywhere, the
+ * first four's base formats, and the later families' #16 formats.
+ */
+export function requiredFormats(arch: Arch): string[] {
+  const base = FIRST_FAMILIES.includes(arch) ? BASE_FORMATS : FAMILY_FORMATS;
+  return [...new Set([...base, ...NEW_TYPES, ...NEW_MIXES])];
+}
+
+/**
+ * The main grid (32 greedy steps: two KV-page boundaries at the default 16-token pages), split
+ * in engine.test.ts (the first four) and engine-families.test.ts. On the first four: every base
+ * format, and the new types and mixes on one untied and one tied family each (tied qwen3 puts
+ * IQ4_NL's and Q3_K_M's choices in the embedding). On the later families: the HF folder and GGUF
+ * types of issue #16, a new type or mix each where it hits something of the family's own.
+ */
+const NEWER = ['hf-F32', 'F16', 'Q8_0', 'Q4_K_M'];
+export const MAIN_GRID: ReadonlyArray<[Arch, readonly string[]]> = [
+  ['llama', [...BASE_FORMATS, 'Q4_1', 'Q5_K', 'Q2_K', 'IQ4_NL', 'IQ4_XS', 'MXFP4', 'Q4_K_S', 'Q3_K_M', 'Q2_K_MIX', 'IQ4_XS_MIX']],
+  ['qwen2', [...BASE_FORMATS, 'Q5_1', 'Q3_K', 'MXFP4']],
+  ['qwen3', [...BASE_FORMATS, 'Q5_K', 'Q5_K_M', 'IQ4_NL', 'Q3_K_M']],
+  ['mistral', [...BASE_FORMATS, 'Q4_K_S']],
+  ['smollm3', [...NEWER, 'Q2_K_MIX']],
+  ['olmo2', [...NEWER, 'IQ4_XS']],
+  ['gemma2', [...NEWER, 'IQ4_XS_MIX']],
+  // Six tiny layers (one global): the HF folder and one GGUF type.
+  ['gemma3', ['hf-F32', 'Q8_0']],
+  ['granite', FAMILY_FORMATS],
+  // Fused projections split at load, partial rotary and LongRoPE (the long factors: the default
+  // context exceeds the fixture's original one).
+  ['phi3', FAMILY_FORMATS],
+  // Mixture of experts: every #16 format on qwen3moe; the other two on their HF folder and the
+  // Q4_K_M mix (a case costs about 15 s on SwiftShader).
+  ['qwen3moe', FAMILY_FORMATS],
+  ['qwen2moe', ['hf-F32', 'Q4_K_M']],
+  ['olmoe', ['hf-F32', 'Q4_K_M']],
+];
+
+/**
+ * The type grid's parts, one file each: the plain and block-of-32 types, the K-quants and IQ4_XS
+ * (blocks of 256), and llama-quantize's mixes.
+ */
+export const TYPE_GROUPS = {
+  blocks: ['hf-F32', 'F32', 'F16', 'Q8_0', 'Q4_1', 'Q5_0', 'Q5_1', 'IQ4_NL', 'MXFP4'],
+  kquants: ['Q4_K', 'Q5_K', 'Q3_K', 'Q2_K', 'IQ4_XS'],
+  mixes: NEW_MIXES,
+} as const satisfies Record<string, readonly string[]>;
+
+/**
+ * Every (architecture × required format) the main grid leaves out, for the short check; `types`
+ * picks a part of it (engine-types*.test.ts each take a group of types, so that a file compiles a
+ * type's kernels once for all architectures and the files run side by side).
+ */
+export function typeGrid(types: readonly string[]): Array<[Arch, string[]]> {
+  return ARCHES.map((arch): [Arch, string[]] => {
+    const long = MAIN_GRID.find(([a]) => a === arch)?.[1] ?? [];
+    return [arch, requiredFormats(arch).filter((f) => types.includes(f) && !long.includes(f))];
+  }).filter(([, f]) => f.length > 0);
+}
+
+export function describeEngineGrid(cases: Array<[Arch, readonly string[]]>, precision: 'f32' | 'f16' = 'f32', steps = STEPS): void {
   const f16 = precision === 'f16';
   describe.each(cases)(`the ${f16 ? 'f16 ' : ''}GPU engine on the tiny %s fixture`, (arch, variants) => {
     const urls = useFixtureURLs(arch);
@@ -35,7 +117,7 @@ export function describeEngineGrid(cases: Array<[Arch, readonly string[]]>, prec
     // f16: the first case compiles every f16 pipeline, which takes a minute or two on lavapipe.
     it.for(variants)(`%s: greedy tokens and teacher-forced logits match the reference${f16 ? ' (f16)' : ''}`, { timeout: f16 ? 300_000 : undefined }, async (variant, { skip }) => {
       skip(f16 && !gpu.info.f16, 'the device has no shader-f16');
-      await expectModelMatchesReference(gpu, urls()[variant]!, { precision, steps: STEPS, tolerance: f16 ? F16_LOGIT_TOLERANCE : LOGIT_TOLERANCE, salt: 13 * (arch.length + 1) });
+      await expectModelMatchesReference(gpu, urls()[variant]!, { precision, steps, tolerance: f16 ? F16_LOGIT_TOLERANCE : LOGIT_TOLERANCE, salt: 13 * (arch.length + 1) });
     });
   });
 }

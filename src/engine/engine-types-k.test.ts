@@ -1,0 +1,9 @@
+/**
+ * The type grid, the K-quants and IQ4_XS (blocks of 256): on every architecture, each
+ * format of issues #15 and #16 that the main grid (engine.test.ts, engine-families.test.ts) does
+ * not run, with the same rule in the short check (SHORT_STEPS: why short is enough). One file per
+ * group of types, so that each compiles its types' kernels once and the files run side by side.
+ */
+import { describeEngineGrid, SHORT_STEPS, TYPE_GROUPS, typeGrid } from '../testing/engine-matrix';
+
+describeEngineGrid(typeGrid(TYPE_GROUPS.kquants), 'f32', SHORT_STEPS);

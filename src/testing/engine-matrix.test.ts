@@ -1,0 +1,28 @@
+/**
+ * The engine grid's coverage: what issues #15 and #16 ask (every weight type and mix on every
+ * architecture; each later family's HF folder and five GGUF formats) is run by the main grid or by
+ * exactly one part of the short type grid, and names only files the fixture generator writes.
+ */
+import { describe, expect, it } from 'vitest';
+import { ARCHES } from '../model/config';
+import { GGUF_VARIANTS } from './fixtures/gguf-layout';
+import { HF_DTYPES } from './fixtures/write';
+import { FIRST_FAMILIES, MAIN_GRID, requiredFormats, TYPE_GROUPS, typeGrid } from './engine-matrix';
+
+const WRITTEN = new Set<string>([...HF_DTYPES.map((d) => `hf-${d}`), ...GGUF_VARIANTS]);
+
+describe('the engine grid', () => {
+  it.each(ARCHES)('%s: every required format runs once, long or short', (arch) => {
+    const long = MAIN_GRID.find(([a]) => a === arch)?.[1] ?? [];
+    const short = Object.values(TYPE_GROUPS).flatMap((g) => typeGrid(g).find(([a]) => a === arch)?.[1] ?? []);
+    expect(short.filter((f) => long.includes(f))).toEqual([]);
+    expect([...long, ...short].sort()).toEqual([...new Set([...long, ...requiredFormats(arch)])].sort());
+  });
+
+  it('names only formats the fixture generator writes, and requires every GGUF type of the first families', () => {
+    const named = [...MAIN_GRID.flatMap(([, f]) => f), ...ARCHES.flatMap(requiredFormats), ...Object.values(TYPE_GROUPS).flat()];
+    expect(named.filter((f) => !WRITTEN.has(f))).toEqual([]);
+    // A weight type added to the generator must join the grid (NEW_TYPES or a group).
+    for (const arch of FIRST_FAMILIES) expect(GGUF_VARIANTS.filter((v) => !requiredFormats(arch).includes(v))).toEqual([]);
+  });
+});
