@@ -11,14 +11,17 @@ export const LOGIT_TOLERANCE = 1e-3; // f32 path, as in engine.test.ts
 const STEPS = 32;
 
 /**
- * Every fixture architecture × every format the generator writes; Q4_1, Q5_1, Q5_K, Q3_K, Q2_K,
- * the IQ4 types, MXFP4 and the other mixes on some, as in Node (two mixes on hidden 288 too).
+ * A representative sample of Node's grid (engine-matrix.ts: every architecture × every type): the
+ * first four families × every format the generator wrote before issue #15; each of #15's types and
+ * mixes at least once (two mixes on hidden 288 too); every later family on at least one format.
  */
 const FORMATS = ['hf-F32', 'hf-F16', 'hf-BF16', 'F32', 'F16', 'BF16', 'Q8_0', 'Q4_0', 'Q5_0', 'Q4_K', 'Q6_K', 'Q4_K_M'];
 const LEGACY_MIN: Record<string, string[]> = {
   llama: ['Q4_1', 'Q5_K', 'Q2_K', 'IQ4_NL', 'MXFP4', 'Q3_K_M'],
   qwen2: ['Q5_1', 'Q3_K', 'IQ4_XS'],
   qwen3: ['Q5_K', 'Q5_K_M', 'IQ4_XS_MIX'],
+  // The two presets the others leave out, so that every type and mix of issue #15 runs in Chromium.
+  mistral: ['Q4_K_S', 'Q2_K_MIX'],
 };
 /** Families added on top of the four: an HF folder and two GGUF types each, as a smaller grid than Node's. */
 const NEWER = ['hf-F32', 'Q8_0', 'Q4_K_M'];
@@ -32,6 +35,8 @@ export const BROWSER_ENGINE_CASES: Array<[string, string]> = [
   // Mixture of experts: routed experts in a K-quant mix (renormalised top-k), and a shared expert.
   ['qwen3moe', 'Q4_K_M'],
   ['qwen2moe', 'hf-F32'],
+  // OLMoE: F16 experts (the MoE kernels' plain-float path; the two above run K-quants and F32).
+  ['olmoe', 'F16'],
   // Hidden 288: rows of 288 in llama-quantize's fallbacks (Q5_0 and Q8_0; IQ4_NL).
   ['llama-d288', 'Q4_K_M'],
   ['llama-d288', 'IQ4_XS_MIX'],
