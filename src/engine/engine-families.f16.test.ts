@@ -3,8 +3,12 @@
  * formats each (engine.f16.test.ts has the rule, the tolerance and the first four). Runs where the
  * device offers shader-f16 (lavapipe in `npm test`'s f16 step); skips on SwiftShader.
  */
+import { describe, it } from 'vitest';
 import type { Arch } from '../model/config';
-import { describeEngineGrid } from '../testing/engine-matrix';
+import { expectModelMatchesReference } from '../testing/engine-check';
+import { describeEngineGrid, F16_LOGIT_TOLERANCE, STEPS } from '../testing/engine-matrix';
+import { useFixtureURLs } from '../testing/fixture-server';
+import { testGPU } from '../testing/gpu';
 
 const FORMATS: Array<[Arch, string[]]> = [
   ['smollm3', ['Q8_0']],
@@ -19,3 +23,13 @@ const FORMATS: Array<[Arch, string[]]> = [
 ];
 
 describeEngineGrid(FORMATS, 'f16');
+
+describe('the f16 GPU engine on a mixture of experts with a dense layer (qwen3moe, layer 0 dense)', () => {
+  const urls = useFixtureURLs('qwen3moe', { options: { leadingDense: 1 }, which: { hf: ['F32'], gguf: ['Q8_0'] } });
+
+  it('Q8_0: greedy tokens and teacher-forced logits match the reference (f16)', { timeout: 300_000 }, async ({ skip }) => {
+    const gpu = await testGPU();
+    skip(!gpu.info.f16, 'the device has no shader-f16');
+    await expectModelMatchesReference(gpu, urls().Q8_0!, { precision: 'f16', steps: STEPS, tolerance: F16_LOGIT_TOLERANCE, salt: 17 });
+  });
+});
