@@ -1,6 +1,8 @@
 // Residual add: x[t, i] += scale * y[t, i], summed in f32 (scale: Granite's residual_multiplier, else 1). A 2D grid: x covers the n columns of a token,
 // y is the token, so the token count rides on the dispatch and the uniform is static.
 alias act = f32;
+// x's element type: f32 for the residual stream at every precision (Specialisation.f32).
+alias x_t = act;
 
 override WG: u32 = 64;
 
@@ -9,7 +11,7 @@ struct Params {
   scale: f32,  // multiplies the branch y
 }
 
-@group(0) @binding(0) var<storage, read_write> x: array<act>;
+@group(0) @binding(0) var<storage, read_write> x: array<x_t>;
 @group(0) @binding(1) var<storage, read> y: array<act>;
 @group(0) @binding(2) var<uniform> p: Params;
 
@@ -18,5 +20,5 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   let i = gid.x;
   if (i >= p.n) { return; }
   let j = gid.y * p.n + i;
-  x[j] = act(f32(x[j]) + p.scale * f32(y[j]));
+  x[j] = x_t(f32(x[j]) + p.scale * f32(y[j]));
 }

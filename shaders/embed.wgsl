@@ -5,6 +5,8 @@
 // A table split by rows (larger than one binding) is one dispatch per part: each writes the
 // tokens whose row it holds and leaves the others to their parts.
 alias act = f32;
+// x's element type: f32 for the residual stream at every precision (Specialisation.f32).
+alias x_t = act;
 
 override WG: u32 = 64;
 
@@ -21,7 +23,7 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read> tokens: array<u32>;
 @group(0) @binding(1) var<storage, read> w: array<u32>;
-@group(0) @binding(2) var<storage, read_write> x: array<act>;
+@group(0) @binding(2) var<storage, read_write> x: array<x_t>;
 @group(0) @binding(3) var<uniform> p: Params;
 
 @compute @workgroup_size(WG)
@@ -33,8 +35,8 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   if (row < p.row0 || row - p.row0 >= p.rows) { return; }
   let v = dq_quad((row - p.row0) * p.rowWords, col) * p.scale;
   let o = t * p.n + col;
-  x[o] = act(v.x);
-  x[o + 1u] = act(v.y);
-  x[o + 2u] = act(v.z);
-  x[o + 3u] = act(v.w);
+  x[o] = x_t(v.x);
+  x[o + 1u] = x_t(v.y);
+  x[o + 2u] = x_t(v.z);
+  x[o + 3u] = x_t(v.w);
 }

@@ -4,6 +4,8 @@
 // leaves y untouched: the base weights are never modified. y may be a region of a wider fused output
 // (its own row stride and offset). One thread per output feature, tokens on the grid's y.
 alias act = f32;
+// y's element type: f32 where y is the residual stream, at every precision (Specialisation.f32).
+alias y_t = act;
 
 override WG: u32 = 64;
 
@@ -23,7 +25,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read> tokenSeq: array<u32>;
 @group(0) @binding(3) var<storage, read> seqAdapter: array<u32>;
 @group(0) @binding(4) var<storage, read> h: array<f32>;
-@group(0) @binding(5) var<storage, read_write> y: array<act>;
+@group(0) @binding(5) var<storage, read_write> y: array<y_t>;
 @group(0) @binding(6) var<uniform> p: Params;
 
 @compute @workgroup_size(WG)
@@ -43,5 +45,5 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     sum += pool[bRow + r] * h[hRow + r];
   }
   let i = p.yOffset + t * p.yStride + o;
-  y[i] = act(f32(y[i]) + bitcast<f32>(e.w) * sum);
+  y[i] = y_t(f32(y[i]) + bitcast<f32>(e.w) * sum);
 }

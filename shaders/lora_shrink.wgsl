@@ -5,6 +5,8 @@
 // loading an adapter rewrites the pool and the table, never a pipeline or a bind group.
 // One workgroup per (rank row, token): x's row is reduced against one row of A.
 alias act = f32;
+// x's element type: f32 where x is the residual stream, at every precision (Specialisation.f32).
+alias x_t = act;
 
 override WG: u32 = 64;
 
@@ -19,7 +21,7 @@ struct Params {
   maxRank: u32, // h's row length
 }
 
-@group(0) @binding(0) var<storage, read> x: array<act>;
+@group(0) @binding(0) var<storage, read> x: array<x_t>;
 @group(0) @binding(1) var<storage, read> pool: array<f32>;
 // [adapter · numMats + mat]: A's offset in pool, B's offset, rank (0: not adapted), scale's bits.
 @group(0) @binding(2) var<storage, read> entries: array<vec4u>;

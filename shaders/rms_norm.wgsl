@@ -1,6 +1,8 @@
 // RMSNorm over the last dimension: y[r, i] = x[r, i] / sqrt(mean(x[r, :]^2) + eps) * w[i].
 // One workgroup per row; the sum of squares is accumulated in f32 whatever `act` is.
 alias act = f32;
+// x's element type: f32 when x is the residual stream, at every precision (Specialisation.f32).
+alias x_t = act;
 
 override WG: u32 = 64;
 
@@ -10,7 +12,7 @@ struct Params {
   eps: f32,
 }
 
-@group(0) @binding(0) var<storage, read> x: array<act>;
+@group(0) @binding(0) var<storage, read> x: array<x_t>;
 @group(0) @binding(1) var<storage, read> w: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<act>;
 @group(0) @binding(3) var<uniform> p: Params;

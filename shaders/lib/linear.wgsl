@@ -3,6 +3,11 @@
 // one buffer list). Concatenated in front of such a kernel, after shaders/lib/dequant.wgsl (which
 // reads `w`). The kernel itself declares `alias act = f32;` (the line the f16 variant rewrites).
 
+// x's and y's element types: f32 where they are the residual stream (y under RESIDUAL; x with a
+// folded norm, or an unnormed input), at every precision (Specialisation.f32); act otherwise.
+alias x_t = act;
+alias y_t = act;
+
 override HAS_BIAS: bool = false;
 
 struct Params {
@@ -31,8 +36,8 @@ struct Step {
 }
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;         // [n][row_words]
-@group(0) @binding(1) var<storage, read> x: array<vec4<act>>;   // [T][k / 4]
-@group(0) @binding(2) var<storage, read_write> y: array<act>;   // [T][y_stride]
+@group(0) @binding(1) var<storage, read> x: array<vec4<x_t>>;   // [T][k / 4]
+@group(0) @binding(2) var<storage, read_write> y: array<y_t>;   // [T][y_stride]
 @group(0) @binding(3) var<storage, read> bias: array<f32>;      // [y_stride], read when HAS_BIAS
 @group(0) @binding(4) var<uniform> p: Params;
 @group(0) @binding(5) var<uniform> counts: Step;
@@ -57,8 +62,8 @@ fn store_y(t: u32, n: u32, v: f32) {
   if (HAS_BIAS) { b = bias[r]; }
   let i = y_index(t, r);
   if (RESIDUAL) {
-    y[i] = act(f32(y[i]) + v + b);
+    y[i] = y_t(f32(y[i]) + v + b);
   } else {
-    y[i] = act(v + b);
+    y[i] = y_t(v + b);
   }
 }

@@ -41,7 +41,7 @@ export interface ForwardLimits {
 /** Activations of one step, allocated once for `maxTokens` (shapes in elements of `act`). */
 interface RunState {
   ids: GPUBuffer; // u32 [maxTokens] the step's token ids, resolved by the feed op
-  x: GPUBuffer; // [maxTokens, hidden] the residual stream
+  x: GPUBuffer; // f32 [maxTokens, hidden] the residual stream (f32 in the f16 path too: real models' streams exceed 65504)
   xb: GPUBuffer; // [maxTokens, hidden] normed block input
   xb2: GPUBuffer; // [maxTokens, hidden] block output before the residual add
   qkv: GPUBuffer; // q, k and v below, one buffer: a fused q/k/v projection writes all three
@@ -96,6 +96,9 @@ interface LoraIo {
   y: BufferRef;
   k: number;
   n: number;
+  /** x (y) is the residual stream, f32 at every precision. */
+  xF32?: boolean;
+  yF32?: boolean;
 }
 
 /** The LoRA updates of every matrix, made on the first adapter load (./lora-pool.ts). */
@@ -181,7 +184,9 @@ export class GpuForward {
     const denseMlp = Array.from({ length: config.numLayers }, (_, l) => !layerIsMoe(config, l)).some(Boolean);
     const state: RunState = {
       ids: buf(T, 'ids', 4),
-      x: buf(T * H, 'x'),
+      // f32 whatever the precision: the stream of real models exceeds f16's range in a few
+      // channels (the ops that read or write it hold their x_t / y_t at f32).
+      x: buf(T * H, 'x', 4),
       xb: buf(T * H, 'xb'),
       xb2: buf(T * H, 'xb2'),
       qkv,
@@ -208,13 +213,19 @@ export class GpuForward {
 
     const specs = ctx.emulated ? { decode: EMULATED_DECODE_SPEC, few: EMULATED_FEW_TOKENS_SPEC, prefill: EMULATED_PREFILL_SPEC } : {};
     // Every op is labelled with its role and layer (OpLabel) for the bench's per-op report.
+    // Ops that read or write the residual stream `x` take it as f32 (their other operands act).
+    const isX = (b: BufferRef | undefined) => b === state.x;
     const linear = (label: OpLabel, m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer, norm?: LinearArgs['norm'], residual = false, segments?: LinearSegment[]) =>
-      createLinearOp(ctx, { weight: m.parts, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, step: step.counts, maxTokens: T, label, norm, residual, segments }, specs);
+      createLinearOp(
+        ctx,
+        { weight: m.parts, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, xF32: isX(x), yF32: isX(y), step: step.counts, maxTokens: T, label, norm: norm && { ...norm, xF32: isX(norm.x) }, residual, segments },
+        specs,
+      );
     // Where each of q, k and v lands in `qkv`, in elements: [maxTokens][its rows] at its region.
     const qkvSegment = { q: { rows: nH * D, offset: 0 }, k: { rows: nKv * D, offset: qBytes / act }, v: { rows: nKv * D, offset: (qBytes + kvBytes) / act } };
     const segments = (members: QkvMember[]) => members.map((m) => qkvSegment[m]);
     const norm = (label: OpLabel, x: BufferRef, weight: GPUBuffer, y: BufferRef, n = H, rowsPerToken = 1) =>
-      createRmsNormOp(ctx, { x, weight, y, n, rowsPerToken, maxTokens: T, eps: config.rmsNormEps, label });
+      createRmsNormOp(ctx, { x, weight, y, n, rowsPerToken, maxTokens: T, eps: config.rmsNormEps, label, xF32: isX(x) });
 
     // Tokens drawn at the step before are read on the GPU: the CPU never waits for them.
     const feed = await createFeedOp(ctx, { stepTokens: step.tokens, tokenSeq: step.tokenSeq, rowSlot: step.rowSlot, sampled, ids: state.ids, counts: step.counts, label: { role: 'feed' } });
@@ -222,6 +233,7 @@ export class GpuForward {
       tokens: state.ids,
       table: weights.tokenEmbd.parts,
       x: state.x,
+      xF32: true,
       dtype: weights.tokenEmbd.dtype,
       n: H,
       vocab: V,
@@ -259,8 +271,8 @@ export class GpuForward {
       // q/k norms per head (Qwen3: rows of headDim) or over the whole projection (OLMo 2).
       const full = config.qkNormScope === 'full';
       const at = (role: string): OpLabel => ({ role, layer: l });
-      const io = (m: GpuMatrix, x: GPUBuffer, y: BufferRef): LoraIo => ({ x, y, k: m.cols, n: m.rows });
-      const qkvIo = (rows: number, y: BufferRef): LoraIo => ({ x: attnIn, y, k: H, n: rows });
+      const io = (m: GpuMatrix, x: GPUBuffer, y: BufferRef): LoraIo => ({ x, y, k: m.cols, n: m.rows, xF32: isX(x), yF32: isX(y) });
+      const qkvIo = (rows: number, y: BufferRef): LoraIo => ({ x: attnIn, y, k: H, n: rows, xF32: isX(attnIn) });
       loraIo.push({
         q: qkvIo(nH * D, state.q),
         k: qkvIo(nKv * D, state.k),
@@ -325,7 +337,7 @@ export class GpuForward {
         }),
         o: await (oAdds ? linear(at('o'), w.wo, state.att, state.x, w.bo, undefined, true) : linear(at('o'), w.wo, state.att, state.xb2, w.bo)),
         postAttnNorm: w.postAttnNorm ? await norm(at('post_attn_norm'), state.xb2, w.postAttnNorm, state.xb) : undefined,
-        attnResidual: oAdds ? undefined : await createAddOp(ctx, { x: state.x, y: attnOut, n: H, scale: config.residualScale, label: at('attn_residual') }),
+        attnResidual: oAdds ? undefined : await createAddOp(ctx, { x: state.x, xF32: true, y: attnOut, n: H, scale: config.residualScale, label: at('attn_residual') }),
         ffnNorm: w.ffnNorm ? await norm(at('ffn_norm'), state.x, w.ffnNorm, state.xb) : undefined,
         ...(w.wGate && w.wUp && w.wDown
           ? {
@@ -335,12 +347,13 @@ export class GpuForward {
               down: await (downAdds ? linear(at('down'), w.wDown, state.hb, state.x, undefined, undefined, true) : linear(at('down'), w.wDown, state.hb, state.xb2)),
             }
           : {
+              // The MoE kernels read x as act: they need the normed copy, never the f32 stream.
               moe: await createMoeFfnOp(ctx, {
                 config,
                 weights: w,
                 scratch: moeScratch!,
                 ids: routedIds[l]!,
-                x: ffnIn,
+                x: isX(ffnIn) && precision === 'f16' ? unsupported(`layer ${l}: a mixture-of-experts FFN without a norm before it in the f16 path`) : ffnIn,
                 out: state.xb2,
                 counts: step.counts,
                 maxTokens: T,
@@ -349,17 +362,17 @@ export class GpuForward {
               }),
             }),
         postFfnNorm: w.postFfnNorm ? await norm(at('post_ffn_norm'), state.xb2, w.postFfnNorm, state.xb) : undefined,
-        ffnResidual: downAdds ? undefined : await createAddOp(ctx, { x: state.x, y: ffnOut, n: H, scale: config.residualScale, label: at('ffn_residual') }),
+        ffnResidual: downAdds ? undefined : await createAddOp(ctx, { x: state.x, xF32: true, y: ffnOut, n: H, scale: config.residualScale, label: at('ffn_residual') }),
       });
       onPart?.();
     }
 
-    // Last token of each sequence: gather its residual row (converting to f32), norm, logits.
+    // Last token of each sequence: gather its residual row (f32 at every precision), norm, logits.
     const gatherLast = await createEmbedOp(f32, {
       tokens: step.lastToken,
       table: state.x,
       x: state.last,
-      dtype: precision === 'f16' ? 'F16' : 'F32',
+      dtype: 'F32',
       n: H,
       vocab: T,
       label: { role: 'gather_last', perSeq: true },
@@ -489,4 +502,9 @@ export class GpuForward {
     }
     this.caches.destroy();
   }
+}
+
+/** Refuses at load a layout the forward pass cannot run (an expression, for use in arguments). */
+function unsupported(what: string): never {
+  throw new RangeError(`the GPU forward pass cannot run ${what}`);
 }

@@ -17,26 +17,49 @@ export interface Specialisation {
    * `alias act = f32;` line: the only textual substitution, for what `override` cannot express.
    */
   precision?: Precision;
+  /**
+   * Element types that stay f32 in the f16 variant: each names an `alias NAME = act;` line of the
+   * kernel, rewritten to `alias NAME = f32;` (e.g. the residual stream, f32 at every precision,
+   * read or written by an op whose other operands are f16). Nothing changes at f32.
+   */
+  f32?: readonly string[];
 }
 
 const ACT_ALIAS = /^alias act = f32;/m;
 
-/** The WGSL text of a kernel at a precision. */
-export function kernelSource(kernel: Kernel, precision: Precision = 'f32'): string {
+/** The aliases a specialisation keeps at f32: none in the f32 variant, where all are f32 anyway. */
+function f32Aliases(spec: Specialisation): string[] {
+  return spec.precision === 'f16' ? [...new Set(spec.f32 ?? [])].sort() : [];
+}
+
+/** The WGSL text of a kernel at a precision, with the aliases `f32` held at f32 (f16 variant only). */
+export function kernelSource(kernel: Kernel, precision: Precision = 'f32', f32: readonly string[] = []): string {
   if (precision === 'f32') return kernel.source;
   if (!ACT_ALIAS.test(kernel.source)) {
     throw new Error(`kernel ${kernel.name} has no \`alias act = f32;\` line, so it has no f16 variant`);
   }
-  return 'enable f16;\n' + kernel.source.replace(ACT_ALIAS, 'alias act = f16;');
+  let source = kernel.source.replace(ACT_ALIAS, 'alias act = f16;');
+  for (const name of f32) {
+    const line = new RegExp(`^alias ${name} = act;`, 'm');
+    if (!line.test(source)) throw new Error(`kernel ${kernel.name} has no \`alias ${name} = act;\` line to hold at f32`);
+    source = source.replace(line, `alias ${name} = f32;`);
+  }
+  return 'enable f16;\n' + source;
 }
 
-/** The cache key: kernel name + precision + sorted override constants. */
+/** The cache key: kernel name + precision (+ its f32 aliases) + sorted override constants. */
 export function variantKey(kernel: Kernel, spec: Specialisation = {}): string {
   const constants = Object.entries(spec.constants ?? {})
     .sort(([a], [b]) => (a < b ? -1 : 1))
     .map(([k, v]) => `${k}=${v}`)
     .join(',');
-  return `${kernel.name}/${spec.precision ?? 'f32'}/${constants}`;
+  return `${moduleKey(kernel, spec)}/${constants}`;
+}
+
+/** The shader module's key: kernel name, precision and the aliases held at f32 (`x_t=f32`...). */
+function moduleKey(kernel: Kernel, spec: Specialisation): string {
+  const held = f32Aliases(spec).map((a) => `+${a}=f32`).join('');
+  return `${kernel.name}/${spec.precision ?? 'f32'}${held}`;
 }
 
 /**
@@ -67,12 +90,12 @@ export class PipelineCache {
 
   private async compile(kernel: Kernel, spec: Specialisation, key: string): Promise<GPUComputePipeline> {
     const precision = spec.precision ?? 'f32';
-    const moduleKey = `${kernel.name}/${precision}`;
-    let module = this.modules.get(moduleKey);
+    const mkey = moduleKey(kernel, spec);
+    let module = this.modules.get(mkey);
     this.device.pushErrorScope('validation');
     if (!module) {
-      module = this.device.createShaderModule({ label: moduleKey, code: kernelSource(kernel, precision) });
-      this.modules.set(moduleKey, module);
+      module = this.device.createShaderModule({ label: mkey, code: kernelSource(kernel, precision, f32Aliases(spec)) });
+      this.modules.set(mkey, module);
     }
     let pipeline: GPUComputePipeline | undefined;
     let failure: unknown;
@@ -87,7 +110,7 @@ export class PipelineCache {
     }
     const scoped = await this.device.popErrorScope();
     if (failure || scoped || !pipeline) {
-      this.modules.delete(moduleKey);
+      this.modules.delete(mkey);
       const messages = await compilationMessages(module);
       const cause = scoped ? fromGPUError(scoped, `kernel ${key}`).message : String(failure);
       throw new WebGPUError('validation', `Kernel ${key} failed to compile: ${cause}${messages}`);

@@ -13,16 +13,17 @@ describe('embed kernel', () => {
   const TOLERANCE = { f32: 1e-6, f16: 1e-3 };
   const [vocab, n] = [7, 768]; // three Q4_K/Q6_K super-blocks: 192 quads, not a multiple of WG=128
 
-  async function run(dtype: DType, precision: 'f32' | 'f16', wg: number, ids: number[], scale?: number) {
+  async function run(dtype: DType, precision: 'f32' | 'f16', wg: number, ids: number[], scale?: number, xF32 = false) {
     const { device } = await testGPU();
     const table = quantize(dtype, random(vocab * n, 40 + vocab, 2));
     const maxTokens = ids.length + 1;
     const tokens = uploadBuffer(device, new Uint32Array([...ids, 0]), STORAGE);
     const x = createBuffer(device, maxTokens * n * 4, STORAGE);
-    const op = await createEmbedOp(opContext(device, precision), { tokens, table: uploadWeight(device, dtype, table), x, dtype, n, vocab, scale, wg });
+    const op = await createEmbedOp(opContext(device, precision), { tokens, table: uploadWeight(device, dtype, table), x, xF32, dtype, n, vocab, scale, wg });
     await runPass(device, (pass) => op.encode(pass, ids.length));
-    const got = await readAct(device, x, maxTokens * n, precision);
-    return { got, want: actRound(embedRef(dtype, table, vocab, n, ids, scale), precision) };
+    const out = xF32 ? 'f32' : precision;
+    const got = await readAct(device, x, maxTokens * n, out);
+    return { got, want: actRound(embedRef(dtype, table, vocab, n, ids, scale), out) };
   }
 
   for (const precision of ['f32', 'f16'] as const) {
@@ -40,6 +41,18 @@ describe('embed kernel', () => {
         });
       }
     }
+  }
+
+  // The f16 path's residual stream is f32 (x_t held at f32): rows scaled past f16's range (×1e5)
+  // come out as f32, as the f32 path's.
+  for (const wg of EMBED_WG) {
+    it(`writes an f32 stream beyond f16 range at WG=${wg} (f16)`, async (ctx) => {
+      if (!(await testGPU()).info.f16) ctx.skip();
+      const ids = [5, 1];
+      const { got, want } = await run('Q8_0', 'f16', wg, ids, 1e5, true);
+      expect(Math.max(...want.map(Math.abs))).toBeGreaterThan(65504);
+      expect(maxRelDiff(got.subarray(0, ids.length * n), want)).toBeLessThan(TOLERANCE.f32);
+    });
   }
 
   // Gemma's sqrt(hidden) scale: one dtype per workgroup size and precision.

@@ -4,7 +4,7 @@ import { dequantize } from '../formats/quants';
 import { tensorByteLength, type DType } from '../formats/types';
 import { packParams, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
-import { actBytes, describeDispatch, type Op, type OpContext, type OpLabel } from './op';
+import { describeDispatch, elemBytes, type Op, type OpContext, type OpLabel } from './op';
 import { gpuBytesPerRow, WTYPE, type WeightPart } from './weights';
 
 export const embedKernel: Kernel = { name: 'embed', source: dequantLib + body };
@@ -43,16 +43,17 @@ export function embedRef(dtype: DType, table: Uint8Array, vocab: number, n: numb
  */
 export async function createEmbedOp(
   ctx: OpContext,
-  args: { tokens: BufferRef; table: GPUBuffer | readonly WeightPart[]; x: GPUBuffer; dtype: DType; n: number; vocab: number; scale?: number; wg?: number; label?: OpLabel },
+  args: { tokens: BufferRef; table: GPUBuffer | readonly WeightPart[]; x: GPUBuffer; dtype: DType; n: number; vocab: number; scale?: number; wg?: number; label?: OpLabel; xF32?: boolean },
 ): Promise<Op> {
   const wg = args.wg ?? 64;
-  const pipeline = await ctx.cache.get(embedKernel, { precision: ctx.precision, constants: { WG: wg, WTYPE: WTYPE[args.dtype] } });
+  // xF32: x is the residual stream, f32 at every precision.
+  const pipeline = await ctx.cache.get(embedKernel, { precision: ctx.precision, f32: args.xF32 ? ['x_t'] : [], constants: { WG: wg, WTYPE: WTYPE[args.dtype] } });
   const parts = 'length' in args.table ? args.table : [{ buffer: args.table, row0: 0, rows: args.vocab }];
   const params = parts.map((p) => uploadBuffer(ctx.device, new Uint8Array(embedParams(args.dtype, args.n, args.vocab, args.scale, p)), UNIFORM, 'embed params'));
   // Per row: its id, one table row (the table's GPU layout, so the size over the rows) and the act
   // row written. Split, the id and the written row count with the first part's dispatch and the
   // table row is spread over the parts by their size (so the parts add up to the whole).
-  const rowBytes = (p: WeightPart, i: number) => (i === 0 ? 4 + args.n * actBytes(ctx.precision) : 0) + p.buffer.size / args.vocab;
+  const rowBytes = (p: WeightPart, i: number) => (i === 0 ? 4 + args.n * elemBytes(ctx.precision, args.xF32) : 0) + p.buffer.size / args.vocab;
   const bindGroups = parts.map((p, i) =>
     describeDispatch(bindBuffers(ctx.device, pipeline, [args.tokens, p.buffer, args.x, params[i]!]), args.label, 'embed', (rows) => rows * rowBytes(p, i)),
   );

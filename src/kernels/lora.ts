@@ -2,7 +2,7 @@ import expandSource from '../../shaders/lora_expand.wgsl';
 import shrinkSource from '../../shaders/lora_shrink.wgsl';
 import { bindBuffers, packParams, UNIFORM, uploadBuffer, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
-import { actBytes, describeDispatch, type Op, type OpContext, type OpLabel } from './op';
+import { describeDispatch, elemBytes, type Op, type OpContext, type OpLabel } from './op';
 
 export const loraShrinkKernel: Kernel = { name: 'lora_shrink', source: shrinkSource };
 export const loraExpandKernel: Kernel = { name: 'lora_expand', source: expandSource };
@@ -92,6 +92,9 @@ export async function createLoraOp(
     tokenSeq: BufferRef;
     seqAdapter: BufferRef;
     h: BufferRef;
+    /** x (y) is the residual stream, f32 at every precision. */
+    xF32?: boolean;
+    yF32?: boolean;
     wg?: number;
     /** The adapted matrix (its role is suffixed `.lora_shrink` / `.lora_expand` for the bench). */
     label?: OpLabel;
@@ -100,14 +103,16 @@ export async function createLoraOp(
   const wg = args.wg ?? 64;
   const { k, n, mat, numMats, maxRank } = args;
   const spec = { precision: ctx.precision, constants: { WG: wg } };
-  const [shrink, expand] = await Promise.all([ctx.cache.get(loraShrinkKernel, spec), ctx.cache.get(loraExpandKernel, spec)]);
+  const [shrink, expand] = await Promise.all([
+    ctx.cache.get(loraShrinkKernel, { ...spec, f32: args.xF32 ? ['x_t'] : [] }),
+    ctx.cache.get(loraExpandKernel, { ...spec, f32: args.yF32 ? ['y_t'] : [] }),
+  ]);
   const shrinkParams = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', k], ['u32', args.xStride ?? k], ['u32', args.xOffset ?? 0], ['u32', mat], ['u32', numMats], ['u32', maxRank]])), UNIFORM, 'lora shrink params');
   const expandParams = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', n], ['u32', args.yStride ?? n], ['u32', args.yOffset ?? 0], ['u32', mat], ['u32', numMats], ['u32', maxRank]])), UNIFORM, 'lora expand params');
   // Bytes at the pool's largest rank (each row's adapter, and so its rank, is only known on the GPU).
-  const act = actBytes(ctx.precision);
   const role = (r: string): OpLabel => ({ ...args.label, role: `${args.label?.role ?? 'lora'}.${r}` });
-  const shrinkGroup = describeDispatch(bindBuffers(ctx.device, shrink, [args.x, args.weights, args.entries, args.tokenSeq, args.seqAdapter, args.h, shrinkParams]), role('lora_shrink'), 'lora_shrink', (rows) => rows * (k * act + maxRank * (k + 1) * 4));
-  const expandGroup = describeDispatch(bindBuffers(ctx.device, expand, [args.weights, args.entries, args.tokenSeq, args.seqAdapter, args.h, args.y, expandParams]), role('lora_expand'), 'lora_expand', (rows) => rows * (maxRank * (n + 1) * 4 + 2 * n * act));
+  const shrinkGroup = describeDispatch(bindBuffers(ctx.device, shrink, [args.x, args.weights, args.entries, args.tokenSeq, args.seqAdapter, args.h, shrinkParams]), role('lora_shrink'), 'lora_shrink', (rows) => rows * (k * elemBytes(ctx.precision, args.xF32) + maxRank * (k + 1) * 4));
+  const expandGroup = describeDispatch(bindBuffers(ctx.device, expand, [args.weights, args.entries, args.tokenSeq, args.seqAdapter, args.h, args.y, expandParams]), role('lora_expand'), 'lora_expand', (rows) => rows * (maxRank * (n + 1) * 4 + 2 * n * elemBytes(ctx.precision, args.yF32)));
   const expandX = Math.ceil(n / wg);
   return {
     destroy: () => {

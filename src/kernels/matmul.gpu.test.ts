@@ -426,3 +426,83 @@ describe('createLinearOp over a matrix split by rows', () => {
     await expect(createLinearOp(ctx, { ...base, weight: [parts[0]!, parts[2]!] })).rejects.toThrow(/does not follow/);
   });
 });
+
+describe('the f32 residual stream in the f16 path', () => {
+  // In the f16 path the residual stream stays f32 (real models' streams pass 65504): the linear
+  // kernels hold y_t at f32 where they add into it, and x_t where they read it unnormed (the
+  // matvec's folded norm; an input with no norm before it). The stream here is ×1e5, past f16's
+  // range, so an f16 y or x would be ±inf. Tolerance: the f32 bound above, plus 2⁻²³ relative of
+  // the stream for y's f32 rounding of r + out; the folded norm's as in its own test.
+  const STREAM = 1e5;
+  EPILOGUE_CASES.filter(([, , , engineSpec]) => engineSpec).forEach(([kernel, spec, T], i) => {
+    const dtype = (['Q8_0', 'F16'] as DType[])[i % 2]!; // cheap to dequantise: the epilogue is under test
+    it(`${kernel} adds into an f32 y from f16 x for ${dtype} at ${describeSpec(spec)} (f16)`, async ({ skip }) => {
+      const gpu = await testGPU();
+      skip(!gpu.info.f16, 'the device has no shader-f16');
+      const { gpu: bytes, ref: w } = layer(dtype);
+      const xRef = f16ArrayToF32(f32ArrayToF16(x.subarray(0, T * K)));
+      const r = random(MAX_T * N, 41).map((v) => STREAM * v);
+      const grid = kernel === 'matvec' ? matvecGrid(N, spec as MatvecSpec) : matmulGrid(N, T, spec as PrefillSpec);
+      const [out] = await runKernel(
+        gpu,
+        kernel === 'matvec' ? matvecKernel : prefillKernel(spec as PrefillSpec),
+        { precision: 'f16', f32: ['y_t'], constants: linearConstants(spec, dtype, true, true) },
+        [
+          { input: bytes },
+          { input: f32ArrayToF16(xRef) },
+          { inout: r },
+          { input: bias },
+          { uniform: linearParams(dtype, N, K) },
+          { uniform: packParams([['u32', T], ['u32', 1]]) },
+          ...noNorm(kernel),
+        ],
+        grid,
+      );
+      const y = new Float32Array(out!);
+      const lin = matmulRef(xRef, T, K, w, N, bias);
+      expect(maxAbs(r)).toBeGreaterThan(65504);
+      for (let j = 0; j < MAX_T * N; j++) {
+        const want = j < T * N ? r[j]! + lin[j]! : r[j]!;
+        const tol = j < T * N ? tolerance(w, 'f32', want) + Math.abs(want) * 2 ** -23 : 0;
+        if (!(Math.abs(y[j]! - want) <= tol)) throw new Error(`y[token ${Math.floor(j / N)}, row ${j % N}] = ${y[j]}, reference ${want}`);
+      }
+    }, SLOW);
+  });
+
+  MATVEC_SPECS.forEach((spec, i) => {
+    const dtype = (['Q8_0', 'F16'] as DType[])[i % 2]!;
+    it(`matvec folds the norm of an f32 stream into f16 y for ${dtype} at ${describeSpec(spec)} (f16)`, async ({ skip }) => {
+      const gpu = await testGPU();
+      skip(!gpu.info.f16, 'the device has no shader-f16');
+      const EPS = 1e-5;
+      const { gpu: bytes, ref: w } = layer(dtype);
+      const nw = random(K, 23).map((v) => 1 + 0.5 * v);
+      for (const T of spec.MAX_T === 1 ? [1, 2] : [3]) {
+        const xs = x.subarray(0, T * K).map((v) => STREAM * v);
+        const [out] = await runKernel(
+          gpu,
+          matvecKernel,
+          { precision: 'f16', f32: ['x_t'], constants: { ...linearConstants(spec, dtype, true), ...normConstants(EPS) } },
+          [
+            { input: bytes },
+            { input: xs },
+            { output: T * N * 2 },
+            { input: bias },
+            { uniform: linearParams(dtype, N, K) },
+            { uniform: packParams([['u32', T], ['u32', 1]]) },
+            { input: nw },
+          ],
+          matvecGrid(N, spec),
+        );
+        const y = f16ArrayToF32(new Uint16Array(out!));
+        const normed = rmsNormRef(xs, nw, T, K, EPS);
+        const ref = matmulRef(normed, T, K, w, N, bias);
+        const tol = 1e-5 * Math.sqrt(K) * maxAbs(normed) * maxAbs(w);
+        for (let j = 0; j < ref.length; j++) {
+          const d = Math.abs(y[j]! - ref[j]!);
+          if (!(d <= tol + Math.abs(ref[j]!) * 2 ** -10)) throw new Error(`T=${T}: y[${j}] = ${y[j]}, reference ${ref[j]} (off by ${d})`);
+        }
+      }
+    }, SLOW);
+  });
+});

@@ -24,7 +24,7 @@ import matvecBody from '../../shaders/matvec.wgsl';
 import { packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { DTYPE_INFO, type DType } from '../formats/types';
-import { actBytes, describeDispatch, type Op, type OpContext, type OpLabel } from './op';
+import { actBytes, describeDispatch, elemBytes, type Op, type OpContext, type OpLabel } from './op';
 import { gpuBytesPerRow, WTYPE, type WeightPart } from './weights';
 
 export { gpuBytesPerRow, repackForGPU, uploadWeight, WTYPE } from './weights';
@@ -211,8 +211,12 @@ export interface LinearArgs {
   n: number; // output features (weight rows; all parts' together)
   k: number; // input features (a multiple of 8 and of the dtype's block)
   bias?: GPUBuffer; // f32 [n]
-  x: GPUBuffer; // act [maxTokens][k]
-  y: GPUBuffer; // act [maxTokens][n]
+  x: GPUBuffer; // act [maxTokens][k] (f32 with xF32)
+  y: GPUBuffer; // act [maxTokens][n] (f32 with yF32)
+  /** x is f32 at every precision (the residual stream, read unnormed). */
+  xF32?: boolean;
+  /** y is f32 at every precision (the residual stream, with `residual`). */
+  yF32?: boolean;
   step: BufferRef; // uniform, u32 T at offset 0
   maxTokens: number;
   label?: OpLabel;
@@ -221,7 +225,7 @@ export interface LinearArgs {
    * `norm.x` and scale by `norm.weight` themselves. The prefill path still reads `x`, which the
    * caller fills with the normed input (its norm op) on those steps only.
    */
-  norm?: { x: GPUBuffer; weight: GPUBuffer; eps: number };
+  norm?: { x: GPUBuffer; weight: GPUBuffer; eps: number; /** norm.x is f32 at every precision (the residual stream). */ xF32?: boolean };
   /** y is the residual stream: the output is added into it (y += x · Wᵀ + bias) instead of stored. */
   residual?: boolean;
   /** Where the rows go in y (default all as one [maxTokens][n] at y[0]). */
@@ -243,7 +247,6 @@ function check(ctx: OpContext, a: LinearArgs): void {
   };
   if (a.k % 8 !== 0 || a.k % DTYPE_INFO[a.dtype].blockSize !== 0) fail(`k must be a multiple of 8 and of the ${a.dtype} block`);
   if (!(a.n > 0 && a.maxTokens > 0)) fail('n and maxTokens must be positive');
-  const act = actBytes(ctx.precision);
   const need = (buf: GPUBuffer, bytes: number, name: string) => {
     if (buf.size < bytes) fail(`${name} holds ${buf.size} bytes, needs ${bytes}`);
   };
@@ -254,11 +257,11 @@ function check(ctx: OpContext, a: LinearArgs): void {
   });
   const last = parts[parts.length - 1]!;
   if (last.row0 + last.rows !== a.n) fail(`the weight parts hold ${last.row0 + last.rows} rows`);
-  need(a.x, a.maxTokens * a.k * act, 'x');
-  for (const s of a.segments ?? [{ rows: a.n, offset: 0 }]) need(a.y, (s.offset + a.maxTokens * s.rows) * act, 'y');
+  need(a.x, a.maxTokens * a.k * elemBytes(ctx.precision, a.xF32), 'x');
+  for (const s of a.segments ?? [{ rows: a.n, offset: 0 }]) need(a.y, (s.offset + a.maxTokens * s.rows) * elemBytes(ctx.precision, a.yF32), 'y');
   if (a.bias) need(a.bias, a.n * 4, 'bias');
   if (a.norm) {
-    need(a.norm.x, a.maxTokens * a.k * act, 'norm.x');
+    need(a.norm.x, a.maxTokens * a.k * elemBytes(ctx.precision, a.norm.xF32), 'norm.x');
     need(a.norm.weight, a.k * 4, 'norm.weight');
   }
 }
@@ -321,14 +324,18 @@ async function createPartOp(
   const matvecBuffers = norm ? [part.buffer, norm.x, ...buffers.slice(2), norm.weight] : [...buffers, dummyBias(device)];
   // The weight read once (however many tokens), x read and y written per row, the bias once (this
   // part's rows of each: a split layer's parts add up to the whole).
-  const act = actBytes(ctx.precision);
   const weightBytes = n * gpuBytesPerRow(dtype, k) + (hasBias ? n * 4 : 0);
-  const bytes = (rows: number) => weightBytes + rows * (k + n) * act;
+  const yBytes = elemBytes(ctx.precision, args.yF32);
 
   const prepare = async (kernel: Kernel, spec: MatvecSpec | PrefillSpec) => {
     const matvec = kernel === matvecKernel;
     const constants = { ...linearConstants(spec, dtype, hasBias, args.residual), ...(matvec ? normConstants(norm?.eps) : {}) };
-    const pipeline = await ctx.cache.get(kernel, { precision: ctx.precision, constants });
+    // The residual stream is f32 at every precision: x where the kernel reads it (the matvec's
+    // folded norm reads norm.x), y where it adds into it.
+    const xF32 = matvec && norm ? norm.xF32 : args.xF32;
+    const f32 = [...(xF32 ? ['x_t'] : []), ...(args.yF32 ? ['y_t'] : [])];
+    const bytes = (rows: number) => weightBytes + rows * (k * elemBytes(ctx.precision, xF32) + n * yBytes);
+    const pipeline = await ctx.cache.get(kernel, { precision: ctx.precision, f32, constants });
     const bindGroup = describeDispatch(bindBuffers(device, pipeline, matvec ? matvecBuffers : buffers), args.label, 'linear', bytes);
     return { pipeline, bindGroup };
   };

@@ -21,6 +21,11 @@ export function actBytes(precision: Precision): number {
   return precision === 'f16' ? 2 : 4;
 }
 
+/** Bytes per element of an operand that is f32 at every precision when `f32` (the residual stream), else act. */
+export function elemBytes(precision: Precision, f32 = false): number {
+  return f32 ? 4 : actBytes(precision);
+}
+
 /**
  * One step as the bench's byte counts see it: its tokens, its sequences, and the keys each
  * sequence's attention reads (its length after the step, in step order).

@@ -84,4 +84,23 @@ describe('rms_norm kernel', () => {
       expect(maxRelDiff(got, actRound(rmsNormRef(x, w, rows, n, 1e-6), 'f16'))).toBeLessThan(2e-3);
     });
   }
+
+  // The f16 path's residual stream is f32 (x_t held at f32): a row past f16's range (×1e5) is
+  // normed into f16 y; error as above (the sum of squares in f32, y's own rounding).
+  for (const WG of RMS_NORM_WG) {
+    it(`norms an f32 stream beyond f16 range into f16 at WG=${WG} (f16)`, async ({ skip }) => {
+      const gpu = await testGPU();
+      skip(!gpu.info.f16, 'the device has no shader-f16');
+      const { device } = gpu;
+      const [rows, n] = [3, 1000];
+      const x = random(rows * n, 27).map((v) => 1e5 * v);
+      const w = random(n, 28);
+      const y = createBuffer(device, rows * n * 2, STORAGE);
+      const op = await createRmsNormOp(opContext(device, 'f16'), { x: uploadAct(device, x, 'f32'), xF32: true, weight: uploadBuffer(device, w, STORAGE), y, n, maxTokens: rows, eps: 1e-6, wg: WG });
+      await runPass(device, (pass) => op.encode(pass, rows));
+      const got = await readAct(device, y, rows * n, 'f16');
+      expect(Math.max(...x.map(Math.abs))).toBeGreaterThan(65504);
+      expect(maxRelDiff(got, actRound(rmsNormRef(x, w, rows, n, 1e-6), 'f16'))).toBeLessThan(2e-3);
+    });
+  }
 });

@@ -1,7 +1,7 @@
 import source from '../../shaders/rms_norm.wgsl';
 import { packParams, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
-import { actBytes, describeDispatch, type Op, type OpContext, type OpLabel } from './op';
+import { actBytes, describeDispatch, elemBytes, type Op, type OpContext, type OpLabel } from './op';
 
 export const rmsNormKernel: Kernel = { name: 'rms_norm', source };
 
@@ -27,10 +27,11 @@ export function rmsNormRef(x: Float32Array, w: Float32Array, rows: number, n: nu
  */
 export async function createRmsNormOp(
   ctx: OpContext,
-  args: { x: BufferRef; weight: GPUBuffer; y: BufferRef; n: number; rowsPerToken?: number; maxTokens: number; eps: number; wg?: number; label?: OpLabel },
+  args: { x: BufferRef; weight: GPUBuffer; y: BufferRef; n: number; rowsPerToken?: number; maxTokens: number; eps: number; wg?: number; label?: OpLabel; xF32?: boolean },
 ): Promise<Op> {
   const rowsPerToken = args.rowsPerToken ?? 1;
-  const pipeline = await ctx.cache.get(rmsNormKernel, { precision: ctx.precision, constants: { WG: args.wg ?? 64 } });
+  // xF32: x is the residual stream, f32 at every precision (y is act).
+  const pipeline = await ctx.cache.get(rmsNormKernel, { precision: ctx.precision, f32: args.xF32 ? ['x_t'] : [], constants: { WG: args.wg ?? 64 } });
   const params = uploadBuffer(
     ctx.device,
     new Uint8Array(packParams([['u32', args.maxTokens * rowsPerToken], ['u32', args.n], ['f32', args.eps]])),
@@ -39,7 +40,7 @@ export async function createRmsNormOp(
   );
   const act = actBytes(ctx.precision);
   // Reads x, writes y, and reads the f32 weight once.
-  const bindGroup = describeDispatch(bindBuffers(ctx.device, pipeline, [args.x, args.weight, args.y, params]), args.label, 'norm', (rows) => 2 * rows * rowsPerToken * args.n * act + args.weight.size);
+  const bindGroup = describeDispatch(bindBuffers(ctx.device, pipeline, [args.x, args.weight, args.y, params]), args.label, 'norm', (rows) => rows * rowsPerToken * args.n * (elemBytes(ctx.precision, args.xF32) + act) + args.weight.size);
   return {
     destroy: () => params.destroy(),
     encode(pass, tokens) {
