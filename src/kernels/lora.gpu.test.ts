@@ -40,7 +40,8 @@ describe('lora kernels (shrink + expand)', () => {
   const tokenSeq = [0, 0, 1, 2, 3, 3, 2];
   const seqAdapter = [0, NO_ADAPTER, 2, 1];
 
-  async function run(precision: 'f32' | 'f16', wg: number, mat: number, fused: boolean) {
+  /** stream: x and y are the f32 residual stream ×1e5 (x_t, y_t held at f32 in the f16 variant). */
+  async function run(precision: 'f32' | 'f16', wg: number, mat: number, fused: boolean, stream = false) {
     const { device } = await testGPU();
     const k = 70; // not a multiple of any WG
     const n = 45;
@@ -53,14 +54,17 @@ describe('lora kernels (shrink + expand)', () => {
       : { k, n, mat, numMats: 2, maxRank: p.maxRank };
     const xWidth = layout.xStride ?? k;
     const yWidth = layout.yStride ?? n;
-    const x = actRound(random(maxTokens * xWidth + 4, 5 + wg, 1), precision);
-    const y0 = actRound(random(maxTokens * yWidth + 11, 6 + wg, 2), precision);
-    const yBuf = uploadAct(device, y0, precision);
+    const io = stream ? 'f32' : precision;
+    const x = actRound(random(maxTokens * xWidth + 4, 5 + wg, stream ? 1e5 : 1), io);
+    const y0 = actRound(random(maxTokens * yWidth + 11, 6 + wg, stream ? 1e5 : 2), io);
+    const yBuf = uploadAct(device, y0, io);
     const op = await createLoraOp(opContext(device, precision), {
       ...layout,
       wg,
-      x: uploadAct(device, x, precision),
+      x: uploadAct(device, x, io),
       y: yBuf,
+      xF32: stream,
+      yF32: stream,
       weights: uploadBuffer(device, p.weights, STORAGE),
       entries: uploadBuffer(device, p.entries, STORAGE),
       tokenSeq: uploadBuffer(device, new Uint32Array(tokenSeq), STORAGE),
@@ -68,8 +72,8 @@ describe('lora kernels (shrink + expand)', () => {
       h: createBuffer(device, maxTokens * p.maxRank * 4, STORAGE),
     });
     await runPass(device, (pass) => op.encode(pass, tokens));
-    const got = await readAct(device, yBuf, y0.length, precision);
-    const want = actRound(loraRef(x, y0, tokens, layout, p, tokenSeq, seqAdapter), precision);
+    const got = await readAct(device, yBuf, y0.length, io);
+    const want = actRound(loraRef(x, y0, tokens, layout, p, tokenSeq, seqAdapter), io);
     return { got, want, y0, layout, tokens };
   }
 
@@ -96,6 +100,21 @@ describe('lora kernels (shrink + expand)', () => {
         });
       }
     }
+  }
+
+  // The f16 path's residual stream is f32: an adapter on o/down adds into it (expand's y), and one
+  // on a matrix with no norm before it reads it (shrink's x). Both past f16's range (×1e5), so an
+  // f16 x or y would be ±inf; f32 tolerance, relative to the stream.
+  for (const wg of LORA_WG) {
+    it(`reads and adds into an f32 stream beyond f16 range at WG=${wg} (f16)`, async (ctx) => {
+      if (!(await testGPU()).info.f16) ctx.skip();
+      const { got, want, y0 } = await run('f16', wg, 1, true, true);
+      expect(Math.max(...y0.map(Math.abs))).toBeGreaterThan(65504);
+      // Relative to the stream's scale: cancellation leaves some sums far below their terms.
+      const scale = Math.max(...want.map(Math.abs));
+      expect(Math.max(...got.map((v, i) => Math.abs(v - want[i]!))) / scale).toBeLessThan(TOLERANCE.f32);
+      expect(got).not.toEqual(y0);
+    });
   }
 
   it('reference by hand: y + scale · B · A · x for a rank-1 adapter', () => {
