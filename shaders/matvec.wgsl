@@ -2,9 +2,14 @@
 // Each workgroup owns ROWS_PER_WG weight rows; the WG / ROWS_PER_WG threads of a row split its
 // K / 8 chunks (shaders/lib/dequant.wgsl), so neighbouring threads read neighbouring words. Each
 // chunk is dequantised once and dotted with up to MAX_T tokens held in registers; more tokens
-// take further passes over the weights. Partial sums meet in workgroup memory. Accumulation is
-// f32 whatever `act` is. Needs shaders/lib/dequant.wgsl (WTYPE, dq_chunk) and
-// shaders/lib/linear.wgsl (bindings, HAS_BIAS, store_y) in front.
+// take further passes over the weights. Each thread has two chunks' loads in flight per loop trip.
+// Accumulation is f32 whatever `act` is. A row's partial sums meet by subgroup shuffles where the
+// device has subgroups (shaders/lib/subgroups.wgsl: a butterfly within the subgroup, then one
+// workgroup-memory step across a row's subgroups: two barriers a pass), else by a shared-memory
+// tree (shaders/lib/subgroups_off.wgsl: log2(threads per row) barriers). Needs
+// shaders/lib/dequant.wgsl (WTYPE, dq_chunk), shaders/lib/glu.wgsl, shaders/lib/linear.wgsl
+// (bindings, HAS_BIAS, store_y, GLU) and one of the subgroup libraries in front. GLU needs an even
+// ROWS_PER_WG (and even row0): a (gate, up) row pair meets in one workgroup.
 //
 // NORM folds the RMSNorm before the layer into it: y = W · (x / rms(x) ⊙ norm_w), with
 // rms(x) = sqrt(mean(x²) + NORM_EPS) per token. Every workgroup recomputes its tokens' sums of
@@ -28,6 +33,24 @@ const T_CAP: u32 = 8u; // register accumulators per thread
 var<workgroup> partial: array<f32, PARTIALS>; // [MAX_T][WG]
 var<workgroup> inv_rms: array<f32, T_CAP>;    // NORM: 1 / rms(x) of the pass's tokens
 
+// Adds one dequantised chunk's dot products with the pass's tokens t0.. (fewer than MAX_T at the
+// end of the step) into acc.
+fn add_chunk(acc: ptr<function, array<f32, T_CAP>>, chunk: Chunk, t0: u32, T: u32, k4: u32) {
+  var q = chunk;
+  if (NORM) {
+    q.a *= vec4f(norm_w[q.pa], norm_w[q.pa + 1u], norm_w[q.pa + 2u], norm_w[q.pa + 3u]);
+    q.b *= vec4f(norm_w[q.pb], norm_w[q.pb + 1u], norm_w[q.pb + 2u], norm_w[q.pb + 3u]);
+  }
+  let ia = q.pa >> 2u;
+  let ib = q.pb >> 2u;
+  for (var t = 0u; t < MAX_T; t++) {
+    if (t0 + t < T) {
+      let xo = (t0 + t) * k4;
+      (*acc)[t] += dot(q.a, vec4f(x[xo + ia])) + dot(q.b, vec4f(x[xo + ib]));
+    }
+  }
+}
+
 @compute @workgroup_size(WG)
 fn main(
   @builtin(workgroup_id) wid: vec3u,
@@ -39,8 +62,16 @@ fn main(
   let T = counts.tokens;
   if (first >= p.n) { return; }
 
-  let lane = lid % TPR;
-  let row = first + lid / TPR;
+  // The thread's index within the workgroup: lid, or with subgroups its subgroup-ordered index, so
+  // that a row's threads fill whole runs of a subgroup.
+  let sgs = sg_size();
+  let v = sg_index(lid, sgs);
+  let lane = v % TPR;
+  let rr = v / TPR; // the row within the workgroup
+  let row = first + rr;
+  // With subgroups: a row's lanes within one subgroup, and its subgroups.
+  let run = min(TPR, sgs);
+  let per = TPR / run;
   // Rows past n (in the last group) still run the loop, on a valid row, to keep the barriers
   // uniform; they write nothing.
   let rw = min(row, p.n - 1u) * p.row_words;
@@ -53,54 +84,88 @@ fn main(
       for (var t = 0u; t < MAX_T; t++) {
         var ss = 0.0;
         if (t0 + t < T) {
-          for (var i = lid; i < k4; i += WG) {
-            let v = vec4f(x[(t0 + t) * k4 + i]);
-            ss += dot(v, v);
+          for (var i = v; i < k4; i += WG) {
+            let xv = vec4f(x[(t0 + t) * k4 + i]);
+            ss += dot(xv, xv);
           }
         }
-        partial[t * WG + lid] = ss;
+        if (SUBGROUPS) {
+          ss = sg_run_sum(ss, sgs, WG, sgs);
+          if (v % sgs == 0u) { partial[t * WG + v / sgs] = ss; }
+        } else {
+          partial[t * WG + lid] = ss;
+        }
       }
       workgroupBarrier();
-      for (var s = WG >> 1u; s > 0u; s >>= 1u) {
-        if (lid < s) {
+      if (SUBGROUPS) {
+        if (lid < MAX_T) {
+          var ss = 0.0;
+          for (var j = 0u; j < WG / sgs; j++) { ss += partial[lid * WG + j]; }
+          inv_rms[lid] = inverseSqrt(ss / f32(p.k) + NORM_EPS);
+        }
+      } else {
+        for (var s = WG >> 1u; s > 0u; s >>= 1u) {
+          if (lid < s) {
+            for (var t = 0u; t < MAX_T; t++) { partial[t * WG + lid] += partial[t * WG + lid + s]; }
+          }
+          workgroupBarrier();
+        }
+        if (lid < MAX_T) { inv_rms[lid] = inverseSqrt(partial[lid * WG] / f32(p.k) + NORM_EPS); }
+      }
+      workgroupBarrier();
+    }
+    var acc = array<f32, T_CAP>(); // explicitly zeroed per pass (SwiftShader kept the last pass's values)
+    // Two chunks a trip: their loads are independent, so both are in flight together.
+    var c = lane;
+    for (; c + TPR < chunks; c += 2u * TPR) {
+      let q0 = dq_chunk(rw, c);
+      let q1 = dq_chunk(rw, c + TPR);
+      add_chunk(&acc, q0, t0, T, k4);
+      add_chunk(&acc, q1, t0, T, k4);
+    }
+    if (c < chunks) { add_chunk(&acc, dq_chunk(rw, c), t0, T, k4); }
+    if (NORM) {
+      for (var t = 0u; t < MAX_T; t++) { acc[t] *= inv_rms[t]; }
+    }
+    if (SUBGROUPS) {
+      // Each run of a row's lanes sums itself; the first lane of each run leaves the sum at the
+      // row's per slots: [MAX_T][WG / run].
+      for (var t = 0u; t < MAX_T; t++) {
+        let s = sg_run_sum(acc[t], run, TPR, sgs);
+        if (lane % run == 0u) { partial[t * WG + v / run] = s; }
+      }
+      workgroupBarrier();
+    } else {
+      for (var t = 0u; t < MAX_T; t++) { partial[t * WG + lid] = acc[t]; }
+      workgroupBarrier();
+      for (var s = TPR >> 1u; s > 0u; s >>= 1u) {
+        if (lane < s) {
           for (var t = 0u; t < MAX_T; t++) { partial[t * WG + lid] += partial[t * WG + lid + s]; }
         }
         workgroupBarrier();
       }
-      if (lid < MAX_T) { inv_rms[lid] = inverseSqrt(partial[lid * WG] / f32(p.k) + NORM_EPS); }
-      workgroupBarrier();
     }
-    var acc = array<f32, T_CAP>(); // explicitly zeroed per pass (SwiftShader kept the last pass's values)
-    for (var c = lane; c < chunks; c += TPR) {
-      var q = dq_chunk(rw, c);
-      if (NORM) {
-        q.a *= vec4f(norm_w[q.pa], norm_w[q.pa + 1u], norm_w[q.pa + 2u], norm_w[q.pa + 3u]);
-        q.b *= vec4f(norm_w[q.pb], norm_w[q.pb + 1u], norm_w[q.pb + 2u], norm_w[q.pb + 3u]);
-      }
-      let ia = q.pa >> 2u;
-      let ib = q.pb >> 2u;
-      for (var t = 0u; t < MAX_T; t++) {
-        if (t0 + t < T) {
-          let xo = (t0 + t) * k4;
-          acc[t] += dot(q.a, vec4f(x[xo + ia])) + dot(q.b, vec4f(x[xo + ib]));
-        }
-      }
-    }
-    for (var t = 0u; t < MAX_T; t++) {
-      if (NORM) { acc[t] *= inv_rms[t]; }
-      partial[t * WG + lid] = acc[t];
-    }
-    workgroupBarrier();
-    for (var s = TPR >> 1u; s > 0u; s >>= 1u) {
-      if (lane < s) {
-        for (var t = 0u; t < MAX_T; t++) { partial[t * WG + lid] += partial[t * WG + lid + s]; }
-      }
-      workgroupBarrier();
-    }
-    // Lane t of each row writes token t0 + t.
+    // Lane t of each row writes token t0 + t; under GLU the gate (even) row's lanes write the
+    // pair, the up row's sum being the next row's.
     if (row < p.n && lane < MAX_T && t0 + lane < T) {
-      store_y(t0 + lane, row, partial[lane * WG + lid - lane]);
+      let g = row_sum(lane, rr, per);
+      if (GLU) {
+        if ((row & 1u) == 0u) { store_glu(t0 + lane, p.row0 + row, g, row_sum(lane, rr + 1u, per)); }
+      } else {
+        store_y(t0 + lane, row, g);
+      }
     }
     workgroupBarrier();
   }
+}
+
+// Token t's sum of workgroup row rr once the reduction is done: with subgroups the sum of the
+// row's `per` slots, else the tree's result in the row's first thread's slot.
+fn row_sum(t: u32, rr: u32, per: u32) -> f32 {
+  if (SUBGROUPS) {
+    var s = 0.0;
+    for (var j = 0u; j < per; j++) { s += partial[t * WG + rr * per + j]; }
+    return s;
+  }
+  return partial[t * WG + rr * TPR];
 }

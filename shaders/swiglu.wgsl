@@ -1,13 +1,11 @@
-// Gated MLP activation: out[t, i] = act(gate[t, i]) * up[t, i] in f32, act by the ACT
-// specialisation: 0 SwiGLU's silu(g) = g / (1 + exp(-g)); 1 GeGLU's GELU with the tanh
-// approximation, 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) (Gemma's gelu_pytorch_tanh).
+// Gated MLP activation: out[t, i] = activate(gate[t, i]) * up[t, i] in f32, the activation (ACT)
+// from shaders/lib/glu.wgsl, concatenated in front.
 // A 2D grid: x covers the n columns of a token, y is the token, so the token count rides on the
 // dispatch and the uniform is static. Gate and up may be the two halves of one fused [T, 2n]
 // projection: each has its own row stride and element offset.
 alias act = f32;
 
 override WG: u32 = 64;
-override ACT: u32 = 0u;  // 0: silu, 1: gelu (tanh approximation)
 
 struct Params {
   n: u32,          // elements per token in out (the intermediate size)
@@ -30,14 +28,4 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   let g = f32(gate[p.gateOffset + t * p.gateStride + i]);
   let u = f32(up[p.upOffset + t * p.upStride + i]);
   out[t * p.n + i] = act(activate(g) * u);
-}
-
-fn activate(g: f32) -> f32 {
-  if (ACT == 1u) {
-    // tanh's argument clamped: tanh(±10) is ±1 in f32, and no backend meets exp overflow.
-    let inner = clamp(0.7978845608028654 * (g + 0.044715 * g * g * g), -10.0, 10.0);
-    return 0.5 * g * (1.0 + tanh(inner));
-  }
-  // exp(-g) overflows to inf for g < -88: g / inf = -0, the right limit.
-  return g / (1.0 + exp(-g));
 }

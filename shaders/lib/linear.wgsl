@@ -1,7 +1,14 @@
 // The interface shared by the linear-layer kernels (matvec.wgsl, matmul.wgsl): their bindings,
 // uniforms and bias handling, so the two cannot drift apart (src/kernels/matmul.ts binds both with
 // one buffer list). Concatenated in front of such a kernel, after shaders/lib/dequant.wgsl (which
-// reads `w`). The kernel itself declares `alias act = f32;` (the line the f16 variant rewrites).
+// reads `w`) and shaders/lib/glu.wgsl (ACT, activate). The kernel itself declares
+// `alias act = f32;` (the line the f16 variant rewrites).
+//
+// A gated MLP's gate and up projections go up as one matrix, their rows interleaved (gate row i is
+// row 2i, up row i is row 2i + 1: engine/gpu-weights.ts), so one workgroup of the matvec holds a
+// row pair and can store act(gate)·up itself (GLU). Where the product cannot be formed in the
+// epilogue (prefill, LoRA-adapted steps that update gate and up before the activation), PAIRS
+// stores the two rows apart, gate rows as segment 0 and up rows as segment 1.
 
 // x's and y's element types: f32 where they are the residual stream (y under RESIDUAL; x with a
 // folded norm, or an unnormed input), at every precision (Specialisation.f32); act otherwise.
@@ -42,8 +49,19 @@ struct Step {
 @group(0) @binding(4) var<uniform> p: Params;
 @group(0) @binding(5) var<uniform> counts: Step;
 
+// Rows are interleaved (gate, up) pairs: row 2i goes to row i of segment 0, row 2i + 1 to row i of
+// segment 1 (seg1 = y_stride / 2 = seg2).
+override PAIRS: bool = false;
+// Rows are interleaved (gate, up) pairs and y is [T][y_stride / 2]: y[t, i] = activate(gate) · up
+// (store_glu; the kernel stores each pair from one thread, so its row groups are even).
+override GLU: bool = false;
+
 // Where matrix row r of token t lives in y.
 fn y_index(t: u32, r: u32) -> u32 {
+  if (PAIRS) {
+    if ((r & 1u) == 0u) { return p.off0 + t * p.seg1 + (r >> 1u); }
+    return p.off1 + t * p.seg1 + (r >> 1u);
+  }
   if (r < p.seg1) { return p.off0 + t * p.seg1 + r; }
   if (r < p.seg2) { return p.off1 + t * (p.seg2 - p.seg1) + (r - p.seg1); }
   return p.off2 + t * (p.y_stride - p.seg2) + (r - p.seg2);
@@ -66,4 +84,10 @@ fn store_y(t: u32, n: u32, v: f32) {
   } else {
     y[i] = y_t(v + b);
   }
+}
+
+// GLU: matrix rows r (even: a gate row) and r + 1 (its up row) of token t are g and u (no bias:
+// no gated MLP has one). The product is formed in f32 and rounded once.
+fn store_glu(t: u32, r: u32, g: f32, u: f32) {
+  y[t * (p.y_stride >> 1u) + (r >> 1u)] = y_t(activate(g) * u);
 }

@@ -51,8 +51,9 @@ interface RunState {
   qn?: GPUBuffer; // [maxTokens, nHeads·headDim] q after its norm (per head or whole)
   kn?: GPUBuffer; // [maxTokens, nKv·headDim]
   att: GPUBuffer; // [maxTokens, nHeads·headDim] attention output
-  gate: GPUBuffer; // [maxTokens, intermediate]
-  up: GPUBuffer; // [maxTokens, intermediate]
+  gateUp: GPUBuffer; // gate and up below, one buffer: a joined gate/up projection writes both
+  gate: GPUBufferBinding; // [maxTokens, intermediate] in gateUp
+  up: GPUBufferBinding; // [maxTokens, intermediate] in gateUp
   hb: GPUBuffer; // [maxTokens, intermediate] act(gate)·up
   last: GPUBuffer; // f32 [maxSeqs, hidden] residual rows of each sequence's last token
   lastNormed: GPUBuffer; // f32 [maxSeqs, hidden]
@@ -78,9 +79,15 @@ interface LayerOps {
   /** Absent where o adds into the residual stream itself. */
   attnResidual?: Op;
   ffnNorm?: Op;
-  /** The dense MLP (absent on mixture-of-experts layers). */
+  /**
+   * The dense MLP (absent on mixture-of-experts layers). Gate and up as one matrix (`gateUp`,
+   * storing both) or apart; `glu`, with a joined matrix, forms act(gate)·up in the matvec's
+   * epilogue, so the steps it can serve (T ≤ MATVEC_MAX_TOKENS, no LoRA) skip gate/up and swiglu.
+   */
+  gateUp?: Op;
   gate?: Op;
   up?: Op;
+  glu?: Op;
   swiglu?: Op;
   down?: Op;
   /** The mixture-of-experts FFN (config.moe; ./moe-ffn.ts) in place of the dense MLP. */
@@ -182,6 +189,10 @@ export class GpuForward {
     const qkv = buf((qBytes + 2 * kvBytes) / act, 'qkv');
     // The dense MLP runs on a dense model's layers and a mixture-of-experts model's dense ones.
     const denseMlp = Array.from({ length: config.numLayers }, (_, l) => !layerIsMoe(config, l)).some(Boolean);
+    // The dense MLP's gate and up (mixture-of-experts layers have their own: ./moe-ffn.ts), as
+    // two regions of one buffer like q, k and v.
+    const gateBytes = denseMlp ? region(T * I) : align;
+    const gateUp = buf((2 * gateBytes) / act, 'gate/up');
     const state: RunState = {
       ids: buf(T, 'ids', 4),
       // f32 whatever the precision: the stream of real models exceeds f16's range in a few
@@ -197,8 +208,9 @@ export class GpuForward {
       kn: config.qkNorm ? buf(T * nKv * D, 'kn') : undefined,
       att: buf(T * nH * D, 'att'),
       // The dense MLP's (mixture-of-experts layers have their own: ./moe-ffn.ts), on any dense layer.
-      gate: buf(denseMlp ? T * I : 1, 'gate'),
-      up: buf(denseMlp ? T * I : 1, 'up'),
+      gateUp,
+      gate: { buffer: gateUp, offset: 0, size: gateBytes },
+      up: { buffer: gateUp, offset: gateBytes, size: gateBytes },
       hb: buf(denseMlp ? T * I : 1, 'hb'),
       last: buf(S * H, 'last', 4),
       lastNormed: buf(S * H, 'lastNormed', 4),
@@ -215,12 +227,15 @@ export class GpuForward {
     // Every op is labelled with its role and layer (OpLabel) for the bench's per-op report.
     // Ops that read or write the residual stream `x` take it as f32 (their other operands act).
     const isX = (b: BufferRef | undefined) => b === state.x;
-    const linear = (label: OpLabel, m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer, norm?: LinearArgs['norm'], residual = false, segments?: LinearSegment[]) =>
+    const linear = (label: OpLabel, m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer, norm?: LinearArgs['norm'], residual = false, segments?: LinearSegment[], epi: Pick<LinearArgs, 'pairs' | 'glu'> = {}) =>
       createLinearOp(
         ctx,
-        { weight: m.parts, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, xF32: isX(x), yF32: isX(y), step: step.counts, maxTokens: T, label, norm: norm && { ...norm, xF32: isX(norm.x) }, residual, segments },
+        { weight: m.parts, dtype: m.dtype, n: m.rows, k: m.cols, bias, x, y, xF32: isX(x), yF32: isX(y), step: step.counts, maxTokens: T, label, norm: norm && { ...norm, xF32: isX(norm.x) }, residual, segments, ...epi },
         specs,
       );
+    const gateUpSegments = [{ rows: I, offset: 0 }, { rows: I, offset: gateBytes / act }];
+    // The GLU epilogue needs each (gate, up) row pair in one part of a split matrix.
+    const gluFits = (m: GpuMatrix) => m.parts.every((p) => p.row0 % 2 === 0);
     // Where each of q, k and v lands in `qkv`, in elements: [maxTokens][its rows] at its region.
     const qkvSegment = { q: { rows: nH * D, offset: 0 }, k: { rows: nKv * D, offset: qBytes / act }, v: { rows: nKv * D, offset: (qBytes + kvBytes) / act } };
     const segments = (members: QkvMember[]) => members.map((m) => qkvSegment[m]);
@@ -279,7 +294,9 @@ export class GpuForward {
         v: qkvIo(nKv * D, state.v),
         o: io(w.wo, state.att, oAdds ? state.x : state.xb2),
         // LoRA of the experts is not run (a MoE layer has no dense gate/up/down to adapt).
-        ...(w.wGate && w.wUp && w.wDown ? { gate: io(w.wGate, ffnIn, state.gate), up: io(w.wUp, ffnIn, state.up), down: io(w.wDown, state.hb, downAdds ? state.x : state.xb2) } : {}),
+        ...(w.wDown && (w.gateUp || (w.wGate && w.wUp))
+          ? { gate: { x: ffnIn, y: state.gate, k: H, n: I }, up: { x: ffnIn, y: state.up, k: H, n: I }, down: io(w.wDown, state.hb, downAdds ? state.x : state.xb2) }
+          : {}),
       });
       layers.push({
         attnNorm: w.attnNorm ? await norm(at('attn_norm'), state.x, w.attnNorm, state.xb) : undefined,
@@ -339,11 +356,18 @@ export class GpuForward {
         postAttnNorm: w.postAttnNorm ? await norm(at('post_attn_norm'), state.xb2, w.postAttnNorm, state.xb) : undefined,
         attnResidual: oAdds ? undefined : await createAddOp(ctx, { x: state.x, xF32: true, y: attnOut, n: H, scale: config.residualScale, label: at('attn_residual') }),
         ffnNorm: w.ffnNorm ? await norm(at('ffn_norm'), state.x, w.ffnNorm, state.xb) : undefined,
-        ...(w.wGate && w.wUp && w.wDown
+        ...(w.wDown && (w.gateUp || (w.wGate && w.wUp))
           ? {
-              gate: await linear(at('gate'), w.wGate, ffnIn, state.gate, undefined, ffnFold),
-              up: await linear(at('up'), w.wUp, ffnIn, state.up, undefined, ffnFold),
-              swiglu: await createSwigluOp(ctx, { gate: state.gate, up: state.up, out: state.hb, n: I, activation: config.ffnActivation, label: at('swiglu') }),
+              ...(w.gateUp
+                ? {
+                    gateUp: await linear(at('gate_up'), w.gateUp, ffnIn, gateUp, undefined, ffnFold, false, gateUpSegments, { pairs: true }),
+                    glu: gluFits(w.gateUp) ? await linear(at('gate_up'), w.gateUp, ffnIn, state.hb, undefined, ffnFold, false, undefined, { glu: config.ffnActivation }) : undefined,
+                  }
+                : {
+                    gate: await linear(at('gate'), w.wGate!, ffnIn, gateUp, undefined, ffnFold, false, [gateUpSegments[0]!]),
+                    up: await linear(at('up'), w.wUp!, ffnIn, gateUp, undefined, ffnFold, false, [gateUpSegments[1]!]),
+                  }),
+              swiglu: await createSwigluOp(ctx, { gate: gateUp, up: gateUp, upOffset: gateBytes / act, out: state.hb, n: I, activation: config.ffnActivation, label: at('swiglu') }),
               down: await (downAdds ? linear(at('down'), w.wDown, state.hb, state.x, undefined, undefined, true) : linear(at('down'), w.wDown, state.hb, state.xb2)),
             }
           : {
@@ -471,11 +495,19 @@ export class GpuForward {
       // feed-forward block
       // The mixture-of-experts FFN reads the normed input, folded or not.
       if (unfolded || layer.moe) layer.ffnNorm?.encode(pass, tokens);
-      layer.gate?.encode(pass, tokens);
-      this.adapt(lora, pass, l, 'gate', tokens);
-      layer.up?.encode(pass, tokens);
-      this.adapt(lora, pass, l, 'up', tokens);
-      layer.swiglu?.encode(pass, tokens);
+      // An adapter that updates this layer's gate or up must run between them and the activation.
+      const adaptsGlu = lora !== null && (lora.pool.adapts(loraMat(l, 'gate')) || lora.pool.adapts(loraMat(l, 'up')));
+      if (layer.glu && tokens <= MATVEC_MAX_TOKENS && !adaptsGlu) {
+        // act(gate)·up straight from the joined matrix: no LoRA update sits between them.
+        layer.glu.encode(pass, tokens);
+      } else {
+        layer.gateUp?.encode(pass, tokens);
+        layer.gate?.encode(pass, tokens);
+        this.adapt(lora, pass, l, 'gate', tokens);
+        layer.up?.encode(pass, tokens);
+        this.adapt(lora, pass, l, 'up', tokens);
+        layer.swiglu?.encode(pass, tokens);
+      }
       layer.down?.encode(pass, tokens);
       this.adapt(lora, pass, l, 'down', tokens);
       layer.moe?.encode(pass, tokens);

@@ -6,13 +6,17 @@
  * exceeds WebGPU's default 128 MiB binding); the kernels take the parts (src/kernels/weights.ts).
  * q, k and v (the table's `fuse` rows) go up as one matrix, their rows (and biases) concatenated,
  * so the projection is one dispatch: in runs of one weight type, as llama.cpp's mixes may give
- * attn_v a type of its own.
+ * attn_v a type of its own. Gate and up (the `gate_up` rows) of one type go up as one matrix, their
+ * rows interleaved (gate row i at 2i, up row i at 2i + 1), so the decode matvec forms act(gate)·up
+ * in its epilogue; of different types they stay apart.
  */
 import type { DType } from '../formats/types';
 import { STORAGE, uploadBuffer } from '../gpu/buffers';
 import { WebGPUError } from '../gpu/errors';
+import { interleaveRows } from '../kernels/matmul';
 import { uploadExpertParts } from '../kernels/moe';
 import { gpuBytesPerRow, uploadWeightParts, type WeightPart } from '../kernels/weights';
+import { tensorByteLength } from '../formats/dtypes';
 import type { OpenedModel } from '../model/open';
 import { assembleWeights, isMatrix, modelTensors, type LayerWeights, type ModelWeights } from '../model/tensors';
 
@@ -41,8 +45,12 @@ export interface GpuQkvPart {
 
 type QkvField = 'wq' | 'wk' | 'wv' | 'bq' | 'bk' | 'bv';
 
-/** One layer's weights, named and shaped as src/model/tensors.ts's table says (vectors are f32), q/k/v joined. */
-export type GpuLayerWeights = Omit<LayerWeights<GpuMatrix, GPUBuffer>, QkvField> & { qkv: GpuQkvPart[] };
+/**
+ * One layer's weights, named and shaped as src/model/tensors.ts's table says (vectors are f32), q/k/v
+ * joined; gate and up joined as `gateUp` ([2 · intermediate, hidden], rows interleaved) where they
+ * share a type, else apart as wGate and wUp.
+ */
+export type GpuLayerWeights = Omit<LayerWeights<GpuMatrix, GPUBuffer>, QkvField> & { qkv: GpuQkvPart[]; gateUp?: GpuMatrix };
 
 /** A matrix read from the file, not yet on the GPU. */
 export interface HostMatrix {
@@ -138,11 +146,13 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
   // A decode step reads every layer matrix and the whole output matrix (the embedding: one row).
   let layerMatrixBytes = 0;
   const tensors = modelTensors(opened.config);
-  // A layer's q/k/v rows wait here (by field) until its last one is read.
-  const expected = new Map<number, number>();
-  for (const t of tensors) if (t.row.fuse && t.layer !== null && opened.tensors.has(t.name)) expected.set(t.layer, (expected.get(t.layer) ?? 0) + 1);
-  const waiting = new Map<number, Map<string, HostMatrix | Float32Array>>();
+  // A layer's q/k/v (gate/up) rows wait here (by field) until its group's last one is read.
+  const groupKey = (layer: number, fuse: string) => `${layer}:${fuse}`;
+  const expected = new Map<string, number>();
+  for (const t of tensors) if (t.row.fuse && t.layer !== null && opened.tensors.has(t.name)) expected.set(groupKey(t.layer, t.row.fuse), (expected.get(groupKey(t.layer, t.row.fuse)) ?? 0) + 1);
+  const waiting = new Map<string, Map<string, HostMatrix | Float32Array>>();
   const qkv: GpuQkvPart[][] = [];
+  const gateUp: Array<GpuMatrix | undefined> = [];
   const present = new Set<string>();
   const joinQkv = (layer: number, got: Map<string, HostMatrix | Float32Array>): GpuQkvPart[] => {
     const members = QKV_FIELDS.filter(([w]) => got.has(w));
@@ -167,19 +177,40 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
       return { matrix: { parts, dtype: run.dtype, rows: run.rows, cols: run.cols }, bias, members: names };
     });
   };
+  const uploadMatrix = (name: string, m: HostMatrix): GpuMatrix => {
+    const parts = uploadWeightParts(device, m.dtype, m.bytes, { rows: m.rows, cols: m.cols }, maxPartBytes, name);
+    all.push(...parts.map((p) => p.buffer));
+    layerMatrixBytes += bytesOf(parts);
+    return { parts, dtype: m.dtype, rows: m.rows, cols: m.cols };
+  };
+  // Gate and up of one type (and shape) become one interleaved matrix; else each goes up alone.
+  const joinGateUp = (layer: number, got: Map<string, HostMatrix | Float32Array>, names: Map<string, string>) => {
+    const [g, u] = [got.get('wGate') as HostMatrix, got.get('wUp') as HostMatrix];
+    if (g.dtype === u.dtype && g.rows === u.rows && g.cols === u.cols) {
+      gateUp[layer] = uploadMatrix(`blk.${layer}.ffn_gate_up.weight`, { ...g, rows: 2 * g.rows, bytes: interleaveRows(g.bytes, u.bytes, tensorByteLength(g.dtype, g.cols)) });
+    } else {
+      uploaded.set(names.get('wGate')!, uploadMatrix(names.get('wGate')!, g));
+      uploaded.set(names.get('wUp')!, uploadMatrix(names.get('wUp')!, u));
+    }
+  };
+  const fuseNames = new Map<string, Map<string, string>>();
   try {
     for (const { row, layer, name } of tensors) {
       const t = opened.tensors.get(name);
       if (!row.field || !t) continue;
       if (row.fuse && layer !== null) {
-        const got = waiting.get(layer) ?? new Map<string, HostMatrix | Float32Array>();
-        waiting.set(layer, got);
+        const key = groupKey(layer, row.fuse);
+        const got = waiting.get(key) ?? new Map<string, HostMatrix | Float32Array>();
+        waiting.set(key, got);
+        const names = fuseNames.get(key) ?? new Map<string, string>();
+        fuseNames.set(key, names.set(row.field, name));
         const [rows, cols] = t.info.shape as [number, number];
         got.set(row.field, isMatrix(row.kind) ? { dtype: t.info.dtype, rows, cols, bytes: await opened.readTensor(name) } : await opened.readTensorF32(name));
         present.add(name);
-        if (got.size === expected.get(layer)) {
-          waiting.delete(layer);
-          qkv[layer] = joinQkv(layer, got);
+        if (got.size === expected.get(key)) {
+          waiting.delete(key);
+          if (row.fuse === 'qkv') qkv[layer] = joinQkv(layer, got);
+          else joinGateUp(layer, got, names);
         }
       } else if (isMatrix(row.kind)) {
         // A stack of experts ([experts, rows, cols]) goes up as one matrix of experts · rows rows,
@@ -212,7 +243,10 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
     const assembled = assembleWeights<GpuMatrix, GPUBuffer>(opened.config, (t) => uploaded.get(t.name) ?? (present.has(t.name) ? JOINED : undefined));
     const layers = assembled.layers.map((w, l): GpuLayerWeights => {
       const { wq: _q, wk: _k, wv: _v, bq: _bq, bk: _bk, bv: _bv, ...rest } = w;
-      return { ...rest, qkv: qkv[l]! };
+      const gu = gateUp[l];
+      if (!gu) return { ...rest, qkv: qkv[l]! };
+      const { wGate: _g, wUp: _u, ...dense } = rest;
+      return { ...dense, qkv: qkv[l]!, gateUp: gu };
     });
     const weights = { ...assembled, layers };
     const matrixBytes = layerMatrixBytes + bytesOf(weights.output.parts);

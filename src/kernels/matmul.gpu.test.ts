@@ -9,6 +9,8 @@ import { testGPU } from '../testing/gpu';
 import {
   createLinearOp,
   EMULATED_DECODE_SPEC,
+  gluPairsRef,
+  interleaveRows,
   EMULATED_FEW_TOKENS_SPEC,
   EMULATED_PREFILL_SPEC,
   linearConstants,
@@ -19,6 +21,7 @@ import {
   MATVEC_SPECS,
   matvecGrid,
   matvecKernel,
+  matvecSubgroupKernel,
   normConstants,
   PREFILL_SPEC,
   prefillKernel,
@@ -26,6 +29,8 @@ import {
   type PrefillSpec,
 } from './matmul';
 import { rmsNormRef } from './rms-norm';
+import { GLU_FN, type GluActivation } from './swiglu';
+import { tensorByteLength } from '../formats/dtypes';
 import { gpuBytesPerRow, repackForGPU, uploadWeight, uploadWeightParts } from './weights';
 
 // K covers two K-quant super-blocks; N = 37 leaves partial row groups and tiles.
@@ -60,8 +65,24 @@ function layer(dtype: DType): Layer {
   return l;
 }
 
+/**
+ * The kernels under test: the matvec with its shared-memory reduction ('matvec', for devices
+ * without subgroups) and with subgroup reductions ('matvec_sg', skipped where the device has no
+ * subgroups: SwiftShader's are 4 wide, lavapipe's 8), and the prefill kernels.
+ */
+type KernelName = 'matvec' | 'matvec_sg' | 'matmul';
+const MATVECS = ['matvec', 'matvec_sg'] as const;
+const isMatvec = (k: KernelName) => k !== 'matmul';
+const kernelOf = (k: KernelName, spec: MatvecSpec | PrefillSpec) => (k === 'matvec' ? matvecKernel : k === 'matvec_sg' ? matvecSubgroupKernel : prefillKernel(spec as PrefillSpec));
+/** Skips a test of the subgroup matvec (or in f16) on a device that lacks the feature. */
+async function skipUnsupported(kernel: KernelName, precision: Precision, skip: (cond: boolean, note: string) => void): Promise<void> {
+  const gpu = await testGPU();
+  skip(precision === 'f16' && !gpu.info.f16, 'the device has no shader-f16');
+  skip(kernel === 'matvec_sg' && !gpu.info.subgroups, 'the device has no subgroups');
+}
+
 /** matvec's binding 6, the folded norm's weight: a dummy when it folds none. */
-const noNorm = (kernel: 'matvec' | 'matmul'): TestBinding[] => (kernel === 'matvec' ? [{ input: new Float32Array(1) }] : []);
+const noNorm = (kernel: KernelName): TestBinding[] => (isMatvec(kernel) ? [{ input: new Float32Array(1) }] : []);
 
 /** Tests that compile several pipelines: lavapipe compiles slowly (a few seconds each on a busy CPU). */
 const SLOW = 300_000;
@@ -82,7 +103,7 @@ function tolerance(w: Float32Array, precision: Precision, ref: number): number {
 }
 
 async function run(
-  kernel: 'matvec' | 'matmul',
+  kernel: KernelName,
   spec: MatvecSpec | PrefillSpec,
   dtype: DType,
   T: number,
@@ -93,10 +114,10 @@ async function run(
   const { gpu: bytes, ref: w } = layer(dtype);
   const xt = x.subarray(0, T * K);
   const xIn = precision === 'f16' ? f32ArrayToF16(xt) : xt;
-  const grid = kernel === 'matvec' ? matvecGrid(N, spec as MatvecSpec) : matmulGrid(N, T, spec as PrefillSpec);
+  const grid = isMatvec(kernel) ? matvecGrid(N, spec as MatvecSpec) : matmulGrid(N, T, spec as PrefillSpec);
   const [out] = await runKernel(
     gpu,
-    kernel === 'matvec' ? matvecKernel : prefillKernel(spec as PrefillSpec),
+    kernelOf(kernel, spec),
     { precision, constants: linearConstants(spec, dtype, withBias) },
     [
       { input: bytes },
@@ -131,12 +152,15 @@ describe('matvec kernel', () => {
   MATVEC_SPECS.forEach((spec, i) => {
     const withBias = i === 1;
     for (const dtype of DTYPES) {
-      it(`matches the reference for ${dtype} at ${describeSpec(spec)}${withBias ? ' with bias' : ''}`, async () => {
-        for (const T of [1, 3, 9]) {
-          const { y, ref, w } = await run('matvec', spec, dtype, T, withBias);
-          expectClose(y, ref, w);
-        }
-      });
+      for (const kernel of MATVECS) {
+        it(`${kernel} matches the reference for ${dtype} at ${describeSpec(spec)}${withBias ? ' with bias' : ''}`, async ({ skip }) => {
+          await skipUnsupported(kernel, 'f32', skip);
+          for (const T of [1, 3, 9]) {
+            const { y, ref, w } = await run(kernel, spec, dtype, T, withBias);
+            expectClose(y, ref, w);
+          }
+        });
+      }
     }
   });
 });
@@ -161,8 +185,8 @@ describe('f16 activations', () => {
   // f16 x in and y out, every weight type, at every specialisation the engine may choose (the
   // test-only 16×16 tiled spec differs from PREFILL_SPEC in sizes alone). Tolerance: the f32 bound
   // plus the output's own f16 rounding (2^-10 relative, twice the half-ulp for headroom).
-  const cases: Array<['matvec' | 'matmul', MatvecSpec | PrefillSpec, number[]]> = [
-    ...MATVEC_SPECS.map((s) => ['matvec', s, s.MAX_T === 1 ? [1] : [1, 3, 9]] as ['matvec', MatvecSpec, number[]]),
+  const cases: Array<[KernelName, MatvecSpec | PrefillSpec, number[]]> = [
+    ...MATVECS.flatMap((k) => MATVEC_SPECS.map((s) => [k, s, s.MAX_T === 1 ? [1] : [1, 3, 9]] as [KernelName, MatvecSpec, number[]])),
     ['matmul', PREFILL_SPEC, [17]],
     ['matmul', EMULATED_PREFILL_SPEC, [17]],
   ];
@@ -170,8 +194,7 @@ describe('f16 activations', () => {
     const withBias = i % 2 === 1;
     for (const dtype of DTYPES) {
       it(`${kernel} matches the reference for ${dtype} at ${describeSpec(spec)}${withBias ? ' with bias' : ''} (f16)`, async ({ skip }) => {
-        const gpu = await testGPU();
-        skip(!gpu.info.f16, 'the device has no shader-f16');
+        await skipUnsupported(kernel, 'f16', skip);
         for (const T of tokens) {
           const r = await run(kernel, spec, dtype, T, withBias, 'f16');
           expectClose(r.y, r.ref, r.w, 'f16');
@@ -191,10 +214,10 @@ describe('matvec with a folded RMSNorm', () => {
   const nw = random(K, 21).map((v) => 1 + 0.5 * v);
   MATVEC_SPECS.forEach((spec, i) => {
     const dtype = (['Q4_K', 'Q8_0', 'Q6_K', 'F16'] as DType[])[i]!;
-    for (const precision of ['f32', 'f16'] as const) {
-      it(`matches rmsNormRef then matmulRef for ${dtype} at ${describeSpec(spec)}${precision === 'f16' ? ' (f16)' : ''}`, async ({ skip }) => {
+    for (const [precision, kernel] of [['f32', 'matvec'], ['f32', 'matvec_sg'], ['f16', 'matvec'], ['f16', 'matvec_sg']] as const) {
+      it(`${kernel} matches rmsNormRef then matmulRef for ${dtype} at ${describeSpec(spec)}${precision === 'f16' ? ' (f16)' : ''}`, async ({ skip }) => {
+        await skipUnsupported(kernel, precision, skip);
         const gpu = await testGPU();
-        skip(precision === 'f16' && !gpu.info.f16, 'the device has no shader-f16');
         const { gpu: bytes, ref: w } = layer(dtype);
         const f16 = precision === 'f16';
         for (const T of spec.MAX_T === 1 ? [1, 2] : [1, 3, 9]) {
@@ -203,7 +226,7 @@ describe('matvec with a folded RMSNorm', () => {
           const xRef = f16 ? f16ArrayToF32(xIn as Uint16Array) : xt;
           const [out] = await runKernel(
             gpu,
-            matvecKernel,
+            kernelOf(kernel, spec),
             { precision, constants: { ...linearConstants(spec, dtype, true), ...normConstants(EPS) } },
             [
               { input: bytes },
@@ -234,9 +257,9 @@ describe('matvec with a folded RMSNorm', () => {
  * Every matvec and matmul specialisation, with the tokens it runs (one for a one-token matvec) and
  * whether the engine uses it (then f16 too): the epilogue and segment tests below run each.
  */
-const EPILOGUE_CASES: Array<['matvec' | 'matmul', MatvecSpec | PrefillSpec, number, boolean]> = [
-  ...MATVEC_SPECS.map((s) => ['matvec', s, s.MAX_T === 1 ? 1 : 9, true] as ['matvec', MatvecSpec, number, boolean]),
-  ...MATMUL_SPECS.map((s) => ['matmul', s, MAX_T, s === PREFILL_SPEC || s === EMULATED_PREFILL_SPEC] as ['matmul', PrefillSpec, number, boolean]),
+const EPILOGUE_CASES: Array<[KernelName, MatvecSpec | PrefillSpec, number, boolean]> = [
+  ...MATVECS.flatMap((k) => MATVEC_SPECS.map((s) => [k, s, s.MAX_T === 1 ? 1 : 9, true] as [KernelName, MatvecSpec, number, boolean])),
+  ...MATMUL_SPECS.map((s) => ['matmul', s, MAX_T, s === PREFILL_SPEC || s === EMULATED_PREFILL_SPEC] as [KernelName, PrefillSpec, number, boolean]),
 ];
 
 describe('the residual epilogue', () => {
@@ -248,17 +271,17 @@ describe('the residual epilogue', () => {
     const dtype = ROTATE[i]!;
     for (const precision of engineSpec ? (['f32', 'f16'] as const) : (['f32'] as const)) {
       it(`${kernel} adds into y as the reference for ${dtype} at ${describeSpec(spec)}${precision === 'f16' ? ' (f16)' : ''}`, async ({ skip }) => {
+        await skipUnsupported(kernel, precision, skip);
         const gpu = await testGPU();
-        skip(precision === 'f16' && !gpu.info.f16, 'the device has no shader-f16');
         const f16 = precision === 'f16';
         const round = (a: Float32Array) => (f16 ? f16ArrayToF32(f32ArrayToF16(a)) : a);
         const { gpu: bytes, ref: w } = layer(dtype);
         const xRef = round(x.subarray(0, T * K));
         const r = round(random(MAX_T * N, 31).map((v) => 10 * v));
-        const grid = kernel === 'matvec' ? matvecGrid(N, spec as MatvecSpec) : matmulGrid(N, T, spec as PrefillSpec);
+        const grid = isMatvec(kernel) ? matvecGrid(N, spec as MatvecSpec) : matmulGrid(N, T, spec as PrefillSpec);
         const [out] = await runKernel(
           gpu,
-          kernel === 'matvec' ? matvecKernel : prefillKernel(spec as PrefillSpec),
+          kernelOf(kernel, spec),
           { precision, constants: linearConstants(spec, dtype, true, true) },
           [
             { input: bytes },
@@ -293,16 +316,16 @@ describe('segments', () => {
     const dtype = ROTATE[i]!;
     for (const precision of engineSpec ? (['f32', 'f16'] as const) : (['f32'] as const)) {
       it(`${kernel} stores its rows' segments as the reference for ${dtype} at ${describeSpec(spec)}${precision === 'f16' ? ' (f16)' : ''}`, async ({ skip }) => {
+        await skipUnsupported(kernel, precision, skip);
         const gpu = await testGPU();
-        skip(precision === 'f16' && !gpu.info.f16, 'the device has no shader-f16');
         const f16 = precision === 'f16';
         const round = (a: Float32Array) => (f16 ? f16ArrayToF32(f32ArrayToF16(a)) : a);
         const { gpu: bytes, ref: w } = layer(dtype);
         const xRef = round(x.subarray(0, T * K));
-        const grid = kernel === 'matvec' ? matvecGrid(N, spec as MatvecSpec) : matmulGrid(N, T, spec as PrefillSpec);
+        const grid = isMatvec(kernel) ? matvecGrid(N, spec as MatvecSpec) : matmulGrid(N, T, spec as PrefillSpec);
         const [out] = await runKernel(
           gpu,
-          kernel === 'matvec' ? matvecKernel : prefillKernel(spec as PrefillSpec),
+          kernelOf(kernel, spec),
           { precision, constants: linearConstants(spec, dtype, true) },
           [
             { input: bytes },
@@ -329,6 +352,78 @@ describe('segments', () => {
           if (!(Math.abs(y[j]! - want[j]!) <= tolerance(w, precision, want[j]!))) throw new Error(`y[${j}] = ${y[j]}, reference ${want[j]}`);
         }
       }, SLOW);
+    }
+  });
+});
+
+describe('gate/up row pairs', () => {
+  // A gate and an up matrix of I = 19 rows each (an odd count: partial row groups), quantised apart
+  // and interleaved by interleaveRows as the loader does. GLU (matvec only): y[t, i] =
+  // act(gate)·up against matmulRef of each then gluPairsRef, both activations in turn. PAIRS
+  // (every kernel): gate rows as [T][19] at y[8], up rows at y[400], the rest of y untouched.
+  // Tolerance: g and u are each within the linear bound e; act' ≤ 1.2 for both activations, so
+  // act(g)·u is within e · (1.2 |u| + |act(g)| + e), plus in f16 the output's rounding.
+  const I = 19;
+  const PAIR_Y = 400 + MAX_T * I;
+  const ROTATE: DType[] = ['Q4_0', 'Q6_K', 'Q8_0', 'Q4_K', 'F16', 'Q5_K', 'F32'];
+  const pairLayer = (dtype: DType) => {
+    const [g, u] = [quantize(dtype, random(I * K, 41)), quantize(dtype, random(I * K, 43))];
+    return { bytes: repackForGPU(dtype, interleaveRows(g, u, tensorByteLength(dtype, K))), wg: dequantize(dtype, g, I * K), wu: dequantize(dtype, u, I * K) };
+  };
+  EPILOGUE_CASES.forEach(([kernel, spec, T, engineSpec], i) => {
+    const dtype = ROTATE[i]!;
+    const activation: GluActivation = i % 2 === 0 ? 'silu' : 'gelu_tanh';
+    for (const precision of engineSpec ? (['f32', 'f16'] as const) : (['f32'] as const)) {
+      for (const mode of isMatvec(kernel) ? (['glu', 'pairs'] as const) : (['pairs'] as const)) {
+        const what = mode === 'glu' ? `forms ${activation}(gate)·up` : 'stores gate and up rows apart';
+        it(`${kernel} ${what} as the reference for ${dtype} at ${describeSpec(spec)}${precision === 'f16' ? ' (f16)' : ''}`, async ({ skip }) => {
+          await skipUnsupported(kernel, precision, skip);
+          const gpu = await testGPU();
+          const f16 = precision === 'f16';
+          const round = (a: Float32Array) => (f16 ? f16ArrayToF32(f32ArrayToF16(a)) : a);
+          const { bytes, wg, wu } = pairLayer(dtype);
+          const xRef = round(x.subarray(0, T * K));
+          const grid = isMatvec(kernel) ? matvecGrid(2 * I, spec as MatvecSpec) : matmulGrid(2 * I, T, spec as PrefillSpec);
+          const segments = [{ rows: I, offset: 8 }, { rows: I, offset: 400 }];
+          const Y = mode === 'glu' ? MAX_T * I : PAIR_Y;
+          const [out] = await runKernel(
+            gpu,
+            kernelOf(kernel, spec),
+            { precision, constants: linearConstants(spec, dtype, false, mode === 'glu' ? { glu: activation } : { pairs: true }) },
+            [
+              { input: bytes },
+              { input: f16 ? f32ArrayToF16(xRef) : xRef },
+              { output: Y * (f16 ? 2 : 4) },
+              { input: new Float32Array(1) },
+              { uniform: linearParams(dtype, 2 * I, K, 0, 2 * I, mode === 'glu' ? undefined : segments) },
+              { uniform: packParams([['u32', T], ['u32', 1]]) },
+              ...noNorm(kernel),
+            ],
+            grid,
+          );
+          const y = f16 ? f16ArrayToF32(new Uint16Array(out!)) : new Float32Array(out!);
+          const [g, u] = [matmulRef(xRef, T, K, wg, I), matmulRef(xRef, T, K, wu, I)];
+          const e = tolerance(wg, 'f32', 0);
+          const want = new Float32Array(Y);
+          const tol = new Float32Array(Y);
+          if (mode === 'glu') {
+            const paired = new Float32Array(T * 2 * I);
+            for (let j = 0; j < T * I; j++) [paired[2 * j], paired[2 * j + 1]] = [g[j]!, u[j]!];
+            want.set(gluPairsRef(paired, T, 2 * I, GLU_FN[activation]));
+            for (let j = 0; j < T * I; j++) tol[j] = e * (1.2 * Math.abs(u[j]!) + Math.abs(GLU_FN[activation](g[j]!)) + e) + (f16 ? Math.abs(want[j]!) * 2 ** -10 : 0);
+          } else {
+            for (const [seg, v] of [[segments[0]!, g], [segments[1]!, u]] as const) {
+              for (let j = 0; j < T * I; j++) {
+                want[seg.offset + j] = v[j]!;
+                tol[seg.offset + j] = tolerance(wg, precision, v[j]!);
+              }
+            }
+          }
+          for (let j = 0; j < Y; j++) {
+            if (!(Math.abs(y[j]! - want[j]!) <= tol[j]!)) throw new Error(`y[${j}] = ${y[j]}, reference ${want[j]}`);
+          }
+        }, SLOW);
+      }
     }
   });
 });

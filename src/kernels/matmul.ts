@@ -17,21 +17,33 @@
  *   6  norm_w storage read  array<f32>        [k] the folded RMSNorm's weight (matvec only; a dummy without)
  */
 import dequantLib from '../../shaders/lib/dequant.wgsl';
+import gluLib from '../../shaders/lib/glu.wgsl';
 import linearLib from '../../shaders/lib/linear.wgsl';
 import matmulBody from '../../shaders/matmul.wgsl';
 import matmulDirectBody from '../../shaders/matmul_direct.wgsl';
 import matvecBody from '../../shaders/matvec.wgsl';
+import subgroupsLib from '../../shaders/lib/subgroups.wgsl';
+import subgroupsOffLib from '../../shaders/lib/subgroups_off.wgsl';
 import { packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { DTYPE_INFO, type DType } from '../formats/types';
 import { actBytes, describeDispatch, elemBytes, type Op, type OpContext, type OpLabel } from './op';
+import { GLU_ACT, type GluActivation } from './swiglu';
 import { gpuBytesPerRow, WTYPE, type WeightPart } from './weights';
 
 export { gpuBytesPerRow, repackForGPU, uploadWeight, WTYPE } from './weights';
 
-export const matvecKernel: Kernel = { name: 'matvec', source: dequantLib + linearLib + matvecBody };
-export const matmulKernel: Kernel = { name: 'matmul', source: dequantLib + linearLib + matmulBody };
-export const matmulDirectKernel: Kernel = { name: 'matmul_direct', source: dequantLib + linearLib + matmulDirectBody };
+/** The matvec whose rows' partial sums meet in a shared-memory tree: for devices without subgroups. */
+export const matvecKernel: Kernel = { name: 'matvec', source: dequantLib + gluLib + linearLib + subgroupsOffLib + matvecBody };
+/** The matvec whose rows' partial sums meet by subgroup shuffles (the `subgroups` feature). */
+export const matvecSubgroupKernel: Kernel = { name: 'matvec_subgroups', source: 'enable subgroups;\n' + dequantLib + gluLib + linearLib + subgroupsLib + matvecBody };
+
+/** The matvec variant for a device: subgroup reductions where it has the feature (unless told not to). */
+export function matvecKernelFor(device: GPUDevice, subgroups = true): Kernel {
+  return subgroups && device.features.has('subgroups') ? matvecSubgroupKernel : matvecKernel;
+}
+export const matmulKernel: Kernel = { name: 'matmul', source: dequantLib + gluLib + linearLib + matmulBody };
+export const matmulDirectKernel: Kernel = { name: 'matmul_direct', source: dequantLib + gluLib + linearLib + matmulDirectBody };
 
 /** matvec overrides (WTYPE and HAS_BIAS are added per layer). WG / ROWS_PER_WG: a power of two ≥ MAX_T. */
 export interface MatvecSpec {
@@ -178,9 +190,44 @@ export function linearParams(dtype: DType, n: number, k: number, row0 = 0, yStri
   ]);
 }
 
-/** Override constants for a layer: the spec plus its weight type and bias flag. */
-export function linearConstants(spec: MatvecSpec | PrefillSpec, dtype: DType, hasBias: boolean, residual = false): Record<string, number> {
-  return { ...spec, WTYPE: WTYPE[dtype], HAS_BIAS: hasBias ? 1 : 0, ...(residual ? { RESIDUAL: 1 } : {}) };
+/** How a layer's outputs are stored (shaders/lib/linear.wgsl): plainly, added, or as (gate, up) row pairs. */
+export interface LinearEpilogue {
+  residual?: boolean;
+  /** Rows are interleaved (gate, up) pairs stored apart: gate rows as segment 0, up rows as segment 1. */
+  pairs?: boolean;
+  /** Rows are interleaved (gate, up) pairs and y receives act(gate)·up, [T][n / 2] (matvec only). */
+  glu?: GluActivation;
+}
+
+/** Override constants for a layer: the spec plus its weight type, bias flag and epilogue. */
+export function linearConstants(spec: MatvecSpec | PrefillSpec, dtype: DType, hasBias: boolean, epi: LinearEpilogue | boolean = {}): Record<string, number> {
+  const e = typeof epi === 'boolean' ? { residual: epi } : epi;
+  return {
+    ...spec,
+    WTYPE: WTYPE[dtype],
+    HAS_BIAS: hasBias ? 1 : 0,
+    ...(e.residual ? { RESIDUAL: 1 } : {}),
+    ...(e.pairs ? { PAIRS: 1 } : {}),
+    ...(e.glu ? { GLU: 1, ACT: GLU_ACT[e.glu] } : {}),
+  };
+}
+
+/** TypeScript reference of the GLU epilogue: out[t, i] = act(y[t, 2i]) · y[t, 2i + 1] of a pair-interleaved y [T, n]. */
+export function gluPairsRef(y: Float32Array, T: number, n: number, act: (g: number) => number): Float32Array {
+  const out = new Float32Array((T * n) / 2);
+  for (let t = 0; t < T; t++) for (let i = 0; i < n / 2; i++) out[(t * n) / 2 + i] = act(y[t * n + 2 * i]!) * y[t * n + 2 * i + 1]!;
+  return out;
+}
+
+/** Interleaves the rows of two [rows, rowBytes] matrices (ggml bytes): a's row i becomes row 2i, b's row 2i + 1. */
+export function interleaveRows(a: Uint8Array, b: Uint8Array, rowBytes: number): Uint8Array {
+  if (a.length !== b.length || a.length % rowBytes !== 0) throw new LinearOpError(`interleaveRows: ${a.length} and ${b.length} bytes are not equal counts of ${rowBytes}-byte rows`);
+  const out = new Uint8Array(a.length * 2);
+  for (let r = 0; r < a.length / rowBytes; r++) {
+    out.set(a.subarray(r * rowBytes, (r + 1) * rowBytes), 2 * r * rowBytes);
+    out.set(b.subarray(r * rowBytes, (r + 1) * rowBytes), (2 * r + 1) * rowBytes);
+  }
+  return out;
 }
 
 /**
@@ -228,6 +275,13 @@ export interface LinearArgs {
   norm?: { x: GPUBuffer; weight: GPUBuffer; eps: number; /** norm.x is f32 at every precision (the residual stream). */ xF32?: boolean };
   /** y is the residual stream: the output is added into it (y += x · Wᵀ + bias) instead of stored. */
   residual?: boolean;
+  /**
+   * The rows are interleaved (gate, up) pairs (engine/gpu-weights.ts). `pairs`: store them apart,
+   * as `segments` (gate's, then up's); `glu`: store act(gate)·up into y [maxTokens][n / 2], which
+   * only the matvec paths can (T ≤ MATVEC_MAX_TOKENS; the row parts must start at even rows).
+   */
+  pairs?: boolean;
+  glu?: GluActivation;
   /** Where the rows go in y (default all as one [maxTokens][n] at y[0]). */
   segments?: readonly LinearSegment[];
 }
@@ -258,7 +312,15 @@ function check(ctx: OpContext, a: LinearArgs): void {
   const last = parts[parts.length - 1]!;
   if (last.row0 + last.rows !== a.n) fail(`the weight parts hold ${last.row0 + last.rows} rows`);
   need(a.x, a.maxTokens * a.k * elemBytes(ctx.precision, a.xF32), 'x');
-  for (const s of a.segments ?? [{ rows: a.n, offset: 0 }]) need(a.y, (s.offset + a.maxTokens * s.rows) * elemBytes(ctx.precision, a.yF32), 'y');
+  const yAct = elemBytes(ctx.precision, a.yF32);
+  if (a.glu) {
+    if (a.n % 2 !== 0 || a.bias || a.residual || a.segments || a.pairs) fail('a GLU epilogue takes an even row count and no bias, residual, segments or pairs');
+    if (parts.some((p) => p.row0 % 2 !== 0)) fail('a GLU epilogue needs every weight part to start at an even row');
+    need(a.y, (a.maxTokens * a.n * yAct) / 2, 'y');
+  } else {
+    if (a.pairs && (a.n % 2 !== 0 || a.segments?.length !== 2 || a.segments.some((s) => s.rows !== a.n / 2))) fail('pairs take an even row count and two segments of half the rows');
+    for (const s of a.segments ?? [{ rows: a.n, offset: 0 }]) need(a.y, (s.offset + a.maxTokens * s.rows) * yAct, 'y');
+  }
   if (a.bias) need(a.bias, a.n * 4, 'bias');
   if (a.norm) {
     need(a.norm.x, a.maxTokens * a.k * elemBytes(ctx.precision, a.norm.xF32), 'norm.x');
@@ -276,6 +338,15 @@ function partsOf(a: LinearArgs): readonly WeightPart[] {
   return 'length' in a.weight ? a.weight : [{ buffer: a.weight, row0: 0, rows: a.n }];
 }
 
+/** The specialisations a linear op runs at (defaults: the engine's for a real GPU, and subgroups where the device has them). */
+export interface LinearSpecs {
+  decode?: MatvecSpec;
+  few?: MatvecSpec;
+  prefill?: PrefillSpec;
+  /** false: the matvec's shared-memory reduction even where the device has subgroups (tests force the fallback). */
+  subgroups?: boolean;
+}
+
 /**
  * A linear layer for every step size: matvec for T ≤ MATVEC_MAX_TOKENS (one pass over W for T = 1
  * and for up to 8 tokens), matmul above (tiled, or direct for a DirectMatmulSpec). Pipelines, the
@@ -284,7 +355,7 @@ function partsOf(a: LinearArgs): readonly WeightPart[] {
 export async function createLinearOp(
   ctx: OpContext,
   args: LinearArgs,
-  specs: { decode?: MatvecSpec; few?: MatvecSpec; prefill?: PrefillSpec } = {},
+  specs: LinearSpecs = {},
 ): Promise<Op> {
   check(ctx, args);
   const parts = partsOf(args);
@@ -304,7 +375,7 @@ async function createPartOp(
   ctx: OpContext,
   args: LinearArgs,
   part: WeightPart,
-  specs: { decode?: MatvecSpec; few?: MatvecSpec; prefill?: PrefillSpec },
+  specs: LinearSpecs,
 ): Promise<Op> {
   const { device } = ctx;
   const { dtype, k, maxTokens } = args;
@@ -316,6 +387,8 @@ async function createPartOp(
     const problem = specProblem(spec);
     if (problem) throw new LinearOpError(`linear spec ${JSON.stringify(spec)}: ${problem}`);
   }
+  const { glu } = args;
+  if (glu && (decode.ROWS_PER_WG % 2 !== 0 || few.ROWS_PER_WG % 2 !== 0)) throw new LinearOpError('a GLU epilogue needs an even ROWS_PER_WG: a row pair meets in one workgroup');
   const hasBias = args.bias !== undefined;
   const params = uploadBuffer(device, new Uint8Array(linearParams(dtype, n, k, part.row0, args.n, args.segments)), UNIFORM, `linear params ${n}x${k}`);
   const buffers = [part.buffer, args.x, args.y, args.bias ?? dummyBias(device), params, args.step];
@@ -327,22 +400,23 @@ async function createPartOp(
   const weightBytes = n * gpuBytesPerRow(dtype, k) + (hasBias ? n * 4 : 0);
   const yBytes = elemBytes(ctx.precision, args.yF32);
 
+  const matvecK = matvecKernelFor(device, specs.subgroups);
   const prepare = async (kernel: Kernel, spec: MatvecSpec | PrefillSpec) => {
-    const matvec = kernel === matvecKernel;
-    const constants = { ...linearConstants(spec, dtype, hasBias, args.residual), ...(matvec ? normConstants(norm?.eps) : {}) };
+    const matvec = kernel === matvecK;
+    const constants = { ...linearConstants(spec, dtype, hasBias, args), ...(matvec ? normConstants(norm?.eps) : {}) };
     // The residual stream is f32 at every precision: x where the kernel reads it (the matvec's
     // folded norm reads norm.x), y where it adds into it.
     const xF32 = matvec && norm ? norm.xF32 : args.xF32;
     const f32 = [...(xF32 ? ['x_t'] : []), ...(args.yF32 ? ['y_t'] : [])];
-    const bytes = (rows: number) => weightBytes + rows * (k * elemBytes(ctx.precision, xF32) + n * yBytes);
+    const bytes = (rows: number) => weightBytes + rows * (k * elemBytes(ctx.precision, xF32) + (glu ? n / 2 : n) * yBytes);
     const pipeline = await ctx.cache.get(kernel, { precision: ctx.precision, f32, constants });
     const bindGroup = describeDispatch(bindBuffers(device, pipeline, matvec ? matvecBuffers : buffers), args.label, 'linear', bytes);
     return { pipeline, bindGroup };
   };
   const [one, several, tiled] = await Promise.all([
-    prepare(matvecKernel, decode),
-    maxTokens > 1 ? prepare(matvecKernel, few) : undefined,
-    maxTokens > MATVEC_MAX_TOKENS ? prepare(prefillKernel(prefill), prefill) : undefined,
+    prepare(matvecK, decode),
+    maxTokens > 1 ? prepare(matvecK, few) : undefined,
+    maxTokens > MATVEC_MAX_TOKENS && !glu ? prepare(prefillKernel(prefill), prefill) : undefined,
   ]);
   const rowGrid = matvecGrid(n, decode);
   const fewGrid = matvecGrid(n, few);
@@ -361,8 +435,9 @@ async function createPartOp(
         pass.setBindGroup(0, several!.bindGroup);
         pass.dispatchWorkgroups(...fewGrid);
       } else {
-        pass.setPipeline(tiled!.pipeline);
-        pass.setBindGroup(0, tiled!.bindGroup);
+        if (!tiled) throw new RangeError(`a step of ${tokens} tokens; a GLU epilogue takes at most ${MATVEC_MAX_TOKENS}`);
+        pass.setPipeline(tiled.pipeline);
+        pass.setBindGroup(0, tiled.bindGroup);
         pass.dispatchWorkgroups(...matmulGrid(n, tokens, prefill));
       }
     },

@@ -1,9 +1,10 @@
-import source from '../../shaders/swiglu.wgsl';
+import gluLib from '../../shaders/lib/glu.wgsl';
+import body from '../../shaders/swiglu.wgsl';
 import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { actBytes, describeDispatch, type Op, type OpContext, type OpLabel } from './op';
 
-export const swigluKernel: Kernel = { name: 'swiglu', source };
+export const swigluKernel: Kernel = { name: 'swiglu', source: gluLib + body };
 
 /** Workgroup sizes the kernel is specialised and tested at. */
 export const SWIGLU_WG = [64, 128, 256] as const;
@@ -35,12 +36,13 @@ export const geluTanh = (g: number): number => 0.5 * g * (1 + Math.tanh(Math.sqr
 
 /** The gate's activation: SwiGLU's silu or GeGLU's tanh-approximated GELU (the ACT specialisation). */
 export type GluActivation = 'silu' | 'gelu_tanh';
-const ACT: Record<GluActivation, number> = { silu: 0, gelu_tanh: 1 };
-const ACT_FN: Record<GluActivation, (g: number) => number> = { silu, gelu_tanh: geluTanh };
+/** The `override ACT` of shaders/lib/glu.wgsl for each activation. */
+export const GLU_ACT: Record<GluActivation, number> = { silu: 0, gelu_tanh: 1 };
+export const GLU_FN: Record<GluActivation, (g: number) => number> = { silu, gelu_tanh: geluTanh };
 
 /** TypeScript reference: out[t, i] = act(gate[t, i]) * up[t, i] for `tokens` tokens. */
 export function swigluRef(gate: Float32Array, up: Float32Array, tokens: number, layout: SwigluLayout, activation: GluActivation = 'silu'): Float32Array {
-  const act = ACT_FN[activation];
+  const act = GLU_FN[activation];
   const { n } = layout;
   const [gs, us, go, uo] = [layout.gateStride ?? n, layout.upStride ?? n, layout.gateOffset ?? 0, layout.upOffset ?? 0];
   const out = new Float32Array(tokens * n);
@@ -59,7 +61,7 @@ export async function createSwigluOp(
   args: SwigluLayout & { gate: GPUBuffer; up: GPUBuffer; out: GPUBuffer; wg?: number; activation?: GluActivation; label?: OpLabel },
 ): Promise<Op> {
   const wg = args.wg ?? 64;
-  const pipeline = await ctx.cache.get(swigluKernel, { precision: ctx.precision, constants: { WG: wg, ACT: ACT[args.activation ?? 'silu'] } });
+  const pipeline = await ctx.cache.get(swigluKernel, { precision: ctx.precision, constants: { WG: wg, ACT: GLU_ACT[args.activation ?? 'silu'] } });
   const params = uploadBuffer(ctx.device, new Uint8Array(swigluParams(args)), UNIFORM, 'swiglu params');
   const act = actBytes(ctx.precision);
   // Reads gate and up, writes out.

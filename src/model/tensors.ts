@@ -48,8 +48,12 @@ export interface TensorRow {
   optional?: true;
   /** The rows are q or k heads, rotated by RoPE (llama.cpp permutes them in `llama` files). */
   rotary?: 'q' | 'k';
-  /** The GPU joins this with its layer's other 'qkv' rows (engine/gpu-weights.ts): one dispatch. */
-  fuse?: 'qkv';
+  /**
+   * The GPU joins this with its layer's other rows of the same group (engine/gpu-weights.ts): one
+   * dispatch. 'qkv' rows concatenated (and their biases); 'gate_up' rows interleaved, gate row i
+   * then up row i, for the matvec's GLU epilogue.
+   */
+  fuse?: 'qkv' | 'gate_up';
   /**
    * One matrix per expert, stacked outermost ([experts, out, in]): GGUF stores the stack as one
    * 3-D tensor; Hugging Face stores each expert apart, `{e}` in `hf` standing for its index, and
@@ -92,8 +96,8 @@ export const LAYER_TENSORS = [
   { field: 'ffnNorm', hf: 'post_attention_layernorm.weight', gguf: 'ffn_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: (c) => c.normPlacement === 'pre' },
   { field: 'ffnNorm', hf: 'pre_feedforward_layernorm.weight', gguf: 'ffn_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: (c) => c.normPlacement === 'sandwich' },
   { field: 'postAttnNorm', hf: 'post_attention_layernorm.weight', gguf: 'post_attention_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: postNorm },
-  { field: 'wGate', hf: 'mlp.gate_proj.weight', gguf: 'ffn_gate.weight', kind: 'linear', shape: (c) => [c.intermediateSize, c.hiddenSize], when: dense },
-  { field: 'wUp', hf: 'mlp.up_proj.weight', gguf: 'ffn_up.weight', kind: 'linear', shape: (c) => [c.intermediateSize, c.hiddenSize], when: dense },
+  { field: 'wGate', hf: 'mlp.gate_proj.weight', gguf: 'ffn_gate.weight', kind: 'linear', shape: (c) => [c.intermediateSize, c.hiddenSize], when: dense, fuse: 'gate_up' },
+  { field: 'wUp', hf: 'mlp.up_proj.weight', gguf: 'ffn_up.weight', kind: 'linear', shape: (c) => [c.intermediateSize, c.hiddenSize], when: dense, fuse: 'gate_up' },
   { field: 'wDown', hf: 'mlp.down_proj.weight', hfHybrid: 'shared_mlp.output_linear.weight', gguf: 'ffn_down.weight', kind: 'mlp_out', shape: (c) => [c.hiddenSize, c.intermediateSize], when: dense },
   // Mixture of experts (config.moe): the router's logits (kept F32 in GGUF files), the experts'
   // stacked SwiGLU matrices, and Qwen2-MoE's shared expert with its sigmoid gate ([1, hidden]).
