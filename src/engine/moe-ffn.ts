@@ -4,7 +4,10 @@
  * Per step, for the T tokens of the batch:
  *   router logits = x · W_routerᵀ                       (a linear layer, [T, E])
  *   ids, weights  = softmax → top-k (→ renormalise)      (moe_route, [T, k])
- *   gate, up      = W_gate[e] · x, W_up[e] · x           (moe_matvec gather: only the k chosen experts' rows)
+ *   gate, up      = W_gate[e] · x, W_up[e] · x           (moe_matvec gather: only the k chosen experts' rows;
+ *                                                         a prefill step sorts its slots by expert, moe_sort,
+ *                                                         and reads each expert's rows once per 4 of its
+ *                                                         slots, moe_grouped)
  *   h             = act(gate) · up                       (swiglu over the T·k expert rows)
  *   out           = Σ_j weight_j · W_down[e_j] · h_j       (moe_matvec combine: the weights in its epilogue)
  *                   + sigmoid(x · w_shexp_gate) · shared MLP(x)   (Qwen2-MoE, in the same epilogue)
@@ -13,7 +16,8 @@
  */
 import { createBuffer, STORAGE } from '../gpu/buffers';
 import type { BufferRef } from '../gpu/buffers';
-import { createMoeMatvecOp, createMoeRouteOp, EMULATED_MOE_SPEC, MOE_SPEC } from '../kernels/moe';
+import { MATVEC_MAX_TOKENS } from '../kernels/matmul';
+import { createMoeGroupedOp, createMoeMatvecOp, createMoeRouteOp, createMoeSortOp, EMULATED_MOE_SPEC, MOE_SPEC } from '../kernels/moe';
 import type { Op, OpContext, OpLabel } from '../kernels/op';
 import { createSwigluOp } from '../kernels/swiglu';
 import type { MoeConfig, ModelConfig } from '../model/config';
@@ -26,6 +30,8 @@ export interface MoeScratch {
   gate: GPUBuffer; // act [maxTokens·k, expertSize]
   up: GPUBuffer; // act [maxTokens·k, expertSize]
   h: GPUBuffer; // act [maxTokens·k, expertSize]
+  order: GPUBuffer; // u32 [maxTokens·k]: a prefill step's slots sorted by expert (moe_sort)
+  offsets: GPUBuffer; // u32 [experts + 1]: each expert's first index in `order`
   /** Qwen2-MoE's shared expert: its MLP's gate, up and act(gate)·up [maxTokens, sharedSize], output [maxTokens, hidden], gate logit [maxTokens]. */
   shared?: { gate: GPUBuffer; up: GPUBuffer; h: GPUBuffer; out: GPUBuffer; logit: GPUBuffer };
   buffers: GPUBuffer[];
@@ -48,6 +54,8 @@ export function createMoeScratch(device: GPUDevice, config: ModelConfig, maxToke
     gate: buf(slots * I, 'moe gate'),
     up: buf(slots * I, 'moe up'),
     h: buf(slots * I, 'moe h'),
+    order: buf(slots, 'moe slots by expert', 4),
+    offsets: buf(moe.numExperts + 1, 'moe expert offsets', 4),
     shared:
       S === null
         ? undefined
@@ -105,8 +113,23 @@ export async function createMoeFfnOp(ctx: OpContext, a: MoeFfnArgs): Promise<Op>
     ops.push(await a.linear(at('gate_inp_shexp'), w.wSharedGateInp, a.x, s.shared.logit));
     shared = { y: s.shared.out, gate: s.shared.logit };
   }
-  ops.push(await routed('gate_exps', w.wGateExps, 'gather', a.x, s.gate));
-  ops.push(await routed('up_exps', w.wUpExps, 'gather', a.x, s.up));
+  // Decode-sized steps gather each slot's rows; a prefill groups its slots by expert first.
+  const gathers = [await routed('gate_exps', w.wGateExps, 'gather', a.x, s.gate), await routed('up_exps', w.wUpExps, 'gather', a.x, s.up)];
+  const grouped = (role: string, m: GpuMatrix | undefined, y: GPUBuffer) =>
+    createMoeGroupedOp(ctx, { weight: m!.parts, dtype: m!.dtype, experts: m!.experts ?? 1, n: m!.rows, k: m!.cols, used: k, x: a.x, y, order: s.order, offsets: s.offsets, maxTokens, label: at(role) }, spec);
+  const groupedOps = [
+    await createMoeSortOp(ctx, { ids: a.ids, order: s.order, offsets: s.offsets, counts: a.counts, experts: moe.numExperts, used: k, maxTokens, label: at('sort') }),
+    await grouped('gate_exps', w.wGateExps, s.gate),
+    await grouped('up_exps', w.wUpExps, s.up),
+  ];
+  ops.push({
+    encode(pass, tokens) {
+      for (const op of tokens > MATVEC_MAX_TOKENS ? groupedOps : gathers) op.encode(pass, tokens);
+    },
+    destroy() {
+      for (const op of [...gathers, ...groupedOps]) op.destroy();
+    },
+  });
   // [T·k, expertSize] is [T, k·expertSize]: one swiglu row per token covers its k experts.
   ops.push(await createSwigluOp(ctx, { gate: s.gate, up: s.up, out: s.h, n: moe.expertIntermediateSize * k, activation: a.config.ffnActivation, label: at('swiglu_exps') }));
   ops.push(await routed('down_exps', w.wDownExps, 'combine', s.h, a.out, shared));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import { createBuffer, packParams, readBuffer, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
 import type { Precision } from '../gpu/pipelines';
 import { runKernel } from '../gpu/run-kernel';
 import { f16ArrayToF32, f32ArrayToF16 } from '../formats/halfs';
@@ -8,7 +8,10 @@ import { DTYPES, type DType } from '../formats/types';
 import { testGPU } from '../testing/gpu';
 import { actRound, opContext, random, readAct, runPass, shuffled, uploadAct } from '../testing/kernel-helpers';
 import {
+  createMoeGroupedOp,
   createMoeMatvecOp,
+  createMoeSortOp,
+  moeSortRef,
   EMULATED_MOE_SPEC,
   MOE_ROUTE_WG,
   MOE_SPEC,
@@ -247,4 +250,61 @@ describe('moe_matvec kernel on a stack split by experts', () => {
     await expect(createMoeMatvecOp(ctx, { ...base, weight: [parts[1]!, parts[0]!] })).rejects.toThrow(/not the whole experts/);
     for (const p of parts) p.buffer.destroy();
   });
+});
+
+/**
+ * A prefill's grouped gather: moe_sort orders the slots by expert (against moeSortRef, stable),
+ * then moe_grouped computes every slot's row from its expert's rows, 4 slots per pass over them,
+ * equal to moe_matvec's gather (moeMatvecRef), on the whole stack and on a stack in 4 parts; with
+ * every expert used, and with one expert routed nothing.
+ */
+async function runGrouped(dtype: DType, spec: MoeMatvecSpec, precision: Precision, split: boolean, slotIds: Uint32Array) {
+  const { device } = await testGPU();
+  const { file, gpu: whole, ref: w } = stack(dtype);
+  const x = actRound(random(T * KD, 7), precision);
+  const owned: GPUBuffer[] = [];
+  const keep = (b: GPUBuffer) => (owned.push(b), b);
+  const parts = split ? uploadExpertParts(device, dtype, file, { experts: E, n: N, k: KD }, N * gpuBytesPerRow(dtype, KD)) : null;
+  if (parts) owned.push(...parts.map((p) => p.buffer));
+  try {
+    const ids = keep(uploadBuffer(device, slotIds));
+    const order = keep(createBuffer(device, T * USED * 4, STORAGE));
+    const offsets = keep(createBuffer(device, (E + 1) * 4, STORAGE));
+    const y = keep(createBuffer(device, T * USED * N * (precision === 'f16' ? 2 : 4), STORAGE));
+    const countsBuf = keep(uploadBuffer(device, new Uint8Array(counts(T)), UNIFORM));
+    const ctx = opContext(device, precision);
+    const sort = await createMoeSortOp(ctx, { ids, order, offsets, counts: countsBuf, experts: E, used: USED, maxTokens: T });
+    const weight = parts ?? keep(uploadBuffer(device, whole));
+    const op = await createMoeGroupedOp(ctx, { weight, dtype, experts: E, n: N, k: KD, used: USED, x: keep(uploadAct(device, x, precision)), y, order, offsets, maxTokens: T }, spec);
+    await runPass(device, (pass) => {
+      sort.encode(pass, T);
+      op.encode(pass, T);
+    });
+    op.destroy();
+    const sorted = moeSortRef(slotIds, T * USED, E);
+    expect(new Uint32Array(await readBuffer(device, order))).toEqual(sorted.order);
+    expect(new Uint32Array(await readBuffer(device, offsets))).toEqual(sorted.offsets);
+    const want = moeMatvecRef('gather', x, w, slotIds, weights, { T, K: USED, n: N, k: KD });
+    expectClose(await readAct(device, y, T * USED * N, precision), want, w, precision, 1, `grouped ${dtype}${split ? ' (4 parts)' : ''}`);
+  } finally {
+    for (const b of owned) b.destroy();
+  }
+}
+
+// Expert 3 routed nothing: each token's two experts drawn from the first three.
+const idsWithoutLast = Uint32Array.from({ length: T * USED }, (_, s) => shuffled(E - 1, 21 + Math.floor(s / USED))[s % USED]!);
+
+describe('moe_sort and moe_grouped kernels (a prefill\'s grouped gather)', () => {
+  for (const s of MOE_SPECS) {
+    it(`gather a Q4_K stack grouped by expert, whole and in 4 parts, at ${spec(s)} (f32)`, async () => {
+      await runGrouped('Q4_K', s, 'f32', false, ids);
+      await runGrouped('Q4_K', s, 'f32', true, idsWithoutLast);
+    });
+    it(`gather a Q8_0 stack grouped by expert at ${spec(s)} (f16)`, async (ctx) => {
+      if (!(await testGPU()).info.f16) ctx.skip();
+      await runGrouped('Q8_0', s, 'f16', false, ids);
+      await runGrouped('Q8_0', s, 'f16', true, idsWithoutLast);
+    });
+  }
+  it.each(['F32', 'F16', 'Q6_K'] as DType[])('gathers a %s stack grouped by expert (f32, emulated spec)', (dtype) => runGrouped(dtype, EMULATED_MOE_SPEC, 'f32', false, ids));
 });

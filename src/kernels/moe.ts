@@ -15,6 +15,8 @@
 import dequantLib from '../../shaders/lib/dequant.wgsl';
 import routeSource from '../../shaders/moe_route.wgsl';
 import matvecBody from '../../shaders/moe_matvec.wgsl';
+import groupedBody from '../../shaders/moe_grouped.wgsl';
+import sortSource from '../../shaders/moe_sort.wgsl';
 import { bindBuffers, STORAGE, uploadBuffer, UNIFORM, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { DTYPE_INFO, type DType } from '../formats/types';
@@ -25,6 +27,9 @@ import { gpuBytesPerRow, splitRows, uploadWeight, WTYPE, type WeightPart } from 
 
 export const moeRouteKernel: Kernel = { name: 'moe_route', source: routeSource };
 export const moeMatvecKernel: Kernel = { name: 'moe_matvec', source: dequantLib + matvecBody };
+export const moeSortKernel: Kernel = { name: 'moe_sort', source: sortSource };
+export const moeGroupedKernel: Kernel = { name: 'moe_grouped', source: dequantLib + groupedBody };
+export const MOE_SORT_WG = 64;
 
 /** moe_matvec overrides: WG threads, ROWS_PER_WG rows each (WG / ROWS_PER_WG a power of two). */
 export interface MoeMatvecSpec {
@@ -243,6 +248,108 @@ export async function createMoeMatvecOp(ctx: OpContext, args: MoeMatvecArgs, spe
       for (const bindGroup of bindGroups) {
         pass.setBindGroup(0, bindGroup);
         pass.dispatchWorkgroups(...grid);
+      }
+    },
+  };
+}
+
+/** TypeScript reference of moe_sort: the slots t·K + j ordered by expert (stable), and each expert's first index in that order. */
+export function moeSortRef(ids: ArrayLike<number>, slots: number, E: number): { order: Uint32Array; offsets: Uint32Array } {
+  const offsets = new Uint32Array(E + 1);
+  for (let s = 0; s < slots; s++) offsets[ids[s]! + 1]!++;
+  for (let e = 0; e < E; e++) offsets[e + 1]! += offsets[e]!;
+  const at = offsets.slice(0, E);
+  const order = new Uint32Array(slots);
+  for (let s = 0; s < slots; s++) order[at[ids[s]!]!++] = s;
+  return { order, offsets };
+}
+
+/** The routed slots of a step sorted by expert (moe_sort), for the grouped gather of a prefill. */
+export async function createMoeSortOp(
+  ctx: OpContext,
+  args: { ids: GPUBuffer; order: GPUBuffer; offsets: GPUBuffer; counts: BufferRef; experts: number; used: number; maxTokens: number; label?: OpLabel },
+): Promise<Op> {
+  const { experts, used, maxTokens } = args;
+  if (args.order.size < maxTokens * used * 4 || args.offsets.size < (experts + 1) * 4 || args.ids.size < maxTokens * used * 4)
+    throw new MoeOpError(`moe_sort: ids and order need ${maxTokens * used} words, offsets ${experts + 1}`);
+  // No activations: one variant whatever the precision.
+  const pipeline = await ctx.cache.get(moeSortKernel, { precision: 'f32', constants: { WG: MOE_SORT_WG, E: experts, K: used } });
+  // Each expert's threads read every id twice; order and offsets written once.
+  const bindGroup = describeDispatch(bindBuffers(ctx.device, pipeline, [args.ids, args.order, args.offsets, args.counts]), args.label, 'moe_sort', (rows) => rows * used * 4 * (2 * experts + 1) + (experts + 1) * 4);
+  return {
+    destroy: () => {},
+    encode(pass, tokens) {
+      if (!(tokens >= 1 && tokens <= maxTokens)) throw new RangeError(`a step of ${tokens} tokens; this layer takes 1..${maxTokens}`);
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, bindGroup);
+      pass.dispatchWorkgroups(1);
+    },
+  };
+}
+
+export interface MoeGroupedArgs {
+  /** [experts][n][k] in the GPU layout: one buffer, or parts of whole experts (uploadExpertParts), one dispatch each. */
+  weight: GPUBuffer | readonly WeightPart[];
+  dtype: DType;
+  experts: number;
+  n: number;
+  k: number;
+  used: number;
+  x: GPUBuffer; // act [maxTokens][k]
+  y: GPUBuffer; // act [maxTokens·used][n]
+  order: GPUBuffer; // u32 [maxTokens·used], from createMoeSortOp
+  offsets: GPUBuffer; // u32 [experts + 1]
+  maxTokens: number;
+  label?: OpLabel;
+}
+
+/**
+ * The grouped gather of a prefill (moe_grouped): y[s] = W[ids[s]] · x[⌊s / K⌋] as moe_matvec's
+ * gather computes it (moeMatvecRef), each expert's rows read once per 4 of its slots; one dispatch
+ * per weight part.
+ */
+export async function createMoeGroupedOp(ctx: OpContext, args: MoeGroupedArgs, spec: MoeMatvecSpec = MOE_SPEC): Promise<Op> {
+  const { device } = ctx;
+  const { dtype, experts, n, k, used, maxTokens } = args;
+  const fail = (what: string): never => {
+    throw new MoeOpError(`grouped routed linear ${dtype} [${experts}, ${n}, ${k}]: ${what}`);
+  };
+  if (k % 8 !== 0 || k % DTYPE_INFO[dtype].blockSize !== 0) fail(`k must be a multiple of 8 and of the ${dtype} block`);
+  const tpr = spec.WG / spec.ROWS_PER_WG;
+  if (!(Number.isInteger(tpr) && tpr > 0 && (tpr & (tpr - 1)) === 0)) fail(`WG / ROWS_PER_WG = ${tpr} threads per row must be a power of two`);
+  const act = actBytes(ctx.precision);
+  const expertBytes = n * gpuBytesPerRow(dtype, k);
+  const parts: readonly WeightPart[] = Array.isArray(args.weight) ? args.weight : [{ buffer: args.weight as GPUBuffer, row0: 0, rows: experts * n }];
+  let next = 0;
+  for (const [i, p] of parts.entries()) {
+    if (p.row0 !== next || p.row0 % n !== 0 || p.rows % n !== 0 || !(p.rows > 0)) fail(`weight part ${i} (rows ${p.row0}..${p.row0 + p.rows}) is not the whole experts after the part before`);
+    if (p.buffer.size < (p.rows / n) * expertBytes) fail(`weight part ${i} holds ${p.buffer.size} bytes`);
+    next += p.rows;
+  }
+  if (next !== experts * n) fail(`the weight parts hold ${next / n} experts`);
+  if (args.x.size < maxTokens * k * act || args.y.size < maxTokens * used * n * act) fail('x or y is too small');
+  const pipeline = await ctx.cache.get(moeGroupedKernel, { precision: ctx.precision, constants: { ...spec, WTYPE: WTYPE[dtype], K: used } });
+  const params: GPUBuffer[] = [];
+  const dispatches = parts.map((p, i) => {
+    const first = p.row0 / n;
+    const count = p.rows / n;
+    const uniform = uploadBuffer(device, new Uint8Array(moeMatvecParams(dtype, n, k, { first, count, add: false })), UNIFORM, `moe grouped params ${experts}x${n}x${k} [part ${i + 1}/${parts.length}]`);
+    params.push(uniform);
+    // Every expert of the part read (at most) once per 4 of its slots, x read and y written per slot.
+    const bytes = (rows: number) => Math.min(count, rows * used) * expertBytes + rows * used * (k + n) * act + rows * used * 4;
+    const bindGroup = describeDispatch(bindBuffers(device, pipeline, [p.buffer, args.x, args.y, args.order, args.offsets, uniform]), args.label, 'moe_grouped', bytes);
+    return { bindGroup, count };
+  });
+  return {
+    destroy: () => {
+      for (const b of params) b.destroy();
+    },
+    encode(pass, tokens) {
+      if (!(tokens >= 1 && tokens <= maxTokens)) throw new RangeError(`a step of ${tokens} tokens; this layer takes 1..${maxTokens}`);
+      pass.setPipeline(pipeline);
+      for (const d of dispatches) {
+        pass.setBindGroup(0, d.bindGroup);
+        pass.dispatchWorkgroups(Math.ceil(n / spec.ROWS_PER_WG), d.count);
       }
     },
   };
