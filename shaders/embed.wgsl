@@ -33,7 +33,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   let t = gid.y;
   let row = min(tokens[t], p.vocab - 1u);
   if (row < p.row0 || row - p.row0 >= p.rows) { return; }
-  let v = dq_quad((row - p.row0) * p.rowWords, col) * p.scale;
+  let v = dq_quad((row - p.row0) * p.rowWords, p.n, col) * p.scale;
   let o = t * p.n + col;
   x[o] = x_t(v.x);
   x[o + 1u] = x_t(v.y);

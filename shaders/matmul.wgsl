@@ -55,7 +55,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
       let kq = q % QUADS_K;
       let k = k0 + 4u * kq;
       var v = vec4f(0.0);
-      if (n0 + n < p.n && k < p.k) { v = dq_quad((n0 + n) * p.row_words, k); }
+      if (n0 + n < p.n && k < p.k) { v = dq_quad((n0 + n) * p.row_words, p.k, k); }
       let at = 4u * kq * TILE_N + n;
       ws[at] = v.x;
       ws[at + TILE_N] = v.y;

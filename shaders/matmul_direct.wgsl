@@ -46,10 +46,10 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
   var acc7 = vec4f(0.0);
   let chunks = p.k >> 3u;
   for (var c = 0u; c < chunks; c++) {
-    let q0 = dq_chunk(r0, c);
-    let q1 = dq_chunk(r1, c);
-    let q2 = dq_chunk(r2, c);
-    let q3 = dq_chunk(r3, c);
+    let q0 = dq_chunk(r0, p.k, c);
+    let q1 = dq_chunk(r1, p.k, c);
+    let q2 = dq_chunk(r2, p.k, c);
+    let q3 = dq_chunk(r3, p.k, c);
     // Columns: row j's quad; x · M = the 4 rows' dot products with x. Every row's chunk c covers
     // the same columns (the map depends on WTYPE only).
     let ma = mat4x4f(q0.a, q1.a, q2.a, q3.a);

@@ -118,12 +118,12 @@ fn main(
     // Two chunks a trip: their loads are independent, so both are in flight together.
     var c = lane;
     for (; c + TPR < chunks; c += 2u * TPR) {
-      let q0 = dq_chunk(rw, c);
-      let q1 = dq_chunk(rw, c + TPR);
+      let q0 = dq_chunk(rw, p.k, c);
+      let q1 = dq_chunk(rw, p.k, c + TPR);
       add_chunk(&acc, q0, t0, T, k4);
       add_chunk(&acc, q1, t0, T, k4);
     }
-    if (c < chunks) { add_chunk(&acc, dq_chunk(rw, c), t0, T, k4); }
+    if (c < chunks) { add_chunk(&acc, dq_chunk(rw, p.k, c), t0, T, k4); }
     if (NORM) {
       for (var t = 0u; t < MAX_T; t++) { acc[t] *= inv_rms[t]; }
     }

@@ -63,7 +63,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
     // Zeroed explicitly each tile (SwiftShader kept the last tile's sums in a bare `var acc`).
     var acc = array<f32, TILE>();
     for (var c = lane; c < chunks; c += TPR) {
-      let q = dq_chunk(rw, c);
+      let q = dq_chunk(rw, p.k, c);
       for (var t = 0u; t < TILE; t++) {
         acc[t] += dot(q.a, vec4f(x[xo[t] + (q.pa >> 2u)])) + dot(q.b, vec4f(x[xo[t] + (q.pb >> 2u)]));
       }

@@ -82,7 +82,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
     let xo = select(item / K, s, COMBINE) * k4;
     var d = 0.0;
     for (var c = lane; c < chunks; c += TPR) {
-      let q = dq_chunk(rw, c);
+      let q = dq_chunk(rw, p.k, c);
       d += dot(q.a, vec4f(x[xo + (q.pa >> 2u)])) + dot(q.b, vec4f(x[xo + (q.pb >> 2u)]));
     }
     acc += select(d, weights[s] * d, COMBINE);

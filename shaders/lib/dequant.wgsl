@@ -2,11 +2,15 @@
 // src/kernels/weights.ts. Concatenated in front of a kernel that declares
 //   @group(0) @binding(?) var<storage, read> w: array<u32>;
 // Every function takes `rw`, the word offset of a weight row (row * words per row), so callers
-// hoist the row multiply out of their loops. Branches on WTYPE fold away at pipeline creation.
+// hoist the row multiply out of their loops, and `k`, the row's length in elements: Q8_0, Q4_0,
+// Q5_0, IQ4_NL, MXFP4, Q3_K and Q6_K rows are structure-of-arrays (the quants of every block
+// first, 16-byte aligned per block within the row, then the scales: dtypes.ts's `streams`), so
+// a block's scale lies k / blockSize blocks of quants past `rw`. Branches on WTYPE fold away at
+// pipeline creation.
 //
 // Two access shapes:
-//   dq_quad(rw, p)   4 consecutive elements at column p (p % 4 == 0): for tile loaders.
-//   dq_chunk(rw, c)  chunk c of a row, 8 elements = two quads sharing their loads: for mat-vec
+//   dq_quad(rw, k, p)   4 consecutive elements at column p (p % 4 == 0): for tile loaders.
+//   dq_chunk(rw, k, c)  chunk c of a row, 8 elements = two quads sharing their loads: for mat-vec
 //                    loops. A row has K / 8 chunks; chunk c covers the columns reported in
 //                    `pa` and `pb` (each the first of 4). Chunks are numbered so that consecutive
 //                    chunks read consecutive words (coalesced loads across a workgroup), which
@@ -21,8 +25,8 @@
 //                      Q4_K, Q5_K: super-block s = c/32, qs word v = c%32:
 //                            pa = 256s + 64(v/8) + 4(v%8), pb = pa + 32 (low / high nibbles)
 //                      Q2_K, Q3_K: super-block s = c/32, qs word v = c%16, k = (c/16)%2,
-//                            half h = v/8: pa = 256s + 128h + 64k + 4(v%8), pb = pa + 32
-//                      Q6_K: super-block s = c/32, ql word v = c%32, half h = v/16:
+//                            hk h = v/8: pa = 256s + 128h + 64k + 4(v%8), pb = pa + 32
+//                      Q6_K: super-block s = c/32, ql word v = c%32, hk h = v/16:
 //                            pa = 256s + 128h + 32((v/8)%2) + 4(v%8), pb = pa + 64
 
 // Weight types are ggml type ids (WTYPE in src/kernels/weights.ts).
@@ -45,20 +49,22 @@ const WT_MXFP4: u32 = 39u;
 
 override WTYPE: u32 = WT_F32;
 
-// Block sizes in u32 words on the GPU.
-const Q8_0_WORDS: u32 = 9u;  // [d:f16, pad], qs[32]
-const Q4_0_WORDS: u32 = 5u;  // [d:f16, pad], qs[16]
+// Words per block of a row's first stream on the GPU: the whole block for the types kept as
+// ggml has them; the quants for the structure-of-arrays ones, whose later streams (per row,
+// after the quants of all nb = k / blockSize blocks) are noted beside them.
+const Q8_0_WORDS: u32 = 8u;  // qs[32]; then d:f16 × nb, two per word
+const Q4_0_WORDS: u32 = 4u;  // qs[16]; then d:f16 × nb
 const Q4_1_WORDS: u32 = 5u;  // [d:f16, m:f16], qs[16]
-const Q5_0_WORDS: u32 = 6u;  // [d:f16, pad], qh, qs[16]
+const Q5_0_WORDS: u32 = 4u;  // qs[16]; then qh:u32 × nb; then d:f16 × nb
 const Q5_1_WORDS: u32 = 6u;  // [d:f16, m:f16], qh, qs[16]
 const Q2_K_WORDS: u32 = 21u; // scales[16], qs[64], [d:f16, dmin:f16]
-const Q3_K_WORDS: u32 = 28u; // hmask[32], qs[64], scales[12], [d:f16, pad]
+const Q3_K_WORDS: u32 = 24u; // hmask[32], qs[64]; then scales[12] × nb; then d:f16 × nb
 const Q4_K_WORDS: u32 = 36u; // [d:f16, dmin:f16], scales[12], qs[128]
 const Q5_K_WORDS: u32 = 44u; // [d:f16, dmin:f16], scales[12], qh[32], qs[128]
-const Q6_K_WORDS: u32 = 53u; // ql[128], qh[64], scales[16], [d:f16, pad]
-const IQ4_NL_WORDS: u32 = 5u; // [d:f16, pad], qs[16]
+const Q6_K_WORDS: u32 = 48u; // ql[128], qh[64]; then scales[16] × nb; then d:f16 × nb
+const IQ4_NL_WORDS: u32 = 4u; // qs[16]; then d:f16 × nb
 const IQ4_XS_WORDS: u32 = 34u; // [d:f16, scales_h:u16], scales_l[4], qs[128]
-const MXFP4_WORDS: u32 = 5u; // [e:u8, pad], qs[16]
+const MXFP4_WORDS: u32 = 4u; // qs[16]; then e:u8 × nb, four per word
 
 // The 16 values a 4-bit index selects, as int8 packed four to a word (value n in byte n % 4 of
 // word n / 4): ggml's kvalues_iq4nl (IQ4_NL, IQ4_XS) and kvalues_mxfp4 (E2M1 doubled).
@@ -76,12 +82,18 @@ fn dq_f32x4(i: u32) -> vec4f {
   return bitcast<vec4f>(vec4u(w[i], w[i + 1u], w[i + 2u], w[i + 3u]));
 }
 
-// Two halves of a word (low half first) as f32: F16 or BF16 by WTYPE.
+// Two halves of a word (low hk first) as f32: F16 or BF16 by WTYPE.
 fn dq_half2(v: u32) -> vec2f {
   if (WTYPE == WT_BF16) {
     return bitcast<vec2f>(vec2u(v << 16u, v & 0xffff0000u));
   }
   return unpack2x16float(v);
+}
+
+// f16 number i of those packed two to a word from word `at` on (low hk first): the
+// structure-of-arrays rows' block scales.
+fn dq_f16_at(at: u32, i: u32) -> f32 {
+  return unpack2x16float(w[at + (i >> 1u)] >> (16u * (i & 1u))).x;
 }
 
 fn dq_half4(i: u32) -> vec4f {
@@ -104,7 +116,7 @@ fn dq_bit4(qh: u32, shift: u32) -> vec4u {
 }
 
 // The 5-bit quants of Q5_0/Q5_1 elements e..e+3 of a block (e % 4 == 0, and e..e+3 within one
-// half): nibbles from qs word q (low ones for e < 16), bit 4 from bit e.. of qh.
+// hk): nibbles from qs word q (low ones for e < 16), bit 4 from bit e.. of qh.
 fn dq_q5(q: u32, qh: u32, e: u32) -> vec4f {
   return vec4f(dq_nib4(q, (e & 16u) >> 2u) | (dq_bit4(qh, e) << vec4u(4u)));
 }
@@ -121,7 +133,7 @@ fn dq_lut_nib4(lut: vec4u, q: u32, shift: u32) -> vec4f {
   return dq_lut4(lut, dq_nib4(q, shift));
 }
 
-// MXFP4's block scale from its E8M0 byte: 2^(e - 128), half the power of two e encodes, built
+// MXFP4's block scale from its E8M0 byte: 2^(e - 128), hk the power of two e encodes, built
 // as f32 bits (e < 2 gives the subnormals 2^-128 and 2^-127, as ggml's GGML_E8M0_TO_FP32_HALF).
 fn mxfp4_scale(word: u32) -> f32 {
   let e = word & 255u;
@@ -170,36 +182,35 @@ fn q2k_scale_min(base: u32, s: u32) -> vec2f {
   return unpack2x16float(w[base + 20u]) * vec2f(f32(sm & 15u), f32(sm >> 4u));
 }
 
-// Q3_K: d * (scale - 32) of sub-block s (0..15): low 4 bits in byte s % 8 of the scales (high
-// nibble for s >= 8), top 2 bits at 2(s / 4) of byte 8 + s % 4.
-fn q3k_scale(base: u32, s: u32) -> f32 {
-  let lo = (dq_byte(base + 24u, s & 7u) >> (4u * (s >> 3u))) & 15u;
-  let hi = (dq_byte(base + 24u, 8u + (s & 3u)) >> (2u * (s >> 2u))) & 3u;
-  return unpack2x16float(w[base + 27u]).x * (f32(lo | (hi << 4u)) - 32.0);
+// Q3_K: d * (scale - 32) of sub-block s (0..15), from a super-block's 12 scale bytes at word
+// `sc`: low 4 bits in byte s % 8 (high nibble for s >= 8), top 2 bits at 2(s / 4) of byte 8 + s % 4.
+fn q3k_scale(sc: u32, d: f32, s: u32) -> f32 {
+  let lo = (dq_byte(sc, s & 7u) >> (4u * (s >> 3u))) & 15u;
+  let hi = (dq_byte(sc, 8u + (s & 3u)) >> (2u * (s >> 2u))) & 3u;
+  return d * (f32(lo | (hi << 4u)) - 32.0);
 }
 
-// Q6_K: int8 scale idx (0..15) of the super-block at word `base`.
-fn q6k_scale(base: u32, idx: u32) -> f32 {
-  let v = w[base + 48u + (idx >> 2u)];
+// Q6_K: int8 scale idx (0..15) of a super-block whose 16 scale bytes start at word `sc`.
+fn q6k_scale(sc: u32, idx: u32) -> f32 {
+  let v = w[sc + (idx >> 2u)];
   return f32(bitcast<i32>(v << (24u - 8u * (idx & 3u))) >> 24u);
 }
 
-// 4 consecutive elements of the row at word `rw`, starting at column p (p % 4 == 0).
-fn dq_quad(rw: u32, p: u32) -> vec4f {
+// 4 consecutive elements of the row of k elements at word `rw`, starting at column p (p % 4 == 0).
+fn dq_quad(rw: u32, k: u32, p: u32) -> vec4f {
   switch (WTYPE) {
     case WT_F16, WT_BF16: {
       return dq_half4(rw + (p >> 1u));
     }
     case WT_Q8_0: {
-      let base = rw + (p >> 5u) * Q8_0_WORDS;
-      let d = unpack2x16float(w[base]).x;
-      return d * dq_i8x4(w[base + 1u + ((p & 31u) >> 2u)]);
+      // A block's 8 quant words are 8 consecutive ones of the row: element p's is word p / 4.
+      let d = dq_f16_at(rw + (k >> 5u) * Q8_0_WORDS, p >> 5u);
+      return d * dq_i8x4(w[rw + (p >> 2u)]);
     }
     case WT_Q4_0: {
       // Byte j holds element j (low nibble) and j + 16 (high nibble).
-      let base = rw + (p >> 5u) * Q4_0_WORDS;
-      let d = unpack2x16float(w[base]).x;
-      let q = dq_nib4(w[base + 1u + ((p & 15u) >> 2u)], (p & 16u) >> 2u);
+      let d = dq_f16_at(rw + (k >> 5u) * Q4_0_WORDS, p >> 5u);
+      let q = dq_nib4(w[rw + (p >> 5u) * Q4_0_WORDS + ((p & 15u) >> 2u)], (p & 16u) >> 2u);
       return d * (vec4f(q) - 8.0);
     }
     case WT_Q4_1: {
@@ -209,28 +220,33 @@ fn dq_quad(rw: u32, p: u32) -> vec4f {
       let q = dq_nib4(w[base + 1u + ((p & 15u) >> 2u)], (p & 16u) >> 2u);
       return dm.x * vec4f(q) + dm.y;
     }
-    case WT_Q5_0, WT_Q5_1: {
-      // Nibbles as Q4_0; bit e of qh is bit 4 of element e. Q5_0: d * (q - 16); Q5_1: d * q + m.
-      // (Q5_1_WORDS == Q5_0_WORDS: Q5_0's pad is Q5_1's m.)
-      let base = rw + (p >> 5u) * Q5_0_WORDS;
+    case WT_Q5_0: {
+      // Nibbles as Q4_0; bit e of the block's qh is bit 4 of element e; d * (q - 16).
+      let b = p >> 5u;
+      let nb = k >> 5u;
+      let e = p & 31u;
+      let q = dq_q5(w[rw + b * Q5_0_WORDS + ((e & 15u) >> 2u)], w[rw + nb * Q5_0_WORDS + b], e);
+      return dq_f16_at(rw + nb * (Q5_0_WORDS + 1u), b) * (q - 16.0);
+    }
+    case WT_Q5_1: {
+      // As Q5_0 inside a block of its own [d:f16, m:f16], qh, qs; d * q + m.
+      let base = rw + (p >> 5u) * Q5_1_WORDS;
       let e = p & 31u;
       let dm = unpack2x16float(w[base]);
       let q = dq_q5(w[base + 2u + ((e & 15u) >> 2u)], w[base + 1u], e);
-      if (WTYPE == WT_Q5_0) {
-        return dm.x * (q - 16.0);
-      }
       return dm.x * q + dm.y;
     }
     case WT_IQ4_NL, WT_MXFP4: {
       // Nibbles as Q4_0's, each an index into the type's table; the scale is IQ4_NL's f16 d or
-      // MXFP4's E8M0 byte, both in the block's first word.
-      let base = rw + (p >> 5u) * IQ4_NL_WORDS; // == MXFP4_WORDS
-      let q = w[base + 1u + ((p & 15u) >> 2u)];
+      // MXFP4's E8M0 byte, from the row's stream after its quants.
+      let b = p >> 5u;
+      let sc = rw + (k >> 5u) * IQ4_NL_WORDS; // == MXFP4_WORDS
+      let q = w[rw + b * IQ4_NL_WORDS + ((p & 15u) >> 2u)];
       let shift = (p & 16u) >> 2u;
       if (WTYPE == WT_MXFP4) {
-        return mxfp4_scale(w[base]) * dq_lut_nib4(MXFP4_LUT, q, shift);
+        return mxfp4_scale(dq_byte(sc, b)) * dq_lut_nib4(MXFP4_LUT, q, shift);
       }
-      return unpack2x16float(w[base]).x * dq_lut_nib4(IQ4NL_LUT, q, shift);
+      return dq_f16_at(sc, b) * dq_lut_nib4(IQ4NL_LUT, q, shift);
     }
     case WT_IQ4_XS: {
       // Eight IQ4_NL-style blocks of 32 after two words of scales.
@@ -266,22 +282,27 @@ fn dq_quad(rw: u32, p: u32) -> vec4f {
         let sm = q2k_scale_min(base, e >> 4u);
         return sm.x * vec4f(dq_2bit4(w[base + 4u + 8u * (e >> 7u) + l4], 2u * j)) - sm.y;
       }
-      let base = rw + (p >> 8u) * Q3_K_WORDS;
+      let s = p >> 8u;
+      let nb = k >> 8u;
+      let base = rw + s * Q3_K_WORDS;
       let q = dq_2bit4(w[base + 8u + 8u * (e >> 7u) + l4], 2u * j) | (dq_1bit4(w[base + l4], (e >> 5u) & 7u) << vec4u(2u));
-      return q3k_scale(base, e >> 4u) * (vec4f(q) - 4.0);
+      let d = dq_f16_at(rw + nb * (Q3_K_WORDS + 3u), s);
+      return q3k_scale(rw + nb * Q3_K_WORDS + 3u * s, d, e >> 4u) * (vec4f(q) - 4.0);
     }
     case WT_Q6_K: {
       // Half h (128 elements), quarter k (32), index l: low 4 bits in ql[64h + 32(k&1) + l]
       // (low nibble for k < 2), high 2 bits at 2k of qh[32h + l]; scale (e / 16).
-      let base = rw + (p >> 8u) * Q6_K_WORDS;
+      let s = p >> 8u;
+      let nb = k >> 8u;
+      let base = rw + s * Q6_K_WORDS;
       let e = p & 255u;
       let h = e >> 7u;
-      let k = (e >> 5u) & 3u;
+      let quarter = (e >> 5u) & 3u;
       let l4 = (e & 31u) >> 2u;
-      let lo = dq_nib4(w[base + 16u * h + 8u * (k & 1u) + l4], (k >> 1u) * 4u);
-      let hi = dq_2bit4(w[base + 32u + 8u * h + l4], 2u * k);
-      let d = unpack2x16float(w[base + 52u]).x;
-      return (d * q6k_scale(base, e >> 4u)) * (vec4f(lo | (hi << vec4u(4u))) - 32.0);
+      let lo = dq_nib4(w[base + 16u * h + 8u * (quarter & 1u) + l4], (quarter >> 1u) * 4u);
+      let hi = dq_2bit4(w[base + 32u + 8u * h + l4], 2u * quarter);
+      let d = dq_f16_at(rw + nb * (Q6_K_WORDS + 4u), s);
+      return (d * q6k_scale(rw + nb * Q6_K_WORDS + 4u * s, e >> 4u)) * (vec4f(lo | (hi << vec4u(4u))) - 32.0);
     }
     default: { // WT_F32
       return dq_f32x4(rw + p);
@@ -289,26 +310,25 @@ fn dq_quad(rw: u32, p: u32) -> vec4f {
   }
 }
 
-// Chunk c (8 elements) of the row at word `rw`; see the column map at the top of this file.
-fn dq_chunk(rw: u32, c: u32) -> Chunk {
+// Chunk c (8 elements) of the row of k elements at word `rw`; see the column map at the top of
+// this file.
+fn dq_chunk(rw: u32, k: u32, c: u32) -> Chunk {
   switch (WTYPE) {
     case WT_F16, WT_BF16: {
       let i = rw + 4u * c;
       return Chunk(dq_half4(i), dq_half4(i + 2u), 8u * c, 8u * c + 4u);
     }
     case WT_Q8_0: {
-      let base = rw + (c >> 2u) * Q8_0_WORDS;
-      let j = c & 3u;
-      let d = unpack2x16float(w[base]).x;
-      let pa = 32u * (c >> 2u) + 8u * j;
-      return Chunk(d * dq_i8x4(w[base + 1u + 2u * j]), d * dq_i8x4(w[base + 2u + 2u * j]), pa, pa + 4u);
+      // Chunk c is quant words 2c and 2c + 1 of the row.
+      let d = dq_f16_at(rw + (k >> 5u) * Q8_0_WORDS, c >> 2u);
+      let pa = 8u * c;
+      return Chunk(d * dq_i8x4(w[rw + 2u * c]), d * dq_i8x4(w[rw + 2u * c + 1u]), pa, pa + 4u);
     }
     case WT_Q4_0: {
-      let base = rw + (c >> 2u) * Q4_0_WORDS;
-      let j = c & 3u;
-      let d = unpack2x16float(w[base]).x;
-      let q = w[base + 1u + j];
-      let pa = 32u * (c >> 2u) + 4u * j;
+      // Chunk c is quant word c of the row.
+      let d = dq_f16_at(rw + (k >> 5u) * Q4_0_WORDS, c >> 2u);
+      let q = w[rw + c];
+      let pa = 32u * (c >> 2u) + 4u * (c & 3u);
       return Chunk(d * (vec4f(dq_nib4(q, 0u)) - 8.0), d * (vec4f(dq_nib4(q, 4u)) - 8.0), pa, pa + 16u);
     }
     case WT_Q4_1: {
@@ -319,30 +339,35 @@ fn dq_chunk(rw: u32, c: u32) -> Chunk {
       let pa = 32u * (c >> 2u) + 4u * j;
       return Chunk(dm.x * vec4f(dq_nib4(q, 0u)) + dm.y, dm.x * vec4f(dq_nib4(q, 4u)) + dm.y, pa, pa + 16u);
     }
-    case WT_Q5_0, WT_Q5_1: {
-      let base = rw + (c >> 2u) * Q5_0_WORDS;
+    case WT_Q5_0: {
+      let b = c >> 2u;
+      let nb = k >> 5u;
+      let j = c & 3u;
+      let d = dq_f16_at(rw + nb * (Q5_0_WORDS + 1u), b);
+      let qh = w[rw + nb * Q5_0_WORDS + b];
+      let q = w[rw + c];
+      let pa = 32u * b + 4u * j;
+      return Chunk(d * (dq_q5(q, qh, 4u * j) - 16.0), d * (dq_q5(q, qh, 4u * j + 16u) - 16.0), pa, pa + 16u);
+    }
+    case WT_Q5_1: {
+      let base = rw + (c >> 2u) * Q5_1_WORDS;
       let j = c & 3u;
       let dm = unpack2x16float(w[base]);
       let qh = w[base + 1u];
       let q = w[base + 2u + j];
-      let qa = dq_q5(q, qh, 4u * j);
-      let qb = dq_q5(q, qh, 4u * j + 16u);
       let pa = 32u * (c >> 2u) + 4u * j;
-      if (WTYPE == WT_Q5_0) {
-        return Chunk(dm.x * (qa - 16.0), dm.x * (qb - 16.0), pa, pa + 16u);
-      }
-      return Chunk(dm.x * qa + dm.y, dm.x * qb + dm.y, pa, pa + 16u);
+      return Chunk(dm.x * dq_q5(q, qh, 4u * j) + dm.y, dm.x * dq_q5(q, qh, 4u * j + 16u) + dm.y, pa, pa + 16u);
     }
     case WT_IQ4_NL, WT_MXFP4: {
-      let base = rw + (c >> 2u) * IQ4_NL_WORDS; // == MXFP4_WORDS
-      let j = c & 3u;
-      let q = w[base + 1u + j];
-      let pa = 32u * (c >> 2u) + 4u * j;
+      let b = c >> 2u;
+      let sc = rw + (k >> 5u) * IQ4_NL_WORDS; // == MXFP4_WORDS
+      let q = w[rw + c];
+      let pa = 32u * b + 4u * (c & 3u);
       if (WTYPE == WT_MXFP4) {
-        let d = mxfp4_scale(w[base]);
+        let d = mxfp4_scale(dq_byte(sc, b));
         return Chunk(d * dq_lut_nib4(MXFP4_LUT, q, 0u), d * dq_lut_nib4(MXFP4_LUT, q, 4u), pa, pa + 16u);
       }
-      let d = unpack2x16float(w[base]).x;
+      let d = dq_f16_at(sc, b);
       return Chunk(d * dq_lut_nib4(IQ4NL_LUT, q, 0u), d * dq_lut_nib4(IQ4NL_LUT, q, 4u), pa, pa + 16u);
     }
     case WT_IQ4_XS: {
@@ -384,42 +409,49 @@ fn dq_chunk(rw: u32, c: u32) -> Chunk {
     case WT_Q2_K, WT_Q3_K: {
       // qs word v (of 16) holds quarters 0..3 of 4 elements; chunk c takes quarters 2k and 2k + 1.
       let v = c & 15u;
-      let k = (c >> 4u) & 1u;
+      let hk = (c >> 4u) & 1u;
       let h = v >> 3u;
       let m = v & 7u;
-      let sa = 8u * h + 4u * k + (m >> 2u); // sub-block of pa; pb's is sa + 2
-      let pa = 256u * (c >> 5u) + 128u * h + 64u * k + 4u * m;
+      let sa = 8u * h + 4u * hk + (m >> 2u); // sub-block of pa; pb's is sa + 2
+      let pa = 256u * (c >> 5u) + 128u * h + 64u * hk + 4u * m;
       if (WTYPE == WT_Q2_K) {
         let base = rw + (c >> 5u) * Q2_K_WORDS;
         let q = w[base + 4u + v];
         let sm_a = q2k_scale_min(base, sa);
         let sm_b = q2k_scale_min(base, sa + 2u);
-        return Chunk(sm_a.x * vec4f(dq_2bit4(q, 4u * k)) - sm_a.y, sm_b.x * vec4f(dq_2bit4(q, 4u * k + 2u)) - sm_b.y, pa, pa + 32u);
+        return Chunk(sm_a.x * vec4f(dq_2bit4(q, 4u * hk)) - sm_a.y, sm_b.x * vec4f(dq_2bit4(q, 4u * hk + 2u)) - sm_b.y, pa, pa + 32u);
       }
-      let base = rw + (c >> 5u) * Q3_K_WORDS;
+      let s = c >> 5u;
+      let nb = k >> 8u;
+      let base = rw + s * Q3_K_WORDS;
       let q = w[base + 8u + v];
       let hm = w[base + m];
-      let qa = dq_2bit4(q, 4u * k) | (dq_1bit4(hm, 4u * h + 2u * k) << vec4u(2u));
-      let qb = dq_2bit4(q, 4u * k + 2u) | (dq_1bit4(hm, 4u * h + 2u * k + 1u) << vec4u(2u));
-      return Chunk(q3k_scale(base, sa) * (vec4f(qa) - 4.0), q3k_scale(base, sa + 2u) * (vec4f(qb) - 4.0), pa, pa + 32u);
+      let qa = dq_2bit4(q, 4u * hk) | (dq_1bit4(hm, 4u * h + 2u * hk) << vec4u(2u));
+      let qb = dq_2bit4(q, 4u * hk + 2u) | (dq_1bit4(hm, 4u * h + 2u * hk + 1u) << vec4u(2u));
+      let sc = rw + nb * Q3_K_WORDS + 3u * s;
+      let d = dq_f16_at(rw + nb * (Q3_K_WORDS + 3u), s);
+      return Chunk(q3k_scale(sc, d, sa) * (vec4f(qa) - 4.0), q3k_scale(sc, d, sa + 2u) * (vec4f(qb) - 4.0), pa, pa + 32u);
     }
     case WT_Q6_K: {
-      // ql word v: half h = v / 16, quarters k = (v / 8) % 2 (low nibbles) and k + 2 (high).
-      let base = rw + (c >> 5u) * Q6_K_WORDS;
+      // ql word v: hk h = v / 16, quarters k = (v / 8) % 2 (low nibbles) and k + 2 (high).
+      let s = c >> 5u;
+      let nb = k >> 8u;
+      let base = rw + s * Q6_K_WORDS;
       let v = c & 31u;
       let h = v >> 4u;
-      let k = (v >> 3u) & 1u;
+      let quarter = (v >> 3u) & 1u;
       let m = v & 7u;
       let ql = w[base + v];
       let qh = w[base + 32u + 8u * h + m];
-      let d = unpack2x16float(w[base + 52u]).x;
-      let sa = 8u * h + 2u * k + (m >> 2u);
-      let qa = dq_nib4(ql, 0u) | (dq_2bit4(qh, 2u * k) << vec4u(4u));
-      let qb = dq_nib4(ql, 4u) | (dq_2bit4(qh, 2u * k + 4u) << vec4u(4u));
-      let pa = 256u * (c >> 5u) + 128u * h + 32u * k + 4u * m;
+      let d = dq_f16_at(rw + nb * (Q6_K_WORDS + 4u), s);
+      let sc = rw + nb * Q6_K_WORDS + 4u * s;
+      let sa = 8u * h + 2u * quarter + (m >> 2u);
+      let qa = dq_nib4(ql, 0u) | (dq_2bit4(qh, 2u * quarter) << vec4u(4u));
+      let qb = dq_nib4(ql, 4u) | (dq_2bit4(qh, 2u * quarter + 4u) << vec4u(4u));
+      let pa = 256u * s + 128u * h + 32u * quarter + 4u * m;
       return Chunk(
-        (d * q6k_scale(base, sa)) * (vec4f(qa) - 32.0),
-        (d * q6k_scale(base, sa + 4u)) * (vec4f(qb) - 32.0),
+        (d * q6k_scale(sc, sa)) * (vec4f(qa) - 32.0),
+        (d * q6k_scale(sc, sa + 4u)) * (vec4f(qb) - 32.0),
         pa,
         pa + 64u,
       );

@@ -28,24 +28,19 @@ describe('the weight-type codec table', () => {
     expect(DTYPES.filter((o) => DTYPE_INFO[o].ggmlType === DTYPE_INFO[d].ggmlType)).toEqual([d]);
   });
 
-  it.each(DTYPES)('%s: its GPU block holds every ggml byte once, on word boundaries when quantised', (d) => {
+  it.each(DTYPES)('%s: its GPU streams hold every ggml byte once, the quants first and whole vec4s per block', (d) => {
     const { blockSize, bytesPerBlock, gpu } = DTYPE_INFO[d];
-    if (blockSize > 1) expect(gpu.bytesPerBlock % 4, 'a quantised block must be whole words').toBe(0);
-    if (!gpu.moves) {
-      expect(gpu.bytesPerBlock).toBe(bytesPerBlock);
+    if (!gpu.streams) {
+      // Kept as ggml has it: a quantised block must then be whole words already.
+      if (blockSize > 1) expect(bytesPerBlock % 4, 'a quantised block kept as it is must be whole words').toBe(0);
       return;
     }
-    // Sources tile the ggml block in order; destinations stay inside the GPU block, in order, without overlap.
-    let from = 0;
-    let to = 0;
-    for (const [src, dst, length] of gpu.moves) {
-      expect(src).toBe(from);
-      expect(dst).toBeGreaterThanOrEqual(to);
-      from = src + length;
-      to = dst + length;
-    }
-    expect(from).toBe(bytesPerBlock);
-    expect(to).toBeLessThanOrEqual(gpu.bytesPerBlock);
+    // The streams tile the ggml block: every byte in exactly one stream.
+    const covered = new Uint8Array(bytesPerBlock);
+    for (const [from, length] of gpu.streams) for (let i = from; i < from + length; i++) covered[i]! += 1;
+    expect([...covered].every((c) => c === 1)).toBe(true);
+    // The first stream is the quants: whole 16-byte vectors per block, so every block's start stays aligned.
+    expect(gpu.streams[0]![1] % 16).toBe(0);
   });
 
   it.each(DTYPES)('%s: its codec writes whole blocks and reads back what it wrote', (d) => {

@@ -34,8 +34,8 @@ import {
 } from './quants-legacy';
 import { dequantizeIQ4_NL, dequantizeIQ4_XS, dequantizeMXFP4, quantizeIQ4_NL, quantizeIQ4_XS, quantizeMXFP4 } from './quants-lut';
 
-/** A field of a ggml block moved for the GPU: byte offset in the ggml block, byte offset on the GPU, length. */
-export type Move = readonly [from: number, to: number, length: number];
+/** A field of a ggml block that the GPU keeps in a stream of its own: byte offset in the block, length. */
+export type Stream = readonly [from: number, length: number];
 
 export interface DTypeInfo {
   /**
@@ -48,11 +48,17 @@ export interface DTypeInfo {
   /** Bytes per block in ggml's layout: in files and on the CPU. */
   bytesPerBlock: number;
   /**
-   * The block as the GPU holds it. Kernels read every weight as `array<u32>`, so fields are moved
-   * onto 4-byte boundaries (the gaps are zero); element order inside a field is ggml's. Without
-   * `moves` the ggml block is used as it is (a tensor of plain floats is padded to a whole word).
+   * The row as the GPU holds it (src/kernels/weights.ts). Kernels read every weight as
+   * `array<u32>`, one row after another, each row a whole number of words. With `streams` a row
+   * is structure-of-arrays: stream i holds field i of every block of the row, block after block,
+   * and starts on a word (only a stream's end is padded, to the next word). The first stream is
+   * the quants, so that those of consecutive blocks are contiguous and (with whole-vec4 quants per
+   * block) 16-byte aligned for vector loads; scales and headers follow, e.g. f16 scales two per
+   * word. The bytes equal the GGUF's but for at most 3 bytes of padding per stream and row.
+   * Without `streams` the row is the ggml blocks as they are (already whole words, or plain
+   * floats padded to a word).
    */
-  gpu: { bytesPerBlock: number; moves?: readonly Move[] };
+  gpu: { streams?: readonly Stream[] };
   /** safetensors stores this type under the same name. */
   safetensors: boolean;
   /** Encodes `values` (whole blocks) into `out`, exactly their bytes, as ggml does. */
@@ -66,7 +72,7 @@ const ROWS = {
     ggmlType: 0,
     blockSize: 1,
     bytesPerBlock: 4,
-    gpu: { bytesPerBlock: 4 },
+    gpu: {},
     safetensors: true,
     quantize: (x, out) => out.set(new Uint8Array(x.buffer, x.byteOffset, x.byteLength)),
     dequantize: (bytes, y) => y.set(view(bytes, Float32Array, y.length)),
@@ -75,7 +81,7 @@ const ROWS = {
     ggmlType: 1,
     blockSize: 1,
     bytesPerBlock: 2,
-    gpu: { bytesPerBlock: 2 },
+    gpu: {},
     safetensors: true,
     quantize: (x, out) => f32ArrayToF16(x, new Uint16Array(out.buffer, out.byteOffset, x.length)),
     dequantize: (bytes, y) => f16ArrayToF32(view(bytes, Uint16Array, y.length), y),
@@ -84,27 +90,27 @@ const ROWS = {
     ggmlType: 30,
     blockSize: 1,
     bytesPerBlock: 2,
-    gpu: { bytesPerBlock: 2 },
+    gpu: {},
     safetensors: true,
     quantize: (x, out) => f32ArrayToBf16(x, new Uint16Array(out.buffer, out.byteOffset, x.length)),
     dequantize: (bytes, y) => bf16ArrayToF32(view(bytes, Uint16Array, y.length), y),
   },
-  // ggml [d:f16, qs:32 × i8] (34 B); GPU [d:f16, pad:2, qs:32] (36 B).
+  // ggml [d:f16, qs:32 × i8] (34 B); GPU row: every block's qs (8 words), then the d's two per word.
   Q8_0: {
     ggmlType: 8,
     blockSize: 32,
     bytesPerBlock: 34,
-    gpu: { bytesPerBlock: 36, moves: [[0, 0, 2], [2, 4, 32]] },
+    gpu: { streams: [[2, 32], [0, 2]] },
     safetensors: false,
     quantize: quantizeQ8_0,
     dequantize: dequantizeQ8_0,
   },
-  // ggml [d:f16, qs:16 bytes of nibbles] (18 B); GPU [d:f16, pad:2, qs:16] (20 B).
+  // ggml [d:f16, qs:16 bytes of nibbles] (18 B); GPU row: every block's qs (4 words), then the d's.
   Q4_0: {
     ggmlType: 2,
     blockSize: 32,
     bytesPerBlock: 18,
-    gpu: { bytesPerBlock: 20, moves: [[0, 0, 2], [2, 4, 16]] },
+    gpu: { streams: [[2, 16], [0, 2]] },
     safetensors: false,
     quantize: quantizeQ4_0,
     dequantize: dequantizeQ4_0,
@@ -114,17 +120,18 @@ const ROWS = {
     ggmlType: 3,
     blockSize: 32,
     bytesPerBlock: 20,
-    gpu: { bytesPerBlock: 20 },
+    gpu: {},
     safetensors: false,
     quantize: quantizeQ4_1,
     dequantize: dequantizeQ4_1,
   },
-  // ggml [d:f16, qh:u32 (bit j = bit 4 of element j), qs:16] (22 B); GPU [d:f16, pad:2, qh:4, qs:16] (24 B).
+  // ggml [d:f16, qh:u32 (bit j = bit 4 of element j), qs:16] (22 B); GPU row: every block's qs
+  // (4 words), then the qh's (a word each), then the d's.
   Q5_0: {
     ggmlType: 6,
     blockSize: 32,
     bytesPerBlock: 22,
-    gpu: { bytesPerBlock: 24, moves: [[0, 0, 2], [2, 4, 20]] },
+    gpu: { streams: [[6, 16], [2, 4], [0, 2]] },
     safetensors: false,
     quantize: quantizeQ5_0,
     dequantize: dequantizeQ5_0,
@@ -134,7 +141,7 @@ const ROWS = {
     ggmlType: 7,
     blockSize: 32,
     bytesPerBlock: 24,
-    gpu: { bytesPerBlock: 24 },
+    gpu: {},
     safetensors: false,
     quantize: quantizeQ5_1,
     dequantize: dequantizeQ5_1,
@@ -144,17 +151,18 @@ const ROWS = {
     ggmlType: 10,
     blockSize: 256,
     bytesPerBlock: 84,
-    gpu: { bytesPerBlock: 84 },
+    gpu: {},
     safetensors: false,
     quantize: quantizeQ2_K,
     dequantize: dequantizeQ2_K,
   },
-  // ggml [hmask:32, qs:64, scales:12, d:f16] (110 B); GPU the same plus 2 bytes of pad (112 B).
+  // ggml [hmask:32, qs:64, scales:12, d:f16] (110 B); GPU row: every super-block's hmask and qs
+  // (24 words), then their scales (3 words each), then the d's.
   Q3_K: {
     ggmlType: 11,
     blockSize: 256,
     bytesPerBlock: 110,
-    gpu: { bytesPerBlock: 112, moves: [[0, 0, 110]] },
+    gpu: { streams: [[0, 96], [96, 12], [108, 2]] },
     safetensors: false,
     quantize: quantizeQ3_K,
     dequantize: dequantizeQ3_K,
@@ -164,7 +172,7 @@ const ROWS = {
     ggmlType: 12,
     blockSize: 256,
     bytesPerBlock: 144,
-    gpu: { bytesPerBlock: 144 },
+    gpu: {},
     safetensors: false,
     quantize: quantizeQ4_K,
     dequantize: dequantizeQ4_K,
@@ -174,27 +182,28 @@ const ROWS = {
     ggmlType: 13,
     blockSize: 256,
     bytesPerBlock: 176,
-    gpu: { bytesPerBlock: 176 },
+    gpu: {},
     safetensors: false,
     quantize: quantizeQ5_K,
     dequantize: dequantizeQ5_K,
   },
-  // ggml [ql:128, qh:64, scales:16 × i8, d:f16] (210 B); GPU the same plus 2 bytes of pad (212 B).
+  // ggml [ql:128, qh:64, scales:16 × i8, d:f16] (210 B); GPU row: every super-block's ql and qh
+  // (48 words), then their scales (4 words each), then the d's.
   Q6_K: {
     ggmlType: 14,
     blockSize: 256,
     bytesPerBlock: 210,
-    gpu: { bytesPerBlock: 212, moves: [[0, 0, 210]] },
+    gpu: { streams: [[0, 192], [192, 16], [208, 2]] },
     safetensors: false,
     quantize: quantizeQ6_K,
     dequantize: dequantizeQ6_K,
   },
-  // ggml [d:f16, qs:16 bytes of nibbles indexing the IQ4 grid] (18 B); GPU [d:f16, pad:2, qs:16] (20 B).
+  // ggml [d:f16, qs:16 bytes of nibbles indexing the IQ4 grid] (18 B); GPU row as Q4_0's.
   IQ4_NL: {
     ggmlType: 20,
     blockSize: 32,
     bytesPerBlock: 18,
-    gpu: { bytesPerBlock: 20, moves: [[0, 0, 2], [2, 4, 16]] },
+    gpu: { streams: [[2, 16], [0, 2]] },
     safetensors: false,
     quantize: quantizeIQ4_NL,
     dequantize: dequantizeIQ4_NL,
@@ -204,17 +213,18 @@ const ROWS = {
     ggmlType: 23,
     blockSize: 256,
     bytesPerBlock: 136,
-    gpu: { bytesPerBlock: 136 },
+    gpu: {},
     safetensors: false,
     quantize: quantizeIQ4_XS,
     dequantize: dequantizeIQ4_XS,
   },
-  // ggml [e:E8M0 byte, qs:16 bytes of FP4 E2M1 nibbles] (17 B); GPU [e, pad:3, qs:16] (20 B).
+  // ggml [e:E8M0 byte, qs:16 bytes of FP4 E2M1 nibbles] (17 B); GPU row: every block's qs
+  // (4 words), then the e's four per word.
   MXFP4: {
     ggmlType: 39,
     blockSize: 32,
     bytesPerBlock: 17,
-    gpu: { bytesPerBlock: 20, moves: [[0, 0, 1], [1, 4, 16]] },
+    gpu: { streams: [[1, 16], [0, 1]] },
     safetensors: false,
     quantize: quantizeMXFP4,
     dequantize: dequantizeMXFP4,

@@ -4,7 +4,7 @@ import type { Precision } from '../gpu/pipelines';
 import { pipelineCache, runKernel, type TestBinding } from '../gpu/run-kernel';
 import { f16ArrayToF32, f32ArrayToF16 } from '../formats/halfs';
 import { dequantize, quantize } from '../formats/quants';
-import { DTYPES, type DType } from '../formats/types';
+import { DTYPE_INFO, DTYPES, type DType } from '../formats/types';
 import { testGPU } from '../testing/gpu';
 import {
   createLinearOp,
@@ -48,19 +48,20 @@ function random(n: number, seed: number): Float32Array {
   return out;
 }
 
-const x = random(MAX_T * K, 1);
+// Long enough for the odd-block rows (K = 768) too; a prefix serves K = 512.
+const x = random(MAX_T * 768, 1);
 const bias = random(N, 2);
 
 interface Layer {
   gpu: Uint8Array; // repacked bytes
   ref: Float32Array; // dequantize() of the same ggml bytes, [N, K]
 }
-const layers = new Map<DType, Layer>();
-function layer(dtype: DType): Layer {
-  let l = layers.get(dtype);
+const layers = new Map<string, Layer>();
+function layer(dtype: DType, k = K): Layer {
+  let l = layers.get(`${dtype} ${k}`);
   if (!l) {
-    const bytes = quantize(dtype, random(N * K, 3 + dtype.length));
-    layers.set(dtype, (l = { gpu: repackForGPU(dtype, bytes), ref: dequantize(dtype, bytes, N * K) }));
+    const bytes = quantize(dtype, random(N * k, 3 + dtype.length));
+    layers.set(`${dtype} ${k}`, (l = { gpu: repackForGPU(dtype, bytes, k), ref: dequantize(dtype, bytes, N * k) }));
   }
   return l;
 }
@@ -109,10 +110,11 @@ async function run(
   T: number,
   withBias: boolean,
   precision: Precision = 'f32',
+  k = K,
 ): Promise<{ y: Float32Array; ref: Float32Array; w: Float32Array }> {
   const gpu = await testGPU();
-  const { gpu: bytes, ref: w } = layer(dtype);
-  const xt = x.subarray(0, T * K);
+  const { gpu: bytes, ref: w } = layer(dtype, k);
+  const xt = x.subarray(0, T * k);
   const xIn = precision === 'f16' ? f32ArrayToF16(xt) : xt;
   const grid = isMatvec(kernel) ? matvecGrid(N, spec as MatvecSpec) : matmulGrid(N, T, spec as PrefillSpec);
   const [out] = await runKernel(
@@ -124,7 +126,7 @@ async function run(
       { input: xIn },
       { output: T * N * (precision === 'f16' ? 2 : 4) },
       { input: withBias ? bias : new Float32Array(1) },
-      { uniform: linearParams(dtype, N, K) },
+      { uniform: linearParams(dtype, N, k) },
       { uniform: packParams([['u32', T], ['u32', 1]]) },
       ...noNorm(kernel),
     ],
@@ -132,7 +134,7 @@ async function run(
   );
   const y = precision === 'f16' ? f16ArrayToF32(new Uint16Array(out!)) : new Float32Array(out!);
   const xRef = precision === 'f16' ? f16ArrayToF32(xIn as Uint16Array) : xt;
-  return { y, ref: matmulRef(xRef, T, K, w, N, withBias ? bias : undefined), w };
+  return { y, ref: matmulRef(xRef, T, k, w, N, withBias ? bias : undefined), w };
 }
 
 function expectClose(y: Float32Array, ref: Float32Array, w: Float32Array, precision: Precision = 'f32'): void {
@@ -179,6 +181,29 @@ describe('matmul kernel', () => {
       });
     }
   });
+});
+
+describe('rows of an odd number of blocks', () => {
+  // Structure-of-arrays rows put the block scales after the quants, two f16 (or four E8M0) per
+  // word: an odd block count leaves the last scale word part used. K = 512 has 16 blocks of 32
+  // and 2 super-blocks, so here 3 of each (K = 96, 768) at the decode and prefill kernels.
+  const oddK = (dtype: DType) => 3 * Math.max(32, DTYPE_INFO[dtype].blockSize);
+  const cases: Array<['matvec' | 'matmul', MatvecSpec | PrefillSpec, number]> = [
+    ['matvec', MATVEC_SPECS[0]!, 3],
+    ['matmul', PREFILL_SPEC, 17],
+  ];
+  for (const precision of ['f32', 'f16'] as const) {
+    for (const [kernel, spec, T] of cases) {
+      // Only the structure-of-arrays types: the others' rows are their blocks end to end.
+      for (const dtype of DTYPES.filter((d) => DTYPE_INFO[d].gpu.streams)) {
+        it(`${kernel} matches the reference for ${dtype} rows of 3 blocks at ${describeSpec(spec)}${precision === 'f16' ? ' (f16)' : ''}`, async ({ skip }) => {
+          skip(precision === 'f16' && !(await testGPU()).info.f16, 'the device has no shader-f16');
+          const r = await run(kernel, spec, dtype, T, false, precision, oddK(dtype));
+          expectClose(r.y, r.ref, r.w, precision);
+        });
+      }
+    }
+  }
 });
 
 describe('f16 activations', () => {
@@ -368,7 +393,7 @@ describe('gate/up row pairs', () => {
   const ROTATE: DType[] = ['Q4_0', 'Q6_K', 'Q8_0', 'Q4_K', 'F16', 'Q5_K', 'F32'];
   const pairLayer = (dtype: DType) => {
     const [g, u] = [quantize(dtype, random(I * K, 41)), quantize(dtype, random(I * K, 43))];
-    return { bytes: repackForGPU(dtype, interleaveRows(g, u, tensorByteLength(dtype, K))), wg: dequantize(dtype, g, I * K), wu: dequantize(dtype, u, I * K) };
+    return { bytes: repackForGPU(dtype, interleaveRows(g, u, tensorByteLength(dtype, K)), K), wg: dequantize(dtype, g, I * K), wu: dequantize(dtype, u, I * K) };
   };
   EPILOGUE_CASES.forEach(([kernel, spec, T, engineSpec], i) => {
     const dtype = ROTATE[i % ROTATE.length]!;
@@ -441,7 +466,7 @@ describe('createLinearOp', () => {
     const step = createBuffer(device, 16, UNIFORM);
     const op = await createLinearOp(
       { device, cache: pipelineCache(device), precision: 'f32' },
-      { weight: uploadWeight(device, dtype, bytes), dtype, n: N, k: K, x: xBuf, y: yBuf, step, maxTokens: MAX_T },
+      { weight: uploadWeight(device, dtype, bytes, K), dtype, n: N, k: K, x: xBuf, y: yBuf, step, maxTokens: MAX_T },
     );
     // 1 token (decode matvec), 5 (multi-token matvec), 17 (tiled matmul), then back to 1.
     for (const T of [1, 5, MAX_T, 1]) {

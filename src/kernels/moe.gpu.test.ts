@@ -89,7 +89,7 @@ function stack(dtype: DType): Stack {
   let s = stacks.get(dtype);
   if (!s) {
     const bytes = quantize(dtype, random(E * N * KD, 5 + dtype.length));
-    stacks.set(dtype, (s = { file: bytes, gpu: repackForGPU(dtype, bytes), ref: dequantize(dtype, bytes, E * N * KD) }));
+    stacks.set(dtype, (s = { file: bytes, gpu: repackForGPU(dtype, bytes, KD), ref: dequantize(dtype, bytes, E * N * KD) }));
   }
   return s;
 }

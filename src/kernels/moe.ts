@@ -114,7 +114,7 @@ export function uploadExpertParts(device: GPUDevice, dtype: DType, bytes: Uint8A
   try {
     for (const [i, { row0: e0, rows: count }] of plan.entries()) {
       const slice = plan.length === 1 ? bytes : bytes.subarray(e0 * fileExpertBytes, (e0 + count) * fileExpertBytes);
-      parts.push({ buffer: uploadWeight(device, dtype, slice, plan.length === 1 ? label : `${label} [part ${i + 1}/${plan.length}]`), row0: e0 * n, rows: count * n });
+      parts.push({ buffer: uploadWeight(device, dtype, slice, k, plan.length === 1 ? label : `${label} [part ${i + 1}/${plan.length}]`), row0: e0 * n, rows: count * n });
     }
   } catch (e) {
     for (const p of parts) p.buffer.destroy();

@@ -1,11 +1,15 @@
 /**
- * Weights as the GPU reads them: every kernel sees a weight as `array<u32>`, so each ggml block
- * is re-laid out as its row of the codec table says (`DTYPE_INFO[dtype].gpu` in
- * src/formats/dtypes.ts: fields moved onto 4-byte boundaries, element order unchanged), and
- * a kernel is told the type through `override WTYPE`.
+ * Weights as the GPU reads them: every kernel sees a weight as `array<u32>`, one row after
+ * another, each row laid out as its row of the codec table says (`DTYPE_INFO[dtype].gpu` in
+ * src/formats/dtypes.ts): the ggml blocks as they are when they are whole words, else structure-of-
+ * arrays per row (the quants of every block contiguous, then the scales and headers, each stream
+ * padded only to a whole word), so that a row's bytes equal the GGUF's but for a few bytes of
+ * padding. A per-row layout keeps row splits (uploadWeightParts) and the q/k/v concatenation
+ * (rows of the same type, end to end) simple. A kernel is told the type through `override WTYPE`;
+ * shaders/lib/dequant.wgsl is the one place that reads the layout.
  */
 import { STORAGE, uploadBuffer } from '../gpu/buffers';
-import { DTYPE_INFO, DTYPES, tensorByteLength, type DType } from '../formats/types';
+import { DTYPE_INFO, DTYPES, tensorByteLength, type DType, type Stream } from '../formats/types';
 
 /**
  * The `override WTYPE` code of each dtype: its ggml type id, so a shader and a GGUF header speak
@@ -13,48 +17,66 @@ import { DTYPE_INFO, DTYPES, tensorByteLength, type DType } from '../formats/typ
  */
 export const WTYPE = Object.fromEntries(DTYPES.map((d) => [d, DTYPE_INFO[d].ggmlType])) as Readonly<Record<DType, number>>;
 
+/** A type's streams: its table row's, or the whole block as one. */
+function streamsOf(dtype: DType): readonly Stream[] {
+  const { gpu, bytesPerBlock } = DTYPE_INFO[dtype];
+  return gpu.streams ?? [[0, bytesPerBlock]];
+}
+
+const words = (bytes: number) => Math.ceil(bytes / 4) * 4;
+
 /**
- * Bytes of one row of `k` elements in the GPU layout. Rows must start on a word, so `k` must be a
- * whole number of blocks and (for F16/BF16) even.
+ * Bytes of one row of `k` elements in the GPU layout: each stream's bytes for the row's blocks,
+ * padded to a word. `k` must be a whole number of blocks.
  */
 export function gpuBytesPerRow(dtype: DType, k: number): number {
-  const { blockSize, gpu } = DTYPE_INFO[dtype];
+  const { blockSize } = DTYPE_INFO[dtype];
   if (!Number.isInteger(k) || k <= 0 || k % blockSize !== 0) {
     throw new RangeError(`a ${dtype} row needs a positive multiple of ${blockSize} elements, got ${k}`);
   }
-  const bytes = (k / blockSize) * gpu.bytesPerBlock;
-  if (bytes % 4 !== 0) throw new RangeError(`a ${dtype} row of ${k} elements is ${bytes} bytes, not whole u32 words`);
-  return bytes;
+  const blocks = k / blockSize;
+  return streamsOf(dtype).reduce((n, [, length]) => n + words(blocks * length), 0);
 }
 
 /**
- * ggml bytes of a whole tensor (whole blocks) in the GPU layout. Types whose block the GPU takes
- * as it is come back unchanged when already a whole number of words (the result may alias `bytes`).
+ * ggml bytes of a matrix of rows of `cols` elements (whole rows) in the GPU layout. A row the GPU
+ * takes as it is comes back unchanged (the result may alias `bytes`).
  */
-export function repackForGPU(dtype: DType, bytes: Uint8Array): Uint8Array {
-  const { bytesPerBlock, gpu } = DTYPE_INFO[dtype];
+export function repackForGPU(dtype: DType, bytes: Uint8Array, cols: number): Uint8Array {
+  const { bytesPerBlock, blockSize } = DTYPE_INFO[dtype];
   if (bytes.length % bytesPerBlock !== 0) {
     throw new RangeError(`${dtype} data must be whole ${bytesPerBlock}-byte blocks, got ${bytes.length} bytes`);
   }
-  if (!gpu.moves) {
-    if (bytes.length % 4 === 0) return bytes;
-    const padded = new Uint8Array(Math.ceil(bytes.length / 4) * 4);
-    padded.set(bytes);
-    return padded;
+  const fileRow = tensorByteLength(dtype, cols);
+  if (bytes.length % fileRow !== 0) {
+    throw new RangeError(`${dtype} data must be whole rows of ${cols} elements (${fileRow} bytes), got ${bytes.length} bytes`);
   }
-  const blocks = bytes.length / bytesPerBlock;
-  const out = new Uint8Array(blocks * gpu.bytesPerBlock); // padding bytes stay zero
-  for (let b = 0; b < blocks; b++) {
-    const src = b * bytesPerBlock;
-    const dst = b * gpu.bytesPerBlock;
-    for (const [from, to, length] of gpu.moves) out.set(bytes.subarray(src + from, src + from + length), dst + to);
+  const gpuRow = gpuBytesPerRow(dtype, cols);
+  const rows = bytes.length / fileRow;
+  const streams = streamsOf(dtype);
+  if (streams.length === 1 && gpuRow === fileRow) return bytes;
+  const blocks = cols / blockSize;
+  const out = new Uint8Array(rows * gpuRow); // padding bytes stay zero
+  for (let r = 0; r < rows; r++) {
+    let dst = r * gpuRow;
+    for (const [from, length] of streams) {
+      let src = r * fileRow + from;
+      if (length >= 32) {
+        // Long fields (quants): a native copy each.
+        for (let b = 0; b < blocks; b++, src += bytesPerBlock, dst += length) out.set(bytes.subarray(src, src + length), dst);
+      } else {
+        // Short ones (scales, headers): a byte loop beats a subarray per field.
+        for (let b = 0; b < blocks; b++, src += bytesPerBlock - length) for (let i = 0; i < length; i++) out[dst++] = bytes[src++]!;
+      }
+      dst = words(dst - r * gpuRow) + r * gpuRow;
+    }
   }
   return out;
 }
 
-/** Uploads a weight tensor's ggml bytes as a storage buffer in the GPU layout. */
-export function uploadWeight(device: GPUDevice, dtype: DType, bytes: Uint8Array, label?: string): GPUBuffer {
-  return uploadBuffer(device, repackForGPU(dtype, bytes), STORAGE, label ?? `weight ${dtype}`);
+/** Uploads a weight matrix's ggml bytes (rows of `cols` elements) as a storage buffer in the GPU layout. */
+export function uploadWeight(device: GPUDevice, dtype: DType, bytes: Uint8Array, cols: number, label?: string): GPUBuffer {
+  return uploadBuffer(device, repackForGPU(dtype, bytes, cols), STORAGE, label ?? `weight ${dtype}`);
 }
 
 /** Rows [row0, row0 + rows) of a weight matrix, in a buffer of their own (the GPU layout). */
@@ -97,13 +119,13 @@ export function uploadWeightParts(
   const rowBytes = gpuBytesPerRow(dtype, shape.cols);
   const plan = splitRows(shape.rows, rowBytes, maxBytes);
   if (!plan) throw new RangeError(`${label}: one row is ${rowBytes} bytes, more than the ${maxBytes} bytes a GPU binding may hold`);
-  if (plan.length === 1) return [{ buffer: uploadWeight(device, dtype, bytes, label), row0: 0, rows: shape.rows }];
+  if (plan.length === 1) return [{ buffer: uploadWeight(device, dtype, bytes, shape.cols, label), row0: 0, rows: shape.rows }];
   const fileRowBytes = tensorByteLength(dtype, shape.cols);
   const parts: WeightPart[] = [];
   try {
     for (const [i, { row0, rows }] of plan.entries()) {
       const slice = bytes.subarray(row0 * fileRowBytes, (row0 + rows) * fileRowBytes);
-      parts.push({ buffer: uploadWeight(device, dtype, slice, `${label} [part ${i + 1}/${plan.length}]`), row0, rows });
+      parts.push({ buffer: uploadWeight(device, dtype, slice, shape.cols, `${label} [part ${i + 1}/${plan.length}]`), row0, rows });
     }
   } catch (e) {
     for (const p of parts) p.buffer.destroy();
