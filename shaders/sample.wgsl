@@ -22,7 +22,8 @@
 // Where steps 2-4 read: with top-k of at most MAX_CAND, the selects and the draw run on the
 // chunks' candidate lists (chunks x k entries, in id order), which hold every kept token unless a
 // chunk dropped ties at or above the top-k cut; then, and for top-k off or above MAX_CAND, they
-// stream the whole row as before (2 + top-k 1..4 + top-p 1..4 passes in this one workgroup). Top
+// stream the whole row as before (2 + top-k 1..4 + top-p 1..4 passes in this one workgroup).
+// Temperature alone (no filter) draws from the chunks' masses, then within one chunk. Top
 // logprobs always come from the candidates. The result is the same kept set and the same draw
 // u either way; the draw's f32 running sums add in a different order than a single pass over
 // the row, so a u within rounding of a boundary could pick a neighbour (the reference sums in f64).
@@ -42,6 +43,8 @@ const LP_WORDS: u32 = 42u; // per sequence: chosen logprob, count, then MAX_TOP 
 @group(0) @binding(7) var<storage, read> cand: array<u32>; // [S, chunks, MAX_CAND, 2]
 
 var<workgroup> sToken: u32;
+var<workgroup> sChunk: u32;
+var<workgroup> sU: f32;
 var<workgroup> sLast: atomic<u32>;
 var<workgroup> topKey: array<u32, MAX_TOP>;
 var<workgroup> topId: array<u32, MAX_TOP>;
@@ -142,6 +145,12 @@ fn topLogprobs(src: Src, lid: u32, n: u32, logZ: f32, out: u32, base: u32) {
   }
 }
 
+// Chunk c's mass at temperature T relative to the row's max: sT * exp((m - lmax) / T).
+fn chunkMass(row: u32, c: u32, lmax: f32, invT: f32) -> f32 {
+  let at = (row * p.chunks + c) * PART_WORDS;
+  return bitcast<f32>(part[at + 6u]) * exp((bitcast<f32>(part[at + 2u]) - lmax) * invT);
+}
+
 // Whether a chunk left out a tie at or above tau: then the candidates miss part of the kept set.
 fn candidatesMiss(row: u32, tau: u32) -> bool {
   var miss = false;
@@ -195,7 +204,37 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     var tau = 1u;
     if (sp.logMinP > LOWEST) { tau = max(tau, keyOf(lmax + sp.temperature * sp.logMinP)); }
     var src = full;
-    if (sp.topK > 0u && sp.topK <= MAX_CAND) {
+    var u = uniform01(sp.seedLo, sp.seedHi, sp.step);
+    if (pureTemperature(sp)) {
+      // Every token is kept: pick the chunk where u * (row mass) falls from the chunks' masses
+      // (in id order, as the reference's running sum), then draw within that chunk alone with u
+      // rescaled to its share. The same walk as one pass over the row, in two levels.
+      if (lid == 0u) {
+        var total = 0.0;
+        for (var c = 0u; c < p.chunks; c++) { total += chunkMass(row, c, lmax, sp.invTemperature); }
+        let goal = u * total;
+        var acc = 0.0;
+        var pick = 0u;
+        var local = 0.0;
+        for (var c = 0u; c < p.chunks; c++) {
+          let w = chunkMass(row, c, lmax, sp.invTemperature);
+          if (w > 0.0) {
+            pick = c; // the last chunk with mass, if rounding pushed goal to the total
+            local = 0x1.fffffep-1f;
+            if (acc + w > goal) {
+              local = min((goal - acc) / w, 0x1.fffffep-1f);
+              break;
+            }
+          }
+          acc += w;
+        }
+        sChunk = pick;
+        sU = max(local, 0.0);
+      }
+      let c = workgroupUniformLoad(&sChunk);
+      u = workgroupUniformLoad(&sU);
+      src = Src(0u, base + c * p.chunk, c * p.chunk, min(p.chunk, p.vocab - c * p.chunk));
+    } else if (sp.topK > 0u && sp.topK <= MAX_CAND) {
       let t = selectTopCount(cands, lid, tau, sp.topK);
       if (candidatesMiss(row, t)) {
         tau = selectTopCount(full, lid, tau, sp.topK);
@@ -207,7 +246,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       tau = selectTopCount(full, lid, tau, sp.topK);
     }
     if (sp.topP < 1.0) { tau = selectTopMass(src, lid, tau, sp.topP, lmax, sp.invTemperature); }
-    draw(src, lid, tau, lmax, sp.invTemperature, uniform01(sp.seedLo, sp.seedHi, sp.step));
+    draw(src, lid, tau, lmax, sp.invTemperature, u);
     token = idAt(src, workgroupUniformLoad(&sToken));
   }
   if (lid == 0u) { tokensOut[rowSlot[row]] = token; }

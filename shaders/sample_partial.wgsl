@@ -8,7 +8,7 @@
 // not fit: the partial flags those (`dropped`, with the cut `tauC`) so that sample.wgsl can tell
 // whether the candidates hold its whole kept set. Needs shaders/lib/sample_select.wgsl in front.
 
-const PART_WORDS: u32 = 8u; // bestKey, bestIdx, m, s, tauC, dropped, 2 unused
+const PART_WORDS: u32 = 8u; // bestKey, bestIdx, m, s, tauC, dropped, sT, 1 unused
 
 @group(0) @binding(0) var<storage, read> logits: array<f32>;
 @group(0) @binding(1) var<storage, read> seqs: array<SeqParams>;
@@ -57,7 +57,23 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     part[out + 4u] = 0u;
     part[out + 5u] = 0u;
   }
-  workgroupBarrier(); // redKey/redIdx are reused below
+  let chunkMax = redM[0];
+  workgroupBarrier(); // redKey/redIdx/redS are reused below
+
+  // Temperature alone: the chunk's mass sT = sum exp((l - m) / T) about its own max m, which the
+  // select rescales by exp((m - lmax) / T) once it knows the row's max.
+  if (pureTemperature(sp)) {
+    var sT = 0.0;
+    for (var i = lid; i < src.len; i += WG) { sT += exp((valAt(src, i) - chunkMax) * sp.invTemperature); }
+    redS[lid] = sT;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+      if (lid < stride) { redS[lid] += redS[lid + stride]; }
+      workgroupBarrier();
+    }
+    if (lid == 0u) { part[out + 6u] = bitcast<u32>(redS[0]); }
+    workgroupBarrier();
+  }
 
   let n = candCount(sp);
   if (n == 0u) { return; }

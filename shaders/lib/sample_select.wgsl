@@ -88,6 +88,12 @@ fn candCount(sp: SeqParams) -> u32 {
   return n;
 }
 
+// Temperature alone (no top-k, top-p or min-p): every token is kept, so the draw needs only each
+// chunk's mass, which sample_partial sums and sample.wgsl walks chunk by chunk.
+fn pureTemperature(sp: SeqParams) -> bool {
+  return sp.temperature > 0.0 && sp.topK == 0u && sp.topP >= 1.0 && !(sp.logMinP > LOWEST);
+}
+
 // f32 -> u32 with the same order (-inf < ... < -0 < +0 < ... < inf); NaNs land at the ends.
 fn keyOf(v: f32) -> u32 {
   let b = bitcast<u32>(v);

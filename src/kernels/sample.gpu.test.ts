@@ -106,7 +106,7 @@ describe('sample kernel', () => {
   }
 
   for (const V of [151_936, 262_144]) {
-    it(`matches the reference over a ${V}-token vocabulary: greedy, T 0.7 / top-k 40 / top-p 0.9, top logprobs`, async () => {
+    it(`matches the reference over a ${V}-token vocabulary: greedy, T 0.7 / top-k 40 / top-p 0.9, temperature alone, top logprobs`, async () => {
       const logits = random(V, V, 8);
       logits[V - 1] = 9; // the largest in the last chunk
       logits[V >> 1] = 8.9;
@@ -114,6 +114,7 @@ describe('sample kernel', () => {
         { ...BASE, temperature: 0, logprobs: true, topLogprobs: 20 },
         ...[0, 1].map((step) => ({ ...BASE, temperature: 0.7, topK: 40, topP: 0.9, step, seed: V })),
         { ...BASE, temperature: 1.2, topK: 50, minP: 0.05, logprobs: true, topLogprobs: 3, seed: 9 },
+        ...[0, 1, 2].map((step) => ({ ...BASE, temperature: 1, step, seed: 77 })), // temperature alone: chunk, then token
       ];
       const got = await sample(logits, V, 0, list, 256);
       list.forEach((s, i) => {
