@@ -4,6 +4,9 @@
 // dispatch and the uniform is static. Gate and up may be the two halves of one fused [T, 2n]
 // projection: each has its own row stride and element offset.
 alias act = f32;
+// The product's type: f32 in the f16 path too where the engine keeps it so (outliers of real
+// models' MLPs pass 65504), src/kernels/swiglu.ts `outF32`.
+alias out_t = act;
 
 override WG: u32 = 64;
 
@@ -17,7 +20,7 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read> gate: array<act>;
 @group(0) @binding(1) var<storage, read> up: array<act>;
-@group(0) @binding(2) var<storage, read_write> out: array<act>;
+@group(0) @binding(2) var<storage, read_write> out: array<out_t>;
 @group(0) @binding(3) var<uniform> p: Params;
 
 @compute @workgroup_size(WG)
@@ -27,5 +30,5 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   let t = gid.y;
   let g = f32(gate[p.gateOffset + t * p.gateStride + i]);
   let u = f32(up[p.upOffset + t * p.upStride + i]);
-  out[t * p.n + i] = act(activate(g) * u);
+  out[t * p.n + i] = out_t(activate(g) * u);
 }

@@ -54,7 +54,7 @@ interface RunState {
   gateUp: GPUBuffer; // gate and up below, one buffer: a joined gate/up projection writes both
   gate: GPUBufferBinding; // [maxTokens, intermediate] in gateUp
   up: GPUBufferBinding; // [maxTokens, intermediate] in gateUp
-  hb: GPUBuffer; // [maxTokens, intermediate] act(gate)·up
+  hb: GPUBuffer; // f32 [maxTokens, intermediate] act(gate)·up (f32 at every precision)
   last: GPUBuffer; // f32 [maxSeqs, hidden] residual rows of each sequence's last token
   lastNormed: GPUBuffer; // f32 [maxSeqs, hidden]
   logits: GPUBuffer; // f32 [maxSeqs, vocab]
@@ -211,7 +211,7 @@ export class GpuForward {
       gateUp,
       gate: { buffer: gateUp, offset: 0, size: gateBytes },
       up: { buffer: gateUp, offset: gateBytes, size: gateBytes },
-      hb: buf(denseMlp ? T * I : 1, 'hb'),
+      hb: buf(denseMlp ? T * I : 1, 'hb', 4),
       last: buf(S * H, 'last', 4),
       lastNormed: buf(S * H, 'lastNormed', 4),
       logits: buf(S * V, 'logits', 4),
@@ -225,8 +225,9 @@ export class GpuForward {
 
     const specs = ctx.emulated ? { decode: EMULATED_DECODE_SPEC, few: EMULATED_FEW_TOKENS_SPEC, prefill: EMULATED_PREFILL_SPEC } : {};
     // Every op is labelled with its role and layer (OpLabel) for the bench's per-op report.
-    // Ops that read or write the residual stream `x` take it as f32 (their other operands act).
-    const isX = (b: BufferRef | undefined) => b === state.x;
+    // Ops that read or write the residual stream `x` take it as f32 (their other operands act), and
+    // so the GLU product hb: real models' MLPs have outliers past f16's 65504 there too.
+    const isX = (b: BufferRef | undefined) => b === state.x || b === state.hb;
     const linear = (label: OpLabel, m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer, norm?: LinearArgs['norm'], residual = false, segments?: LinearSegment[], epi: Pick<LinearArgs, 'pairs' | 'glu'> = {}) =>
       createLinearOp(
         ctx,
@@ -367,7 +368,7 @@ export class GpuForward {
                     gate: await linear(at('gate'), w.wGate!, ffnIn, gateUp, undefined, ffnFold, false, [gateUpSegments[0]!]),
                     up: await linear(at('up'), w.wUp!, ffnIn, gateUp, undefined, ffnFold, false, [gateUpSegments[1]!]),
                   }),
-              swiglu: await createSwigluOp(ctx, { gate: gateUp, up: gateUp, upOffset: gateBytes / act, out: state.hb, n: I, activation: config.ffnActivation, label: at('swiglu') }),
+              swiglu: await createSwigluOp(ctx, { gate: gateUp, up: gateUp, upOffset: gateBytes / act, out: state.hb, outF32: true, n: I, activation: config.ffnActivation, label: at('swiglu') }),
               down: await (downAdds ? linear(at('down'), w.wDown, state.hb, state.x, undefined, undefined, true) : linear(at('down'), w.wDown, state.hb, state.xb2)),
             }
           : {

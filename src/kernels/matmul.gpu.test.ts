@@ -8,6 +8,7 @@ import { DTYPE_INFO, DTYPES, type DType } from '../formats/types';
 import { testGPU } from '../testing/gpu';
 import {
   createLinearOp,
+  DECODE_SPEC,
   EMULATED_DECODE_SPEC,
   gluPairsRef,
   interleaveRows,
@@ -451,6 +452,48 @@ describe('gate/up row pairs', () => {
       }
     }
   });
+});
+
+describe('the GLU epilogue into an f32 y (f16)', () => {
+  // The engine keeps hb f32 in the f16 path: x ×30 gives gate and up of a few hundred, products
+  // past f16's 65504, which an f16 y would store as infinity. Both reductions at DECODE_SPEC; the
+  // tolerance is the GLU one above with the linear bound scaled by 30, and no output rounding.
+  const I = 19;
+  for (const kernel of MATVECS) {
+    it(`${kernel} stores silu(gate)·up past f16 range as the reference for Q8_0 at ${describeSpec(DECODE_SPEC)} (f16)`, async ({ skip }) => {
+      await skipUnsupported(kernel, 'f16', skip);
+      const gpu = await testGPU();
+      const dtype: DType = 'Q8_0';
+      const [gq, uq] = [quantize(dtype, random(I * K, 51)), quantize(dtype, random(I * K, 53))];
+      const [wg, wu] = [dequantize(dtype, gq, I * K), dequantize(dtype, uq, I * K)];
+      const xh = f32ArrayToF16(x.subarray(0, K).map((v) => 30 * v));
+      const xRef = f16ArrayToF32(xh);
+      const [out] = await runKernel(
+        gpu,
+        kernelOf(kernel, DECODE_SPEC),
+        { precision: 'f16', f32: ['y_t'], constants: linearConstants(DECODE_SPEC, dtype, false, { glu: 'silu' }) },
+        [
+          { input: repackForGPU(dtype, interleaveRows(gq, uq, tensorByteLength(dtype, K)), K) },
+          { input: xh },
+          { output: I * 4 },
+          { input: new Float32Array(1) },
+          { uniform: linearParams(dtype, 2 * I, K) },
+          { uniform: packParams([['u32', 1], ['u32', 1]]) },
+          ...noNorm(kernel),
+        ],
+        matvecGrid(2 * I, DECODE_SPEC),
+      );
+      const y = new Float32Array(out!);
+      const [g, u] = [matmulRef(xRef, 1, K, wg, I), matmulRef(xRef, 1, K, wu, I)];
+      const e = 30 * tolerance(wg, 'f32', 0);
+      expect(g.some((v, j) => Math.abs(GLU_FN.silu(v) * u[j]!) > 65504)).toBe(true);
+      for (let j = 0; j < I; j++) {
+        const want = GLU_FN.silu(g[j]!) * u[j]!;
+        const tol = e * (1.2 * Math.abs(u[j]!) + Math.abs(GLU_FN.silu(g[j]!)) + e);
+        if (!(Math.abs(y[j]! - want) <= tol)) throw new Error(`y[${j}] = ${y[j]}, reference ${want}`);
+      }
+    }, SLOW);
+  }
 });
 
 describe('createLinearOp', () => {

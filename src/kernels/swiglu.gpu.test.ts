@@ -25,6 +25,22 @@ describe('swiglu kernel', () => {
     return { got, want: actRound(swigluRef(gate, up, tokens, layout, activation), precision), n };
   }
 
+  it('writes an f32 product past f16 range from f16 gate and up (outF32, f16)', async (ctx) => {
+    const { device, info } = await testGPU();
+    if (!info.f16) ctx.skip();
+    // gate and up up to ±400 (f16 holds them): products up to 1.6e5, infinite in f16.
+    const n = 100;
+    const gate = actRound(random(2 * n, 7, 400), 'f16');
+    const up = actRound(random(2 * n, 8, 400), 'f16');
+    const out = createBuffer(device, 2 * n * 4, STORAGE);
+    const op = await createSwigluOp(opContext(device, 'f16'), { n, gate: uploadAct(device, gate, 'f16'), up: uploadAct(device, up, 'f16'), out, outF32: true });
+    await runPass(device, (pass) => op.encode(pass, 2));
+    const got = await readAct(device, out, 2 * n, 'f32');
+    const want = swigluRef(gate, up, 2, { n });
+    expect(want.some((v) => Math.abs(v) > 65504)).toBe(true);
+    expect(maxRelDiff(got, want)).toBeLessThan(TOLERANCE.f32);
+  });
+
   for (const precision of ['f32', 'f16'] as const) {
     for (const wg of SWIGLU_WG) {
       for (const fused of [false, true]) {

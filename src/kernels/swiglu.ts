@@ -2,7 +2,7 @@ import gluLib from '../../shaders/lib/glu.wgsl';
 import body from '../../shaders/swiglu.wgsl';
 import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
-import { actBytes, describeDispatch, type Op, type OpContext, type OpLabel } from './op';
+import { actBytes, describeDispatch, elemBytes, type Op, type OpContext, type OpLabel } from './op';
 
 export const swigluKernel: Kernel = { name: 'swiglu', source: gluLib + body };
 
@@ -54,18 +54,19 @@ export function swigluRef(gate: Float32Array, up: Float32Array, tokens: number, 
 
 /**
  * SwiGLU (or GeGLU, `activation: 'gelu_tanh'`) over `tokens` rows into `out` ([maxTokens, n] of
- * act). Pass the same buffer as `gate` and `up` with offsets/strides for a fused gate-up projection.
+ * act, or f32 with `outF32`). Pass the same buffer as `gate` and `up` with offsets/strides for a
+ * fused gate-up projection.
  */
 export async function createSwigluOp(
   ctx: OpContext,
-  args: SwigluLayout & { gate: GPUBuffer; up: GPUBuffer; out: GPUBuffer; wg?: number; activation?: GluActivation; label?: OpLabel },
+  args: SwigluLayout & { gate: GPUBuffer; up: GPUBuffer; out: GPUBuffer; outF32?: boolean; wg?: number; activation?: GluActivation; label?: OpLabel },
 ): Promise<Op> {
   const wg = args.wg ?? 64;
-  const pipeline = await ctx.cache.get(swigluKernel, { precision: ctx.precision, constants: { WG: wg, ACT: GLU_ACT[args.activation ?? 'silu'] } });
+  const pipeline = await ctx.cache.get(swigluKernel, { precision: ctx.precision, f32: args.outF32 ? ['out_t'] : [], constants: { WG: wg, ACT: GLU_ACT[args.activation ?? 'silu'] } });
   const params = uploadBuffer(ctx.device, new Uint8Array(swigluParams(args)), UNIFORM, 'swiglu params');
   const act = actBytes(ctx.precision);
   // Reads gate and up, writes out.
-  const bindGroup = describeDispatch(bindBuffers(ctx.device, pipeline, [args.gate, args.up, args.out, params]), args.label, 'swiglu', (rows) => 3 * rows * args.n * act);
+  const bindGroup = describeDispatch(bindBuffers(ctx.device, pipeline, [args.gate, args.up, args.out, params]), args.label, 'swiglu', (rows) => rows * args.n * (2 * act + elemBytes(ctx.precision, args.outF32)));
   const groupsX = Math.ceil(args.n / wg);
   return {
     destroy: () => params.destroy(),
