@@ -1,8 +1,10 @@
 // Prefill-oriented linear layer: y[t, n] = sum_k x[t, k] * W[n, k] (+ bias[n]) for many tokens.
 // A workgroup computes a TILE_M (tokens) × TILE_N (weight rows) tile of y, walking K in steps of
-// TILE_K: it stages the x tile and the dequantised W tile in workgroup memory (f32, k-major so
-// the inner loop reads rows of both), then each thread accumulates a TM × TN micro-tile whose
-// tokens / rows are strided by the thread grid (conflict-free reads, coalesced writes).
+// TILE_K: it stages the x tile (as `x_t`: f16 x stays f16, exactly, in half the memory) and the
+// W tile dequantised once (f32, so weights keep their f32 dequantisation) in workgroup memory,
+// k-major so the inner loop reads rows of both; then each thread accumulates a TM × TN
+// micro-tile whose tokens / rows are strided by the thread grid (conflict-free reads, coalesced
+// writes).
 // Accumulation is f32 whatever `act` is. Needs shaders/lib/dequant.wgsl (WTYPE, dq_quad) and
 // shaders/lib/linear.wgsl (bindings, HAS_BIAS, store_y) in front.
 alias act = f32;
@@ -10,8 +12,8 @@ alias act = f32;
 override TILE_M: u32 = 32; // tokens per tile
 override TILE_N: u32 = 32; // weight rows per tile
 override TILE_K: u32 = 32; // columns per step, a multiple of 4
-override TM: u32 = 4;      // tokens per thread (TM × TN ≤ MICRO_CAP)
-override TN: u32 = 4;      // rows per thread
+override TM: u32 = 4;      // tokens per thread (≤ REG_CAP)
+override TN: u32 = 4;      // rows per thread (≤ REG_CAP)
 override WG_M: u32 = TILE_M / TM;        // thread grid (derived; do not set)
 override WG_N: u32 = TILE_N / TN;
 override WG: u32 = WG_M * WG_N;
@@ -19,9 +21,13 @@ override QUADS_K: u32 = TILE_K / 4u;     // 4-element groups per tile row (deriv
 override XS_LEN: u32 = TILE_K * TILE_M;  // workgroup floats (derived)
 override WS_LEN: u32 = TILE_K * TILE_N;
 
-const MICRO_CAP: u32 = 16u;
+// Register arrays are sized by constants (WGSL allows override sizes only in workgroup memory):
+// up to 8 × 8 per thread. With TM and TN pipeline constants the loops unroll and the unused
+// entries fold away.
+const REG_CAP: u32 = 8u;
+const MICRO_CAP: u32 = REG_CAP * REG_CAP;
 
-var<workgroup> xs: array<f32, XS_LEN>; // [TILE_K][TILE_M]
+var<workgroup> xs: array<x_t, XS_LEN>; // [TILE_K][TILE_M]
 var<workgroup> ws: array<f32, WS_LEN>; // [TILE_K][TILE_N]
 
 @compute @workgroup_size(WG)
@@ -42,8 +48,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
       let m = q / QUADS_K;
       let kq = q % QUADS_K;
       let k = k0 + 4u * kq;
-      var v = vec4f(0.0);
-      if (m0 + m < T && k < p.k) { v = vec4f(x[(m0 + m) * k4 + (k >> 2u)]); }
+      var v = vec4<x_t>(0.0);
+      if (m0 + m < T && k < p.k) { v = x[(m0 + m) * k4 + (k >> 2u)]; }
       let at = 4u * kq * TILE_M + m;
       xs[at] = v.x;
       xs[at + TILE_M] = v.y;
@@ -66,9 +72,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
 
     // A constant trip count (unrollable); past k the staged tiles hold zeros.
     for (var kk = 0u; kk < TILE_K; kk++) {
-      var xv: array<f32, MICRO_CAP>;
-      var wv: array<f32, MICRO_CAP>;
-      for (var i = 0u; i < TM; i++) { xv[i] = xs[kk * TILE_M + ty + i * WG_M]; }
+      var xv: array<f32, REG_CAP>;
+      var wv: array<f32, REG_CAP>;
+      for (var i = 0u; i < TM; i++) { xv[i] = f32(xs[kk * TILE_M + ty + i * WG_M]); }
       for (var j = 0u; j < TN; j++) { wv[j] = ws[kk * TILE_N + tx + j * WG_N]; }
       for (var i = 0u; i < TM; i++) {
         for (var j = 0u; j < TN; j++) { acc[i * TN + j] = fma(xv[i], wv[j], acc[i * TN + j]); }

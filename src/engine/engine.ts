@@ -16,6 +16,7 @@ import { createSampleOp, LOGPROB_WORDS, packSamplingParams, SAMPLE_PARAM_WORDS, 
 import type { Op, OpContext, StepShape } from '../kernels/op';
 import { createPenaltiesOp, needsPenalties, type PenaltiesOp } from '../kernels/penalties';
 import { createApplyMaskOp, type ApplyMaskOp } from '../kernels/apply-mask';
+import { defaultPrefillChunk } from '../kernels/matmul';
 import type { GenerationDefaults } from '../model/generation-config';
 import { defaultContextLength, type ModelConfig } from '../model/config';
 import { openModel, type ModelLocation, type OpenedModel } from '../model/open';
@@ -48,7 +49,7 @@ export interface EngineOptions {
   precision?: Precision | 'auto';
   /** Tokens per sequence (prompt + completion); default min(model's max positions, 4096). */
   contextLength?: number;
-  /** Prompt tokens per step for prefill chunks (default 128); a step also holds one decode token per running sequence. */
+  /** Prompt tokens per step for prefill chunks (default 128, 512 on discrete GPUs: defaultPrefillChunk); a step also holds one decode token per running sequence. */
   prefillChunk?: number;
   /** KV page size in tokens (default 16). */
   pageSize?: number;
@@ -262,10 +263,10 @@ export class GpuEngine implements Backend, BatchRunner {
     const weightBytes = [...opened.tensors.values()].reduce((n, t) => n + t.info.byteLength, 0);
     const numPages = kvPoolPages({ config, precision, pageSize, contextLength, maxSeqs, weightBytes, limits: gpu.device.limits, tokens: opts.kvCacheTokens });
     // A step holds a decode token for every sequence plus prefill chunks of `prefillChunk` tokens in all.
-    const prefillChunk = Math.max(1, Math.floor(opts.prefillChunk ?? 128));
+    const emulated = gpu.info.isFallbackAdapter || gpu.info.architecture === 'swiftshader';
+    const prefillChunk = Math.max(1, Math.floor(opts.prefillChunk ?? defaultPrefillChunk(gpu.info, emulated)));
     const limits = { maxTokens: prefillChunk + maxSeqs, maxSeqs, numPages, pageSize, maxPagesPerSeq, contextLength };
     const text = loadTextModel(opened);
-    const emulated = gpu.info.isFallbackAdapter || gpu.info.architecture === 'swiftshader';
     const ctx = { device: gpu.device, cache: pipelineCache(gpu.device), precision, emulated };
     const progress = opts.onProgress instanceof ProgressEmitter ? opts.onProgress : new ProgressEmitter(opts.onProgress);
     const upload = progress.phase('upload').file('weights', weightBytes);

@@ -14,6 +14,7 @@ import {
   interleaveRows,
   EMULATED_FEW_TOKENS_SPEC,
   EMULATED_PREFILL_SPEC,
+  LARGE_PREFILL_SPEC,
   linearConstants,
   linearParams,
   MATMUL_SPECS,
@@ -191,7 +192,7 @@ describe('rows of an odd number of blocks', () => {
   const oddK = (dtype: DType) => 3 * Math.max(32, DTYPE_INFO[dtype].blockSize);
   const cases: Array<['matvec' | 'matmul', MatvecSpec | PrefillSpec, number]> = [
     ['matvec', MATVEC_SPECS[0]!, 3],
-    ['matmul', PREFILL_SPEC, 17],
+    ['matmul', LARGE_PREFILL_SPEC, 17],
   ];
   for (const precision of ['f32', 'f16'] as const) {
     for (const [kernel, spec, T] of cases) {
@@ -213,6 +214,7 @@ describe('f16 activations', () => {
   // plus the output's own f16 rounding (2^-10 relative, twice the half-ulp for headroom).
   const cases: Array<[KernelName, MatvecSpec | PrefillSpec, number[]]> = [
     ...MATVECS.flatMap((k) => MATVEC_SPECS.map((s) => [k, s, s.MAX_T === 1 ? [1] : [1, 3, 9]] as [KernelName, MatvecSpec, number[]])),
+    ['matmul', LARGE_PREFILL_SPEC, [17]],
     ['matmul', PREFILL_SPEC, [17]],
     ['matmul', EMULATED_PREFILL_SPEC, [17]],
   ];
@@ -285,14 +287,14 @@ describe('matvec with a folded RMSNorm', () => {
  */
 const EPILOGUE_CASES: Array<[KernelName, MatvecSpec | PrefillSpec, number, boolean]> = [
   ...MATVECS.flatMap((k) => MATVEC_SPECS.map((s) => [k, s, s.MAX_T === 1 ? 1 : 9, true] as [KernelName, MatvecSpec, number, boolean])),
-  ...MATMUL_SPECS.map((s) => ['matmul', s, MAX_T, s === PREFILL_SPEC || s === EMULATED_PREFILL_SPEC] as [KernelName, PrefillSpec, number, boolean]),
+  ...MATMUL_SPECS.map((s) => ['matmul', s, MAX_T, s === LARGE_PREFILL_SPEC || s === PREFILL_SPEC || s === EMULATED_PREFILL_SPEC] as [KernelName, PrefillSpec, number, boolean]),
 ];
 
 describe('the residual epilogue', () => {
   // RESIDUAL adds the layer's output into y (the residual stream): y = r + x · Wᵀ + bias, with r
   // random and large next to the output (×10), past this step's tokens untouched. Tolerance as
   // above (the f32 bound, plus in f16 y's own rounding of r + out).
-  const ROTATE: DType[] = ['Q4_K', 'Q8_0', 'F16', 'Q6_K', 'Q4_0', 'F32', 'Q5_K'];
+  const ROTATE: DType[] = ['Q4_K', 'Q8_0', 'F16', 'Q6_K', 'Q4_0', 'F32', 'Q5_K', 'MXFP4'];
   EPILOGUE_CASES.forEach(([kernel, spec, T, engineSpec], i) => {
     const dtype = ROTATE[i % ROTATE.length]!;
     for (const precision of engineSpec ? (['f32', 'f16'] as const) : (['f32'] as const)) {
@@ -337,7 +339,7 @@ describe('segments', () => {
   // (q, k and v of a fused projection): each as the reference, everything else in y untouched.
   const SEGMENTS = [{ rows: 10, offset: 8 }, { rows: 14, offset: 200 }, { rows: 13, offset: 500 }];
   const Y = 500 + MAX_T * 13;
-  const ROTATE: DType[] = ['Q8_0', 'Q4_K', 'Q6_K', 'F16', 'F32', 'Q4_0', 'Q5_K'];
+  const ROTATE: DType[] = ['Q8_0', 'Q4_K', 'Q6_K', 'F16', 'F32', 'Q4_0', 'Q5_K', 'IQ4_NL'];
   EPILOGUE_CASES.forEach(([kernel, spec, T, engineSpec], i) => {
     const dtype = ROTATE[i % ROTATE.length]!;
     for (const precision of engineSpec ? (['f32', 'f16'] as const) : (['f32'] as const)) {

@@ -25,7 +25,7 @@ import matvecBody from '../../shaders/matvec.wgsl';
 import subgroupsLib from '../../shaders/lib/subgroups.wgsl';
 import subgroupsOffLib from '../../shaders/lib/subgroups_off.wgsl';
 import { packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
-import type { Kernel } from '../gpu/pipelines';
+import type { Kernel, Precision } from '../gpu/pipelines';
 import { DTYPE_INFO, type DType } from '../formats/types';
 import { actBytes, describeDispatch, elemBytes, type Op, type OpContext, type OpLabel } from './op';
 import { GLU_ACT, type GluActivation } from './swiglu';
@@ -53,7 +53,7 @@ export interface MatvecSpec {
   MAX_T: number;
 }
 
-/** matmul overrides. TILE_M / TM and TILE_N / TN threads; TM × TN ≤ 16; TILE_K a multiple of 4. */
+/** matmul overrides. TILE_M / TM and TILE_N / TN threads; TM, TN ≤ 8; TILE_K a multiple of 4. */
 export interface MatmulSpec {
   TILE_M: number;
   TILE_N: number;
@@ -97,9 +97,38 @@ const isDirect = (spec: MatvecSpec | PrefillSpec): spec is DirectMatmulSpec => '
 
 // Small tiles: SwiftShader's compile time grows with the tile sizes (seconds per variant at 8 KB
 // of workgroup memory), and the tests compile every spec × dtype.
-// Larger tiles (64 × 64 × 16) likely suit big GPUs better; tune with the bench on real hardware.
-/** The engine's prefill tiles. */
+/** The prefill tiles of devices too small for LARGE_PREFILL_SPEC (3 KB of workgroup memory, 128 threads). */
 export const PREFILL_SPEC: MatmulSpec = { TILE_M: 32, TILE_N: 64, TILE_K: 8, TM: 4, TN: 4 };
+
+/**
+ * The engine's prefill tiles where the device holds them (PERF.md §3 #6): 64 tokens × 64 rows
+ * per workgroup, K in steps of 32, 8 × 8 outputs per thread (64 threads). Each weight is
+ * dequantised once per 64 tokens instead of once per 32, and each thread does 64 FMAs per 16
+ * workgroup-memory reads instead of 16 per 8. Workgroup memory: 16 KB in f32, 12 KB with f16
+ * activations (prefillWorkgroupBytes).
+ */
+export const LARGE_PREFILL_SPEC: MatmulSpec = { TILE_M: 64, TILE_N: 64, TILE_K: 32, TM: 8, TN: 8 };
+
+/** Workgroup memory a tiled spec stages: the x tile as x is (`precision`: f32 where x is the f32 residual stream), the W tile as f32. */
+export function prefillWorkgroupBytes(spec: MatmulSpec, precision: Precision): number {
+  return spec.TILE_K * (spec.TILE_M * actBytes(precision) + spec.TILE_N * 4);
+}
+
+/**
+ * The prefill spec for a device: the direct kernel on CPU emulations, else the largest tiled spec
+ * whose workgroup memory and thread count the device's limits allow.
+ */
+export function choosePrefillSpec(
+  limits: Pick<GPUSupportedLimits, 'maxComputeWorkgroupStorageSize' | 'maxComputeInvocationsPerWorkgroup'>,
+  precision: Precision,
+  emulated: boolean,
+): PrefillSpec {
+  if (emulated) return EMULATED_PREFILL_SPEC;
+  const fits = (spec: MatmulSpec) =>
+    prefillWorkgroupBytes(spec, precision) <= limits.maxComputeWorkgroupStorageSize &&
+    (spec.TILE_M / spec.TM) * (spec.TILE_N / spec.TN) <= limits.maxComputeInvocationsPerWorkgroup;
+  return [LARGE_PREFILL_SPEC, PREFILL_SPEC].find(fits) ?? PREFILL_SPEC;
+}
 
 /**
  * On CPU-emulated adapters (SwiftShader) the tiled kernel's barriers, workgroup staging and
@@ -110,8 +139,25 @@ export const PREFILL_SPEC: MatmulSpec = { TILE_M: 32, TILE_N: 64, TILE_K: 8, TM:
  */
 export const EMULATED_PREFILL_SPEC: DirectMatmulSpec = { THREADS: 16 };
 
+/** Prefill tokens per step where the engine is not told (EngineOptions.prefillChunk). */
+export const DEFAULT_PREFILL_CHUNK = 128;
+export const DISCRETE_PREFILL_CHUNK = 512;
+
+/**
+ * The default prefill chunk for a GPU: larger on discrete GPUs, where a 128-token chunk leaves a
+ * 64 × 64-tile GEMM of a 4096-row matrix with 128 workgroups, under one per SM on large GPUs, and
+ * where the activations of 512 tokens are a small share of memory. The adapter's `type` is known
+ * in Chrome with WebGPU developer features; elsewhere an NVIDIA vendor stands for it (NVIDIA
+ * makes no integrated WebGPU adapters on desktops).
+ */
+export function defaultPrefillChunk(info: { type: string; vendor: string }, emulated: boolean): number {
+  if (emulated) return DEFAULT_PREFILL_CHUNK;
+  return /discrete/i.test(info.type) || /nvidia/i.test(info.vendor) ? DISCRETE_PREFILL_CHUNK : DEFAULT_PREFILL_CHUNK;
+}
+
 /** Specialisations the tests run: every one the engine may choose, plus a small tiled one. */
 export const MATMUL_SPECS: readonly PrefillSpec[] = [
+  LARGE_PREFILL_SPEC,
   PREFILL_SPEC,
   { TILE_M: 16, TILE_N: 16, TILE_K: 16, TM: 2, TN: 2 },
   EMULATED_PREFILL_SPEC,
@@ -138,7 +184,7 @@ export function specProblem(spec: MatvecSpec | PrefillSpec): string | null {
     return null;
   }
   if (spec.TILE_M % spec.TM !== 0 || spec.TILE_N % spec.TN !== 0) return 'TILE_M and TILE_N must be multiples of TM and TN';
-  if (spec.TM * spec.TN > 16) return `TM × TN must be at most 16, got ${spec.TM * spec.TN}`;
+  if (spec.TM > 8 || spec.TN > 8) return `TM and TN must be at most 8, got ${spec.TM} and ${spec.TN}`;
   if (spec.TILE_K % 4 !== 0 || spec.TILE_K <= 0) return `TILE_K must be a positive multiple of 4, got ${spec.TILE_K}`;
   return null;
 }
@@ -382,7 +428,7 @@ async function createPartOp(
   const n = part.rows;
   const decode = specs.decode ?? DECODE_SPEC;
   const few = specs.few ?? FEW_TOKENS_SPEC;
-  const prefill = specs.prefill ?? PREFILL_SPEC;
+  const prefill = specs.prefill ?? choosePrefillSpec(device.limits, args.xF32 ? 'f32' : ctx.precision, ctx.emulated ?? false);
   for (const spec of [decode, few, prefill]) {
     const problem = specProblem(spec);
     if (problem) throw new LinearOpError(`linear spec ${JSON.stringify(spec)}: ${problem}`);
