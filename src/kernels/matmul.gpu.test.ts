@@ -599,6 +599,34 @@ describe('the f32 residual stream in the f16 path', () => {
   // range, so an f16 y or x would be ±inf. Tolerance: the f32 bound above, plus 2⁻²³ relative of
   // the stream for y's f32 rounding of r + out; the folded norm's as in its own test.
   const STREAM = 1e5;
+  // The tiled matmul stages x as x_t: an f32 x (an input with no norm before it) is staged f32,
+  // so a stream past f16's range survives the tile (an f16 tile would hold ±inf).
+  for (const spec of [LARGE_PREFILL_SPEC, PREFILL_SPEC]) {
+    it(`matmul stages an f32 x past f16's range for Q4_0 at ${describeSpec(spec)} (f16)`, async ({ skip }) => {
+      const gpu = await testGPU();
+      skip(!gpu.info.f16, 'the device has no shader-f16');
+      const T = MAX_T;
+      const { gpu: bytes, ref: w } = layer('Q4_0');
+      const xs = x.subarray(0, T * K).map((v) => STREAM * v);
+      const [out] = await runKernel(
+        gpu,
+        prefillKernel(spec),
+        { precision: 'f16', f32: ['x_t', 'y_t'], constants: linearConstants(spec, 'Q4_0', false) },
+        [
+          { input: bytes },
+          { input: xs },
+          { output: T * N * 4 },
+          { input: new Float32Array(1) },
+          { uniform: linearParams('Q4_0', N, K) },
+          { uniform: packParams([['u32', T], ['u32', 1]]) },
+        ],
+        matmulGrid(N, T, spec),
+      );
+      const y = new Float32Array(out!);
+      const ref = matmulRef(xs, T, K, w, N);
+      for (let i = 0; i < y.length; i++) expect(Math.abs(y[i]! - ref[i]!)).toBeLessThanOrEqual(STREAM * tolerance(w, 'f32', 0));
+    });
+  }
   EPILOGUE_CASES.filter(([, , , engineSpec]) => engineSpec).forEach(([kernel, spec, T], i) => {
     const dtype = (['Q8_0', 'F16'] as DType[])[i % 2]!; // cheap to dequantise: the epilogue is under test
     it(`${kernel} adds into an f32 y from f16 x for ${dtype} at ${describeSpec(spec)} (f16)`, async ({ skip }) => {
