@@ -1,10 +1,12 @@
 // Causal attention over the paged KV cache, tiled over query tokens (flash-attention style).
-// One workgroup per (query tile, query head): a tile is up to TQ consecutive tokens of one
-// sequence. K and V stream through workgroup memory in tiles of TK keys; each query row keeps an
-// online softmax (running max, sum, unnormalised output). Key j is visible to a row at position
-// pos when j <= pos and, under a sliding window, pos - j < p.window; keys before the tile's
-// first window (pages included) are never read. Params, the window and the tile loads:
-// shaders/lib/attn_kv.wgsl.
+// One workgroup per (query tile, head group): a tile is up to TQ consecutive tokens of one
+// sequence, a head group GROUP consecutive query heads sharing one KV head (the whole GQA group
+// where workgroup memory allows), so the workgroup has R = TQ·GROUP query rows and reads each K/V
+// tile once for all of them. K and V of TK keys stream through workgroup memory together; each
+// row keeps an online softmax (running max, sum, unnormalised output). Key j is visible to a row
+// at position pos when j <= pos and, under a sliding window, pos - j < p.window; keys before the
+// tile's first window (pages included) are never read. Four barriers per key tile. Params, the
+// window and the page lookup: shaders/lib/attn_kv.wgsl.
 //
 // The step's tokens must be grouped by sequence in slot order (StepBuffers.write does this), so
 // sequence s owns tokens lastToken[s-1]+1 ..= lastToken[s]; workgroup x finds its (sequence, tile)
@@ -12,17 +14,19 @@
 // the surplus workgroups return at once.
 alias act = f32;
 
-override WG: u32 = 64;
+override WG: u32 = 128;
 override HEAD_DIM: u32 = 128;
-override TQ: u32 = 16;  // query tokens per tile
-override TK: u32 = 16;  // keys per tile
+override TQ: u32 = 16;    // query tokens per tile
+override TK: u32 = 16;    // keys per tile
+override GROUP: u32 = 1;  // query heads per workgroup
+override R: u32 = TQ * GROUP;  // query rows, token-major: row r is (token r / GROUP, head r % GROUP)
 override D4: u32 = HEAD_DIM / 4u;
-// Tile rows padded by one vec4 so the QK dots of neighbouring keys fall in different banks.
+// K tile rows padded by one vec4 so the QK dots of neighbouring keys fall in different banks.
 override ROW: u32 = D4 + 1u;
 // Output vec4s per thread: thread lid owns (row, column) = divmod(lid + i * WG, D4) for the
-// i that keep lid + i * WG below TQ * D4 (the last round is partial when WG does not divide it,
+// i that keep lid + i * WG below R * D4 (the last round is partial when WG does not divide it,
 // as with head dims that are not a multiple of 16: 24, 40, 72, ...).
-override OUTS: u32 = (TQ * D4 + WG - 1u) / WG;
+override OUTS: u32 = (R * D4 + WG - 1u) / WG;
 const MAX_OUTS = 8u;
 
 struct Counts {
@@ -42,18 +46,27 @@ struct Counts {
 
 const MASKED = -3.0e38;  // a hidden key's score: exp(MASKED - m) is 0 for any running max, NO_MAX included
 
-var<workgroup> qs: array<vec4f, TQ * D4>;   // the query rows, pre-scaled
-var<workgroup> kv: array<vec4f, TK * ROW>;  // a K tile, then the V tile of the same keys
-var<workgroup> s: array<f32, TQ * TK>;      // scores, then probabilities
+var<workgroup> qs: array<vec4f, R * D4>;    // the query rows, pre-scaled
+var<workgroup> kt: array<vec4f, TK * ROW>;  // the tile's keys
+var<workgroup> vt: array<vec4f, TK * D4>;   // and their values
+var<workgroup> s: array<f32, R * TK>;       // scores, then probabilities
+// Cache offsets of the tile's keys, double-buffered: the next tile's are looked up (one block
+// table read per key, not per vec4) while this tile's softmax runs.
+var<workgroup> keyAt: array<u32, 2 * TK>;
 var<workgroup> rowPos: array<u32, TQ>;
-var<workgroup> rowMax: array<f32, TQ>;
-var<workgroup> rowAlpha: array<f32, TQ>;
-var<workgroup> rowSum: array<f32, TQ>;
+var<workgroup> rowMax: array<f32, R>;
+var<workgroup> rowAlpha: array<f32, R>;
+var<workgroup> rowSum: array<f32, R>;
+
+// Cache offsets (in vec4s) of keys first .. first + n of (seq, kh) into keyAt[buf * TK ..].
+fn lookUp(seq: u32, kh: u32, first: u32, n: u32, buf: u32, lid: u32) {
+  for (var j = lid; j < n; j += WG) { keyAt[buf * TK + j] = keyRow(seq, first + j, kh); }
+}
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
-  let h = wg.y;
-  let kh = h / (p.nHeads / p.nKv);
+  let h0 = wg.y * GROUP;
+  let kh = h0 / (p.nHeads / p.nKv);
 
   // Which sequence and which of its tiles this workgroup takes.
   var rest = wg.x;
@@ -81,87 +94,86 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     keys = max(keys, positions[first + r] + 1u);
   }
 
-  for (var i = lid; i < TQ * D4; i += WG) {
-    let r = i / D4;
-    if (r < count) {
-      qs[i] = vec4f(q[((first + r) * p.nHeads + h) * D4 + i % D4]) * p.scale;
+  // Row r = (token tr, head g): the GROUP heads of a token are consecutive in q and out, so a
+  // token's rows are one run of GROUP * D4 vec4s from ((first + tr) * nHeads + h0) * D4.
+  for (var i = lid; i < R * D4; i += WG) {
+    let tr = i / (GROUP * D4);
+    if (tr < count) {
+      qs[i] = vec4f(q[((first + tr) * p.nHeads + h0) * D4 + i - tr * GROUP * D4]) * p.scale;
     } else {
       qs[i] = vec4f(0.0);
     }
   }
-  for (var r = lid; r < TQ; r += WG) {
-    rowPos[r] = select(0u, positions[first + r], r < count);
+  for (var r = lid; r < TQ; r += WG) { rowPos[r] = select(0u, positions[first + r], r < count); }
+  for (var r = lid; r < R; r += WG) {
     rowMax[r] = NO_MAX;
     rowSum[r] = 0.0;
   }
+  lookUp(seq, kh, lo, min(TK, keys - lo), 0u, lid);
 
   var acc: array<vec4f, MAX_OUTS>;
+  var buf = 0u;
   for (var tile = lo; tile < keys; tile += TK) {
     let n = min(TK, keys - tile);
-    workgroupBarrier();  // the previous tile's V and probabilities are consumed
-    loadKeys(seq, kh, tile, n, lid);
+    workgroupBarrier();  // the previous tile is consumed; this tile's offsets are written
+    for (var i = lid; i < n * D4; i += WG) {
+      let j = i / D4;
+      let c = i % D4;
+      let at = keyAt[buf * TK + j] + c;
+      kt[j * ROW + c] = vec4f(kCache[at]);
+      vt[i] = vec4f(vCache[at]);
+    }
     workgroupBarrier();
-    for (var i = lid; i < TQ * TK; i += WG) {
+    for (var i = lid; i < R * TK; i += WG) {
       let r = i / TK;
       let j = i % TK;
       var score = MASKED;
-      if (r < count && j < n && visible(tile + j, rowPos[r])) {
+      if (r / GROUP < count && j < n && visible(tile + j, rowPos[r / GROUP])) {
         score = 0.0;
-        for (var d = 0u; d < D4; d++) { score += dot(qs[r * D4 + d], kv[j * ROW + d]); }
+        for (var d = 0u; d < D4; d++) { score += dot(qs[r * D4 + d], kt[j * ROW + d]); }
         score = capScore(score);
       }
       s[i] = score;
     }
     workgroupBarrier();
-    for (var r = lid; r < TQ; r += WG) {
-      var mNew = rowMax[r];
+    // One thread per row rescales its running softmax; then the next tile's keys are looked up.
+    for (var r = lid; r < R; r += WG) {
+      let mOld = rowMax[r];
+      var mNew = mOld;
       for (var j = 0u; j < n; j++) { mNew = max(mNew, s[r * TK + j]); }
-      rowAlpha[r] = exp(rowMax[r] - mNew);
-      rowMax[r] = mNew;
-    }
-    workgroupBarrier();
-    for (var i = lid; i < TQ * TK; i += WG) { s[i] = exp(s[i] - rowMax[i / TK]); }
-    // K is consumed (scores are written): the same tile memory takes V.
-    loadValues(seq, kh, tile, n, lid);
-    workgroupBarrier();
-    for (var r = lid; r < TQ; r += WG) {
       var sum = 0.0;
-      for (var j = 0u; j < n; j++) { sum += s[r * TK + j]; }
-      rowSum[r] = rowSum[r] * rowAlpha[r] + sum;
+      for (var j = 0u; j < n; j++) {
+        let e = exp(s[r * TK + j] - mNew);
+        s[r * TK + j] = e;
+        sum += e;
+      }
+      let alpha = exp(mOld - mNew);
+      rowAlpha[r] = alpha;
+      rowMax[r] = mNew;
+      rowSum[r] = rowSum[r] * alpha + sum;
     }
+    let next = tile + TK;
+    if (next < keys) { lookUp(seq, kh, next, min(TK, keys - next), 1u - buf, lid); }
+    workgroupBarrier();
     for (var o = 0u; o < OUTS; o++) {
       let i = lid + o * WG;
-      if (i < TQ * D4) {
+      if (i < R * D4) {
         let r = i / D4;
         let col = i % D4;
         var a = acc[o] * rowAlpha[r];
-        for (var j = 0u; j < n; j++) { a += s[r * TK + j] * kv[j * ROW + col]; }
+        for (var j = 0u; j < n; j++) { a += s[r * TK + j] * vt[j * D4 + col]; }
         acc[o] = a;
       }
     }
+    buf = 1u - buf;
   }
 
-  workgroupBarrier();  // rowSum is complete
+  // rowSum was completed before the last tile's final barrier.
   for (var o = 0u; o < OUTS; o++) {
     let i = lid + o * WG;
-    let r = i / D4;
-    if (i < TQ * D4 && r < count) {
-      out[((first + r) * p.nHeads + h) * D4 + i % D4] = vec4<act>(acc[o] / rowSum[r]);
+    let tr = i / (GROUP * D4);
+    if (i < R * D4 && tr < count) {
+      out[((first + tr) * p.nHeads + h0) * D4 + i - tr * GROUP * D4] = vec4<act>(acc[o] / rowSum[i / D4]);
     }
-  }
-}
-
-// Keys first .. first + n of (seq, kh) into tile rows 0 .. n, all WG threads sharing the work.
-// The caller puts a barrier between a load and the reads of the tile, and before reusing it.
-fn loadKeys(seq: u32, kh: u32, first: u32, n: u32, lid: u32) {
-  for (var i = lid; i < n * D4; i += WG) {
-    kv[(i / D4) * ROW + i % D4] = vec4f(kCache[keyRow(seq, first + i / D4, kh) + i % D4]);
-  }
-}
-
-// The values of the same keys, as loadKeys.
-fn loadValues(seq: u32, kh: u32, first: u32, n: u32, lid: u32) {
-  for (var i = lid; i < n * D4; i += WG) {
-    kv[(i / D4) * ROW + i % D4] = vec4f(vCache[keyRow(seq, first + i / D4, kh) + i % D4]);
   }
 }

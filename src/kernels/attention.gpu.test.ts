@@ -12,6 +12,8 @@ import {
   decodeWorkgroupBytes,
   MIN_SPLIT_KEYS,
   PREFILL_TILES,
+  prefillLayout,
+  prefillWorkgroupBytes,
   stepSplits,
   type AttentionArgs,
   type AttentionMode,
@@ -135,7 +137,9 @@ describe('paged attention kernels', () => {
           for (const tile of PREFILL_TILES) {
             it(`prefills a mixed batch in ${tile.tq}×${tile.tk} tiles (${where})`, async (ctx) => {
               await skipUnlessF16(ctx);
-              const { got, want } = await run({ ...c, prefill: tile }, 'prefill');
+              const { got, want, op } = await run({ ...c, prefill: tile }, 'prefill');
+              // 4 query heads on one KV head share a workgroup where the rows fit (4 tokens do).
+              if (nKv === 1 && tile.tq === 4) expect(op.prefillTile.group).toBe(4);
               expect(maxRelDiff(got, want)).toBeLessThan(TOLERANCE[precision]);
             });
           }
@@ -282,6 +286,9 @@ describe('paged attention kernels', () => {
     expect(stepSplits(16, 8, DECODE_TARGET_WORKGROUPS / 8, 4096)).toBe(1);
     expect(stepSplits(16, 8, 1)).toBe(16);
     // A wide GQA group that does not fit one workgroup is split into the largest divisor that does.
+    // Prefill: a Llama-3-8B-like head layout takes its whole GQA group of 4 heads, 4 tokens each.
+    expect(prefillLayout(128, 32, 8, { bytes: 32768, threads: 256 })).toMatchObject({ group: 4, tq: 4, tk: 16 });
+    expect(prefillWorkgroupBytes(128, 4, 16, 4)).toBeLessThanOrEqual(32768);
     const wide = decodeLayout(256, 64, 1, { bytes: 32768, threads: 256 });
     expect(wide.group).toBe(8);
     expect(decodeWorkgroupBytes(256, wide.group, wide.keyTile, wide.wg)).toBeLessThanOrEqual(32768);

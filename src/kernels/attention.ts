@@ -16,7 +16,7 @@ export const attnPrefillKernel: Kernel = { name: 'attn_prefill', source: attnKvL
 /** `Params.window` when there is no sliding window: every causal key is within it. */
 const NO_WINDOW = 0xffffffff;
 
-/** Query tiles × key tiles the prefill kernel is tested at (the op's default is 16 × 16). */
+/** Query tiles × key tiles the prefill kernel is tested at (the op's default: see prefillLayout). */
 export const PREFILL_TILES = [
   { tq: 4, tk: 8 },
   { tq: 16, tk: 16 },
@@ -49,6 +49,8 @@ export interface AttentionOp {
   /** Query heads per decode workgroup, and keys per decode tile. */
   readonly decodeGroup: number;
   readonly keyTile: number;
+  /** Query tokens × heads per prefill workgroup. */
+  readonly prefillTile: { tq: number; group: number };
   /**
    * `maxKeys`: the longest context in the step (keys after it), which lets a decode step with a
    * short one run a single split and no combine pass; absent, decode runs every split.
@@ -100,14 +102,48 @@ export interface AttentionArgs {
     group?: number;
     wg?: number;
   };
-  prefill?: { tq?: number; tk?: number; wg?: number };
+  /** Tokens and query heads per workgroup, keys per tile, threads (see prefillLayout). */
+  prefill?: { tq?: number; tk?: number; group?: number; wg?: number };
   label?: OpLabel;
 }
 
 /** Workgroup memory of the prefill kernel at a tile shape, in bytes (see attn_prefill.wgsl). */
-export function prefillWorkgroupBytes(headDim: number, tq: number, tk: number): number {
+export function prefillWorkgroupBytes(headDim: number, tq: number, tk: number, group = 1): number {
   const d4 = headDim / 4;
-  return 16 * (tq * d4 + tk * (d4 + 1)) + 4 * tq * tk + 16 * tq;
+  const rows = tq * group;
+  return 16 * (rows * d4 + tk * (d4 + 1) + tk * d4) + 4 * (rows * tk + 2 * tk + tq + 3 * rows);
+}
+
+/** Query rows (tokens × heads) a prefill workgroup aims for by default. */
+export const PREFILL_ROWS = 32;
+
+/**
+ * The prefill kernel's shape: `tq` tokens × `group` query heads of one KV head per workgroup (as
+ * many rows as fit, up to PREFILL_ROWS, preferring whole GQA groups), `tk` keys per tile, and `wg`
+ * threads (128–256) that each own at most 8 of the rows' output vec4s.
+ */
+export function prefillLayout(
+  headDim: number,
+  nHeads: number,
+  nKv: number,
+  limits: { bytes: number; threads: number },
+  o: { tq?: number; tk?: number; group?: number; wg?: number } = {},
+): { tq: number; tk: number; group: number; wg: number } {
+  const d4 = headDim / 4;
+  const perKv = nHeads / nKv;
+  const threads = (rows: number) => o.wg ?? Math.min(limits.threads, Math.max(128, Math.min(256, Math.ceil((rows * d4) / 8 / 32) * 32)));
+  const fits = (tq: number, g: number, tk: number) => prefillWorkgroupBytes(headDim, tq, tk, g) <= limits.bytes && tq * g * d4 <= 8 * threads(tq * g);
+  // The largest key tile that fits, then the largest head group (a divisor of the GQA group),
+  // then the most tokens (a power of two up to PREFILL_ROWS rows, or the one given).
+  for (const tk of o.tk ? [o.tk] : [16, 8, 4]) {
+    for (let g = o.group ?? perKv; g >= 1; g = o.group ? 0 : g - 1) {
+      if (perKv % g !== 0) continue;
+      for (let tq = o.tq ?? 2 ** Math.floor(Math.log2(Math.max(1, PREFILL_ROWS / g))); tq >= 1; tq = o.tq ? 0 : tq / 2) {
+        if (fits(tq, g, tk)) return { tq, tk, group: g, wg: threads(tq * g) };
+      }
+    }
+  }
+  throw new RangeError(`attn_prefill: no tile of ${o.tq ?? 'any'} tokens × ${o.group ?? 'any'} of ${perKv} heads with ${o.tk ?? 'any'}-key tiles fits headDim ${headDim} in ${limits.bytes} B of workgroup memory and 8 outputs per thread of at most ${limits.threads}`);
 }
 
 /** Workgroup memory of the decode kernel (see attn_decode.wgsl), in bytes. */
@@ -241,24 +277,12 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
     ? describeDispatch(bindBuffers(device, combinePipeline, [partialO, partialML, a.out, combineParams]), label, 'attention', (rows) => partialBytes(rows) + rows * headRow)
     : null;
 
-  // Prefill: query tiles; the tile shrinks until its workgroup memory fits the device.
-  let tq = a.prefill?.tq ?? 16;
-  const tk = a.prefill?.tk ?? 16;
-  while (!a.prefill?.tq && tq > 1 && prefillWorkgroupBytes(headDim, tq, tk) > limit) tq /= 2;
-  if (prefillWorkgroupBytes(headDim, tq, tk) > limit) {
-    throw new RangeError(`attn_prefill tile ${tq}×${tk} at headDim ${headDim} needs ${prefillWorkgroupBytes(headDim, tq, tk)} B of workgroup memory; the device has ${limit}`);
-  }
-  // Each thread owns up to 8 output vec4s of the tile (MAX_OUTS): wide heads (256) get a wider
-  // workgroup; any head dim works, the last round of outputs partial when WG does not divide it.
-  const maxWg = device.limits.maxComputeInvocationsPerWorkgroup;
-  const prefillWg = a.prefill?.wg ?? Math.min(maxWg, Math.max(Math.min(64, tq * d4), Math.ceil((tq * d4) / 8 / 32) * 32));
-  const outs = Math.ceil((tq * d4) / prefillWg);
-  if (outs > 8 || prefillWg > maxWg) {
-    throw new RangeError(`attn_prefill: a ${tq}-token tile at headDim ${headDim} needs ${outs} outputs per thread of ${prefillWg} (at most 8 of at most ${maxWg})`);
-  }
+  // Prefill: query tiles × head groups, as many rows as fit the device.
+  const pl = prefillLayout(headDim, nHeads, nKv, { bytes: limit, threads: device.limits.maxComputeInvocationsPerWorkgroup }, a.prefill ?? {});
+  const tq = pl.tq;
   const prefillPipeline = await ctx.cache.get(attnPrefillKernel, {
     precision: ctx.precision,
-    constants: { WG: prefillWg, HEAD_DIM: headDim, TQ: tq, TK: tk },
+    constants: { WG: pl.wg, HEAD_DIM: headDim, TQ: pl.tq, TK: pl.tk, GROUP: pl.group },
   });
   // The split fields are attn_decode's; attn_prefill ignores them.
   const prefillParams = uploadBuffer(device, new Uint8Array(kvParams(a, 0)), UNIFORM, 'attn_prefill params');
@@ -277,12 +301,13 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
     nSplits,
     decodeGroup: layout.group,
     keyTile: layout.keyTile,
+    prefillTile: { tq: pl.tq, group: pl.group },
     encode(pass, tokens, mode, maxKeys) {
       if (tokens > a.maxTokens) throw new RangeError(`attention: ${tokens} tokens exceed maxTokens ${a.maxTokens}`);
       if (mode === 'prefill') {
         pass.setPipeline(prefillPipeline);
         pass.setBindGroup(0, prefillGroup);
-        pass.dispatchWorkgroups(prefillTiles(tokens, a.maxSeqs, tq), nHeads);
+        pass.dispatchWorkgroups(prefillTiles(tokens, a.maxSeqs, tq), nHeads / pl.group);
         return;
       }
       if (tokens > decodeTokens) {
