@@ -630,15 +630,15 @@ describe('the f32 residual stream in the f16 path', () => {
   EPILOGUE_CASES.filter(([, , , engineSpec]) => engineSpec).forEach(([kernel, spec, T], i) => {
     const dtype = (['Q8_0', 'F16'] as DType[])[i % 2]!; // cheap to dequantise: the epilogue is under test
     it(`${kernel} adds into an f32 y from f16 x for ${dtype} at ${describeSpec(spec)} (f16)`, async ({ skip }) => {
+      await skipUnsupported(kernel, 'f16', skip);
       const gpu = await testGPU();
-      skip(!gpu.info.f16, 'the device has no shader-f16');
       const { gpu: bytes, ref: w } = layer(dtype);
       const xRef = f16ArrayToF32(f32ArrayToF16(x.subarray(0, T * K)));
       const r = random(MAX_T * N, 41).map((v) => STREAM * v);
-      const grid = kernel === 'matvec' ? matvecGrid(N, spec as MatvecSpec) : matmulGrid(N, T, spec as PrefillSpec);
+      const grid = isMatvec(kernel) ? matvecGrid(N, spec as MatvecSpec) : matmulGrid(N, T, spec as PrefillSpec);
       const [out] = await runKernel(
         gpu,
-        kernel === 'matvec' ? matvecKernel : prefillKernel(spec as PrefillSpec),
+        kernelOf(kernel, spec),
         { precision: 'f16', f32: ['y_t'], constants: linearConstants(spec, dtype, true, true) },
         [
           { input: bytes },
