@@ -10,7 +10,11 @@
 // With one split the workgroup normalises and writes the output itself (no combine pass);
 // otherwise each split's unnormalised output and (max, sum) go to the partial buffers, which
 // attn_combine merges. Any token count works, so this is also a (slow but correct) prefill path.
-// Params, the window and the page lookup: shaders/lib/attn_kv.wgsl.
+// Each tile's softmax (a head's max and sum over the tile's scores) is one subgroup reduction per
+// head where the device has subgroups (runs of lanes of one subgroup take a head each), else one
+// thread per head scans its scores serially from workgroup memory.
+// Params, the window and the page lookup: shaders/lib/attn_kv.wgsl; one of shaders/lib/subgroups.wgsl
+// or subgroups_off.wgsl (SUBGROUPS) goes in front too (src/kernels/attention.ts).
 alias act = f32;
 
 override WG: u32 = 128;
@@ -51,13 +55,30 @@ var<workgroup> hSum: array<f32, GROUP>;
 var<workgroup> hAlpha: array<f32, GROUP>;
 var<workgroup> red: array<vec4f, WG>;         // the key groups' partial outputs (NG > 1)
 
-// Cache offsets (in vec4s) of keys first .. first + n of (seq, kh) into rows[buf * KB ..].
+// Cache offsets (in vec4s) of keys first .. first + n of (seq, kh) into rows[buf * KB ..]: one
+// block-table read per page the keys touch (a thread per page writes its keys' offsets), not one
+// per key.
 fn lookUp(seq: u32, kh: u32, first: u32, n: u32, buf: u32, lid: u32) {
-  for (var j = lid; j < n; j += WG) { rows[buf * KB + j] = keyRow(seq, first + j, kh); }
+  let p0 = first / p.pageSize;
+  let pages = (first + n - 1u) / p.pageSize - p0 + 1u;
+  for (var i = lid; i < pages; i += WG) {
+    let page = blockTable[seq * p.maxPagesPerSeq + p0 + i];
+    let lo = max(first, (p0 + i) * p.pageSize);
+    let hi = min(first + n, (p0 + i + 1u) * p.pageSize);
+    for (var key = lo; key < hi; key++) {
+      rows[buf * KB + key - first] = ((page * p.pageSize + key % p.pageSize) * p.nKv + kh) * D4;
+    }
+  }
 }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) lid: u32) {
+  // With subgroups: the subgroup size and this thread's subgroup-ordered index (uniform control
+  // flow, every thread active: before any return). Runs of L consecutive indices (one subgroup's
+  // lanes, a power of two, at most a tile's keys) take a head each in the softmax.
+  let sgs = sg_size();
+  let v = sg_index(lid, sgs);
+  let L = 1u << firstLeadingBit(min(sgs, KB));
   let split = wg.x;
   let nSplits = nwg.x;
   let h0 = wg.y * GROUP;  // first query head of the group
@@ -107,21 +128,56 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @
       sc[g * KB + j] = capScore(s);
     }
     workgroupBarrier();
-    // One thread per head rescales its running softmax; then the next tile's keys are looked up.
-    for (var g = lid; g < GROUP; g += WG) {
-      let mOld = hMax[g];
-      var mNew = mOld;
-      for (var j = 0u; j < n; j++) { mNew = max(mNew, sc[g * KB + j]); }
-      var sum = 0.0;
-      for (var j = 0u; j < n; j++) {
-        let e = exp(sc[g * KB + j] - mNew);
-        sc[g * KB + j] = e;
-        sum += e;
+    // Each head's running softmax takes this tile's scores; then the next tile's keys are looked up.
+    if (SUBGROUPS) {
+      // A run of L lanes per head: each lane a strided share of the keys, then the run's max and
+      // sum by shuffles. Every thread takes every trip (heads past GROUP add nothing), so the
+      // shuffles see their whole subgroup.
+      for (var g0 = 0u; g0 < GROUP; g0 += WG / L) {
+        let g = g0 + v / L;
+        let live = g < GROUP;
+        let row = min(g, GROUP - 1u) * KB;
+        var mOld = NO_MAX;
+        if (live) { mOld = hMax[g]; }
+        var m = NO_MAX;
+        if (live) {
+          for (var j = v % L; j < n; j += L) { m = max(m, sc[row + j]); }
+        }
+        let mNew = max(mOld, sg_run_max(m, L, KB, sgs));
+        var sum = 0.0;
+        if (live) {
+          for (var j = v % L; j < n; j += L) {
+            let e = exp(sc[row + j] - mNew);
+            sc[row + j] = e;
+            sum += e;
+          }
+        }
+        sum = sg_run_sum(sum, L, KB, sgs);
+        // The run's first lane writes after the shuffles, which needed every lane's read of mOld.
+        if (live && v % L == 0u) {
+          let alpha = exp(mOld - mNew);
+          hAlpha[g] = alpha;
+          hMax[g] = mNew;
+          hSum[g] = hSum[g] * alpha + sum;
+        }
       }
-      let alpha = exp(mOld - mNew);
-      hAlpha[g] = alpha;
-      hMax[g] = mNew;
-      hSum[g] = hSum[g] * alpha + sum;
+    } else {
+      // One thread per head scans its scores.
+      for (var g = lid; g < GROUP; g += WG) {
+        let mOld = hMax[g];
+        var mNew = mOld;
+        for (var j = 0u; j < n; j++) { mNew = max(mNew, sc[g * KB + j]); }
+        var sum = 0.0;
+        for (var j = 0u; j < n; j++) {
+          let e = exp(sc[g * KB + j] - mNew);
+          sc[g * KB + j] = e;
+          sum += e;
+        }
+        let alpha = exp(mOld - mNew);
+        hAlpha[g] = alpha;
+        hMax[g] = mNew;
+        hSum[g] = hSum[g] * alpha + sum;
+      }
     }
     let next = tile + KB;
     if (next < end) { lookUp(seq, kh, next, min(KB, end - next), 1u - buf, lid); }

@@ -39,3 +39,13 @@ fn sg_run_sum(v: f32, lanes: u32, steps: u32, size: u32) -> f32 {
   }
   return s;
 }
+
+// The maximum of v over the same runs as sg_run_sum (same preconditions), in every invocation of the run.
+fn sg_run_max(v: f32, lanes: u32, steps: u32, size: u32) -> f32 {
+  var s = v;
+  for (var m = 1u; m < steps; m <<= 1u) {
+    let o = subgroupShuffleXor(s, m % size);
+    if (m < lanes) { s = max(s, o); }
+  }
+  return s;
+}

@@ -6,3 +6,4 @@ const SUBGROUPS: bool = false;
 fn sg_size() -> u32 { return 1u; }
 fn sg_index(lid: u32, size: u32) -> u32 { return lid; }
 fn sg_run_sum(v: f32, lanes: u32, steps: u32, size: u32) -> f32 { return v; }
+fn sg_run_max(v: f32, lanes: u32, steps: u32, size: u32) -> f32 { return v; }

@@ -58,6 +58,11 @@ async function run(c: Case, mode: AttentionMode, seed = 1, maxKeys?: number) {
   const u32 = (x: Uint32Array) => uploadBuffer(device, x);
   const n = b.T * c.nHeads * c.headDim;
   const out = createBuffer(device, n * 4, STORAGE);
+  // The path a case does not test gets small specs that other cases compile anyway (a pipeline
+  // cache hit), not the defaults: those are the largest variants, the slowest to compile on
+  // SwiftShader, and have cases of their own (a case that sets neither side runs both at defaults).
+  const decode = c.decode ?? (c.prefill ? { keyTile: DECODE_KEY_TILES[c.headDim === 64 ? 0 : 1], splits: 3 } : undefined);
+  const prefill = c.prefill ?? (c.decode ? PREFILL_TILES[0] : undefined);
   const op = await createAttentionOp(opContext(device, precision), {
     q: uploadAct(device, q, precision),
     kCache: uploadAct(device, kCache, precision),
@@ -78,8 +83,8 @@ async function run(c: Case, mode: AttentionMode, seed = 1, maxKeys?: number) {
     window: c.window,
     scale: c.scale,
     softcap: c.softcap,
-    decode: { maxTokens: b.T, ...c.decode },
-    prefill: c.prefill,
+    decode: { maxTokens: b.T, ...decode },
+    prefill,
   });
   let dispatches = 0;
   await runPass(device, (pass) => {
@@ -121,12 +126,16 @@ describe('paged attention kernels', () => {
 
           // 3 splits divide the 70-key context in 3 (the short sequences leave splits empty); one
           // split writes the output without a combine pass.
+          // The softmax by subgroups at page 16 (where the device has them), by one thread per head
+          // at page 32: both at every shape without running each case twice.
+          const subgroups = pageSize === 16;
           for (const splits of [3, 1]) {
             // One key tile per head dim: each extra variant costs seconds of SwiftShader compile.
             const keyTile = DECODE_KEY_TILES[headDim === 64 ? 0 : 1];
-            it(`decodes a mixed batch with ${splits === 1 ? 'one split' : `${splits} splits`} (key tile ${keyTile}, ${where})`, async (ctx) => {
+            it(`decodes a mixed batch with ${splits === 1 ? 'one split' : `${splits} splits`} (key tile ${keyTile}, ${subgroups ? 'subgroup' : 'serial'} softmax, ${where})`, async (ctx) => {
               await skipUnlessF16(ctx);
-              const { got, want, op, dispatches } = await run({ ...c, decode: { splits, keyTile } }, 'decode');
+              const { got, want, op, dispatches } = await run({ ...c, decode: { splits, keyTile, subgroups } }, 'decode');
+              expect(op.decodeSubgroups).toBe(subgroups && (await testGPU()).info.subgroups);
               expect(op.nSplits).toBe(splits);
               expect(op.decodeGroup).toBe(nHeads / nKv); // the whole GQA group in one workgroup
               expect(dispatches).toBe(splits === 1 ? 1 : 2);
@@ -246,15 +255,21 @@ describe('paged attention kernels', () => {
     expect(maxRelDiff(prefill.got, decode.got)).toBeLessThan(1e-5);
   });
 
-  // Every head dim a config can state (a multiple of 4: the kernels read vec4s), with the specs
-  // the engine picks by default: odd multiples of 8, the common sizes, 256, and 20/36/4.
-  const sweep: [number, Precision][] = [
-    ...[4, 20, 24, 40, 72, 80, 96, 112, 256].map((d) => [d, 'f32'] as [number, Precision]),
-    ...[24, 40, 72].map((d) => [d, 'f16'] as [number, Precision]),
+  // Every head dim a config can state (a multiple of 4: the kernels read vec4s): odd multiples of
+  // 8, the common sizes, 256, and 20/4. The specs the engine picks by default (the largest
+  // variants: 32-key decode tiles, 16-token prefill tiles) at the smallest, an odd and the largest
+  // head dim in f32 and an odd one in f16; the other dims at small tiles, which compile in a
+  // fraction of the time and run the same head-dim arithmetic.
+  const small = { decode: { keyTile: 8, splits: 2 }, prefill: PREFILL_TILES[0] };
+  const sweep: [number, Precision, 'default' | 'small'][] = [
+    ...[4, 40, 256].map((d) => [d, 'f32', 'default'] as [number, Precision, 'default']),
+    [40, 'f16', 'default'],
+    ...[20, 24, 72, 80, 96, 112].map((d) => [d, 'f32', 'small'] as [number, Precision, 'small']),
+    ...[24, 72].map((d) => [d, 'f16', 'small'] as [number, Precision, 'small']),
   ];
-  for (const [headDim, precision] of sweep) {
-    const c: Case = { nHeads: 2, nKv: 1, headDim, pageSize: 16, seqs: [{ len: 21, fresh: 1 }, { len: 19, fresh: 19 }], precision };
-    it(`runs both paths with the default specs at headDim ${headDim} (${precision})`, async (ctx) => {
+  for (const [headDim, precision, specs] of sweep) {
+    const c: Case = { nHeads: 2, nKv: 1, headDim, pageSize: 16, seqs: [{ len: 21, fresh: 1 }, { len: 19, fresh: 19 }], precision, ...(specs === 'small' ? small : {}) };
+    it(`runs both paths with the ${specs} specs at headDim ${headDim} (${precision})`, async (ctx) => {
       if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
       for (const mode of ['decode', 'prefill'] as const) {
         const { got, want } = await run(c, mode, headDim);

@@ -2,6 +2,8 @@ import combineSource from '../../shaders/attn_combine.wgsl';
 import decodeBody from '../../shaders/attn_decode.wgsl';
 import prefillBody from '../../shaders/attn_prefill.wgsl';
 import attnKvLib from '../../shaders/lib/attn_kv.wgsl';
+import subgroupsLib from '../../shaders/lib/subgroups.wgsl';
+import subgroupsOffLib from '../../shaders/lib/subgroups_off.wgsl';
 import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { actBytes, describeDispatch, type OpContext, type OpLabel, type StepShape } from './op';
@@ -9,7 +11,18 @@ import { actBytes, describeDispatch, type OpContext, type OpLabel, type StepShap
 export { attentionRef, type AttentionRefArgs } from './attention-ref';
 
 // Both passes over the paged cache share their Params, window and K/V tile loads (the lib).
-export const attnDecodeKernel: Kernel = { name: 'attn_decode', source: attnKvLib + decodeBody };
+/** Decode whose per-tile softmax scans each head's scores in one thread: for devices without subgroups. */
+export const attnDecodeKernel: Kernel = { name: 'attn_decode', source: attnKvLib + subgroupsOffLib + decodeBody };
+/** Decode whose per-tile softmax reduces each head's scores by subgroup shuffles (the `subgroups` feature). */
+export const attnDecodeSubgroupKernel: Kernel = { name: 'attn_decode_subgroups', source: 'enable subgroups;\n' + attnKvLib + subgroupsLib + decodeBody };
+
+/**
+ * The decode variant for a device: subgroup softmax where it has the feature (unless told not to)
+ * and the threads are a power of two (so runs of a subgroup's lanes tile them).
+ */
+export function attnDecodeKernelFor(device: GPUDevice, wg: number, subgroups = true): Kernel {
+  return subgroups && device.features.has('subgroups') && (wg & (wg - 1)) === 0 ? attnDecodeSubgroupKernel : attnDecodeKernel;
+}
 export const attnCombineKernel: Kernel = { name: 'attn_combine', source: combineSource };
 export const attnPrefillKernel: Kernel = { name: 'attn_prefill', source: attnKvLib + prefillBody };
 
@@ -48,6 +61,8 @@ export interface AttentionOp {
   readonly nSplits: number;
   /** Query heads per decode workgroup, and keys per decode tile. */
   readonly decodeGroup: number;
+  /** Whether the decode softmax reduces by subgroups. */
+  readonly decodeSubgroups: boolean;
   readonly keyTile: number;
   /** Query tokens × heads per prefill workgroup. */
   readonly prefillTile: { tq: number; group: number };
@@ -101,6 +116,8 @@ export interface AttentionArgs {
     /** Query heads per workgroup, a divisor of nHeads / nKv. Default: the whole GQA group, or the largest divisor that fits. */
     group?: number;
     wg?: number;
+    /** false: the one-thread-per-head softmax even where the device has subgroups (tests force the fallback). */
+    subgroups?: boolean;
   };
   /** Tokens and query heads per workgroup, keys per tile, threads (see prefillLayout). */
   prefill?: { tq?: number; tk?: number; group?: number; wg?: number };
@@ -251,9 +268,10 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
   const partialO = createBuffer(device, partialRows * headDim * 4, STORAGE, 'attn partial out');
   const partialML = createBuffer(device, partialRows * 8, STORAGE, 'attn partial max/sum');
   const combineWg = Math.min(64, Math.ceil(d4 / 32) * 32);
+  const decodeKernel = attnDecodeKernelFor(device, layout.wg, a.decode?.subgroups);
   const decodeConstants = { WG: layout.wg, HEAD_DIM: headDim, KB: layout.keyTile, GROUP: layout.group, NG: layout.ng, OUTS: layout.outs };
   const [decodePipeline, combinePipeline] = await Promise.all([
-    ctx.cache.get(attnDecodeKernel, { precision: ctx.precision, constants: decodeConstants }),
+    ctx.cache.get(decodeKernel, { precision: ctx.precision, constants: decodeConstants }),
     nSplits > 1 ? ctx.cache.get(attnCombineKernel, { precision: ctx.precision, constants: { WG: combineWg, NSPLITS: nSplits } }) : null,
   ]);
   const decodeParams = uploadBuffer(device, new Uint8Array(kvParams(a, nSplits)), UNIFORM, 'attn_decode params');
@@ -300,6 +318,7 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
     scratchBytes: nSplits > 1 ? partialO.size + partialML.size : 0,
     nSplits,
     decodeGroup: layout.group,
+    decodeSubgroups: decodeKernel === attnDecodeSubgroupKernel,
     keyTile: layout.keyTile,
     prefillTile: { tq: pl.tq, group: pl.group },
     encode(pass, tokens, mode, maxKeys) {
