@@ -324,6 +324,20 @@ describe('paged attention kernels', () => {
     });
   }
 
+  // The subgroup softmax where a workgroup's runs of lanes are fewer than its heads (8 threads:
+  // 2 runs of SwiftShader's 4 lanes, 1 of lavapipe's 8, for 4 heads) and a key tile of 12 keys
+  // (no power of two: runs of 4 or 8 lanes take 3 or 2 keys a lane, the last tile fewer).
+  it('decodes with the subgroup softmax over several trips of heads and a 12-key tile (f32 and f16)', async (ctx) => {
+    const gpu = await testGPU();
+    if (!gpu.info.subgroups) ctx.skip();
+    for (const precision of ['f32', 'f16'] as const) {
+      if (precision === 'f16' && !gpu.info.f16) continue;
+      const { got, want, op } = await run({ nHeads: 4, nKv: 1, headDim: 40, pageSize: 16, seqs: MIXED, precision, decode: { splits: 2, keyTile: 12, wg: 8 } }, 'decode', 17);
+      expect(op.decodeSubgroups).toBe(true);
+      expect(maxRelDiff(got, want), precision).toBeLessThan(TOLERANCE[precision]);
+    }
+  });
+
   // Part of a GQA group per workgroup (where a whole one would not fit): 8 query heads on 2 KV
   // heads, in workgroups of 2 heads, at an odd head dim.
   it('decodes with a partial GQA group per workgroup (f32 and f16)', async (ctx) => {
