@@ -161,6 +161,9 @@ export default defineConfig(({ command, mode }) => {
             // engine's host side) that a second fork overlaps with SwiftShader's: four of the
             // heaviest files took 117 s side by side against 144 s one after another.
             maxWorkers: Math.max(2, availableParallelism() - 1),
+            // Two forks share the cores, so a heavy engine test (30 s alone on SwiftShader: 100
+            // aborted sequences, a LoRA base, a split model) can take twice that; a hang still fails.
+            testTimeout: 180_000,
           },
         },
         {
