@@ -11,6 +11,12 @@
 // (bindings, HAS_BIAS, store_y, GLU) and one of the subgroup libraries in front. GLU needs an even
 // ROWS_PER_WG (and even row0): a (gate, up) row pair meets in one workgroup.
 //
+// WIDE reads the quants as 16-byte vectors (shaders/lib/dequant_wide.wgsl dq_group, through w4,
+// a second binding of w's buffer): a thread takes groups of 4 chunks (32 weights, one or two
+// vec4 loads), neighbouring threads neighbouring groups, two groups in flight per loop trip. Set
+// only for the types and rows dq_group covers (src/kernels/matmul.ts wideLoads); else the chunk
+// loop reads words.
+//
 // NORM folds the RMSNorm before the layer into it: y = W · (x / rms(x) ⊙ norm_w), with
 // rms(x) = sqrt(mean(x²) + NORM_EPS) per token. Every workgroup recomputes its tokens' sums of
 // squares from x (a few KB, in cache after the first), the weight chunks are scaled by norm_w
@@ -21,6 +27,9 @@ alias act = f32;
 override NORM: bool = false;
 override NORM_EPS: f32 = 1e-6;
 @group(0) @binding(6) var<storage, read> norm_w: array<f32>; // [k] (a 4-byte dummy without NORM)
+
+override WIDE: bool = false;
+@group(0) @binding(7) var<storage, read> w4: array<vec4<u32>>; // w's buffer again, as vec4s
 
 override WG: u32 = 64;
 override ROWS_PER_WG: u32 = 2;  // WG / ROWS_PER_WG must be a power of two, at least MAX_T
@@ -115,15 +124,31 @@ fn main(
       workgroupBarrier();
     }
     var acc = array<f32, T_CAP>(); // explicitly zeroed per pass (SwiftShader kept the last pass's values)
-    // Two chunks a trip: their loads are independent, so both are in flight together.
-    var c = lane;
-    for (; c + TPR < chunks; c += 2u * TPR) {
-      let q0 = dq_chunk(rw, p.k, c);
-      let q1 = dq_chunk(rw, p.k, c + TPR);
-      add_chunk(&acc, q0, t0, T, k4);
-      add_chunk(&acc, q1, t0, T, k4);
+    if (WIDE) {
+      // Two groups a trip, as the chunks below.
+      let groups = chunks >> 2u;
+      var g = lane;
+      for (; g + TPR < groups; g += 2u * TPR) {
+        let q0 = dq_group(rw, p.k, g);
+        let q1 = dq_group(rw, p.k, g + TPR);
+        for (var j = 0u; j < 4u; j++) { add_chunk(&acc, q0[j], t0, T, k4); }
+        for (var j = 0u; j < 4u; j++) { add_chunk(&acc, q1[j], t0, T, k4); }
+      }
+      if (g < groups) {
+        let q0 = dq_group(rw, p.k, g);
+        for (var j = 0u; j < 4u; j++) { add_chunk(&acc, q0[j], t0, T, k4); }
+      }
+    } else {
+      // Two chunks a trip: their loads are independent, so both are in flight together.
+      var c = lane;
+      for (; c + TPR < chunks; c += 2u * TPR) {
+        let q0 = dq_chunk(rw, p.k, c);
+        let q1 = dq_chunk(rw, p.k, c + TPR);
+        add_chunk(&acc, q0, t0, T, k4);
+        add_chunk(&acc, q1, t0, T, k4);
+      }
+      if (c < chunks) { add_chunk(&acc, dq_chunk(rw, p.k, c), t0, T, k4); }
     }
-    if (c < chunks) { add_chunk(&acc, dq_chunk(rw, p.k, c), t0, T, k4); }
     if (NORM) {
       for (var t = 0u; t < MAX_T; t++) { acc[t] *= inv_rms[t]; }
     }

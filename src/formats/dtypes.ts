@@ -58,7 +58,16 @@ export interface DTypeInfo {
    * Without `streams` the row is the ggml blocks as they are (already whole words, or plain
    * floats padded to a word).
    */
-  gpu: { streams?: readonly Stream[] };
+  gpu: {
+    streams?: readonly Stream[];
+    /**
+     * The decode matvec may read the quants as 16-byte vectors (shaders/lib/dequant_wide.wgsl
+     * `dq_group`, which has a case for each such type): every 4 chunks from a multiple of 4 are 4
+     * consecutive quant words on a 16-byte boundary of the row. Used where the rows are whole
+     * vec4s too (src/kernels/matmul.ts `wideLoads`).
+     */
+    wide?: boolean;
+  };
   /** safetensors stores this type under the same name. */
   safetensors: boolean;
   /** Encodes `values` (whole blocks) into `out`, exactly their bytes, as ggml does. */
@@ -100,7 +109,7 @@ const ROWS = {
     ggmlType: 8,
     blockSize: 32,
     bytesPerBlock: 34,
-    gpu: { streams: [[2, 32], [0, 2]] },
+    gpu: { streams: [[2, 32], [0, 2]], wide: true },
     safetensors: false,
     quantize: quantizeQ8_0,
     dequantize: dequantizeQ8_0,
@@ -110,7 +119,7 @@ const ROWS = {
     ggmlType: 2,
     blockSize: 32,
     bytesPerBlock: 18,
-    gpu: { streams: [[2, 16], [0, 2]] },
+    gpu: { streams: [[2, 16], [0, 2]], wide: true },
     safetensors: false,
     quantize: quantizeQ4_0,
     dequantize: dequantizeQ4_0,
@@ -131,7 +140,7 @@ const ROWS = {
     ggmlType: 6,
     blockSize: 32,
     bytesPerBlock: 22,
-    gpu: { streams: [[6, 16], [2, 4], [0, 2]] },
+    gpu: { streams: [[6, 16], [2, 4], [0, 2]], wide: true },
     safetensors: false,
     quantize: quantizeQ5_0,
     dequantize: dequantizeQ5_0,
@@ -162,7 +171,7 @@ const ROWS = {
     ggmlType: 11,
     blockSize: 256,
     bytesPerBlock: 110,
-    gpu: { streams: [[0, 96], [96, 12], [108, 2]] },
+    gpu: { streams: [[0, 96], [96, 12], [108, 2]], wide: true },
     safetensors: false,
     quantize: quantizeQ3_K,
     dequantize: dequantizeQ3_K,
@@ -172,7 +181,7 @@ const ROWS = {
     ggmlType: 12,
     blockSize: 256,
     bytesPerBlock: 144,
-    gpu: {},
+    gpu: { wide: true },
     safetensors: false,
     quantize: quantizeQ4_K,
     dequantize: dequantizeQ4_K,
@@ -182,7 +191,7 @@ const ROWS = {
     ggmlType: 13,
     blockSize: 256,
     bytesPerBlock: 176,
-    gpu: {},
+    gpu: { wide: true },
     safetensors: false,
     quantize: quantizeQ5_K,
     dequantize: dequantizeQ5_K,
@@ -193,7 +202,7 @@ const ROWS = {
     ggmlType: 14,
     blockSize: 256,
     bytesPerBlock: 210,
-    gpu: { streams: [[0, 192], [192, 16], [208, 2]] },
+    gpu: { streams: [[0, 192], [192, 16], [208, 2]], wide: true },
     safetensors: false,
     quantize: quantizeQ6_K,
     dequantize: dequantizeQ6_K,
@@ -203,7 +212,7 @@ const ROWS = {
     ggmlType: 20,
     blockSize: 32,
     bytesPerBlock: 18,
-    gpu: { streams: [[2, 16], [0, 2]] },
+    gpu: { streams: [[2, 16], [0, 2]], wide: true },
     safetensors: false,
     quantize: quantizeIQ4_NL,
     dequantize: dequantizeIQ4_NL,
@@ -224,7 +233,7 @@ const ROWS = {
     ggmlType: 39,
     blockSize: 32,
     bytesPerBlock: 17,
-    gpu: { streams: [[1, 16], [0, 1]] },
+    gpu: { streams: [[1, 16], [0, 1]], wide: true },
     safetensors: false,
     quantize: quantizeMXFP4,
     dequantize: dequantizeMXFP4,

@@ -29,6 +29,8 @@ import {
   prefillKernel,
   type MatvecSpec,
   type PrefillSpec,
+  wideConstants,
+  wideLoads,
 } from './matmul';
 import { rmsNormRef } from './rms-norm';
 import { GLU_FN, type GluActivation } from './swiglu';
@@ -84,8 +86,13 @@ async function skipUnsupported(kernel: KernelName, precision: Precision, skip: (
   skip(kernel === 'matvec_sg' && !gpu.info.subgroups, 'the device has no subgroups');
 }
 
-/** matvec's binding 6, the folded norm's weight: a dummy when it folds none. */
-const noNorm = (kernel: KernelName): TestBinding[] => (isMatvec(kernel) ? [{ input: new Float32Array(1) }] : []);
+/**
+ * matvec's bindings 6 and 7: the folded norm's weight (a dummy when it folds none) and the weight
+ * bytes again as vec4s (here a copy; the engine binds the same buffer twice).
+ */
+/** matvec's 16-byte loads where the engine would use them (wideLoads): the word path for the other types and rows. */
+const wideOf = (kernel: KernelName, dtype: DType, k = K) => (isMatvec(kernel) ? wideConstants(dtype, k) : {});
+const noNorm = (kernel: KernelName, weight: Uint8Array): TestBinding[] => (isMatvec(kernel) ? [{ input: new Float32Array(1) }, { input: weight }] : []);
 
 /** Tests that compile several pipelines: lavapipe compiles slowly (a few seconds each on a busy CPU). */
 const SLOW = 300_000;
@@ -122,7 +129,7 @@ async function run(
   const [out] = await runKernel(
     gpu,
     kernelOf(kernel, spec),
-    { precision, constants: linearConstants(spec, dtype, withBias) },
+    { precision, constants: { ...linearConstants(spec, dtype, withBias), ...wideOf(kernel, dtype, k) } },
     [
       { input: bytes },
       { input: xIn },
@@ -130,7 +137,7 @@ async function run(
       { input: withBias ? bias : new Float32Array(1) },
       { uniform: linearParams(dtype, N, k) },
       { uniform: packParams([['u32', T], ['u32', 1]]) },
-      ...noNorm(kernel),
+      ...noNorm(kernel, bytes),
     ],
     grid,
   );
@@ -208,6 +215,37 @@ describe('rows of an odd number of blocks', () => {
   }
 });
 
+describe('16-byte weight loads', () => {
+  // The matvec's WIDE path (shaders/lib/dequant_wide.wgsl) runs wherever a wide type's rows are
+  // whole vec4s: in the tests above (K = 512) for every wide type but Q3_K and Q6_K, whose rows of
+  // 2 super-blocks end mid-vec4 (their scale streams), so here those two at K = 2048 (8
+  // super-blocks, as real models' rows), both reductions, the decode spec and one that loops over
+  // several groups per thread, f32 and f16. Tolerance: the one above scaled to √2048 (twice K = 512's).
+  const WK = 2048;
+  const WIDE_TYPES = DTYPES.filter((d) => DTYPE_INFO[d].gpu.wide);
+  it('applies to every wide type at K = 2048, to all but Q3_K and Q6_K at K = 512, and to no other type', () => {
+    expect(WIDE_TYPES.filter((d) => wideLoads(d, WK))).toEqual(WIDE_TYPES);
+    expect(WIDE_TYPES.filter((d) => !wideLoads(d, K))).toEqual(['Q3_K', 'Q6_K']);
+    expect(DTYPES.filter((d) => !DTYPE_INFO[d].gpu.wide && wideLoads(d, WK))).toEqual([]);
+  });
+  for (const precision of ['f32', 'f16'] as const) {
+    for (const kernel of MATVECS) {
+      for (const spec of [DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC]) {
+        it(`${kernel} matches the reference for Q3_K and Q6_K at K = ${WK}, ${describeSpec(spec)}${precision === 'f16' ? ' (f16)' : ''}`, async ({ skip }) => {
+          await skipUnsupported(kernel, precision, skip);
+          for (const dtype of ['Q3_K', 'Q6_K'] as const) {
+            const { y, ref, w } = await run(kernel, spec, dtype, spec.MAX_T === 1 ? 1 : 3, false, precision, WK);
+            for (let i = 0; i < y.length; i++) {
+              const d = Math.abs(y[i]! - ref[i]!);
+              if (!(d <= 2 * tolerance(w, precision, ref[i]!))) throw new Error(`${dtype}: y[token ${Math.floor(i / N)}, row ${i % N}] = ${y[i]}, reference ${ref[i]} (off by ${d})`);
+            }
+          }
+        }, SLOW);
+      }
+    }
+  }
+});
+
 describe('f16 activations', () => {
   // f16 x in and y out, every weight type, at every specialisation the engine may choose (the
   // test-only 16×16 tiled spec differs from PREFILL_SPEC in sizes alone). Tolerance: the f32 bound
@@ -255,7 +293,7 @@ describe('matvec with a folded RMSNorm', () => {
           const [out] = await runKernel(
             gpu,
             kernelOf(kernel, spec),
-            { precision, constants: { ...linearConstants(spec, dtype, true), ...normConstants(EPS) } },
+            { precision, constants: { ...linearConstants(spec, dtype, true), ...normConstants(EPS), ...wideOf(kernel, dtype) } },
             [
               { input: bytes },
               { input: xIn },
@@ -264,6 +302,7 @@ describe('matvec with a folded RMSNorm', () => {
               { uniform: linearParams(dtype, N, K) },
               { uniform: packParams([['u32', T], ['u32', 1]]) },
               { input: nw },
+              { input: bytes },
             ],
             matvecGrid(N, spec),
           );
@@ -310,7 +349,7 @@ describe('the residual epilogue', () => {
         const [out] = await runKernel(
           gpu,
           kernelOf(kernel, spec),
-          { precision, constants: linearConstants(spec, dtype, true, true) },
+          { precision, constants: { ...linearConstants(spec, dtype, true, true), ...wideOf(kernel, dtype) } },
           [
             { input: bytes },
             { input: f16 ? f32ArrayToF16(xRef) : xRef },
@@ -318,7 +357,7 @@ describe('the residual epilogue', () => {
             { input: bias },
             { uniform: linearParams(dtype, N, K) },
             { uniform: packParams([['u32', T], ['u32', 1]]) },
-            ...noNorm(kernel),
+            ...noNorm(kernel, bytes),
           ],
           grid,
         );
@@ -354,7 +393,7 @@ describe('segments', () => {
         const [out] = await runKernel(
           gpu,
           kernelOf(kernel, spec),
-          { precision, constants: linearConstants(spec, dtype, true) },
+          { precision, constants: { ...linearConstants(spec, dtype, true), ...wideOf(kernel, dtype) } },
           [
             { input: bytes },
             { input: f16 ? f32ArrayToF16(xRef) : xRef },
@@ -362,7 +401,7 @@ describe('segments', () => {
             { input: bias },
             { uniform: linearParams(dtype, N, K, 0, N, SEGMENTS) },
             { uniform: packParams([['u32', T], ['u32', 1]]) },
-            ...noNorm(kernel),
+            ...noNorm(kernel, bytes),
           ],
           grid,
         );
@@ -417,7 +456,7 @@ describe('gate/up row pairs', () => {
           const [out] = await runKernel(
             gpu,
             kernelOf(kernel, spec),
-            { precision, constants: linearConstants(spec, dtype, false, mode === 'glu' ? { glu: activation } : { pairs: true }) },
+            { precision, constants: { ...linearConstants(spec, dtype, false, mode === 'glu' ? { glu: activation } : { pairs: true }), ...wideOf(kernel, dtype) } },
             [
               { input: bytes },
               { input: f16 ? f32ArrayToF16(xRef) : xRef },
@@ -425,7 +464,7 @@ describe('gate/up row pairs', () => {
               { input: new Float32Array(1) },
               { uniform: linearParams(dtype, 2 * I, K, 0, 2 * I, mode === 'glu' ? undefined : segments) },
               { uniform: packParams([['u32', T], ['u32', 1]]) },
-              ...noNorm(kernel),
+              ...noNorm(kernel, bytes),
             ],
             grid,
           );
@@ -469,19 +508,20 @@ describe('the GLU epilogue into an f32 y (f16)', () => {
       const [gq, uq] = [quantize(dtype, random(I * K, 51)), quantize(dtype, random(I * K, 53))];
       const [wg, wu] = [dequantize(dtype, gq, I * K), dequantize(dtype, uq, I * K)];
       const xh = f32ArrayToF16(x.subarray(0, K).map((v) => 30 * v));
+      const packed = repackForGPU(dtype, interleaveRows(gq, uq, tensorByteLength(dtype, K)), K);
       const xRef = f16ArrayToF32(xh);
       const [out] = await runKernel(
         gpu,
         kernelOf(kernel, DECODE_SPEC),
-        { precision: 'f16', f32: ['y_t'], constants: linearConstants(DECODE_SPEC, dtype, false, { glu: 'silu' }) },
+        { precision: 'f16', f32: ['y_t'], constants: { ...linearConstants(DECODE_SPEC, dtype, false, { glu: 'silu' }), ...wideOf(kernel, dtype) } },
         [
-          { input: repackForGPU(dtype, interleaveRows(gq, uq, tensorByteLength(dtype, K)), K) },
+          { input: packed },
           { input: xh },
           { output: I * 4 },
           { input: new Float32Array(1) },
           { uniform: linearParams(dtype, 2 * I, K) },
           { uniform: packParams([['u32', 1], ['u32', 1]]) },
-          ...noNorm(kernel),
+          ...noNorm(kernel, packed),
         ],
         matvecGrid(2 * I, DECODE_SPEC),
       );
@@ -639,7 +679,7 @@ describe('the f32 residual stream in the f16 path', () => {
       const [out] = await runKernel(
         gpu,
         kernelOf(kernel, spec),
-        { precision: 'f16', f32: ['y_t'], constants: linearConstants(spec, dtype, true, true) },
+        { precision: 'f16', f32: ['y_t'], constants: { ...linearConstants(spec, dtype, true, true), ...wideOf(kernel, dtype) } },
         [
           { input: bytes },
           { input: f32ArrayToF16(xRef) },
@@ -647,7 +687,7 @@ describe('the f32 residual stream in the f16 path', () => {
           { input: bias },
           { uniform: linearParams(dtype, N, K) },
           { uniform: packParams([['u32', T], ['u32', 1]]) },
-          ...noNorm(kernel),
+          ...noNorm(kernel, bytes),
         ],
         grid,
       );
@@ -675,7 +715,7 @@ describe('the f32 residual stream in the f16 path', () => {
         const [out] = await runKernel(
           gpu,
           matvecKernel,
-          { precision: 'f16', f32: ['x_t'], constants: { ...linearConstants(spec, dtype, true), ...normConstants(EPS) } },
+          { precision: 'f16', f32: ['x_t'], constants: { ...linearConstants(spec, dtype, true), ...normConstants(EPS), ...wideConstants(dtype, K) } },
           [
             { input: bytes },
             { input: xs },
@@ -684,6 +724,7 @@ describe('the f32 residual stream in the f16 path', () => {
             { uniform: linearParams(dtype, N, K) },
             { uniform: packParams([['u32', T], ['u32', 1]]) },
             { input: nw },
+            { input: bytes },
           ],
           matvecGrid(N, spec),
         );

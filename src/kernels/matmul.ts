@@ -15,8 +15,10 @@
  *   4  p     uniform        Params { k, n, rowWords (u32 words per weight row), row0, yStride, pad × 3 }
  *   5  counts uniform       Step { tokens: T, seqs, pad, pad } (StepBuffers.counts, written per step)
  *   6  norm_w storage read  array<f32>        [k] the folded RMSNorm's weight (matvec only; a dummy without)
+ *   7  w4    storage read   array<vec4<u32>>  binding 0's buffer again, for 16-byte loads (matvec only; read with WIDE)
  */
 import dequantLib from '../../shaders/lib/dequant.wgsl';
+import dequantWideLib from '../../shaders/lib/dequant_wide.wgsl';
 import gluLib from '../../shaders/lib/glu.wgsl';
 import linearLib from '../../shaders/lib/linear.wgsl';
 import matmulBody from '../../shaders/matmul.wgsl';
@@ -34,9 +36,9 @@ import { gpuBytesPerRow, WTYPE, type WeightPart } from './weights';
 export { gpuBytesPerRow, repackForGPU, uploadWeight, WTYPE } from './weights';
 
 /** The matvec whose rows' partial sums meet in a shared-memory tree: for devices without subgroups. */
-export const matvecKernel: Kernel = { name: 'matvec', source: dequantLib + gluLib + linearLib + subgroupsOffLib + matvecBody };
+export const matvecKernel: Kernel = { name: 'matvec', source: dequantLib + dequantWideLib + gluLib + linearLib + subgroupsOffLib + matvecBody };
 /** The matvec whose rows' partial sums meet by subgroup shuffles (the `subgroups` feature). */
-export const matvecSubgroupKernel: Kernel = { name: 'matvec_subgroups', source: 'enable subgroups;\n' + dequantLib + gluLib + linearLib + subgroupsLib + matvecBody };
+export const matvecSubgroupKernel: Kernel = { name: 'matvec_subgroups', source: 'enable subgroups;\n' + dequantLib + dequantWideLib + gluLib + linearLib + subgroupsLib + matvecBody };
 
 /** The matvec variant for a device: subgroup reductions where it has the feature (unless told not to). */
 export function matvecKernelFor(device: GPUDevice, subgroups = true): Kernel {
@@ -62,8 +64,14 @@ export interface MatmulSpec {
   TN: number;
 }
 
-/** The engine's matvec choices: one token, and a few tokens (≤ MATVEC_MAX_TOKENS) per pass. */
-export const DECODE_SPEC: MatvecSpec = { WG: 256, ROWS_PER_WG: 4, MAX_T: 1 };
+/**
+ * The engine's matvec choices: one token, and a few tokens (≤ MATVEC_MAX_TOKENS) per pass.
+ * DECODE_SPEC takes 2 rows per workgroup of 128 threads so that a k/v-sized projection (512
+ * rows) is 256 workgroups, about two per SM of a 132-SM GPU (at 4 rows it was 128, under one);
+ * 64 threads per row still read whole 16-byte groups side by side (2 per thread at k = 4096 in
+ * Q4_0). It stays even for the GLU epilogue's row pairs.
+ */
+export const DECODE_SPEC: MatvecSpec = { WG: 128, ROWS_PER_WG: 2, MAX_T: 1 };
 export const FEW_TOKENS_SPEC: MatvecSpec = { WG: 128, ROWS_PER_WG: 4, MAX_T: 8 };
 export const MATVEC_MAX_TOKENS = 8;
 
@@ -374,6 +382,21 @@ function check(ctx: OpContext, a: LinearArgs): void {
   }
 }
 
+/**
+ * Whether the matvec reads a layer's quants as 16-byte vectors (WIDE, shaders/lib/dequant_wide.wgsl):
+ * for the types that have a 16-byte form (DTypeInfo.gpu.wide) whose rows are whole vec4s, so that
+ * every row starts on one (real models' k, multiples of 2048, always are; K-quant rows of an odd
+ * or small number of super-blocks, and scale streams that end mid-vec4, may not).
+ */
+export function wideLoads(dtype: DType, k: number): boolean {
+  return DTYPE_INFO[dtype].gpu.wide === true && gpuBytesPerRow(dtype, k) % 16 === 0;
+}
+
+/** The matvec override constants of its 16-byte loads (none where wideLoads says no). */
+export function wideConstants(dtype: DType, k: number): Record<string, number> {
+  return wideLoads(dtype, k) ? { WIDE: 1 } : {};
+}
+
 /** The matvec override constants of a folded RMSNorm (none without one). */
 export function normConstants(eps: number | undefined): Record<string, number> {
   return eps === undefined ? {} : { NORM: 1, NORM_EPS: eps };
@@ -440,7 +463,8 @@ async function createPartOp(
   const buffers = [part.buffer, args.x, args.y, args.bias ?? dummyBias(device), params, args.step];
   // matvec binds the norm's weight too, and with a folded norm reads the unnormed stream.
   const { norm } = args;
-  const matvecBuffers = norm ? [part.buffer, norm.x, ...buffers.slice(2), norm.weight] : [...buffers, dummyBias(device)];
+  // and binds the weight again as vec4s (binding 7).
+  const matvecBuffers = [...(norm ? [part.buffer, norm.x, ...buffers.slice(2), norm.weight] : [...buffers, dummyBias(device)]), part.buffer];
   // The weight read once (however many tokens), x read and y written per row, the bias once (this
   // part's rows of each: a split layer's parts add up to the whole).
   const weightBytes = n * gpuBytesPerRow(dtype, k) + (hasBias ? n * 4 : 0);
@@ -449,7 +473,7 @@ async function createPartOp(
   const matvecK = matvecKernelFor(device, specs.subgroups);
   const prepare = async (kernel: Kernel, spec: MatvecSpec | PrefillSpec) => {
     const matvec = kernel === matvecK;
-    const constants = { ...linearConstants(spec, dtype, hasBias, args), ...(matvec ? normConstants(norm?.eps) : {}) };
+    const constants = { ...linearConstants(spec, dtype, hasBias, args), ...(matvec ? { ...normConstants(norm?.eps), ...wideConstants(dtype, k) } : {}) };
     // The residual stream is f32 at every precision: x where the kernel reads it (the matvec's
     // folded norm reads norm.x), y where it adds into it.
     const xF32 = matvec && norm ? norm.xF32 : args.xF32;
