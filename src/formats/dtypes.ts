@@ -67,6 +67,12 @@ export interface DTypeInfo {
      * vec4s too (src/kernels/matmul.ts `wideLoads`).
      */
     wide?: boolean;
+    /**
+     * The integer dot-product matvec has this type (shaders/lib/dequant_int.wgsl `dq_idot`, a case
+     * for each): its quants dot an int8 activation with `dot4I8Packed`, 32 columns at a time
+     * (src/kernels/matvec-dot.ts; used with the engine's `integerDot` option).
+     */
+    intDot?: boolean;
   };
   /** safetensors stores this type under the same name. */
   safetensors: boolean;
@@ -109,7 +115,7 @@ const ROWS = {
     ggmlType: 8,
     blockSize: 32,
     bytesPerBlock: 34,
-    gpu: { streams: [[2, 32], [0, 2]], wide: true },
+    gpu: { streams: [[2, 32], [0, 2]], wide: true, intDot: true },
     safetensors: false,
     quantize: quantizeQ8_0,
     dequantize: dequantizeQ8_0,
@@ -119,7 +125,7 @@ const ROWS = {
     ggmlType: 2,
     blockSize: 32,
     bytesPerBlock: 18,
-    gpu: { streams: [[2, 16], [0, 2]], wide: true },
+    gpu: { streams: [[2, 16], [0, 2]], wide: true, intDot: true },
     safetensors: false,
     quantize: quantizeQ4_0,
     dequantize: dequantizeQ4_0,
@@ -129,7 +135,7 @@ const ROWS = {
     ggmlType: 3,
     blockSize: 32,
     bytesPerBlock: 20,
-    gpu: {},
+    gpu: { intDot: true },
     safetensors: false,
     quantize: quantizeQ4_1,
     dequantize: dequantizeQ4_1,
@@ -140,7 +146,7 @@ const ROWS = {
     ggmlType: 6,
     blockSize: 32,
     bytesPerBlock: 22,
-    gpu: { streams: [[6, 16], [2, 4], [0, 2]], wide: true },
+    gpu: { streams: [[6, 16], [2, 4], [0, 2]], wide: true, intDot: true },
     safetensors: false,
     quantize: quantizeQ5_0,
     dequantize: dequantizeQ5_0,
@@ -150,7 +156,7 @@ const ROWS = {
     ggmlType: 7,
     blockSize: 32,
     bytesPerBlock: 24,
-    gpu: {},
+    gpu: { intDot: true },
     safetensors: false,
     quantize: quantizeQ5_1,
     dequantize: dequantizeQ5_1,
@@ -160,7 +166,7 @@ const ROWS = {
     ggmlType: 10,
     blockSize: 256,
     bytesPerBlock: 84,
-    gpu: {},
+    gpu: { intDot: true },
     safetensors: false,
     quantize: quantizeQ2_K,
     dequantize: dequantizeQ2_K,
@@ -171,7 +177,7 @@ const ROWS = {
     ggmlType: 11,
     blockSize: 256,
     bytesPerBlock: 110,
-    gpu: { streams: [[0, 96], [96, 12], [108, 2]], wide: true },
+    gpu: { streams: [[0, 96], [96, 12], [108, 2]], wide: true, intDot: true },
     safetensors: false,
     quantize: quantizeQ3_K,
     dequantize: dequantizeQ3_K,
@@ -181,7 +187,7 @@ const ROWS = {
     ggmlType: 12,
     blockSize: 256,
     bytesPerBlock: 144,
-    gpu: { wide: true },
+    gpu: { wide: true, intDot: true },
     safetensors: false,
     quantize: quantizeQ4_K,
     dequantize: dequantizeQ4_K,
@@ -191,7 +197,7 @@ const ROWS = {
     ggmlType: 13,
     blockSize: 256,
     bytesPerBlock: 176,
-    gpu: { wide: true },
+    gpu: { wide: true, intDot: true },
     safetensors: false,
     quantize: quantizeQ5_K,
     dequantize: dequantizeQ5_K,
@@ -202,7 +208,7 @@ const ROWS = {
     ggmlType: 14,
     blockSize: 256,
     bytesPerBlock: 210,
-    gpu: { streams: [[0, 192], [192, 16], [208, 2]], wide: true },
+    gpu: { streams: [[0, 192], [192, 16], [208, 2]], wide: true, intDot: true },
     safetensors: false,
     quantize: quantizeQ6_K,
     dequantize: dequantizeQ6_K,
@@ -212,7 +218,7 @@ const ROWS = {
     ggmlType: 20,
     blockSize: 32,
     bytesPerBlock: 18,
-    gpu: { streams: [[2, 16], [0, 2]], wide: true },
+    gpu: { streams: [[2, 16], [0, 2]], wide: true, intDot: true },
     safetensors: false,
     quantize: quantizeIQ4_NL,
     dequantize: dequantizeIQ4_NL,
@@ -222,7 +228,7 @@ const ROWS = {
     ggmlType: 23,
     blockSize: 256,
     bytesPerBlock: 136,
-    gpu: {},
+    gpu: { intDot: true },
     safetensors: false,
     quantize: quantizeIQ4_XS,
     dequantize: dequantizeIQ4_XS,
@@ -233,7 +239,7 @@ const ROWS = {
     ggmlType: 39,
     blockSize: 32,
     bytesPerBlock: 17,
-    gpu: { streams: [[1, 16], [0, 1]], wide: true },
+    gpu: { streams: [[1, 16], [0, 1]], wide: true, intDot: true },
     safetensors: false,
     quantize: quantizeMXFP4,
     dequantize: dequantizeMXFP4,

@@ -14,6 +14,8 @@ export interface GPUDescription {
   subgroups: boolean;
   /** `timestamp-query` was granted (per-kernel timings in the bench). */
   timestamps: boolean;
+  /** WGSL's `packed_4x8_integer_dot_product` language feature is there (`dot4I8Packed`: the engine's `integerDot` option). */
+  integerDot: boolean;
   /** Smallest and largest subgroup size the adapter reports (0 when unknown). */
   subgroupMinSize: number;
   subgroupMaxSize: number;
@@ -81,6 +83,7 @@ export async function acquireGPU(options: AcquireOptions = {}): Promise<GPUConte
     f16: device.features.has('shader-f16'),
     subgroups: device.features.has('subgroups'),
     timestamps: device.features.has('timestamp-query'),
+    integerDot: (gpu as GPU & { wgslLanguageFeatures?: ReadonlySet<string> }).wgslLanguageFeatures?.has('packed_4x8_integer_dot_product') ?? false,
     subgroupMinSize: anyInfo?.subgroupMinSize ?? 0,
     subgroupMaxSize: anyInfo?.subgroupMaxSize ?? 0,
     maxBufferSize: device.limits.maxBufferSize,

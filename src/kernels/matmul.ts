@@ -32,6 +32,7 @@ import { DTYPE_INFO, type DType } from '../formats/types';
 import { actBytes, describeDispatch, elemBytes, type Op, type OpContext, type OpLabel } from './op';
 import { GLU_ACT, type GluActivation } from './swiglu';
 import { gpuBytesPerRow, WTYPE, type WeightPart } from './weights';
+import { integerDotFits, matvecDotConstants, matvecDotKernelFor } from './matvec-dot';
 
 export { gpuBytesPerRow, repackForGPU, uploadWeight, WTYPE } from './weights';
 
@@ -471,9 +472,19 @@ async function createPartOp(
   const yBytes = elemBytes(ctx.precision, args.yF32);
 
   const matvecK = matvecKernelFor(device, specs.subgroups);
+  // One-token steps take the integer dot-product matvec where the context allows it and the layer
+  // fits (./matvec-dot.ts: one token per pass, so the few-token steps keep the float matvec).
+  const intDot = ctx.integerDot === true && decode.MAX_T === 1 && integerDotFits(dtype, k, decode.WG, device.limits);
+  const dotK = intDot ? matvecDotKernelFor(device, specs.subgroups) : undefined;
   const prepare = async (kernel: Kernel, spec: MatvecSpec | PrefillSpec) => {
-    const matvec = kernel === matvecK;
-    const constants = { ...linearConstants(spec, dtype, hasBias, args), ...(matvec ? { ...normConstants(norm?.eps), ...wideConstants(dtype, k) } : {}) };
+    const dot = kernel === dotK;
+    const matvec = kernel === matvecK || dot;
+    const constants: Record<string, number> = { ...linearConstants(spec, dtype, hasBias, args), ...(matvec ? { ...normConstants(norm?.eps), ...wideConstants(dtype, k) } : {}) };
+    if (dot) {
+      // One token per pass: the kernel has no MAX_T; it sizes its workgroup arrays by k.
+      delete constants.MAX_T;
+      Object.assign(constants, matvecDotConstants(k));
+    }
     // The residual stream is f32 at every precision: x where the kernel reads it (the matvec's
     // folded norm reads norm.x), y where it adds into it.
     const xF32 = matvec && norm ? norm.xF32 : args.xF32;
@@ -484,7 +495,7 @@ async function createPartOp(
     return { pipeline, bindGroup };
   };
   const [one, several, tiled] = await Promise.all([
-    prepare(matvecK, decode),
+    prepare(dotK ?? matvecK, decode),
     maxTokens > 1 ? prepare(matvecK, few) : undefined,
     maxTokens > MATVEC_MAX_TOKENS && !glu ? prepare(prefillKernel(prefill), prefill) : undefined,
   ]);

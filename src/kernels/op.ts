@@ -7,6 +7,12 @@ export interface OpContext {
   precision: Precision;
   /** The adapter runs on the CPU (SwiftShader): ops pick specialisations that suit it. */
   emulated?: boolean;
+  /**
+   * Linear layers may take the integer dot-product decode matvec (./matvec-dot.ts) where their
+   * weight type has one: set only where the device reports `packed_4x8_integer_dot_product` and the
+   * engine's `integerDot` option asks for it.
+   */
+  integerDot?: boolean;
 }
 
 /** A prepared dispatch sequence: pipelines and bind groups were made at load; `encode` only records. */
