@@ -551,14 +551,19 @@ export class GpuEngine implements Backend, BatchRunner {
     return Promise.race([p, this.gpu.lost.then((e) => Promise.reject(e))]);
   }
 
-  /** Logits after each of `ids`, fed one token per step from an empty cache (tests, echo + logprobs), with the loaded adapter `lora` if given. */
-  async teacherForcedLogits(ids: readonly number[], lora?: string): Promise<Float32Array[]> {
+  /**
+   * The logits after each of `ids` (teacher forcing: tests, echo + logprobs), with the loaded
+   * adapter `lora` if given, one step per id; with `prompt` > 1, the
+   * first `prompt` ids are one prefill and the logits start after the last of them (one array per
+   * position from prompt − 1 on), as serving runs a prompt.
+   */
+  async teacherForcedLogits(ids: readonly number[], lora?: string, prompt = 1): Promise<Float32Array[]> {
     if (this.disposed) throw new BackendDisposedError('GpuEngine');
     checkPromptIds(ids, this.config.vocabSize);
     const out: Float32Array[] = [];
     const lease = lora !== undefined ? this.adapters.acquire(lora) : null;
     try {
-      const seq = Sequence.teacherForced(ids, this.env, (logits) => out.push(logits), lease ?? undefined);
+      const seq = Sequence.teacherForced(ids, this.env, (logits) => out.push(logits), lease ?? undefined, prompt);
       for await (const _ of this.run(seq, false));
     } finally {
       lease?.release();

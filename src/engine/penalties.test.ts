@@ -54,7 +54,7 @@ describe('penalties on the GPU engine', () => {
   });
 
   it('logit_bias −100 on the greedy token gives the runner-up, sampled on the GPU', async () => {
-    const logits = (await engine.teacherForcedLogits(prompt)).at(-1)!;
+    const logits = (await engine.teacherForcedLogits(prompt, undefined, prompt.length)).at(-1)!;
     const { ids, margins } = top3(logits);
     expect(margins[1], 'runner-up must be clear of the third').toBeGreaterThan(LOGIT_TOLERANCE);
     const before = engine.cpuSampledSteps;

@@ -81,18 +81,20 @@ export class Sequence {
   private readonly resultOf: ReturnType<typeof resultFor>;
 
   /**
-   * A sequence that scores `ids` (tests, `echo` with logprobs): fed one token per step from an
-   * empty cache, each step's logits go to `onLogits` (through the CPU path) and the next of `ids`
-   * is recorded instead of a draw.
+   * A sequence that scores `ids` (tests, `echo` with logprobs): its first `prompt` ids are
+   * prefilled as a prompt, then the rest fed one per step; each step's logits (from position
+   * prompt − 1 on) go to `onLogits` (through the CPU path) and the next of `ids` is recorded
+   * instead of a draw. `prompt` 1 gives the logits after every id.
    */
-  static teacherForced(ids: readonly number[], env: SequenceEnv, onLogits: (logits: Float32Array) => void, adapter?: Sequence['adapter']): Sequence {
+  static teacherForced(ids: readonly number[], env: SequenceEnv, onLogits: (logits: Float32Array) => void, adapter?: Sequence['adapter'], prompt = 1): Sequence {
+    if (!(prompt >= 1 && prompt <= ids.length)) throw new RangeError(`teacher forcing: a prompt of ${prompt} of ${ids.length} ids`);
     const sampling: SamplingParams = {
       temperature: 0, topP: 1, topK: 0, minP: 0, seed: 0, frequencyPenalty: 0, presencePenalty: 0, repetitionPenalty: 1, logitBias: {},
       dry: { multiplier: 0, base: 1.75, allowedLength: 2, sequenceBreakers: [] }, mirostat: { mode: 0, tau: 5, eta: 0.1 }, topLogprobs: 0, logprobs: false,
     };
-    const request: GenerateRequest = { promptIds: [ids[0]!], maxTokens: ids.length, sampling, stopTokenIds: [], ignoreEos: true, minTokens: 0 };
+    const request: GenerateRequest = { promptIds: ids.slice(0, prompt), maxTokens: ids.length - prompt + 1, sampling, stopTokenIds: [], ignoreEos: true, minTokens: 0 };
     const seq = new Sequence(request, { ...env, contextLength: Math.max(env.contextLength, ids.length + 1) }, adapter);
-    seq.forced = { ids, onLogits };
+    seq.forced = { ids: ids.slice(prompt - 1), onLogits };
     return seq;
   }
 
