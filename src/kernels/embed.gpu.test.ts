@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { quantize } from '../formats/quants';
-import { DTYPES, type DType } from '../formats/types';
+import type { DType } from '../formats/types';
 import { createBuffer, STORAGE, uploadBuffer } from '../gpu/buffers';
-import { testGPU } from '../testing/gpu';
+import { KERNEL_TYPES, testGPU } from '../testing/gpu';
 import { createEmbedOp, EMBED_WG, embedRef } from './embed';
 import { actRound, maxRelDiff, opContext, random, readAct, runPass } from '../testing/kernel-helpers';
 import { gpuBytesPerRow, uploadWeight, uploadWeightParts } from './weights';
@@ -27,7 +27,7 @@ describe('embed kernel', () => {
   }
 
   for (const precision of ['f32', 'f16'] as const) {
-    for (const dtype of DTYPES) {
+    for (const dtype of KERNEL_TYPES) {
       for (const wg of EMBED_WG) {
         it(`gathers ${dtype} rows at WG=${wg} in ${precision}`, async (ctx) => {
           if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
@@ -75,7 +75,7 @@ describe('embed kernel', () => {
   // whose row it holds, so every token, in any order, gets its row; an id past the vocabulary
   // still gets the last row (which only the last part holds).
   for (const precision of ['f32', 'f16'] as const) {
-    for (const dtype of DTYPES) {
+    for (const dtype of KERNEL_TYPES) {
       it(`gathers ${dtype} rows from a table split into 3 parts in ${precision}`, async (ctx) => {
         const { device, info } = await testGPU();
         if (precision === 'f16' && !info.f16) ctx.skip();

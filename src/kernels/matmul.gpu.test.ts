@@ -5,7 +5,7 @@ import { pipelineCache, runKernel, type TestBinding } from '../gpu/run-kernel';
 import { f16ArrayToF32, f32ArrayToF16 } from '../formats/halfs';
 import { dequantize, quantize } from '../formats/quants';
 import { DTYPE_INFO, DTYPES, type DType } from '../formats/types';
-import { testGPU } from '../testing/gpu';
+import { KERNEL_TYPES, testGPU } from '../testing/gpu';
 import {
   createLinearOp,
   DECODE_SPEC,
@@ -14,6 +14,7 @@ import {
   interleaveRows,
   EMULATED_FEW_TOKENS_SPEC,
   EMULATED_PREFILL_SPEC,
+  FEW_TOKENS_SPEC,
   LARGE_PREFILL_SPEC,
   linearConstants,
   linearParams,
@@ -159,11 +160,15 @@ function expectClose(y: Float32Array, ref: Float32Array, w: Float32Array, precis
 const describeSpec = (s: object) => Object.entries(s).map(([k, v]) => `${k}=${v}`).join(' ');
 
 describe('matvec kernel', () => {
-  // T = 9 takes several passes over the weights at both MAX_T tested (1 and 8).
+  // T = 9 takes several passes over the weights at both MAX_T tested (1 and 8). The shared-memory
+  // reduction ('matvec', devices without subgroups) meets a row's partial sums the same way
+  // whatever the weight type: every type at the real-GPU specs, and two types (32-blocks and
+  // K-quants) at the emulated ones.
   MATVEC_SPECS.forEach((spec, i) => {
     const withBias = i === 1;
-    for (const dtype of DTYPES) {
-      for (const kernel of MATVECS) {
+    const realGPU = spec === DECODE_SPEC || spec === FEW_TOKENS_SPEC;
+    for (const dtype of KERNEL_TYPES) {
+      for (const kernel of MATVECS.filter((k) => k === 'matvec_sg' || realGPU || dtype === 'Q8_0' || dtype === 'Q4_K')) {
         it(`${kernel} matches the reference for ${dtype} at ${describeSpec(spec)}${withBias ? ' with bias' : ''}`, async ({ skip }) => {
           await skipUnsupported(kernel, 'f32', skip);
           for (const T of [1, 3, 9]) {
@@ -181,7 +186,7 @@ describe('matmul kernel', () => {
   // tile at every spec, N = 37 a partial row tile (and a partial 4-row group in the direct one).
   MATMUL_SPECS.forEach((spec, i) => {
     const withBias = i === 1 || 'THREADS' in spec;
-    for (const dtype of DTYPES) {
+    for (const dtype of KERNEL_TYPES) {
       it(`matches the reference for ${dtype} at ${describeSpec(spec)}${withBias ? ' with bias' : ''}`, async () => {
         for (const T of [1, 3, 17]) {
           const { y, ref, w } = await run('matmul', spec, dtype, T, withBias);
@@ -204,7 +209,7 @@ describe('rows of an odd number of blocks', () => {
   for (const precision of ['f32', 'f16'] as const) {
     for (const [kernel, spec, T] of cases) {
       // Only the structure-of-arrays types: the others' rows are their blocks end to end.
-      for (const dtype of DTYPES.filter((d) => DTYPE_INFO[d].gpu.streams)) {
+      for (const dtype of KERNEL_TYPES.filter((d) => DTYPE_INFO[d].gpu.streams)) {
         it(`${kernel} matches the reference for ${dtype} rows of 3 blocks at ${describeSpec(spec)}${precision === 'f16' ? ' (f16)' : ''}`, async ({ skip }) => {
           skip(precision === 'f16' && !(await testGPU()).info.f16, 'the device has no shader-f16');
           const r = await run(kernel, spec, dtype, T, false, precision, oddK(dtype));
@@ -263,7 +268,7 @@ describe('f16 activations', () => {
   ];
   cases.forEach(([kernel, spec, tokens], i) => {
     const withBias = i % 2 === 1;
-    for (const dtype of DTYPES) {
+    for (const dtype of KERNEL_TYPES) {
       it(`${kernel} matches the reference for ${dtype} at ${describeSpec(spec)}${withBias ? ' with bias' : ''} (f16)`, async ({ skip }) => {
         await skipUnsupported(kernel, 'f16', skip);
         for (const T of tokens) {

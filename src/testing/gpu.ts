@@ -3,13 +3,25 @@
  * One device per test file, shared by its tests.
  */
 import { acquireGPU, type GPUContext } from '../gpu/device';
+import { DTYPES, type DType } from '../formats/types';
 
 let context: Promise<GPUContext> | undefined;
 
+/** Whether the tests run in a page or Worker (the browser project) rather than in Node. */
+export const IN_BROWSER = typeof window !== 'undefined' || typeof (globalThis as { importScripts?: unknown }).importScripts === 'function';
+
+/**
+ * The weight types a kernel test loops over: every type in Node (Dawn, SwiftShader and
+ * lavapipe); in Chromium, whose WebGPU is the same Dawn and Tint, a sample with one type of each
+ * decode path (plain floats, the 32-blocks of the structure-of-arrays layout, a lookup-table
+ * type, the K-quants' 256-blocks with 16-byte loads and with words): the browser run checks the
+ * browser's device and bindings, not each type's arithmetic again.
+ */
+export const KERNEL_TYPES: readonly DType[] = IN_BROWSER ? (['F32', 'F16', 'Q8_0', 'Q5_1', 'IQ4_NL', 'Q4_K', 'Q6_K', 'IQ4_XS'] as const) : DTYPES;
+
 export function testGPU(): Promise<GPUContext> {
   context ??= (async () => {
-    const inBrowser = typeof window !== 'undefined' || typeof (globalThis as { importScripts?: unknown }).importScripts === 'function';
-    const gpu = inBrowser ? undefined : await (await import('../gpu/node-gpu')).nodeGPU();
+    const gpu = IN_BROWSER ? undefined : await (await import('../gpu/node-gpu')).nodeGPU();
     return acquireGPU({ gpu });
   })();
   return context;
