@@ -156,6 +156,13 @@ export default defineConfig(({ command, mode }) => {
             exclude: ['src/**/*.browser.test.ts'],
             environment: 'node',
             pool: 'forks',
+            // A fork runs its files one after another in one module graph: the test GPU
+            // (src/testing/gpu.ts) and its pipeline cache, and the generated fixtures, carry over
+            // from file to file. Every engine test file otherwise compiled every kernel again
+            // (10-15 s of SwiftShader's compiler per file, minutes on lavapipe in f16): four
+            // engine files took 95 s so against 156 s isolated. The tests keep no global state
+            // between files (the one that swaps globalThis.fetch puts it back).
+            isolate: false,
             // Vitest's default (CPUs − 1) runs the files one at a time on a 2-core machine (CI's).
             // Half of a GPU test's time is host JavaScript (reference forward pass, fixtures, the
             // engine's host side) that a second fork overlaps with SwiftShader's: four of the
