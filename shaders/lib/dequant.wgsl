@@ -171,6 +171,31 @@ fn q4k_scale_min(s0: u32, s1: u32, s2: u32, j: u32) -> vec2f {
   return vec2f(f32(sc), f32(mn));
 }
 
+// Q4_K/Q5_K: the super-block header at word `base` (d, dmin and the 12 scale bytes) decoded for
+// the sub-block pair (2i, 2i + 1) of qs's 32-byte run i: (d·scale, dmin·min) of each, as
+// (lo.x, lo.y, hi.x, hi.y). dq_chunk and dequant_wide.wgsl's dq_group share it.
+fn q4k_header(base: u32, i: u32) -> vec4f {
+  let dm = unpack2x16float(w[base]);
+  let s0 = w[base + 1u];
+  let s1 = w[base + 2u];
+  let s2 = w[base + 3u];
+  let lo = q4k_scale_min(s0, s1, s2, 2u * i);
+  let hi = q4k_scale_min(s0, s1, s2, 2u * i + 1u);
+  return vec4f(dm.x * lo.x, dm.y * lo.y, dm.x * hi.x, dm.y * hi.y);
+}
+
+// Q4_K/Q5_K: the chunk of qs word q (elements pa.. from its low nibbles, pa + 32.. from its high
+// ones) under header h (q4k_header); Q5_K's fifth bits at bits 2i and 2i + 1 of qh's bytes.
+fn q4k_chunk(h: vec4f, q: u32, qh: u32, i: u32, q5: bool, pa: u32) -> Chunk {
+  var qa = dq_nib4(q, 0u);
+  var qb = dq_nib4(q, 4u);
+  if (q5) {
+    qa |= dq_1bit4(qh, 2u * i) << vec4u(4u);
+    qb |= dq_1bit4(qh, 2u * i + 1u) << vec4u(4u);
+  }
+  return Chunk(h.x * vec4f(qa) - h.y, h.z * vec4f(qb) - h.w, pa, pa + 32u);
+}
+
 // Byte b of the words from `at` on.
 fn dq_byte(at: u32, b: u32) -> u32 {
   return (w[at + (b >> 2u)] >> (8u * (b & 3u))) & 255u;
@@ -384,27 +409,10 @@ fn dq_chunk(rw: u32, k: u32, c: u32) -> Chunk {
       let base = rw + (c >> 5u) * select(Q4_K_WORDS, Q5_K_WORDS, q5);
       let v = c & 31u;
       let i = v >> 3u;
-      let dm = unpack2x16float(w[base]);
-      let s0 = w[base + 1u];
-      let s1 = w[base + 2u];
-      let s2 = w[base + 3u];
-      let sm_lo = q4k_scale_min(s0, s1, s2, 2u * i);
-      let sm_hi = q4k_scale_min(s0, s1, s2, 2u * i + 1u);
       let q = w[base + select(4u, 12u, q5) + v];
-      var qa = dq_nib4(q, 0u);
-      var qb = dq_nib4(q, 4u);
-      if (q5) {
-        let qh = w[base + 4u + (v & 7u)];
-        qa |= dq_1bit4(qh, 2u * i) << vec4u(4u);
-        qb |= dq_1bit4(qh, 2u * i + 1u) << vec4u(4u);
-      }
-      let pa = 256u * (c >> 5u) + 64u * i + 4u * (v & 7u);
-      return Chunk(
-        (dm.x * sm_lo.x) * vec4f(qa) - dm.y * sm_lo.y,
-        (dm.x * sm_hi.x) * vec4f(qb) - dm.y * sm_hi.y,
-        pa,
-        pa + 32u,
-      );
+      var qh = 0u;
+      if (q5) { qh = w[base + 4u + (v & 7u)]; }
+      return q4k_chunk(q4k_header(base, i), q, qh, i, q5, 256u * (c >> 5u) + 64u * i + 4u * (v & 7u));
     }
     case WT_Q2_K, WT_Q3_K: {
       // qs word v (of 16) holds quarters 0..3 of 4 elements; chunk c takes quarters 2k and 2k + 1.

@@ -71,29 +71,12 @@ fn dq_group(rw: u32, k: u32, g: u32) -> array<Chunk, 4> {
       let gv = g & 7u;
       let i = gv >> 1u;
       let base = rw + s * select(Q4_K_WORDS, Q5_K_WORDS, q5);
-      let dm = unpack2x16float(w[base]);
-      let s0 = w[base + 1u];
-      let s1 = w[base + 2u];
-      let s2 = w[base + 3u];
-      let sm_lo = q4k_scale_min(s0, s1, s2, 2u * i);
-      let sm_hi = q4k_scale_min(s0, s1, s2, 2u * i + 1u);
+      let h = q4k_header(base, i);
       let q = w4[(base >> 2u) + select(1u, 3u, q5) + gv];
       var qh = vec4u(0u);
       if (q5) { qh = w4[(base >> 2u) + 1u + (gv & 1u)]; }
       for (var j = 0u; j < 4u; j++) {
-        var qa = dq_nib4(q[j], 0u);
-        var qb = dq_nib4(q[j], 4u);
-        if (q5) {
-          qa |= dq_1bit4(qh[j], 2u * i) << vec4u(4u);
-          qb |= dq_1bit4(qh[j], 2u * i + 1u) << vec4u(4u);
-        }
-        let pa = 256u * s + 64u * i + 4u * (4u * (gv & 1u) + j);
-        out[j] = Chunk(
-          (dm.x * sm_lo.x) * vec4f(qa) - dm.y * sm_lo.y,
-          (dm.x * sm_hi.x) * vec4f(qb) - dm.y * sm_hi.y,
-          pa,
-          pa + 32u,
-        );
+        out[j] = q4k_chunk(h, q[j], qh[j], i, q5, 256u * s + 64u * i + 4u * (4u * (gv & 1u) + j));
       }
     }
     case WT_Q3_K: {
