@@ -3,6 +3,8 @@
 alias act = f32;
 // x's element type: f32 for the residual stream at every precision (Specialisation.f32).
 alias x_t = act;
+// y's element type: f32 for a branch output kept at f32 (o/down before Granite's scale), at every precision.
+alias y_t = act;
 
 override WG: u32 = 64;
 
@@ -12,7 +14,7 @@ struct Params {
 }
 
 @group(0) @binding(0) var<storage, read_write> x: array<x_t>;
-@group(0) @binding(1) var<storage, read> y: array<act>;
+@group(0) @binding(1) var<storage, read> y: array<y_t>;
 @group(0) @binding(2) var<uniform> p: Params;
 
 @compute @workgroup_size(WG)

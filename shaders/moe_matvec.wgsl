@@ -13,8 +13,16 @@
 // A stack larger than one binding is split by experts into parts, one dispatch each: `w` holds
 // experts [e0, e1) and a dispatch reads only the slots routed there. gather: the owning part writes
 // a slot's row, the others skip it. combine: the first part stores its share (and the shared
-// expert), the later ones add theirs (`add`); dispatches of a pass see each other's writes.
+// expert), the later ones add theirs (`add`); dispatches of a pass see each other's writes. A
+// combine into the residual stream adds from every part (`add` on all; the shared expert with
+// the part of expert 0).
 alias act = f32;
+// Held at f32 in the f16 path where they are (Specialisation.f32): x, combine's act(gate)·up
+// (real models' GLU products pass 65504); y, combine's output, the residual stream or the branch
+// before its post-norm; shared_y, the shared expert's output, a branch of the stream too.
+alias x_t = act;
+alias y_t = act;
+alias sy_t = act;
 
 override WG: u32 = 64;
 override ROWS_PER_WG: u32 = 2;  // WG / ROWS_PER_WG must be a power of two
@@ -29,7 +37,7 @@ struct Params {
   row_words: u32, // u32 words per weight row in the GPU layout
   e0: u32,        // first expert `w` holds
   e1: u32,        // one past the last expert `w` holds
-  add: u32,       // combine: 1 adds into y (a later part of a split stack), 0 stores
+  add: u32,       // combine: 1 adds into y (a later part of a split stack, or y the residual stream), 0 stores
   _pad0: u32,
   _pad1: u32,
 }
@@ -42,11 +50,11 @@ struct Step {
 }
 
 @group(0) @binding(0) var<storage, read> w: array<u32>;              // [e1 - e0][n][row_words]
-@group(0) @binding(1) var<storage, read> x: array<vec4<act>>;        // gather [T][k/4]; combine [T·K][k/4]
-@group(0) @binding(2) var<storage, read_write> y: array<act>;        // gather [T·K][n]; combine [T][n]
+@group(0) @binding(1) var<storage, read> x: array<vec4<x_t>>;        // gather [T][k/4]; combine [T·K][k/4]
+@group(0) @binding(2) var<storage, read_write> y: array<y_t>;        // gather [T·K][n]; combine [T][n]
 @group(0) @binding(3) var<storage, read> ids: array<u32>;            // [T·K]
 @group(0) @binding(4) var<storage, read> weights: array<f32>;        // [T·K]
-@group(0) @binding(5) var<storage, read> shared_y: array<act>;       // [T][n], read with HAS_SHARED
+@group(0) @binding(5) var<storage, read> shared_y: array<sy_t>;       // [T][n], read with HAS_SHARED
 @group(0) @binding(6) var<storage, read> shared_gate: array<act>;    // [T], read with HAS_SHARED
 @group(0) @binding(7) var<uniform> p: Params;
 @group(0) @binding(8) var<uniform> counts: Step;
@@ -97,10 +105,11 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_index) lid:
     var v = partial[lid];
     if (p.add != 0u) {
       v += f32(y[item * p.n + row]);
-    } else if (HAS_SHARED) {
+    }
+    if (HAS_SHARED && p.e0 == 0u) {
       let g = f32(shared_gate[item]);
       v += f32(shared_y[item * p.n + row]) / (1.0 + exp(-g));
     }
-    y[item * p.n + row] = act(v);
+    y[item * p.n + row] = y_t(v);
   }
 }

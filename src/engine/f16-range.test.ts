@@ -1,30 +1,43 @@
 /**
  * The f16 path with a residual stream past f16's range. Real models carry activations above
- * 65504 in a few channels of the stream (Gemma, Qwen outliers); random fixtures do not, so this
- * one is drawn with its stream ×1e5 (FixtureOptions.streamScale: the embeddings and o/down
- * outputs, while every normed input stays as usual). The stream (`x`, and `last`) is f32 in the
- * f16 path, so the engine still equals the reference; with an f16 stream the embedding alone
- * overflows to infinity.
+ * 65504 in a few channels of the stream (Gemma, Qwen outliers); random fixtures do not, so these
+ * are drawn with their stream ×1e5 (FixtureOptions.streamScale: the embeddings, the o/down
+ * outputs and the post-norms' weights, while every normed input stays as usual). The stream
+ * (`x`, and `last`) and every branch output before it joins the stream are f32 in the f16 path,
+ * so the engine still equals the reference; with an f16 stream the embedding alone overflows to
+ * infinity, with an f16 branch Gemma's o/down outputs (before their post-norms, xb2) and the
+ * experts' weighted sum do.
  */
 import { relative } from 'node:path';
 import { describe, it } from 'vitest';
+import type { Arch } from '../model/config';
 import { expectModelMatchesReference } from '../testing/engine-check';
 import { F16_LOGIT_TOLERANCE } from '../testing/engine-matrix';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
 import { serveDirectory } from '../testing/server';
 
+// A pre-norm block (llama), sandwich norms (gemma2: the post-norm adds its f32 branch into the
+// stream), a mixture of experts (qwen3moe: the experts' sum added into the stream by the combine).
+const CASES: Array<[Arch, number]> = [
+  ['llama', 5],
+  ['gemma2', 6],
+  ['qwen3moe', 7],
+];
+
 describe('the f16 engine with a residual stream beyond f16 range', () => {
-  it('keeps the stream f32 and matches the reference (f16)', { timeout: 300_000 }, async (ctx) => {
-    const gpu = await testGPU();
-    if (!gpu.info.f16) ctx.skip(); // SwiftShader: no shader-f16 (CI runs this on lavapipe)
-    const paths = await ensureFixture({ arch: 'llama', preset: 'tiny', tied: false, streamScale: 1e5 }, { hf: ['F32'], gguf: [] });
-    const server = await serveDirectory(paths.root);
-    try {
-      const url = `${server.url}/${relative(paths.root, paths.hf.F32!).split('\\').join('/')}`;
-      await expectModelMatchesReference(gpu, url, { precision: 'f16', steps: 12, tolerance: F16_LOGIT_TOLERANCE, salt: 5 });
-    } finally {
-      await server.close();
-    }
-  });
+  for (const [arch, salt] of CASES) {
+    it(`keeps the stream and the branches f32 and matches the reference on ${arch} (f16)`, { timeout: 300_000 }, async (ctx) => {
+      const gpu = await testGPU();
+      if (!gpu.info.f16) ctx.skip(); // SwiftShader: no shader-f16 (CI runs this on lavapipe)
+      const paths = await ensureFixture({ arch, preset: 'tiny', tied: false, streamScale: 1e5 }, { hf: ['F32'], gguf: [] });
+      const server = await serveDirectory(paths.root);
+      try {
+        const url = `${server.url}/${relative(paths.root, paths.hf.F32!).split('\\').join('/')}`;
+        await expectModelMatchesReference(gpu, url, { precision: 'f16', steps: 12, tolerance: F16_LOGIT_TOLERANCE, salt });
+      } finally {
+        await server.close();
+      }
+    });
+  }
 });

@@ -43,7 +43,7 @@ interface RunState {
   ids: GPUBuffer; // u32 [maxTokens] the step's token ids, resolved by the feed op
   x: GPUBuffer; // f32 [maxTokens, hidden] the residual stream (f32 in the f16 path too: real models' streams exceed 65504)
   xb: GPUBuffer; // [maxTokens, hidden] normed block input
-  xb2: GPUBuffer; // [maxTokens, hidden] block output before the residual add
+  xb2: GPUBuffer; // f32 [maxTokens, hidden] block output before its post-norm or scaled add (f32 at every precision: Gemma's branches pass 65504)
   qkv: GPUBuffer; // q, k and v below, one buffer: a fused q/k/v projection writes all three
   q: GPUBufferBinding; // [maxTokens, nHeads·headDim] in qkv
   k: GPUBufferBinding; // [maxTokens, nKv·headDim] in qkv
@@ -75,8 +75,9 @@ interface LayerOps {
   kvWrite?: Op;
   attention: Awaited<ReturnType<typeof createAttentionOp>>;
   o: Op;
+  /** Norms the branch xb2 and adds it into the residual stream (one dispatch). */
   postAttnNorm?: Op;
-  /** Absent where o adds into the residual stream itself. */
+  /** Granite's scaled add of xb2; absent where o or the post-norm adds into the stream itself. */
   attnResidual?: Op;
   ffnNorm?: Op;
   /**
@@ -93,7 +94,7 @@ interface LayerOps {
   /** The mixture-of-experts FFN (config.moe; ./moe-ffn.ts) in place of the dense MLP. */
   moe?: Op;
   postFfnNorm?: Op;
-  /** Absent where down adds into the residual stream itself. */
+  /** Absent where down, the experts' sum or the post-norm adds into the residual stream itself. */
   ffnResidual?: Op;
 }
 
@@ -199,7 +200,9 @@ export class GpuForward {
       // channels (the ops that read or write it hold their x_t / y_t at f32).
       x: buf(T * H, 'x', 4),
       xb: buf(T * H, 'xb'),
-      xb2: buf(T * H, 'xb2'),
+      // f32 too: a branch output before its post-norm (Gemma 2/3, OLMo 2) or Granite's scale
+      // is of the stream's size (Gemma's pass f16's range), and is normed or added in f32.
+      xb2: buf(T * H, 'xb2', 4),
       qkv,
       q: { buffer: qkv, offset: 0, size: T * nH * D * act },
       k: { buffer: qkv, offset: qBytes, size: T * nKv * D * act },
@@ -224,10 +227,18 @@ export class GpuForward {
     const f32 = { ...ctx, precision: 'f32' as const };
 
     const specs = ctx.emulated ? { decode: EMULATED_DECODE_SPEC, few: EMULATED_FEW_TOKENS_SPEC, prefill: EMULATED_PREFILL_SPEC } : {};
+    // Mixture of experts: scratch shared by the layers, and each layer's routed expert ids.
+    const moe = config.moe;
+    const moeScratch = moe ? createMoeScratch(device, config, T, act) : undefined;
+    if (moeScratch) owned.push(...moeScratch.buffers);
+    const routedIds = moe ? Array.from({ length: config.numLayers }, (_, l) => (layerIsMoe(config, l) ? buf(T * moe.numExpertsUsed, `routed experts ${l}`, 4) : null)) : [];
+
     // Every op is labelled with its role and layer (OpLabel) for the bench's per-op report.
     // Ops that read or write the residual stream `x` take it as f32 (their other operands act), and
-    // so the GLU product hb: real models' MLPs have outliers past f16's 65504 there too.
-    const isX = (b: BufferRef | undefined) => b === state.x || b === state.hb;
+    // so the branch outputs (xb2, the shared expert's) and the GLU products (hb, the experts'):
+    // real models' MLPs have outliers past f16's 65504 there too.
+    const f32Buffers = new Set<BufferRef>([state.x, state.xb2, state.hb, ...(moeScratch?.f32 ?? [])]);
+    const isX = (b: BufferRef | undefined) => b !== undefined && f32Buffers.has(b);
     const linear = (label: OpLabel, m: GpuMatrix, x: GPUBuffer, y: GPUBuffer, bias?: GPUBuffer, norm?: LinearArgs['norm'], residual = false, segments?: LinearSegment[], epi: Pick<LinearArgs, 'pairs' | 'glu'> = {}) =>
       createLinearOp(
         ctx,
@@ -242,6 +253,11 @@ export class GpuForward {
     const segments = (members: QkvMember[]) => members.map((m) => qkvSegment[m]);
     const norm = (label: OpLabel, x: BufferRef, weight: GPUBuffer, y: BufferRef, n = H, rowsPerToken = 1) =>
       createRmsNormOp(ctx, { x, weight, y, n, rowsPerToken, maxTokens: T, eps: config.rmsNormEps, label, xF32: isX(x) });
+    // A post-norm (Gemma 2/3, OLMo 2) norms the f32 branch xb2 and adds it into the stream, in f32.
+    const postNorm = (label: OpLabel, weight: GPUBuffer) =>
+      createRmsNormOp(ctx, { x: state.xb2, xF32: true, weight, y: state.x, yF32: true, add: { scale: config.residualScale }, n: H, maxTokens: T, eps: config.rmsNormEps, label });
+    // Granite's residual_multiplier without a post-norm: x += scale · xb2, both f32.
+    const scaledAdd = (label: OpLabel) => createAddOp(ctx, { x: state.x, xF32: true, y: state.xb2, yF32: true, n: H, scale: config.residualScale, label });
 
     // Tokens drawn at the step before are read on the GPU: the CPU never waits for them.
     const feed = await createFeedOp(ctx, { stepTokens: step.tokens, tokenSeq: step.tokenSeq, rowSlot: step.rowSlot, sampled, ids: state.ids, counts: step.counts, label: { role: 'feed' } });
@@ -258,12 +274,6 @@ export class GpuForward {
     });
     onPart?.();
 
-    // Mixture of experts: scratch shared by the layers, and each layer's routed expert ids.
-    const moe = config.moe;
-    const moeScratch = moe ? createMoeScratch(device, config, T, act) : undefined;
-    if (moeScratch) owned.push(...moeScratch.buffers);
-    const routedIds = moe ? Array.from({ length: config.numLayers }, (_, l) => (layerIsMoe(config, l) ? buf(T * moe.numExpertsUsed, `routed experts ${l}`, 4) : null)) : [];
-
     const layers: LayerOps[] = [];
     const loraIo: Array<Partial<Record<LoraTarget, LoraIo>>> = [];
     for (let l = 0; l < config.numLayers; l++) {
@@ -272,18 +282,18 @@ export class GpuForward {
       const qRoped = state.qn ?? state.q;
       const kRoped = state.kn ?? state.k;
       // Pre-norm blocks read the normed stream xb; post-norm blocks (OLMo 2) read x itself; both
-      // post-norm and sandwich blocks (Gemma) norm their output xb2 into xb before the residual add.
+      // post-norm and sandwich blocks (Gemma) norm their output xb2 as they add it into x.
       const attnIn = w.attnNorm ? state.xb : state.x;
       const ffnIn = w.ffnNorm ? state.xb : state.x;
       // The pre-norms fold into the matvec steps' projections (the norm op runs for prefill only).
       const attnFold = w.attnNorm && { x: state.x, weight: w.attnNorm, eps: config.rmsNormEps };
       const ffnFold = w.ffnNorm && { x: state.x, weight: w.ffnNorm, eps: config.rmsNormEps };
-      const attnOut = w.postAttnNorm ? state.xb : state.xb2;
-      const ffnOut = w.postFfnNorm ? state.xb : state.xb2;
-      // Without a post-norm (or Granite's scale of the branch), o and the dense down add their
-      // output into the residual stream as they store it; a LoRA update then adds into x too.
+      // Without a post-norm (or Granite's scale of the branch), o and the dense down (or the
+      // experts' weighted sum) add their output into the residual stream as they store it; a
+      // LoRA update then adds into x too. A post-norm adds its normed xb2 into x itself, and
+      // Granite's scaled add reads xb2: either way the branch stays f32 until it is in the stream.
       const oAdds = !w.postAttnNorm && config.residualScale === 1;
-      const downAdds = !w.postFfnNorm && config.residualScale === 1 && w.wDown !== undefined;
+      const downAdds = !w.postFfnNorm && config.residualScale === 1;
       // q/k norms per head (Qwen3: rows of headDim) or over the whole projection (OLMo 2).
       const full = config.qkNormScope === 'full';
       const at = (role: string): OpLabel => ({ role, layer: l });
@@ -354,8 +364,8 @@ export class GpuForward {
           label: at('attention'),
         }),
         o: await (oAdds ? linear(at('o'), w.wo, state.att, state.x, w.bo, undefined, true) : linear(at('o'), w.wo, state.att, state.xb2, w.bo)),
-        postAttnNorm: w.postAttnNorm ? await norm(at('post_attn_norm'), state.xb2, w.postAttnNorm, state.xb) : undefined,
-        attnResidual: oAdds ? undefined : await createAddOp(ctx, { x: state.x, xF32: true, y: attnOut, n: H, scale: config.residualScale, label: at('attn_residual') }),
+        postAttnNorm: w.postAttnNorm ? await postNorm(at('post_attn_norm'), w.postAttnNorm) : undefined,
+        attnResidual: oAdds || w.postAttnNorm ? undefined : await scaledAdd(at('attn_residual')),
         ffnNorm: w.ffnNorm ? await norm(at('ffn_norm'), state.x, w.ffnNorm, state.xb) : undefined,
         ...(w.wDown && (w.gateUp || (w.wGate && w.wUp))
           ? {
@@ -372,22 +382,24 @@ export class GpuForward {
               down: await (downAdds ? linear(at('down'), w.wDown, state.hb, state.x, undefined, undefined, true) : linear(at('down'), w.wDown, state.hb, state.xb2)),
             }
           : {
-              // The MoE kernels read x as act: they need the normed copy, never the f32 stream.
+              // The routed gathers read x as act: they need the normed copy, never the f32 stream
+              // (every MoE family pre-norms; an f32 x would be a gather variant no model runs).
               moe: await createMoeFfnOp(ctx, {
                 config,
                 weights: w,
                 scratch: moeScratch!,
                 ids: routedIds[l]!,
                 x: isX(ffnIn) && precision === 'f16' ? unsupported(`layer ${l}: a mixture-of-experts FFN without a norm before it in the f16 path`) : ffnIn,
-                out: state.xb2,
+                out: downAdds ? state.x : state.xb2,
+                residual: downAdds,
                 counts: step.counts,
                 maxTokens: T,
                 layer: l,
                 linear,
               }),
             }),
-        postFfnNorm: w.postFfnNorm ? await norm(at('post_ffn_norm'), state.xb2, w.postFfnNorm, state.xb) : undefined,
-        ffnResidual: downAdds ? undefined : await createAddOp(ctx, { x: state.x, xF32: true, y: ffnOut, n: H, scale: config.residualScale, label: at('ffn_residual') }),
+        postFfnNorm: w.postFfnNorm ? await postNorm(at('post_ffn_norm'), w.postFfnNorm) : undefined,
+        ffnResidual: downAdds || w.postFfnNorm ? undefined : await scaledAdd(at('ffn_residual')),
       });
       onPart?.();
     }

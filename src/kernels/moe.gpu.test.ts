@@ -101,45 +101,64 @@ const weights = random(T * USED, 12).map((v) => 0.5 + 0.4 * v);
 /**
  * Tolerance as the matvec test's: 1e-5 · √k · max|x| · max|w| per dot product (f32 sums in
  * another order, dequantised weights rounded in f32), times the K slots combined; plus 2⁻¹⁰
- * relative for f16 outputs. A wrong expert or row is off by about |x||w| ≈ 0.25.
+ * relative for f16 outputs, 2⁻²¹ for f32 ones (a few roundings of sums past 1e5). A wrong expert
+ * or row is off by about |x||w| ≈ 0.25 (×30 with the f32 branch's x).
  */
-function expectClose(got: Float32Array, want: Float32Array, w: Float32Array, precision: Precision, slots: number, what: string) {
+function expectClose(got: Float32Array, want: Float32Array, w: Float32Array, out: Precision, slots: number, what: string, maxX = 1) {
   expect(got.length).toBe(want.length);
   const maxW = w.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
-  const base = 1e-5 * Math.sqrt(KD) * maxW * slots;
+  const base = 1e-5 * Math.sqrt(KD) * maxW * slots * maxX;
   for (let i = 0; i < want.length; i++) {
-    const tol = base + (precision === 'f16' ? Math.abs(want[i]!) * 2 ** -10 + 2e-3 : 0);
+    const tol = base + (out === 'f16' ? Math.abs(want[i]!) * 2 ** -10 + 2e-3 : Math.abs(want[i]!) * 2 ** -21);
     const d = Math.abs(got[i]! - want[i]!);
     if (!(d <= tol)) throw new Error(`${what}: y[${Math.floor(i / N)}, ${i % N}] = ${got[i]}, reference ${want[i]} (off by ${d})`);
   }
 }
 
-async function runMatvec(mode: 'gather' | 'combine', dtype: DType, spec: MoeMatvecSpec, precision: Precision, withShared: boolean) {
+/**
+ * The inputs of a moe_matvec test: x, the shared expert, and y before the dispatch (zero, or the
+ * stream it adds into); `branch` is the precision of x, y and the shared output.
+ */
+function matvecInputs(mode: 'gather' | 'combine', precision: Precision, withShared: boolean, stream: boolean) {
+  const xRows = mode === 'gather' ? T : T * USED;
+  const branch: Precision = stream ? 'f32' : precision;
+  const x = stream ? random(xRows * KD, 7, 30) : actRound(random(xRows * KD, 7), precision);
+  const shared = withShared ? { y: stream ? random(T * N, 8, 1e5) : actRound(random(T * N, 8), precision), gate: actRound(random(T, 9, 3), precision) } : undefined;
+  const items = mode === 'gather' ? T * USED : T;
+  const y0 = stream ? random(items * N, 10, 1e5) : new Float32Array(items * N);
+  return { branch, x, shared, items, y0 };
+}
+
+/**
+ * One moe_matvec dispatch against moeMatvecRef. `stream` (combine): the engine's combine in the
+ * f16 path: x (the experts' act(gate)·up) f32 at ×30, past f16's range as products are; the
+ * shared expert's output f32 at ×1e5; the sum added into y, an f32 residual stream at ×1e5.
+ */
+async function runMatvec(mode: 'gather' | 'combine', dtype: DType, spec: MoeMatvecSpec, precision: Precision, withShared: boolean, stream = false) {
   const gpu = await testGPU();
   const { gpu: bytes, ref: w } = stack(dtype);
-  const xRows = mode === 'gather' ? T : T * USED;
-  const x = actRound(random(xRows * KD, 7), precision);
-  const shared = withShared ? { y: actRound(random(T * N, 8), precision), gate: actRound(random(T, 9, 3), precision) } : undefined;
-  const items = mode === 'gather' ? T * USED : T;
+  const { branch, x, shared, items, y0 } = matvecInputs(mode, precision, withShared, stream);
+  const f32 = stream ? ['x_t', 'y_t', ...(withShared ? ['sy_t'] : [])] : [];
   const [out] = await runKernel(
     gpu,
     moeMatvecKernel,
-    { precision, constants: moeMatvecConstants(spec, dtype, USED, mode, withShared) },
+    { precision, f32, constants: moeMatvecConstants(spec, dtype, USED, mode, withShared) },
     [
       { input: bytes },
-      { input: toAct(x, precision) },
-      { output: items * N * (precision === 'f16' ? 2 : 4) },
+      { input: toAct(x, branch) },
+      { inout: toAct(y0, branch) },
       { input: ids },
       { input: weights },
-      { input: shared ? toAct(shared.y, precision) : new Float32Array(1) },
+      { input: shared ? toAct(shared.y, branch) : new Float32Array(1) },
       { input: shared ? toAct(shared.gate, precision) : new Float32Array(1) },
-      { uniform: moeMatvecParams(dtype, N, KD, { first: 0, count: E, add: false }) },
+      { uniform: moeMatvecParams(dtype, N, KD, { first: 0, count: E, add: stream }) },
       { uniform: counts(T) },
     ],
     moeMatvecGrid(N, items, spec),
   );
-  const want = moeMatvecRef(mode, x, w, ids, weights, { T, K: USED, n: N, k: KD }, shared);
-  expectClose(fromAct(out!, precision), want, w, precision, mode === 'combine' ? USED : 1, `${mode} ${dtype}`);
+  const want = moeMatvecRef(mode, x, w, ids, weights, { T, K: USED, n: N, k: KD }, shared).map((v, i) => v + y0[i]!);
+  if (stream) expect(Math.max(...want.map(Math.abs))).toBeGreaterThan(65504);
+  expectClose(fromAct(out!, branch), want, w, branch, mode === 'combine' ? USED : 1, `${mode} ${dtype}`, stream ? 30 : 1);
 }
 
 const spec = (s: MoeMatvecSpec) => `WG=${s.WG} ROWS_PER_WG=${s.ROWS_PER_WG}`;
@@ -155,12 +174,13 @@ describe('moe_matvec kernel', () => {
 });
 
 describe('moe_matvec kernel (f16)', () => {
+  // The combine as the f16 engine runs it: f32 products in, the sum added into the f32 stream.
   for (const s of MOE_SPECS) {
     for (const dtype of ['F32', 'Q4_K', 'Q8_0'] as DType[]) {
-      it(`gathers and combines a ${dtype} stack at ${spec(s)} (f16)`, async (ctx) => {
+      it(`gathers and combines a ${dtype} stack into an f32 stream beyond f16 range at ${spec(s)} (f16)`, async (ctx) => {
         if (!(await testGPU()).info.f16) ctx.skip();
         await runMatvec('gather', dtype, s, 'f16', false);
-        await runMatvec('combine', dtype, s, 'f16', true);
+        await runMatvec('combine', dtype, s, 'f16', true, true);
       });
     }
   }
@@ -171,25 +191,24 @@ describe('moe_matvec kernel (f16)', () => {
  * uploads a stack larger than the device's): one dispatch per part through createMoeMatvecOp, the
  * gather writing each slot from the part that holds its expert, the combine storing the first
  * part's share (with the shared expert) and adding the others'. Same reference, same tolerance.
+ * `stream` (combine): as runMatvec's, the op adding every part's share into the f32 stream (and
+ * the shared expert with expert 0's part).
  */
-async function runSplitMatvec(mode: 'gather' | 'combine', dtype: DType, spec: MoeMatvecSpec, precision: Precision, withShared: boolean) {
+async function runSplitMatvec(mode: 'gather' | 'combine', dtype: DType, spec: MoeMatvecSpec, precision: Precision, withShared: boolean, stream = false) {
   const { device } = await testGPU();
   const { file, ref: w } = stack(dtype);
   const parts = uploadExpertParts(device, dtype, file, { experts: E, n: N, k: KD }, N * gpuBytesPerRow(dtype, KD));
   expect(parts.map((p) => [p.row0, p.rows])).toEqual([0, 1, 2, 3].map((e) => [e * N, N]));
-  const xRows = mode === 'gather' ? T : T * USED;
-  const x = actRound(random(xRows * KD, 7), precision);
-  const shared = withShared ? { y: actRound(random(T * N, 8), precision), gate: actRound(random(T, 9, 3), precision) } : undefined;
-  const items = mode === 'gather' ? T * USED : T;
-  const y = createBuffer(device, items * N * (precision === 'f16' ? 2 : 4), STORAGE);
+  const { branch, x, shared, items, y0 } = matvecInputs(mode, precision, withShared, stream);
+  const y = uploadAct(device, y0, branch);
   const owned = [y, ...parts.map((p) => p.buffer)];
   const upload = (v: ArrayBufferView, usage = STORAGE) => {
     const b = uploadBuffer(device, v, usage);
     owned.push(b);
     return b;
   };
-  const act = (v: Float32Array) => {
-    const b = uploadAct(device, v, precision);
+  const act = (v: Float32Array, p = precision) => {
+    const b = uploadAct(device, v, p);
     owned.push(b);
     return b;
   };
@@ -204,20 +223,23 @@ async function runSplitMatvec(mode: 'gather' | 'combine', dtype: DType, spec: Mo
         k: KD,
         used: USED,
         mode,
-        x: act(x),
+        x: act(x, branch),
         y,
         ids: upload(ids),
         weights: upload(weights),
-        shared: shared && { y: act(shared.y), gate: act(shared.gate) },
+        shared: shared && { y: act(shared.y, branch), gate: act(shared.gate), yF32: stream },
         counts: upload(new Uint8Array(counts(T)), UNIFORM),
         maxTokens: T,
+        xF32: stream,
+        yF32: stream,
+        residual: stream,
       },
       spec,
     );
     await runPass(device, (pass) => op.encode(pass, T));
     op.destroy();
-    const want = moeMatvecRef(mode, x, w, ids, weights, { T, K: USED, n: N, k: KD }, shared);
-    expectClose(await readAct(device, y, items * N, precision), want, w, precision, mode === 'combine' ? USED : 1, `split ${mode} ${dtype}`);
+    const want = moeMatvecRef(mode, x, w, ids, weights, { T, K: USED, n: N, k: KD }, shared).map((v, i) => v + y0[i]!);
+    expectClose(await readAct(device, y, items * N, branch), want, w, branch, mode === 'combine' ? USED : 1, `split ${mode} ${dtype}`, stream ? 30 : 1);
   } finally {
     for (const b of owned) b.destroy();
   }
@@ -229,10 +251,10 @@ describe('moe_matvec kernel on a stack split by experts', () => {
       await runSplitMatvec('gather', 'Q4_K', s, 'f32', false);
       await runSplitMatvec('combine', 'Q4_K', s, 'f32', true);
     });
-    it(`gathers and combines a Q8_0 stack in 4 parts at ${spec(s)} (f16)`, async (ctx) => {
+    it(`gathers and combines a Q8_0 stack in 4 parts, into an f32 stream, at ${spec(s)} (f16)`, async (ctx) => {
       if (!(await testGPU()).info.f16) ctx.skip();
       await runSplitMatvec('gather', 'Q8_0', s, 'f16', false);
-      await runSplitMatvec('combine', 'Q8_0', s, 'f16', true);
+      await runSplitMatvec('combine', 'Q8_0', s, 'f16', true, true);
     });
   }
 

@@ -8,7 +8,8 @@
  *
  * moe_route bindings:  0 logits act [T][E], 1 ids u32 [T][K], 2 weights f32 [T][K], 3 counts.
  * moe_matvec bindings: 0 w u32, 1 x act, 2 y act, 3 ids, 4 weights, 5 shared_y act [T][n],
- *                      6 shared_gate act [T], 7 Params { k, n, rowWords, e0, e1, add, pad, pad }, 8 counts.
+ *                      6 shared_gate act [T], 7 Params { k, n, rowWords, e0, e1, add, pad, pad }, 8 counts
+ *                      (x, y and shared_y held at f32 in the f16 path where the op says so).
  * A stack larger than one binding goes up in parts of whole experts (`uploadExpertParts`), one
  * dispatch each (`createMoeMatvecOp`).
  */
@@ -22,7 +23,7 @@ import type { Kernel } from '../gpu/pipelines';
 import { DTYPE_INFO, type DType } from '../formats/types';
 import { routeTopK } from '../model/moe';
 import { tensorByteLength } from '../formats/types';
-import { actBytes, describeDispatch, type Op, type OpContext, type OpLabel } from './op';
+import { actBytes, describeDispatch, elemBytes, type Op, type OpContext, type OpLabel } from './op';
 import { gpuBytesPerRow, splitRows, uploadWeight, WTYPE, type WeightPart } from './weights';
 
 export const moeRouteKernel: Kernel = { name: 'moe_route', source: routeSource };
@@ -172,11 +173,17 @@ export interface MoeMatvecArgs {
   y: GPUBuffer;
   ids: GPUBuffer;
   weights: GPUBuffer;
-  /** combine only: Qwen2-MoE's shared expert output [T][n] and its gate logit [T]. */
-  shared?: { y: GPUBuffer; gate: GPUBuffer };
+  /** combine only: Qwen2-MoE's shared expert output [T][n] (`yF32`: f32 at every precision) and its gate logit [T]. */
+  shared?: { y: GPUBuffer; gate: GPUBuffer; yF32?: boolean };
   counts: BufferRef;
   maxTokens: number;
   label?: OpLabel;
+  /** x (combine: act(gate)·up) is f32 at every precision. */
+  xF32?: boolean;
+  /** y is f32 at every precision (combine: the residual stream or the branch before its post-norm). */
+  yF32?: boolean;
+  /** combine only: y is the residual stream, the weighted sum is added into it. */
+  residual?: boolean;
 }
 
 const dummies = new WeakMap<GPUDevice, GPUBuffer>();
@@ -186,57 +193,27 @@ function dummy(device: GPUDevice): GPUBuffer {
   return b;
 }
 
-/** The routed linear layer; pipeline, params and bind groups (one per weight part) made here, once. */
-export async function createMoeMatvecOp(ctx: OpContext, args: MoeMatvecArgs, spec: MoeMatvecSpec = MOE_SPEC): Promise<Op> {
-  const { device } = ctx;
-  const { dtype, experts, n, k, used, mode, maxTokens } = args;
-  const fail = (what: string): never => {
-    throw new MoeOpError(`routed linear ${dtype} [${experts}, ${n}, ${k}]: ${what}`);
-  };
-  if (k % 8 !== 0 || k % DTYPE_INFO[dtype].blockSize !== 0) fail(`k must be a multiple of 8 and of the ${dtype} block`);
-  if (args.shared && mode !== 'combine') fail('a shared expert is added in combine mode only');
-  const act = actBytes(ctx.precision);
-  const slots = maxTokens * used;
-  const need = (buf: GPUBuffer, bytes: number, name: string) => {
-    if (buf.size < bytes) fail(`${name} holds ${buf.size} bytes, needs ${bytes}`);
-  };
-  const expertBytes = n * gpuBytesPerRow(dtype, k);
-  const parts: readonly WeightPart[] = Array.isArray(args.weight) ? args.weight : [{ buffer: args.weight as GPUBuffer, row0: 0, rows: experts * n }];
-  // Parts of whole experts, in order, together the whole stack.
+/**
+ * The parts of a stacked weight as its routed ops dispatch them: one buffer is one part; parts
+ * must be whole experts, in order, of at least `expertBytes` each, together the whole stack.
+ */
+function expertParts(weight: GPUBuffer | readonly WeightPart[], experts: number, n: number, expertBytes: number, fail: (what: string) => never): readonly WeightPart[] {
+  const parts: readonly WeightPart[] = Array.isArray(weight) ? weight : [{ buffer: weight as GPUBuffer, row0: 0, rows: experts * n }];
   let next = 0;
   for (const [i, p] of parts.entries()) {
     if (p.row0 !== next || p.row0 % n !== 0 || p.rows % n !== 0 || !(p.rows > 0)) fail(`weight part ${i} (rows ${p.row0}..${p.row0 + p.rows}) is not the whole experts after the part before`);
-    need(p.buffer, (p.rows / n) * expertBytes, parts.length > 1 ? `weight part ${i}` : 'weight');
+    if (p.buffer.size < (p.rows / n) * expertBytes) fail(`${parts.length > 1 ? `weight part ${i}` : 'weight'} holds ${p.buffer.size} bytes, needs ${(p.rows / n) * expertBytes}`);
     next += p.rows;
   }
   if (next !== experts * n) fail(`the weight parts hold ${next / n} experts`);
-  need(args.x, (mode === 'gather' ? maxTokens : slots) * k * act, 'x');
-  need(args.y, (mode === 'gather' ? slots : maxTokens) * n * act, 'y');
-  need(args.ids, slots * 4, 'ids');
-  need(args.weights, slots * 4, 'weights');
-  const tpr = spec.WG / spec.ROWS_PER_WG;
-  if (!(Number.isInteger(tpr) && tpr > 0 && (tpr & (tpr - 1)) === 0)) fail(`WG / ROWS_PER_WG = ${tpr} threads per row must be a power of two`);
-  const pipeline = await ctx.cache.get(moeMatvecKernel, { precision: ctx.precision, constants: moeMatvecConstants(spec, dtype, used, mode, !!args.shared) });
-  const none = dummy(device);
-  const params: GPUBuffer[] = [];
-  const bindGroups = parts.map((p, i) => {
-    const part = { first: p.row0 / n, count: p.rows / n, add: mode === 'combine' && i > 0 };
-    const uniform = uploadBuffer(device, new Uint8Array(moeMatvecParams(dtype, n, k, part)), UNIFORM, `moe params ${experts}x${n}x${k}${parts.length > 1 ? ` [part ${i + 1}/${parts.length}]` : ''}`);
-    params.push(uniform);
-    // The chosen experts' rows (at most every expert of the part, each read once), x read and y
-    // written per item (combine's later parts read y too), ids and weights (and the shared
-    // expert's row, first part) per token.
-    const bytes = (rows: number) =>
-      Math.min(part.count, rows * used) * expertBytes +
-      (mode === 'gather' ? rows * (k + used * n) : rows * (used * k + n + (part.add ? n : 0) + (args.shared && !part.add ? n + 1 : 0))) * act +
-      rows * used * 8;
-    return describeDispatch(
-      bindBuffers(device, pipeline, [p.buffer, args.x, args.y, args.ids, args.weights, args.shared?.y ?? none, args.shared?.gate ?? none, uniform, args.counts]),
-      args.label,
-      `moe_${mode}`,
-      bytes,
-    );
-  });
+  return parts;
+}
+
+/**
+ * The op of a routed kernel over a stack in parts: one dispatch per part (its bind group and
+ * grid), the parts' uniforms freed with it.
+ */
+function partsOp(pipeline: GPUComputePipeline, dispatches: { bindGroup: GPUBindGroup; grid: (tokens: number) => [number, number] }[], params: GPUBuffer[], maxTokens: number): Op {
   return {
     destroy: () => {
       for (const b of params) b.destroy();
@@ -244,13 +221,63 @@ export async function createMoeMatvecOp(ctx: OpContext, args: MoeMatvecArgs, spe
     encode(pass, tokens) {
       if (!(tokens >= 1 && tokens <= maxTokens)) throw new RangeError(`a step of ${tokens} tokens; this layer takes 1..${maxTokens}`);
       pass.setPipeline(pipeline);
-      const grid = moeMatvecGrid(n, mode === 'gather' ? tokens * used : tokens, spec);
-      for (const bindGroup of bindGroups) {
-        pass.setBindGroup(0, bindGroup);
-        pass.dispatchWorkgroups(...grid);
+      for (const d of dispatches) {
+        pass.setBindGroup(0, d.bindGroup);
+        pass.dispatchWorkgroups(...d.grid(tokens));
       }
     },
   };
+}
+
+/** The routed linear layer; pipeline, params and bind groups (one per weight part) made here, once. */
+export async function createMoeMatvecOp(ctx: OpContext, args: MoeMatvecArgs, spec: MoeMatvecSpec = MOE_SPEC): Promise<Op> {
+  const { device, precision } = ctx;
+  const { dtype, experts, n, k, used, mode, maxTokens } = args;
+  const fail = (what: string): never => {
+    throw new MoeOpError(`routed linear ${dtype} [${experts}, ${n}, ${k}]: ${what}`);
+  };
+  if (k % 8 !== 0 || k % DTYPE_INFO[dtype].blockSize !== 0) fail(`k must be a multiple of 8 and of the ${dtype} block`);
+  if ((args.shared || args.residual) && mode !== 'combine') fail('a shared expert or a residual add is combine mode\'s only');
+  const [xBytes, yBytes] = [elemBytes(precision, args.xF32), elemBytes(precision, args.yF32)];
+  const slots = maxTokens * used;
+  const need = (buf: GPUBuffer, bytes: number, name: string) => {
+    if (buf.size < bytes) fail(`${name} holds ${buf.size} bytes, needs ${bytes}`);
+  };
+  const expertBytes = n * gpuBytesPerRow(dtype, k);
+  const parts = expertParts(args.weight, experts, n, expertBytes, fail);
+  need(args.x, (mode === 'gather' ? maxTokens : slots) * k * xBytes, 'x');
+  need(args.y, (mode === 'gather' ? slots : maxTokens) * n * yBytes, 'y');
+  need(args.ids, slots * 4, 'ids');
+  need(args.weights, slots * 4, 'weights');
+  const tpr = spec.WG / spec.ROWS_PER_WG;
+  if (!(Number.isInteger(tpr) && tpr > 0 && (tpr & (tpr - 1)) === 0)) fail(`WG / ROWS_PER_WG = ${tpr} threads per row must be a power of two`);
+  const f32 = [...(args.xF32 ? ['x_t'] : []), ...(args.yF32 ? ['y_t'] : []), ...(args.shared?.yF32 ? ['sy_t'] : [])];
+  const pipeline = await ctx.cache.get(moeMatvecKernel, { precision, f32, constants: moeMatvecConstants(spec, dtype, used, mode, !!args.shared) });
+  const none = dummy(device);
+  const act = actBytes(precision);
+  const sharedBytes = args.shared ? (n * elemBytes(precision, args.shared.yF32) + act) : 0;
+  const params: GPUBuffer[] = [];
+  const dispatches = parts.map((p, i) => {
+    // A later part adds to the first's; into the residual stream, every part adds.
+    const part = { first: p.row0 / n, count: p.rows / n, add: mode === 'combine' && (i > 0 || !!args.residual) };
+    const uniform = uploadBuffer(device, new Uint8Array(moeMatvecParams(dtype, n, k, part)), UNIFORM, `moe params ${experts}x${n}x${k}${parts.length > 1 ? ` [part ${i + 1}/${parts.length}]` : ''}`);
+    params.push(uniform);
+    // The chosen experts' rows (at most every expert of the part, each read once), x read and y
+    // written per item (read too where the part adds), ids and weights (and the shared expert's
+    // row, with expert 0's part) per token.
+    const bytes = (rows: number) =>
+      Math.min(part.count, rows * used) * expertBytes +
+      (mode === 'gather' ? rows * (k * xBytes + used * n * yBytes) : rows * (used * k * xBytes + (part.add ? 2 : 1) * n * yBytes + (part.first === 0 ? sharedBytes : 0))) +
+      rows * used * 8;
+    const bindGroup = describeDispatch(
+      bindBuffers(device, pipeline, [p.buffer, args.x, args.y, args.ids, args.weights, args.shared?.y ?? none, args.shared?.gate ?? none, uniform, args.counts]),
+      args.label,
+      `moe_${mode}`,
+      bytes,
+    );
+    return { bindGroup, grid: (tokens: number) => moeMatvecGrid(n, mode === 'gather' ? tokens * used : tokens, spec) };
+  });
+  return partsOp(pipeline, dispatches, params, maxTokens);
 }
 
 /** TypeScript reference of moe_sort: the slots t·K + j ordered by expert (stable), and each expert's first index in that order. */
@@ -319,14 +346,7 @@ export async function createMoeGroupedOp(ctx: OpContext, args: MoeGroupedArgs, s
   if (!(Number.isInteger(tpr) && tpr > 0 && (tpr & (tpr - 1)) === 0)) fail(`WG / ROWS_PER_WG = ${tpr} threads per row must be a power of two`);
   const act = actBytes(ctx.precision);
   const expertBytes = n * gpuBytesPerRow(dtype, k);
-  const parts: readonly WeightPart[] = Array.isArray(args.weight) ? args.weight : [{ buffer: args.weight as GPUBuffer, row0: 0, rows: experts * n }];
-  let next = 0;
-  for (const [i, p] of parts.entries()) {
-    if (p.row0 !== next || p.row0 % n !== 0 || p.rows % n !== 0 || !(p.rows > 0)) fail(`weight part ${i} (rows ${p.row0}..${p.row0 + p.rows}) is not the whole experts after the part before`);
-    if (p.buffer.size < (p.rows / n) * expertBytes) fail(`weight part ${i} holds ${p.buffer.size} bytes`);
-    next += p.rows;
-  }
-  if (next !== experts * n) fail(`the weight parts hold ${next / n} experts`);
+  const parts = expertParts(args.weight, experts, n, expertBytes, fail);
   if (args.x.size < maxTokens * k * act || args.y.size < maxTokens * used * n * act) fail('x or y is too small');
   const pipeline = await ctx.cache.get(moeGroupedKernel, { precision: ctx.precision, constants: { ...spec, WTYPE: WTYPE[dtype], K: used } });
   const params: GPUBuffer[] = [];
@@ -338,19 +358,8 @@ export async function createMoeGroupedOp(ctx: OpContext, args: MoeGroupedArgs, s
     // Every expert of the part read (at most) once per 4 of its slots, x read and y written per slot.
     const bytes = (rows: number) => Math.min(count, rows * used) * expertBytes + rows * used * (k + n) * act + rows * used * 4;
     const bindGroup = describeDispatch(bindBuffers(device, pipeline, [p.buffer, args.x, args.y, args.order, args.offsets, uniform]), args.label, 'moe_grouped', bytes);
-    return { bindGroup, count };
+    // Grid y over the part's experts, whatever the step's size (each reads its own slot count).
+    return { bindGroup, grid: (): [number, number] => [Math.ceil(n / spec.ROWS_PER_WG), count] };
   });
-  return {
-    destroy: () => {
-      for (const b of params) b.destroy();
-    },
-    encode(pass, tokens) {
-      if (!(tokens >= 1 && tokens <= maxTokens)) throw new RangeError(`a step of ${tokens} tokens; this layer takes 1..${maxTokens}`);
-      pass.setPipeline(pipeline);
-      for (const d of dispatches) {
-        pass.setBindGroup(0, d.bindGroup);
-        pass.dispatchWorkgroups(Math.ceil(n / spec.ROWS_PER_WG), d.count);
-      }
-    },
-  };
+  return partsOp(pipeline, dispatches, params, maxTokens);
 }

@@ -31,7 +31,7 @@ describe('rms_norm kernel', () => {
           gpu,
           rmsNormKernel,
           { constants: { WG } },
-          [{ input: x }, { input: w }, { output: rows * n * 4 }, { uniform: packParams([['u32', rows], ['u32', n], ['f32', eps]]) }],
+          [{ input: x }, { input: w }, { output: rows * n * 4 }, { uniform: packParams([['u32', rows], ['u32', n], ['f32', eps], ['f32', 1]]) }],
           [rows],
         );
         const { diff } = maxAbsDiff(new Float32Array(y!), rmsNormRef(x, w, rows, n, eps));
@@ -66,6 +66,26 @@ describe('rms_norm kernel', () => {
       expect(y.subarray(rows * n).every((v) => v === 0)).toBe(true);
     }
   });
+
+  // A post-norm and its residual add in one dispatch: y += scale · norm(x), summed in f32; the
+  // same tolerance (O(1) values). Rows past the step's tokens keep their y.
+  for (const WG of RMS_NORM_WG) {
+    it(`adds the scaled normed rows into y at WG=${WG}`, async () => {
+      const gpu = await testGPU();
+      const { device } = gpu;
+      const [rows, n, tokens, scale] = [3, 1000, 2, 0.5];
+      const x = random(rows * n, 31);
+      const w = random(n, 32);
+      const y0 = random(rows * n, 33);
+      const y = uploadBuffer(device, y0, STORAGE);
+      const op = await createRmsNormOp(opContext(device, 'f32'), { x: uploadBuffer(device, x, STORAGE), weight: uploadBuffer(device, w, STORAGE), y, n, maxTokens: rows, eps: 1e-6, wg: WG, add: { scale } });
+      await runPass(device, (pass) => op.encode(pass, tokens));
+      const got = new Float32Array(await readBuffer(device, y));
+      const normed = rmsNormRef(x, w, tokens, n, 1e-6);
+      const want = y0.map((v, i) => (i < tokens * n ? v + scale * normed[i]! : v));
+      expect(maxAbsDiff(got, want).diff).toBeLessThan(TOLERANCE);
+    });
+  }
 
   // f16 activations in and out (the sum of squares stays f32): the output's own rounding, 2^-11
   // relative, dominates; 2e-3 relative leaves room for one more rounding of the scaled product.
@@ -103,4 +123,25 @@ describe('rms_norm kernel', () => {
       expect(maxRelDiff(got, actRound(rmsNormRef(x, w, rows, n, 1e-6), 'f16'))).toBeLessThan(2e-3);
     });
   }
+
+  // The f16 engine's post-norm (Gemma 2/3, OLMo 2): the f32 branch xb2 (×1e5) normed by large
+  // weights (×1e5, as the fixture's streamScale draws them) and added into the f32 stream
+  // (×1e5), nothing in f16. Values to about 6e5, so f32 roundings and the f32 sum of squares give
+  // about 1e-6 relative: 2 absolute; a store instead of an add, or an f16 step, is off by 1e4 or more.
+  it('adds a normed f32 branch beyond f16 range into an f32 stream at the engine\'s WG (f16)', async ({ skip }) => {
+    const gpu = await testGPU();
+    skip(!gpu.info.f16, 'the device has no shader-f16');
+    const { device } = gpu;
+    const [rows, n] = [3, 1000];
+    const x = random(rows * n, 41).map((v) => 1e5 * v);
+    const w = random(n, 42).map((v) => 1e5 * v);
+    const y0 = random(rows * n, 43).map((v) => 1e5 * v);
+    const y = uploadAct(device, y0, 'f32');
+    const op = await createRmsNormOp(opContext(device, 'f16'), { x: uploadAct(device, x, 'f32'), xF32: true, weight: uploadBuffer(device, w, STORAGE), y, yF32: true, n, maxTokens: rows, eps: 1e-6, add: { scale: 1 } });
+    await runPass(device, (pass) => op.encode(pass, rows));
+    const got = await readAct(device, y, rows * n, 'f32');
+    const want = rmsNormRef(x, w, rows, n, 1e-6).map((v, i) => v + y0[i]!);
+    expect(Math.max(...want.map(Math.abs))).toBeGreaterThan(65504);
+    expect(maxAbsDiff(got, want).diff).toBeLessThan(2);
+  });
 });

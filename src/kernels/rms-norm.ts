@@ -1,7 +1,7 @@
 import source from '../../shaders/rms_norm.wgsl';
 import { packParams, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
-import { actBytes, describeDispatch, elemBytes, type Op, type OpContext, type OpLabel } from './op';
+import { describeDispatch, elemBytes, type Op, type OpContext, type OpLabel } from './op';
 
 export const rmsNormKernel: Kernel = { name: 'rms_norm', source };
 
@@ -23,24 +23,46 @@ export function rmsNormRef(x: Float32Array, w: Float32Array, rows: number, n: nu
 /**
  * RMSNorm of `rowsPerToken` rows of `n` elements per token (1 for the residual stream; the head
  * count for qwen3's per-head q/k norm). The row count rides on the dispatch size, so the uniform
- * is static and `encode` only dispatches.
+ * is static and `encode` only dispatches. `add`: the normed rows are added into y (y += scale ·
+ * norm(x)), a post-norm and its residual add in one dispatch.
  */
 export async function createRmsNormOp(
   ctx: OpContext,
-  args: { x: BufferRef; weight: GPUBuffer; y: BufferRef; n: number; rowsPerToken?: number; maxTokens: number; eps: number; wg?: number; label?: OpLabel; xF32?: boolean },
+  args: {
+    x: BufferRef;
+    weight: GPUBuffer;
+    y: BufferRef;
+    n: number;
+    rowsPerToken?: number;
+    maxTokens: number;
+    eps: number;
+    wg?: number;
+    label?: OpLabel;
+    /** x is f32 at every precision (the residual stream, or a branch output before its post-norm). */
+    xF32?: boolean;
+    /** y is f32 at every precision (the residual stream). */
+    yF32?: boolean;
+    /** Adds scale · the normed rows into y instead of storing them. */
+    add?: { scale: number };
+  },
 ): Promise<Op> {
   const rowsPerToken = args.rowsPerToken ?? 1;
-  // xF32: x is the residual stream, f32 at every precision (y is act).
-  const pipeline = await ctx.cache.get(rmsNormKernel, { precision: ctx.precision, f32: args.xF32 ? ['x_t'] : [], constants: { WG: args.wg ?? 64 } });
+  const f32 = [...(args.xF32 ? ['x_t'] : []), ...(args.yF32 ? ['y_t'] : [])];
+  const pipeline = await ctx.cache.get(rmsNormKernel, { precision: ctx.precision, f32, constants: { WG: args.wg ?? 64, ...(args.add ? { ADD: 1 } : {}) } });
   const params = uploadBuffer(
     ctx.device,
-    new Uint8Array(packParams([['u32', args.maxTokens * rowsPerToken], ['u32', args.n], ['f32', args.eps]])),
+    new Uint8Array(packParams([['u32', args.maxTokens * rowsPerToken], ['u32', args.n], ['f32', args.eps], ['f32', args.add?.scale ?? 1]])),
     UNIFORM,
     'rms_norm params',
   );
-  const act = actBytes(ctx.precision);
-  // Reads x, writes y, and reads the f32 weight once.
-  const bindGroup = describeDispatch(bindBuffers(ctx.device, pipeline, [args.x, args.weight, args.y, params]), args.label, 'norm', (rows) => rows * rowsPerToken * args.n * (elemBytes(ctx.precision, args.xF32) + act) + args.weight.size);
+  const yBytes = elemBytes(ctx.precision, args.yF32);
+  // Reads x, writes y (reads it too with `add`), and reads the f32 weight once.
+  const bindGroup = describeDispatch(
+    bindBuffers(ctx.device, pipeline, [args.x, args.weight, args.y, params]),
+    args.label,
+    'norm',
+    (rows) => rows * rowsPerToken * args.n * (elemBytes(ctx.precision, args.xF32) + (args.add ? 2 : 1) * yBytes) + args.weight.size,
+  );
   return {
     destroy: () => params.destroy(),
     encode(pass, tokens) {
