@@ -28,6 +28,7 @@ export interface BatchingSettings {
   prefixTokens: number;
   /** Prompt tokens per prefill step (as the other runs). */
   prefillChunk: number;
+  integerDot?: boolean;
 }
 
 /** Tokens request B adds after A's prompt. */
@@ -369,7 +370,7 @@ export async function benchBatching(gpu: GPUContext, opened: OpenedModel, format
   if (levelsAsked.length === 0 && s.prefixTokens <= 0) return null;
   const maxBatch = Math.max(1, ...levelsAsked);
   const contextLength = Math.max(s.streamPromptTokens + s.streamTokens + 8, s.prefixTokens > 0 ? s.prefixTokens + PREFIX_EXTRA_TOKENS + 8 : 0);
-  const engine = await GpuEngine.load(opened, { gpu, contextLength, prefillChunk: s.prefillChunk, maxBatch });
+  const engine = await GpuEngine.load(opened, { gpu, contextLength, prefillChunk: s.prefillChunk, integerDot: s.integerDot, maxBatch });
   const hooks = new StepHooks(engine, gpu.device, gpu.info.timestamps && gpu.device.features.has('timestamp-query'));
   try {
     const vocab = engine.config.vocabSize;

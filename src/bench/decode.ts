@@ -53,6 +53,7 @@ export interface DecodeContextSettings {
   decodeTokens: number;
   profileSteps: number;
   prefillChunk: number;
+  integerDot?: boolean;
 }
 
 /** Totals of profiled steps, per step; the per-op split against `copyGBps`. */
@@ -101,7 +102,7 @@ export async function benchDecodeContexts(
   for (const n of dropped) log(`${format}: decode at ${n} tokens of context skipped: the model's context is ${opened.config.maxPositionEmbeddings}`);
   if (contexts.length === 0) return { results: [], dropped };
   const contextLength = Math.max(...contexts) + s.decodeTokens + 8;
-  const engine = await GpuEngine.load(opened, { gpu, contextLength, prefillChunk: s.prefillChunk, maxBatch: 1 });
+  const engine = await GpuEngine.load(opened, { gpu, contextLength, prefillChunk: s.prefillChunk, integerDot: s.integerDot, maxBatch: 1 });
   const timestamps = gpu.info.timestamps && gpu.device.features.has('timestamp-query');
   const hooks = new StepHooks(engine, gpu.device, timestamps);
   const vocab = engine.config.vocabSize;

@@ -35,6 +35,7 @@ const USAGE = `usage: npm run bench -- [options]
   --decode-contexts 1024,4096,8192   contexts to decode at, greedy and sampled (T 0.7, top-k 40, top-p 0.9), with a profiled step
                               (default 1024,4096,8192; 128,512 on emulated adapters; 0: skip)
   --prefill-chunk N           prompt tokens per prefill step (default 128)
+  --integer-dot               one-token decode steps by int8 dot products (dot4I8Packed) where the GPU has them
   --profile-steps N           decode steps timed per kernel
   --profile-prefill           also time a prefill chunk per kernel (default on real GPUs)
   --mask-vocab 128256,151936  vocabulary sizes for the CPU grammar-mask timing (default 128256, Llama 3's; 0: skip)
@@ -66,6 +67,7 @@ async function main(): Promise<void> {
       'prefill-chunk': { type: 'string' },
       'profile-steps': { type: 'string' },
       'profile-prefill': { type: 'boolean' },
+      'integer-dot': { type: 'boolean' },
       'mask-vocab': { type: 'string', default: String(LLAMA3_VOCAB) },
       streams: { type: 'string' },
       'stream-prompt': { type: 'string' },
@@ -86,6 +88,7 @@ async function main(): Promise<void> {
     prefillChunk: numbers(values['prefill-chunk'])?.[0],
     profileSteps: numbers(values['profile-steps'])?.[0],
     profilePrefill: values['profile-prefill'],
+    integerDot: values['integer-dot'],
     streamPromptTokens: numbers(values['stream-prompt'])?.[0],
     streamTokens: numbers(values['stream-tokens'])?.[0],
   };

@@ -29,6 +29,8 @@ export interface BenchSettings {
   decodeContexts: number[];
   /** Prompt tokens per prefill step. */
   prefillChunk: number;
+  /** EngineOptions.integerDot (`--integer-dot`): one-token decode steps by int8 dot products where the GPU has them. */
+  integerDot?: boolean;
   /** Decode steps recorded with timestamps for the breakdown. */
   profileSteps: number;
   /** Also time a prefill chunk per kernel (one more prefill of the shortest prompt). */
@@ -167,7 +169,7 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
     const t0 = performance.now();
     const opened = await openModel(location);
     const contextLength = Math.max(...s.promptLengths) + s.decodeTokens + 8;
-    engine = await GpuEngine.load(opened, { gpu, contextLength, prefillChunk: s.prefillChunk });
+    engine = await GpuEngine.load(opened, { gpu, contextLength, prefillChunk: s.prefillChunk, integerDot: s.integerDot });
     const loadMs = performance.now() - t0;
     const c = opened.config;
     log(`${format}: loaded in ${loadMs.toFixed(0)} ms (${engine.precision})`);

@@ -21,6 +21,7 @@ Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, ...) f
   --lora NAME=PATH         load a LoRA adapter (a PEFT folder or a GGUF LoRA; path, URL or repo id) that
                            requests pick with "model": "<id>:NAME" or "lora_path": "NAME" (repeatable)
   --max-lora-rank N        the largest rank an adapter loaded later may have (default 64)
+  --integer-dot            one-token decode steps by int8 dot products where the GPU has them (default off)
   --no-cache               read remote models without keeping a copy
   --help, -h               this text`;
 
@@ -37,6 +38,8 @@ export interface ServeArgs {
   id?: string;
   precision: 'auto' | 'f32' | 'f16';
   contextLength?: number;
+  /** `--integer-dot`: EngineOptions.integerDot. */
+  integerDot?: boolean;
   cache: boolean;
   maxBodyBytes?: number;
   grammarCompileMs?: number;
@@ -55,6 +58,10 @@ export function parseServeArgs(args: string[], env: Record<string, string | unde
     if (flag === '--help') return null;
     if (flag === '--no-cache') {
       out.cache = false;
+      continue;
+    }
+    if (flag === '--integer-dot') {
+      out.integerDot = true;
       continue;
     }
     const need = (): string => {
@@ -146,6 +153,7 @@ export async function serveCommand(args: string[], log: (line: string) => void =
     id: a.id,
     precision: a.precision,
     contextLength: a.contextLength,
+    ...(a.integerDot ? { integerDot: true } : {}),
     maxBodyBytes: a.maxBodyBytes,
     grammarCompileMs: a.grammarCompileMs,
     cache: a.cache,

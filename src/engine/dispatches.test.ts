@@ -39,7 +39,9 @@ describe('dispatches per decode step', () => {
     const gpu = await testGPU();
     const paths = await ensureFixture({ arch: 'llama', preset: 'tiny' });
     const opened = await openModel(paths.gguf.Q4_0!);
-    const engine = await GpuEngine.load(opened, { gpu, precision: 'f32' });
+    // integerDot: where the device has it, the decode matvecs are matvec_dot's, which must keep
+    // the count (each quantises its input in its own prologue, no dispatch of its own).
+    const engine = await GpuEngine.load(opened, { gpu, precision: 'f32', integerDot: true });
     try {
       const counter = new DispatchCounter();
       engine.profiler = counter;

@@ -18,6 +18,7 @@ import { GpuEngine } from './engine';
 import { expectModelMatchesReference, generateGreedy } from '../testing/engine-check';
 import { describeEngineGrid, FIRST_FAMILIES, LOGIT_TOLERANCE, MAIN_GRID } from '../testing/engine-matrix';
 import { GREEDY } from '../testing/sampling';
+import { useFixtureURLs } from '../testing/fixture-server';
 
 
 describeEngineGrid(MAIN_GRID.filter(([a]) => FIRST_FAMILIES.includes(a)));
@@ -63,5 +64,39 @@ describe('the GPU engine at head dims that are not a multiple of 16', () => {
     } finally {
       await server.close();
     }
+  });
+});
+
+describe('the GPU engine with integer dot products (integerDot)', () => {
+  // One-token steps (every teacher-forced step and every greedy decode step here) take
+  // matvec_dot where the device reports packed_4x8_integer_dot_product: each such matvec's input
+  // is rounded to int8 per block of 32 (the kernel itself is held to its quantised reference in
+  // src/kernels/matvec-dot.gpu.test.ts), so the logits are the float reference's within that
+  // rounding, not within the float path's 1e-3. INT_DOT_TOLERANCE: a rounded value is off by up to
+  // d / 2 (d = max|x| / 127 of its block), an RMS error of d / √12, about 0.4% of the RMS of
+  // uniform-like activations; the tiny llama's 2 layers quantise 4 matvec inputs each, plus the
+  // head's, each adding such an error of its output, so the logits (RMS ≈ 5, max ≈ 19 here) move by
+  // about 1% of their RMS, ≈ 0.05 RMS and ≈ 0.25 at most over the ~20 steps × vocab compared
+  // (measured on SwiftShader: 0.22 Q8_0, 0.19 Q4_K_M). 0.5 is twice that, 10% of the logits' RMS: a
+  // wrong weight type, scale or offset moves them by their whole size. Greedy tokens must then match
+  // up to the first step whose reference top-2 margin is below it.
+  const INT_DOT_TOLERANCE = 0.5;
+  const urls = useFixtureURLs('llama');
+  it.each(['Q8_0', 'Q4_K_M'])('%s: greedy tokens and teacher-forced logits match the reference, decode matvecs by dot4I8Packed', async (variant) => {
+    const gpu = await testGPU();
+    if (!gpu.info.integerDot) return; // nothing to compare against the float path's test
+    const labels: string[] = [];
+    const create = gpu.device.createComputePipelineAsync;
+    gpu.device.createComputePipelineAsync = function (this: GPUDevice, d: GPUComputePipelineDescriptor) {
+      labels.push(d.label ?? '');
+      return create.call(gpu.device, d);
+    };
+    try {
+      await expectModelMatchesReference(gpu, urls()[variant]!, { precision: 'f32', steps: 4, tolerance: INT_DOT_TOLERANCE, salt: 13, engine: { integerDot: true } });
+    } finally {
+      gpu.device.createComputePipelineAsync = create;
+    }
+    // The integer kernel was compiled for the layers (each type's first use in this file).
+    expect(labels.filter((l) => l.startsWith('matvec_dot')).length).toBeGreaterThan(0);
   });
 });

@@ -51,6 +51,14 @@ export interface EngineOptions {
   contextLength?: number;
   /** Prompt tokens per step for prefill chunks (default 128, 512 on discrete GPUs: defaultPrefillChunk); a step also holds one decode token per running sequence. */
   prefillChunk?: number;
+  /**
+   * Decode steps of one token take the integer dot-product matvec (the activation quantised to
+   * int8 per block of 32, dotted with the weights' quants by `dot4I8Packed`) where the device
+   * reports WGSL's `packed_4x8_integer_dot_product` and the layer's weight type has an integer
+   * form; elsewhere, and by default, the float matvec. Off by default until a GPU measurement
+   * shows it faster (the bench's `--integer-dot`); it rounds the activation to 8 bits per value.
+   */
+  integerDot?: boolean;
   /** KV page size in tokens (default 16). */
   pageSize?: number;
   /** Sequences decoded together: requests, `n` choices and batched prompts in flight at once (default 16). */
@@ -267,7 +275,8 @@ export class GpuEngine implements Backend, BatchRunner {
     const prefillChunk = Math.max(1, Math.floor(opts.prefillChunk ?? defaultPrefillChunk(gpu.info, emulated)));
     const limits = { maxTokens: prefillChunk + maxSeqs, maxSeqs, numPages, pageSize, maxPagesPerSeq, contextLength };
     const text = loadTextModel(opened);
-    const ctx = { device: gpu.device, cache: pipelineCache(gpu.device), precision, emulated };
+    const integerDot = opts.integerDot === true && gpu.info.integerDot;
+    const ctx = { device: gpu.device, cache: pipelineCache(gpu.device), precision, emulated, integerDot };
     const progress = opts.onProgress instanceof ProgressEmitter ? opts.onProgress : new ProgressEmitter(opts.onProgress);
     const upload = progress.phase('upload').file('weights', weightBytes);
     let uploaded = 0;

@@ -25,6 +25,8 @@ export interface HostOptions {
   contextLength?: number;
   maxBatch?: number;
   kvCacheTokens?: number;
+  /** CreateEngineOptions.integerDot. */
+  integerDot?: boolean;
   /** What the GPU may use, when known better than the estimate (CreateEngineOptions.memoryBytes). */
   memoryBytes?: number;
   cache?: boolean;
@@ -70,6 +72,7 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
       contextLength: options.contextLength,
       maxBatch: options.maxBatch,
       kvCacheTokens: options.kvCacheTokens,
+      integerDot: options.integerDot,
       id: options.id,
       onProgress: progress,
       lora: options.lora,

@@ -92,13 +92,15 @@ describe('webgpu-llm serve', () => {
 describe('the serve command line', () => {
   it('takes --flag value and --flag=value, with loopback and port 8080 by default', () => {
     expect(parseServeArgs(['--model', 'm.gguf'])).toMatchObject({ model: 'm.gguf', port: 8080, host: '127.0.0.1', cache: true, precision: 'auto' });
-    expect(parseServeArgs(['--model=x', '--port=9000', '--host', '0.0.0.0', '--api-key', 'k', '--no-cache'])).toMatchObject({
+    expect(parseServeArgs(['--model=x', '--port=9000', '--host', '0.0.0.0', '--api-key', 'k', '--no-cache', '--integer-dot'])).toMatchObject({
       model: 'x',
       port: 9000,
       host: '0.0.0.0',
       apiKey: 'k',
       cache: false,
+      integerDot: true,
     });
+    expect(parseServeArgs(['--model', 'm.gguf'])?.integerDot).toBeUndefined();
     expect(parseServeArgs(['--help'])).toBeNull();
   });
 

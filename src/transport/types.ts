@@ -43,6 +43,12 @@ export interface CreateEngineOptions {
   /** Tokens of KV cache shared by all sequences and the prefix cache (default: from the model's size; see docs/ARCHITECTURE.md). */
   kvCacheTokens?: number;
   /**
+   * One-token decode steps use integer dot products (`dot4I8Packed`, the activation rounded to
+   * int8 per 32 values) where the GPU reports WGSL's `packed_4x8_integer_dot_product` (default
+   * false: kept off until measured faster on a GPU; see docs/ARCHITECTURE.md).
+   */
+  integerDot?: boolean;
+  /**
    * Bytes of memory the GPU may use, when you know it better than the engine's estimate (WebGPU
    * reports none; see src/gpu/memory.ts): `info.warnings` says when the model takes more.
    */

@@ -21,6 +21,7 @@ export interface WorkerLoadOptions {
   contextLength?: number;
   maxBatch?: number;
   kvCacheTokens?: number;
+  integerDot?: boolean;
   cache?: boolean;
   id?: string;
   lora?: Record<string, { source: WireModel; scale?: number }>;
@@ -84,6 +85,7 @@ export function createWorkerApi(): EngineWorkerApi {
           contextLength: options.contextLength,
           maxBatch: options.maxBatch,
           kvCacheTokens: options.kvCacheTokens,
+          integerDot: options.integerDot,
           memoryBytes: options.memoryBytes,
           cache: options.cache,
           id: options.id,

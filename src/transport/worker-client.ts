@@ -72,6 +72,7 @@ export async function createWorkerEngine(options: CreateEngineOptions, given?: W
           contextLength: options.contextLength,
           maxBatch: options.maxBatch,
           kvCacheTokens: options.kvCacheTokens,
+          integerDot: options.integerDot,
           cache: options.cache,
           id: options.id,
           memoryBytes: options.memoryBytes,
