@@ -19,21 +19,25 @@ import { serveDirectory } from '../testing/server';
 
 // A pre-norm block (llama), sandwich norms (gemma2: the post-norm adds its f32 branch into the
 // stream), a mixture of experts (qwen3moe: the experts' sum added into the stream by the combine).
-const CASES: Array<[Arch, number]> = [
-  ['llama', 5],
-  ['gemma2', 6],
-  ['qwen3moe', 7],
+// gemma2 and qwen3moe in Q8_0, the format engine-families.f16.test.ts runs them in: a fork that
+// runs both files compiles their f16 pipelines (seconds each on lavapipe) once.
+const CASES: Array<[Arch, 'F32' | 'Q8_0', number]> = [
+  ['llama', 'F32', 5],
+  ['gemma2', 'Q8_0', 6],
+  ['qwen3moe', 'Q8_0', 7],
 ];
 
 describe('the f16 engine with a residual stream beyond f16 range', () => {
-  for (const [arch, salt] of CASES) {
-    it(`keeps the stream and the branches f32 and matches the reference on ${arch} (f16)`, { timeout: 300_000 }, async (ctx) => {
+  for (const [arch, format, salt] of CASES) {
+    it(`keeps the stream and the branches f32 and matches the reference on ${arch} ${format} (f16)`, { timeout: 300_000 }, async (ctx) => {
       const gpu = await testGPU();
       if (!gpu.info.f16) ctx.skip(); // SwiftShader: no shader-f16 (CI runs this on lavapipe)
-      const paths = await ensureFixture({ arch, preset: 'tiny', tied: false, streamScale: 1e5 }, { hf: ['F32'], gguf: [] });
+      const hf = format === 'F32';
+      const paths = await ensureFixture({ arch, preset: 'tiny', tied: false, streamScale: 1e5 }, hf ? { hf: ['F32'], gguf: [] } : { hf: [], gguf: [format] });
       const server = await serveDirectory(paths.root);
       try {
-        const url = `${server.url}/${relative(paths.root, paths.hf.F32!).split('\\').join('/')}`;
+        const file = hf ? paths.hf.F32! : paths.gguf[format]!;
+        const url = `${server.url}/${relative(paths.root, file).split('\\').join('/')}`;
         await expectModelMatchesReference(gpu, url, { precision: 'f16', steps: 12, tolerance: F16_LOGIT_TOLERANCE, salt });
       } finally {
         await server.close();
