@@ -12,9 +12,10 @@
 // attn_combine merges. Any token count works, so this is also a (slow but correct) prefill path.
 // Each tile's softmax (a head's max and sum over the tile's scores) is one subgroup reduction per
 // head where the device has subgroups (runs of lanes of one subgroup take a head each), else one
-// thread per head scans its scores serially from workgroup memory.
-// Params, the window and the page lookup: shaders/lib/attn_kv.wgsl; one of shaders/lib/subgroups.wgsl
-// or subgroups_off.wgsl (SUBGROUPS) goes in front too (src/kernels/attention.ts).
+// thread per head scans its scores serially from workgroup memory: shaders/lib/attn_softmax.wgsl,
+// one row per head. Params, the window and the page lookup: shaders/lib/attn_kv.wgsl; one of
+// shaders/lib/subgroups.wgsl or subgroups_off.wgsl (SUBGROUPS) goes in front too
+// (src/kernels/attention.ts).
 alias act = f32;
 
 override WG: u32 = 128;
@@ -31,6 +32,9 @@ override SLOTS: u32 = GROUP * D4;
 override NG: u32 = 1;
 override OUTS: u32 = 1;
 const MAX_OUTS = 8u;
+// The online softmax's rows and tile (shaders/lib/attn_softmax.wgsl): one row per head.
+override SM_ROWS: u32 = GROUP;
+override SM_KEYS: u32 = KB;
 
 @group(0) @binding(0) var<storage, read> q: array<vec4<act>>;       // [T, nHeads, D4]
 @group(0) @binding(1) var<storage, read> kCache: array<vec4<act>>;  // [numPages, PAGE, nKv, D4]
@@ -46,13 +50,9 @@ const MAX_OUTS = 8u;
 var<workgroup> qs: array<vec4f, SLOTS>;       // the group's query rows, pre-scaled
 var<workgroup> kt: array<vec4f, KB * ROW>;    // the tile's keys
 var<workgroup> vt: array<vec4f, KB * D4>;     // and their values
-var<workgroup> sc: array<f32, GROUP * KB>;    // scores, then probabilities, per head
 // Cache offsets of the tile's keys, double-buffered: the next tile's are looked up (one block
 // table read per key, not per vec4) while this tile's softmax runs.
 var<workgroup> rows: array<u32, 2 * KB>;
-var<workgroup> hMax: array<f32, GROUP>;
-var<workgroup> hSum: array<f32, GROUP>;
-var<workgroup> hAlpha: array<f32, GROUP>;
 var<workgroup> red: array<vec4f, WG>;         // the key groups' partial outputs (NG > 1)
 
 // Cache offsets (in vec4s) of keys first .. first + n of (seq, kh) into rows[buf * KB ..]: one
@@ -73,12 +73,10 @@ fn lookUp(seq: u32, kh: u32, first: u32, n: u32, buf: u32, lid: u32) {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @builtin(local_invocation_index) lid: u32) {
-  // With subgroups: the subgroup size and this thread's subgroup-ordered index (uniform control
-  // flow, every thread active: before any return). Runs of L consecutive indices (one subgroup's
-  // lanes, a power of two, at most a tile's keys) take a head each in the softmax.
+  // With subgroups: the subgroup size and this thread's subgroup-ordered index for the softmax
+  // (uniform control flow, every thread active: before any return).
   let sgs = sg_size();
   let v = sg_index(lid, sgs);
-  let L = 1u << firstLeadingBit(min(sgs, KB));
   let split = wg.x;
   let nSplits = nwg.x;
   let h0 = wg.y * GROUP;  // first query head of the group
@@ -101,10 +99,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @
   }
 
   for (var i = lid; i < SLOTS; i += WG) { qs[i] = vec4f(q[head * D4 + i]) * p.scale; }
-  for (var g = lid; g < GROUP; g += WG) {
-    hMax[g] = NO_MAX;
-    hSum[g] = 0.0;
-  }
+  softmax_init(lid);
   lookUp(seq, kh, start, min(KB, end - start), 0u, lid);
 
   var acc: array<vec4f, MAX_OUTS>;
@@ -125,60 +120,11 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @
       let j = i % n;
       var s = 0.0;
       for (var d = 0u; d < D4; d++) { s += dot(qs[g * D4 + d], kt[j * ROW + d]); }
-      sc[g * KB + j] = capScore(s);
+      sm_p[g * KB + j] = capScore(s);
     }
     workgroupBarrier();
     // Each head's running softmax takes this tile's scores; then the next tile's keys are looked up.
-    if (SUBGROUPS) {
-      // A run of L lanes per head: each lane a strided share of the keys, then the run's max and
-      // sum by shuffles. Every thread takes every trip (heads past GROUP add nothing), so the
-      // shuffles see their whole subgroup.
-      for (var g0 = 0u; g0 < GROUP; g0 += WG / L) {
-        let g = g0 + v / L;
-        let live = g < GROUP;
-        let row = min(g, GROUP - 1u) * KB;
-        var mOld = NO_MAX;
-        if (live) { mOld = hMax[g]; }
-        var m = NO_MAX;
-        if (live) {
-          for (var j = v % L; j < n; j += L) { m = max(m, sc[row + j]); }
-        }
-        let mNew = max(mOld, sg_run_max(m, L, KB, sgs));
-        var sum = 0.0;
-        if (live) {
-          for (var j = v % L; j < n; j += L) {
-            let e = exp(sc[row + j] - mNew);
-            sc[row + j] = e;
-            sum += e;
-          }
-        }
-        sum = sg_run_sum(sum, L, KB, sgs);
-        // The run's first lane writes after the shuffles, which needed every lane's read of mOld.
-        if (live && v % L == 0u) {
-          let alpha = exp(mOld - mNew);
-          hAlpha[g] = alpha;
-          hMax[g] = mNew;
-          hSum[g] = hSum[g] * alpha + sum;
-        }
-      }
-    } else {
-      // One thread per head scans its scores.
-      for (var g = lid; g < GROUP; g += WG) {
-        let mOld = hMax[g];
-        var mNew = mOld;
-        for (var j = 0u; j < n; j++) { mNew = max(mNew, sc[g * KB + j]); }
-        var sum = 0.0;
-        for (var j = 0u; j < n; j++) {
-          let e = exp(sc[g * KB + j] - mNew);
-          sc[g * KB + j] = e;
-          sum += e;
-        }
-        let alpha = exp(mOld - mNew);
-        hAlpha[g] = alpha;
-        hMax[g] = mNew;
-        hSum[g] = hSum[g] * alpha + sum;
-      }
-    }
+    softmax_tile(n, lid, v, sgs);
     let next = tile + KB;
     if (next < end) { lookUp(seq, kh, next, min(KB, end - next), 1u - buf, lid); }
     workgroupBarrier();
@@ -188,8 +134,8 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @
         let slot = i % SLOTS;
         let g = slot / D4;
         let c = slot % D4;
-        var a = acc[o] * hAlpha[g];
-        for (var j = i / SLOTS; j < n; j += NG) { a += sc[g * KB + j] * vt[j * D4 + c]; }
+        var a = acc[o] * sm_alpha[g];
+        for (var j = i / SLOTS; j < n; j += NG) { a += sm_p[g * KB + j] * vt[j * D4 + c]; }
         acc[o] = a;
       }
     }
@@ -209,13 +155,13 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @
     if (i < SLOTS) {
       let g = i / D4;
       if (nSplits == 1u) {
-        out[head * D4 + i] = vec4<act>(acc[o] / hSum[g]);
+        out[head * D4 + i] = vec4<act>(acc[o] / sm_sum[g]);
       } else {
         partialO[((head + g) * p.nSplits + split) * D4 + i % D4] = acc[o];
       }
     }
   }
   if (nSplits > 1u) {
-    for (var g = lid; g < GROUP; g += WG) { partialML[(head + g) * p.nSplits + split] = vec2f(hMax[g], hSum[g]); }
+    for (var g = lid; g < GROUP; g += WG) { partialML[(head + g) * p.nSplits + split] = vec2f(sm_max[g], sm_sum[g]); }
   }
 }

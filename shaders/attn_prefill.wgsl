@@ -5,8 +5,12 @@
 // tile once for all of them. K and V of TK keys stream through workgroup memory together; each
 // row keeps an online softmax (running max, sum, unnormalised output). Key j is visible to a row
 // at position pos when j <= pos and, under a sliding window, pos - j < p.window; keys before the
-// tile's first window (pages included) are never read. Four barriers per key tile. Params, the
-// window and the page lookup: shaders/lib/attn_kv.wgsl.
+// tile's first window (pages included) are never read. Four barriers per key tile. A tile's
+// softmax (each row's max and sum over the tile's scores: shaders/lib/attn_softmax.wgsl) is a
+// subgroup reduction per row where the device has subgroups (runs of one subgroup's lanes take a
+// row each, so every thread works), else one thread per row scans its scores. Params, the window
+// and the page lookup: shaders/lib/attn_kv.wgsl; one of shaders/lib/subgroups.wgsl or
+// subgroups_off.wgsl (SUBGROUPS) goes in front too (src/kernels/attention.ts).
 //
 // The step's tokens must be grouped by sequence in slot order (StepBuffers.write does this), so
 // sequence s owns tokens lastToken[s-1]+1 ..= lastToken[s]; workgroup x finds its (sequence, tile)
@@ -28,6 +32,9 @@ override ROW: u32 = D4 + 1u;
 // as with head dims that are not a multiple of 16: 24, 40, 72, ...).
 override OUTS: u32 = (R * D4 + WG - 1u) / WG;
 const MAX_OUTS = 8u;
+// The online softmax's rows and tile (shaders/lib/attn_softmax.wgsl): one per query row.
+override SM_ROWS: u32 = R;
+override SM_KEYS: u32 = TK;
 
 struct Counts {
   T: u32,  // tokens in this step
@@ -49,14 +56,10 @@ const MASKED = -3.0e38;  // a hidden key's score: exp(MASKED - m) is 0 for any r
 var<workgroup> qs: array<vec4f, R * D4>;    // the query rows, pre-scaled
 var<workgroup> kt: array<vec4f, TK * ROW>;  // the tile's keys
 var<workgroup> vt: array<vec4f, TK * D4>;   // and their values
-var<workgroup> s: array<f32, R * TK>;       // scores, then probabilities
 // Cache offsets of the tile's keys, double-buffered: the next tile's are looked up (one block
 // table read per key, not per vec4) while this tile's softmax runs.
 var<workgroup> keyAt: array<u32, 2 * TK>;
 var<workgroup> rowPos: array<u32, TQ>;
-var<workgroup> rowMax: array<f32, R>;
-var<workgroup> rowAlpha: array<f32, R>;
-var<workgroup> rowSum: array<f32, R>;
 
 // Cache offsets (in vec4s) of keys first .. first + n of (seq, kh) into keyAt[buf * TK ..].
 fn lookUp(seq: u32, kh: u32, first: u32, n: u32, buf: u32, lid: u32) {
@@ -65,6 +68,10 @@ fn lookUp(seq: u32, kh: u32, first: u32, n: u32, buf: u32, lid: u32) {
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
+  // With subgroups: the subgroup size and this thread's subgroup-ordered index for the softmax
+  // (uniform control flow, every thread active: before any return).
+  let sgs = sg_size();
+  let v = sg_index(lid, sgs);
   let h0 = wg.y * GROUP;
   let kh = h0 / (p.nHeads / p.nKv);
 
@@ -105,10 +112,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     }
   }
   for (var r = lid; r < TQ; r += WG) { rowPos[r] = select(0u, positions[first + r], r < count); }
-  for (var r = lid; r < R; r += WG) {
-    rowMax[r] = NO_MAX;
-    rowSum[r] = 0.0;
-  }
+  softmax_init(lid);
   lookUp(seq, kh, lo, min(TK, keys - lo), 0u, lid);
 
   var acc: array<vec4f, MAX_OUTS>;
@@ -133,25 +137,11 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
         for (var d = 0u; d < D4; d++) { score += dot(qs[r * D4 + d], kt[j * ROW + d]); }
         score = capScore(score);
       }
-      s[i] = score;
+      sm_p[i] = score;
     }
     workgroupBarrier();
-    // One thread per row rescales its running softmax; then the next tile's keys are looked up.
-    for (var r = lid; r < R; r += WG) {
-      let mOld = rowMax[r];
-      var mNew = mOld;
-      for (var j = 0u; j < n; j++) { mNew = max(mNew, s[r * TK + j]); }
-      var sum = 0.0;
-      for (var j = 0u; j < n; j++) {
-        let e = exp(s[r * TK + j] - mNew);
-        s[r * TK + j] = e;
-        sum += e;
-      }
-      let alpha = exp(mOld - mNew);
-      rowAlpha[r] = alpha;
-      rowMax[r] = mNew;
-      rowSum[r] = rowSum[r] * alpha + sum;
-    }
+    // Each row's running softmax takes this tile's scores; then the next tile's keys are looked up.
+    softmax_tile(n, lid, v, sgs);
     let next = tile + TK;
     if (next < keys) { lookUp(seq, kh, next, min(TK, keys - next), 1u - buf, lid); }
     workgroupBarrier();
@@ -160,20 +150,20 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       if (i < R * D4) {
         let r = i / D4;
         let col = i % D4;
-        var a = acc[o] * rowAlpha[r];
-        for (var j = 0u; j < n; j++) { a += s[r * TK + j] * vt[j * D4 + col]; }
+        var a = acc[o] * sm_alpha[r];
+        for (var j = 0u; j < n; j++) { a += sm_p[r * TK + j] * vt[j * D4 + col]; }
         acc[o] = a;
       }
     }
     buf = 1u - buf;
   }
 
-  // rowSum was completed before the last tile's final barrier.
+  // sm_sum was completed before the last tile's final barrier.
   for (var o = 0u; o < OUTS; o++) {
     let i = lid + o * WG;
     let tr = i / (GROUP * D4);
     if (i < R * D4 && tr < count) {
-      out[((first + tr) * p.nHeads + h0) * D4 + i - tr * GROUP * D4] = vec4<act>(acc[o] / rowSum[i / D4]);
+      out[((first + tr) * p.nHeads + h0) * D4 + i - tr * GROUP * D4] = vec4<act>(acc[o] / sm_sum[i / D4]);
     }
   }
 }

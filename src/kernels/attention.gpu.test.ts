@@ -143,10 +143,15 @@ describe('paged attention kernels', () => {
             });
           }
 
+          // Prefill's softmax likewise, except in f16, which runs the subgroup softmax (what f16
+          // devices with subgroups run) at both pages: each f16 pipeline costs seconds to compile
+          // on lavapipe; its serial softmax has a case of its own below.
+          const prefillSubgroups = subgroups || precision === 'f16';
           for (const tile of PREFILL_TILES) {
-            it(`prefills a mixed batch in ${tile.tq}×${tile.tk} tiles (${where})`, async (ctx) => {
+            it(`prefills a mixed batch in ${tile.tq}×${tile.tk} tiles (${prefillSubgroups ? 'subgroup' : 'serial'} softmax, ${where})`, async (ctx) => {
               await skipUnlessF16(ctx);
-              const { got, want, op } = await run({ ...c, prefill: tile }, 'prefill');
+              const { got, want, op } = await run({ ...c, prefill: { ...tile, subgroups: prefillSubgroups } }, 'prefill');
+              expect(op.prefillSubgroups).toBe(prefillSubgroups && (await testGPU()).info.subgroups);
               // 4 query heads on one KV head share a workgroup where the rows fit (4 tokens do).
               if (nKv === 1 && tile.tq === 4) expect(op.prefillTile.group).toBe(4);
               expect(maxRelDiff(got, want)).toBeLessThan(TOLERANCE[precision]);
@@ -326,17 +331,28 @@ describe('paged attention kernels', () => {
     });
   }
 
-  // The subgroup softmax where a workgroup's runs of lanes are fewer than its heads (8 threads:
-  // 2 runs of SwiftShader's 4 lanes, 1 of lavapipe's 8, for 4 heads) and a key tile of 12 keys
-  // (no power of two: runs of 4 or 8 lanes take 3 or 2 keys a lane, the last tile fewer).
-  it('decodes with the subgroup softmax over several trips of heads and a 12-key tile (f32 and f16)', async (ctx) => {
+  // The subgroup softmax where a workgroup's runs of lanes are fewer than its rows (8 threads:
+  // 2 runs of SwiftShader's 4 lanes, 1 of lavapipe's 8, for 4 heads, or prefill's 4 tokens × 1
+  // head) and a key tile of 12 keys (no power of two: runs of 4 or 8 lanes take 3 or 2 keys a
+  // lane, the last tile fewer); and prefill's serial softmax in f16 at that small shape.
+  it('decodes and prefills with the subgroup softmax over several trips of rows and a 12-key tile (f32 and f16)', async (ctx) => {
     const gpu = await testGPU();
     if (!gpu.info.subgroups) ctx.skip();
     for (const precision of ['f32', 'f16'] as const) {
       if (precision === 'f16' && !gpu.info.f16) continue;
-      const { got, want, op } = await run({ nHeads: 4, nKv: 1, headDim: 40, pageSize: 16, seqs: MIXED, precision, decode: { splits: 2, keyTile: 12, wg: 8 } }, 'decode', 17);
-      expect(op.decodeSubgroups).toBe(true);
-      expect(maxRelDiff(got, want), precision).toBeLessThan(TOLERANCE[precision]);
+      const c: Case = { nHeads: 4, nKv: 1, headDim: 40, pageSize: 16, seqs: MIXED, precision, decode: { splits: 2, keyTile: 12, wg: 8 }, prefill: { tq: 4, tk: 12, wg: 8 } };
+      const decode = await run(c, 'decode', 17);
+      expect(decode.op.decodeSubgroups).toBe(true);
+      expect(maxRelDiff(decode.got, decode.want), `decode ${precision}`).toBeLessThan(TOLERANCE[precision]);
+      const prefill = await run(c, 'prefill', 17);
+      expect(prefill.op.prefillSubgroups).toBe(true);
+      expect(prefill.op.prefillTile).toEqual({ tq: 4, group: 1 });
+      expect(maxRelDiff(prefill.got, prefill.want), `prefill ${precision}`).toBeLessThan(TOLERANCE[precision]);
+      if (precision === 'f16') {
+        const serial = await run({ ...c, prefill: { ...c.prefill, subgroups: false } }, 'prefill', 17);
+        expect(serial.op.prefillSubgroups).toBe(false);
+        expect(maxRelDiff(serial.got, serial.want), 'serial prefill f16').toBeLessThan(TOLERANCE.f16);
+      }
     }
   });
 

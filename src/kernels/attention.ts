@@ -2,6 +2,7 @@ import combineSource from '../../shaders/attn_combine.wgsl';
 import decodeBody from '../../shaders/attn_decode.wgsl';
 import prefillBody from '../../shaders/attn_prefill.wgsl';
 import attnKvLib from '../../shaders/lib/attn_kv.wgsl';
+import attnSoftmaxLib from '../../shaders/lib/attn_softmax.wgsl';
 import subgroupsLib from '../../shaders/lib/subgroups.wgsl';
 import subgroupsOffLib from '../../shaders/lib/subgroups_off.wgsl';
 import { createBuffer, packParams, STORAGE, UNIFORM, uploadBuffer, bindBuffers, type BufferRef } from '../gpu/buffers';
@@ -10,21 +11,37 @@ import { actBytes, describeDispatch, type OpContext, type OpLabel, type StepShap
 
 export { attentionRef, type AttentionRefArgs } from './attention-ref';
 
-// Both passes over the paged cache share their Params, window and K/V tile loads (the lib).
+// Both passes over the paged cache share their Params, window and page lookup (attn_kv) and their
+// online softmax (attn_softmax), by subgroup shuffles or one thread per row (the subgroups libs).
+const attnLibs = attnKvLib + attnSoftmaxLib;
 /** Decode whose per-tile softmax scans each head's scores in one thread: for devices without subgroups. */
-export const attnDecodeKernel: Kernel = { name: 'attn_decode', source: attnKvLib + subgroupsOffLib + decodeBody };
+export const attnDecodeKernel: Kernel = { name: 'attn_decode', source: attnLibs + subgroupsOffLib + decodeBody };
 /** Decode whose per-tile softmax reduces each head's scores by subgroup shuffles (the `subgroups` feature). */
-export const attnDecodeSubgroupKernel: Kernel = { name: 'attn_decode_subgroups', source: 'enable subgroups;\n' + attnKvLib + subgroupsLib + decodeBody };
+export const attnDecodeSubgroupKernel: Kernel = { name: 'attn_decode_subgroups', source: 'enable subgroups;\n' + attnLibs + subgroupsLib + decodeBody };
+/** Prefill whose per-tile softmax scans each row's scores in one thread: for devices without subgroups. */
+export const attnPrefillKernel: Kernel = { name: 'attn_prefill', source: attnLibs + subgroupsOffLib + prefillBody };
+/** Prefill whose per-tile softmax reduces each row's scores by subgroup shuffles (the `subgroups` feature). */
+export const attnPrefillSubgroupKernel: Kernel = { name: 'attn_prefill_subgroups', source: 'enable subgroups;\n' + attnLibs + subgroupsLib + prefillBody };
 
 /**
- * The decode variant for a device: subgroup softmax where it has the feature (unless told not to)
- * and the threads are a power of two (so runs of a subgroup's lanes tile them).
+ * Whether an attention kernel of `wg` threads takes its subgroup variant: where the device has the
+ * feature (unless told not to) and the threads are a power of two, so that runs of a subgroup's
+ * lanes tile them (a workgroup of 160 threads would end in a partial subgroup of another size).
  */
+function useSubgroups(device: GPUDevice, wg: number, subgroups = true): boolean {
+  return subgroups && device.features.has('subgroups') && (wg & (wg - 1)) === 0;
+}
+
+/** The decode variant for a device (see useSubgroups). */
 export function attnDecodeKernelFor(device: GPUDevice, wg: number, subgroups = true): Kernel {
-  return subgroups && device.features.has('subgroups') && (wg & (wg - 1)) === 0 ? attnDecodeSubgroupKernel : attnDecodeKernel;
+  return useSubgroups(device, wg, subgroups) ? attnDecodeSubgroupKernel : attnDecodeKernel;
+}
+
+/** The prefill variant for a device (see useSubgroups). */
+export function attnPrefillKernelFor(device: GPUDevice, wg: number, subgroups = true): Kernel {
+  return useSubgroups(device, wg, subgroups) ? attnPrefillSubgroupKernel : attnPrefillKernel;
 }
 export const attnCombineKernel: Kernel = { name: 'attn_combine', source: combineSource };
-export const attnPrefillKernel: Kernel = { name: 'attn_prefill', source: attnKvLib + prefillBody };
 
 /** `Params.window` when there is no sliding window: every causal key is within it. */
 const NO_WINDOW = 0xffffffff;
@@ -66,6 +83,8 @@ export interface AttentionOp {
   readonly keyTile: number;
   /** Query tokens × heads per prefill workgroup. */
   readonly prefillTile: { tq: number; group: number };
+  /** Whether the prefill softmax reduces by subgroups. */
+  readonly prefillSubgroups: boolean;
   /**
    * `maxKeys`: the longest context in the step (keys after it), which lets a decode step with a
    * short one run a single split and no combine pass; absent, decode runs every split.
@@ -119,16 +138,19 @@ export interface AttentionArgs {
     /** false: the one-thread-per-head softmax even where the device has subgroups (tests force the fallback). */
     subgroups?: boolean;
   };
-  /** Tokens and query heads per workgroup, keys per tile, threads (see prefillLayout). */
-  prefill?: { tq?: number; tk?: number; group?: number; wg?: number };
+  /**
+   * Tokens and query heads per workgroup, keys per tile, threads (see prefillLayout); `subgroups`
+   * false: the one-thread-per-row softmax even where the device has subgroups (tests force the fallback).
+   */
+  prefill?: { tq?: number; tk?: number; group?: number; wg?: number; subgroups?: boolean };
   label?: OpLabel;
 }
 
-/** Workgroup memory of the prefill kernel at a tile shape, in bytes (see attn_prefill.wgsl). */
+/** Workgroup memory of the prefill kernel at a tile shape, in bytes (see attn_prefill.wgsl; with the subgroup variant's counter). */
 export function prefillWorkgroupBytes(headDim: number, tq: number, tk: number, group = 1): number {
   const d4 = headDim / 4;
   const rows = tq * group;
-  return 16 * (rows * d4 + tk * (d4 + 1) + tk * d4) + 4 * (rows * tk + 2 * tk + tq + 3 * rows);
+  return 16 * (rows * d4 + tk * (d4 + 1) + tk * d4) + 4 * (rows * tk + 2 * tk + tq + 3 * rows + 1);
 }
 
 /** Query rows (tokens × heads) a prefill workgroup aims for by default. */
@@ -163,10 +185,10 @@ export function prefillLayout(
   throw new RangeError(`attn_prefill: no tile of ${o.tq ?? 'any'} tokens × ${o.group ?? 'any'} of ${perKv} heads with ${o.tk ?? 'any'}-key tiles fits headDim ${headDim} in ${limits.bytes} B of workgroup memory and 8 outputs per thread of at most ${limits.threads}`);
 }
 
-/** Workgroup memory of the decode kernel (see attn_decode.wgsl), in bytes. */
+/** Workgroup memory of the decode kernel (see attn_decode.wgsl; with the subgroup variant's counter), in bytes. */
 export function decodeWorkgroupBytes(headDim: number, group: number, keyTile: number, wg: number): number {
   const d4 = headDim / 4;
-  return 16 * (group * d4 + keyTile * (d4 + 1) + keyTile * d4 + wg) + 4 * (group * keyTile + 2 * keyTile + 3 * group);
+  return 16 * (group * d4 + keyTile * (d4 + 1) + keyTile * d4 + wg) + 4 * (group * keyTile + 2 * keyTile + 3 * group + 1);
 }
 
 /**
@@ -298,7 +320,8 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
   // Prefill: query tiles × head groups, as many rows as fit the device.
   const pl = prefillLayout(headDim, nHeads, nKv, { bytes: limit, threads: device.limits.maxComputeInvocationsPerWorkgroup }, a.prefill ?? {});
   const tq = pl.tq;
-  const prefillPipeline = await ctx.cache.get(attnPrefillKernel, {
+  const prefillKernel = attnPrefillKernelFor(device, pl.wg, a.prefill?.subgroups);
+  const prefillPipeline = await ctx.cache.get(prefillKernel, {
     precision: ctx.precision,
     constants: { WG: pl.wg, HEAD_DIM: headDim, TQ: pl.tq, TK: pl.tk, GROUP: pl.group },
   });
@@ -321,6 +344,7 @@ export async function createAttentionOp(ctx: OpContext, a: AttentionArgs): Promi
     decodeSubgroups: decodeKernel === attnDecodeSubgroupKernel,
     keyTile: layout.keyTile,
     prefillTile: { tq: pl.tq, group: pl.group },
+    prefillSubgroups: prefillKernel === attnPrefillSubgroupKernel,
     encode(pass, tokens, mode, maxKeys) {
       if (tokens > a.maxTokens) throw new RangeError(`attention: ${tokens} tokens exceed maxTokens ${a.maxTokens}`);
       if (mode === 'prefill') {
