@@ -23,8 +23,6 @@ override HEAD_DIM: u32 = 128;
 override KB: u32 = 32;    // keys per tile
 override GROUP: u32 = 1;  // query heads per workgroup: consecutive heads of one KV head
 override D4: u32 = HEAD_DIM / 4u;
-// K tile rows are padded by one vec4 so that threads scoring different keys hit different banks.
-override ROW: u32 = D4 + 1u;
 // The PV product has SLOTS output vec4s (head, column). Where they are fewer than the threads, NG
 // groups of SLOTS threads split a tile's keys (key group k takes keys k, k + NG, ...) and sum at
 // the end (NG > 1, OUTS = 1); otherwise thread lid owns slots lid + o * WG for o < OUTS (NG = 1).
@@ -32,9 +30,10 @@ override SLOTS: u32 = GROUP * D4;
 override NG: u32 = 1;
 override OUTS: u32 = 1;
 const MAX_OUTS = 8u;
-// The online softmax's rows and tile (shaders/lib/attn_softmax.wgsl): one row per head.
+// The online softmax's rows, one per head (shaders/lib/attn_softmax.wgsl), and the keys of a
+// tile (that and shaders/lib/attn_kv.wgsl's kt, vt, keyAt).
 override SM_ROWS: u32 = GROUP;
-override SM_KEYS: u32 = KB;
+override TILE_KEYS: u32 = KB;
 
 @group(0) @binding(0) var<storage, read> q: array<vec4<act>>;       // [T, nHeads, D4]
 @group(0) @binding(1) var<storage, read> kCache: array<vec4<act>>;  // [numPages, PAGE, nKv, D4]
@@ -48,14 +47,9 @@ override SM_KEYS: u32 = KB;
 @group(0) @binding(9) var<uniform> p: Params;
 
 var<workgroup> qs: array<vec4f, SLOTS>;       // the group's query rows, pre-scaled
-var<workgroup> kt: array<vec4f, KB * ROW>;    // the tile's keys
-var<workgroup> vt: array<vec4f, KB * D4>;     // and their values
-// Cache offsets of the tile's keys, double-buffered: the next tile's are looked up (one block
-// table read per key, not per vec4) while this tile's softmax runs.
-var<workgroup> rows: array<u32, 2 * KB>;
 var<workgroup> red: array<vec4f, WG>;         // the key groups' partial outputs (NG > 1)
 
-// Cache offsets (in vec4s) of keys first .. first + n of (seq, kh) into rows[buf * KB ..]: one
+// Cache offsets (in vec4s) of keys first .. first + n of (seq, kh) into keyAt[buf * KB ..]: one
 // block-table read per page the keys touch (a thread per page writes its keys' offsets), not one
 // per key.
 fn lookUp(seq: u32, kh: u32, first: u32, n: u32, buf: u32, lid: u32) {
@@ -66,7 +60,7 @@ fn lookUp(seq: u32, kh: u32, first: u32, n: u32, buf: u32, lid: u32) {
     let lo = max(first, (p0 + i) * p.pageSize);
     let hi = min(first + n, (p0 + i + 1u) * p.pageSize);
     for (var key = lo; key < hi; key++) {
-      rows[buf * KB + key - first] = ((page * p.pageSize + key % p.pageSize) * p.nKv + kh) * D4;
+      keyAt[buf * KB + key - first] = ((page * p.pageSize + key % p.pageSize) * p.nKv + kh) * D4;
     }
   }
 }
@@ -107,13 +101,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) nwg: vec3u, @
   for (var tile = start; tile < end; tile += KB) {
     let n = min(KB, end - tile);
     workgroupBarrier();  // the previous tile is consumed; this tile's offsets are written
-    for (var i = lid; i < n * D4; i += WG) {
-      let j = i / D4;
-      let c = i % D4;
-      let at = rows[buf * KB + j] + c;
-      kt[j * ROW + c] = vec4f(kCache[at]);
-      vt[i] = vec4f(vCache[at]);
-    }
+    load_tile(n, buf, lid);
     workgroupBarrier();
     for (var i = lid; i < GROUP * n; i += WG) {
       let g = i / n;

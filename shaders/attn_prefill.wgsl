@@ -25,16 +25,15 @@ override TK: u32 = 16;    // keys per tile
 override GROUP: u32 = 1;  // query heads per workgroup
 override R: u32 = TQ * GROUP;  // query rows, token-major: row r is (token r / GROUP, head r % GROUP)
 override D4: u32 = HEAD_DIM / 4u;
-// K tile rows padded by one vec4 so the QK dots of neighbouring keys fall in different banks.
-override ROW: u32 = D4 + 1u;
 // Output vec4s per thread: thread lid owns (row, column) = divmod(lid + i * WG, D4) for the
 // i that keep lid + i * WG below R * D4 (the last round is partial when WG does not divide it,
 // as with head dims that are not a multiple of 16: 24, 40, 72, ...).
 override OUTS: u32 = (R * D4 + WG - 1u) / WG;
 const MAX_OUTS = 8u;
-// The online softmax's rows and tile (shaders/lib/attn_softmax.wgsl): one per query row.
+// The online softmax's rows, one per query row (shaders/lib/attn_softmax.wgsl), and the keys of
+// a tile (that and shaders/lib/attn_kv.wgsl's kt, vt, keyAt).
 override SM_ROWS: u32 = R;
-override SM_KEYS: u32 = TK;
+override TILE_KEYS: u32 = TK;
 
 struct Counts {
   T: u32,  // tokens in this step
@@ -54,11 +53,6 @@ struct Counts {
 const MASKED = -3.0e38;  // a hidden key's score: exp(MASKED - m) is 0 for any running max, NO_MAX included
 
 var<workgroup> qs: array<vec4f, R * D4>;    // the query rows, pre-scaled
-var<workgroup> kt: array<vec4f, TK * ROW>;  // the tile's keys
-var<workgroup> vt: array<vec4f, TK * D4>;   // and their values
-// Cache offsets of the tile's keys, double-buffered: the next tile's are looked up (one block
-// table read per key, not per vec4) while this tile's softmax runs.
-var<workgroup> keyAt: array<u32, 2 * TK>;
 var<workgroup> rowPos: array<u32, TQ>;
 
 // Cache offsets (in vec4s) of keys first .. first + n of (seq, kh) into keyAt[buf * TK ..].
@@ -120,13 +114,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   for (var tile = lo; tile < keys; tile += TK) {
     let n = min(TK, keys - tile);
     workgroupBarrier();  // the previous tile is consumed; this tile's offsets are written
-    for (var i = lid; i < n * D4; i += WG) {
-      let j = i / D4;
-      let c = i % D4;
-      let at = keyAt[buf * TK + j] + c;
-      kt[j * ROW + c] = vec4f(kCache[at]);
-      vt[i] = vec4f(vCache[at]);
-    }
+    load_tile(n, buf, lid);
     workgroupBarrier();
     for (var i = lid; i < R * TK; i += WG) {
       let r = i / TK;

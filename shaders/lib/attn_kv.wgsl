@@ -1,7 +1,10 @@
 // The paged-KV side of the attention kernels (attn_decode, attn_prefill): their shared Params,
-// the sliding window, the score cap and the page lookup. Concatenated in front of a kernel that
-// declares
+// the sliding window, the score cap, the page lookup and the key tile in workgroup memory.
+// Concatenated in front of a kernel that declares
+//   override WG;                        threads per workgroup
 //   override D4;                        headDim / 4 (vec4s per key row)
+//   override TILE_KEYS;                 keys per tile
+//   var<storage, read> kCache, vCache: array<vec4<act>>;  [numPages, PAGE, nKv, D4]
 //   var<storage, read> blockTable: array<u32>;            [S, maxPagesPerSeq]
 //   var<uniform> p: Params;
 // One Params layout serves both kernels, so src/kernels/attention.ts packs it in one place.
@@ -42,4 +45,24 @@ fn visible(key: u32, pos: u32) -> bool {
 fn keyRow(seq: u32, key: u32, kh: u32) -> u32 {
   let page = blockTable[seq * p.maxPagesPerSeq + key / p.pageSize];
   return ((page * p.pageSize + key % p.pageSize) * p.nKv + kh) * D4;
+}
+
+// K tile rows are padded by one vec4 so that threads scoring different keys hit different banks.
+override ROW: u32 = D4 + 1u;
+var<workgroup> kt: array<vec4f, TILE_KEYS * ROW>;  // the tile's keys
+var<workgroup> vt: array<vec4f, TILE_KEYS * D4>;   // and their values
+// Cache offsets (in vec4s) of the tile's keys, double-buffered: the kernel looks the next tile's
+// up into keyAt[(1 - buf) * TILE_KEYS ..] while this tile's softmax runs.
+var<workgroup> keyAt: array<u32, 2 * TILE_KEYS>;
+
+// K and V of the tile's n keys, whose offsets are at keyAt[buf * TILE_KEYS ..], loaded together
+// into kt and vt (between barriers).
+fn load_tile(n: u32, buf: u32, lid: u32) {
+  for (var i = lid; i < n * D4; i += WG) {
+    let j = i / D4;
+    let c = i % D4;
+    let at = keyAt[buf * TILE_KEYS + j] + c;
+    kt[j * ROW + c] = vec4f(kCache[at]);
+    vt[i] = vec4f(vCache[at]);
+  }
 }
