@@ -143,11 +143,12 @@ describe('paged attention kernels', () => {
             });
           }
 
-          // Prefill's softmax likewise, except in f16, which runs the subgroup softmax (what f16
-          // devices with subgroups run) at both pages: each f16 pipeline costs seconds to compile
-          // on lavapipe; its serial softmax has a case of its own below.
-          const prefillSubgroups = subgroups || precision === 'f16';
+          // Prefill's softmax likewise, but serial only at the small tiles (the large ones take
+          // seconds more to compile, and the scan is the same loop over fewer keys), and in f16
+          // subgroup only (what f16 devices with subgroups run): each f16 pipeline costs seconds
+          // to compile on lavapipe; its serial softmax has a case of its own below.
           for (const tile of PREFILL_TILES) {
+            const prefillSubgroups = subgroups || precision === 'f16' || tile !== PREFILL_TILES[0];
             it(`prefills a mixed batch in ${tile.tq}×${tile.tk} tiles (${prefillSubgroups ? 'subgroup' : 'serial'} softmax, ${where})`, async (ctx) => {
               await skipUnlessF16(ctx);
               const { got, want, op } = await run({ ...c, prefill: { ...tile, subgroups: prefillSubgroups } }, 'prefill');
