@@ -276,7 +276,7 @@ export class GpuEngine implements Backend, BatchRunner {
     const limits = { maxTokens: prefillChunk + maxSeqs, maxSeqs, numPages, pageSize, maxPagesPerSeq, contextLength };
     const text = loadTextModel(opened);
     const integerDot = opts.integerDot === true && gpu.info.integerDot;
-    const ctx = { device: gpu.device, cache: pipelineCache(gpu.device), precision, emulated, integerDot };
+    const ctx = { device: gpu.device, cache: pipelineCache(gpu.device), precision, emulated, integerDot, subgroupMaxSize: gpu.info.subgroupMaxSize };
     const progress = opts.onProgress instanceof ProgressEmitter ? opts.onProgress : new ProgressEmitter(opts.onProgress);
     const upload = progress.phase('upload').file('weights', weightBytes);
     let uploaded = 0;

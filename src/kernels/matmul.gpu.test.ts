@@ -7,6 +7,7 @@ import { dequantize, quantize } from '../formats/quants';
 import { DTYPE_INFO, DTYPES, type DType } from '../formats/types';
 import { KERNEL_TYPES, testGPU } from '../testing/gpu';
 import {
+  chooseDecodeSpec,
   createLinearOp,
   DECODE_SPEC,
   EMULATED_DECODE_SPEC,
@@ -34,6 +35,7 @@ import {
   wideLoads,
 } from './matmul';
 import { rmsNormRef } from './rms-norm';
+import { readAct, runPass } from '../testing/kernel-helpers';
 import { GLU_FN, type GluActivation } from './swiglu';
 import { tensorByteLength } from '../formats/dtypes';
 import { gpuBytesPerRow, repackForGPU, uploadWeight, uploadWeightParts } from './weights';
@@ -579,6 +581,58 @@ describe('createLinearOp', () => {
     }
     expect(() => op.encode({} as GPUComputePassEncoder, MAX_T + 1)).toThrow(RangeError);
   });
+});
+
+describe('decode specs by row count', () => {
+  // What chooseDecodeSpec adds to DECODE_SPEC, as the engine runs it: 4 rows per workgroup for a
+  // projection of 1100 rows (275 workgroups), with a folded norm (q/k/v's) and with the norm and
+  // the GLU epilogue into an f32 y (gate/up's); 1 row per workgroup is the spec of the 37-row
+  // createLinearOp cases. Both reductions in f32, the subgroup one (what f16 devices run) in f16.
+  // Tolerance: 1e-4 of the largest output (f32 sums of 512 products of the normed x, ~1e-6 here;
+  // one misplaced weight moves an output by ~5e-2 of it), plus in f16 the output's rounding.
+  const ROWS = 1100;
+  const EPS = 1e-5;
+  const xs = x.subarray(0, K).map((v) => 40 * v);
+  const nw = random(K, 23).map((v) => 1 + 0.5 * v);
+  for (const [kernel, precision] of [['matvec', 'f32'], ['matvec_sg', 'f32'], ['matvec_sg', 'f16']] as const) {
+    it(`${kernel} runs the ${ROWS}-row decode spec chooseDecodeSpec picks, with a folded norm, plain and with the GLU epilogue (${precision})`, async ({ skip }) => {
+      await skipUnsupported(kernel, precision, skip);
+      const gpu = await testGPU();
+      const { device } = gpu;
+      expect(chooseDecodeSpec(ROWS, device.limits, gpu.info.subgroupMaxSize, true)).toEqual({ WG: 128, ROWS_PER_WG: 4, MAX_T: 1 });
+      const act = precision === 'f16' ? 2 : 4;
+      const step = uploadBuffer(device, new Uint32Array([1, 1, 0, 0]), UNIFORM);
+      const norm = { x: uploadBuffer(device, xs, STORAGE), weight: uploadBuffer(device, nw, STORAGE), eps: EPS, xF32: true };
+      const xn = rmsNormRef(xs, nw, 1, K, EPS);
+      for (const [dtype, glu] of [['Q4_K', undefined], ['Q4_0', 'silu']] as const) {
+        const bytes = quantize(dtype, random(ROWS * K, 29));
+        const lin = matmulRef(xn, 1, K, dequantize(dtype, bytes, ROWS * K), ROWS);
+        const want = glu ? gluPairsRef(lin, 1, ROWS, GLU_FN[glu]) : lin;
+        // y as the engine has it: act for q/k/v, f32 for the GLU product.
+        const yF32 = glu !== undefined;
+        const y = createBuffer(device, want.length * (yF32 ? 4 : act), STORAGE);
+        const op = await createLinearOp(
+          { device, cache: pipelineCache(device), precision },
+          { weight: uploadWeight(device, dtype, bytes, K), dtype, n: ROWS, k: K, x: createBuffer(device, K * act, STORAGE), y, yF32, step, maxTokens: 1, norm, glu },
+          { subgroups: kernel === 'matvec_sg' },
+        );
+        const grids: number[][] = [];
+        await runPass(device, (pass) => {
+          const dispatch = pass.dispatchWorkgroups.bind(pass);
+          pass.dispatchWorkgroups = (gx: number, gy?: number) => (grids.push([gx, gy ?? 1]), dispatch(gx, gy));
+          op.encode(pass, 1);
+        });
+        expect(grids).toEqual([[ROWS / 4, 1]]);
+        const got = await readAct(device, y, want.length, yF32 ? 'f32' : precision);
+        const top = maxAbs(want);
+        for (let i = 0; i < want.length; i++) {
+          const tol = 1e-4 * top + (precision === 'f16' && !yF32 ? Math.abs(want[i]!) * 2 ** -10 : 0);
+          if (!(Math.abs(got[i]! - want[i]!) <= tol)) throw new Error(`${dtype}${glu ? ' GLU' : ''}: y[${i}] = ${got[i]}, reference ${want[i]}`);
+        }
+        op.destroy();
+      }
+    }, SLOW);
+  }
 });
 
 describe('createLinearOp over a matrix split by rows', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { choosePrefillSpec, DEFAULT_PREFILL_CHUNK, defaultPrefillChunk, DISCRETE_PREFILL_CHUNK, EMULATED_PREFILL_SPEC, LARGE_PREFILL_SPEC, MATMUL_SPECS, matmulGrid, matmulRef, MATVEC_SPECS, matvecGrid, PREFILL_SPEC, prefillWorkgroupBytes, specProblem } from './matmul';
+import { chooseDecodeSpec, choosePrefillSpec, DECODE_ROW_SPECS, DECODE_SPEC, DEFAULT_PREFILL_CHUNK, defaultPrefillChunk, DISCRETE_PREFILL_CHUNK, EMULATED_PREFILL_SPEC, LARGE_PREFILL_SPEC, MATMUL_SPECS, matmulGrid, matmulRef, MATVEC_SPECS, MATVEC_TARGET_WORKGROUPS, matvecGrid, PREFILL_SPEC, prefillWorkgroupBytes, specProblem } from './matmul';
 
 describe('matmulRef', () => {
   it('computes x · Wᵀ + bias for each token', () => {
@@ -26,7 +26,7 @@ describe('grids', () => {
 
 describe('specProblem', () => {
   it('accepts the tested specs', () => {
-    for (const s of [...MATVEC_SPECS, ...MATMUL_SPECS]) expect(specProblem(s)).toBeNull();
+    for (const s of [...MATVEC_SPECS, ...DECODE_ROW_SPECS, ...MATMUL_SPECS]) expect(specProblem(s)).toBeNull();
   });
 
   it('names what is wrong with a spec the shaders cannot run', () => {
@@ -65,5 +65,38 @@ describe('defaultPrefillChunk', () => {
     expect(defaultPrefillChunk({ type: '', vendor: 'apple' }, false)).toBe(DEFAULT_PREFILL_CHUNK);
     expect(defaultPrefillChunk({ type: '', vendor: 'google' }, true)).toBe(DEFAULT_PREFILL_CHUNK);
     expect(DISCRETE_PREFILL_CHUNK).toBeGreaterThan(DEFAULT_PREFILL_CHUNK);
+  });
+});
+
+describe('chooseDecodeSpec', () => {
+  const limits = { maxComputeWorkgroupStorageSize: 16384, maxComputeInvocationsPerWorkgroup: 256 };
+  const rows = (n: number, subgroupMaxSize = 0, glu = false) => chooseDecodeSpec(n, limits, subgroupMaxSize, glu).ROWS_PER_WG;
+
+  it('takes the most rows per workgroup that still make the target workgroups, else the fewest', () => {
+    expect(MATVEC_TARGET_WORKGROUPS).toBe(2 * 132); // two per SM of an H100
+    // Qwen2.5-0.5B: o and down (896 rows) 2 per workgroup (448; 4 would make 224), its fused
+    // qkv (1152) 4; Llama-3.2-1B's o (2048) 4 (512 workgroups: 8 rows would leave a row 16 threads).
+    expect(rows(896)).toBe(2);
+    expect(rows(1152)).toBe(4);
+    expect(rows(2048)).toBe(4);
+    // The edges: 4 (2) rows per workgroup from 4 (2) × (target - 1) + 1 rows.
+    expect(rows(4 * (MATVEC_TARGET_WORKGROUPS - 1) + 1)).toBe(4);
+    expect(rows(4 * (MATVEC_TARGET_WORKGROUPS - 1))).toBe(2);
+    expect(rows(2 * (MATVEC_TARGET_WORKGROUPS - 1) + 1)).toBe(2);
+    expect(rows(2 * (MATVEC_TARGET_WORKGROUPS - 1))).toBe(1);
+    // A small projection (a MoE router, the test fixtures) gets a workgroup per row.
+    expect(rows(64)).toBe(1);
+    expect(chooseDecodeSpec(1024, limits)).toBe(DECODE_SPEC);
+  });
+
+  it('keeps a GLU row pair in one workgroup and a row on whole subgroups where their width is known', () => {
+    expect(rows(64, 0, true)).toBe(2);
+    expect(rows(4096, 0, true)).toBe(4);
+    // AMD's 64-wide waves: at most 2 rows of 128 threads; 128-wide subgroups: 1, or DECODE_SPEC under GLU.
+    expect(rows(4096, 64)).toBe(2);
+    expect(rows(4096, 128)).toBe(1);
+    expect(chooseDecodeSpec(4096, limits, 128, true)).toBe(DECODE_SPEC);
+    // Subgroups narrower than 32 change nothing (a row keeps 32 threads).
+    expect(rows(4096, 16)).toBe(4);
   });
 });

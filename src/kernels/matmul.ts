@@ -67,14 +67,58 @@ export interface MatmulSpec {
 
 /**
  * The engine's matvec choices: one token, and a few tokens (≤ MATVEC_MAX_TOKENS) per pass.
- * DECODE_SPEC takes 2 rows per workgroup of 128 threads so that a k/v-sized projection (512
- * rows) is 256 workgroups, about two per SM of a 132-SM GPU (at 4 rows it was 128, under one);
+ * DECODE_SPEC, 2 rows per workgroup of 128 threads, is the middle of chooseDecodeSpec's choices
+ * (DECODE_ROW_SPECS): a 600-row projection is 300 workgroups, over two per SM of a 132-SM GPU;
  * 64 threads per row still read whole 16-byte groups side by side (2 per thread at k = 4096 in
  * Q4_0). It stays even for the GLU epilogue's row pairs.
  */
 export const DECODE_SPEC: MatvecSpec = { WG: 128, ROWS_PER_WG: 2, MAX_T: 1 };
 export const FEW_TOKENS_SPEC: MatvecSpec = { WG: 128, ROWS_PER_WG: 4, MAX_T: 8 };
 export const MATVEC_MAX_TOKENS = 8;
+
+/**
+ * The decode specs chooseDecodeSpec picks from, most rows per workgroup first: 4, 2 (DECODE_SPEC)
+ * and 1 rows of 128 threads, so 32 to 128 threads per row.
+ */
+export const DECODE_ROW_SPECS: readonly MatvecSpec[] = [
+  { WG: 128, ROWS_PER_WG: 4, MAX_T: 1 },
+  DECODE_SPEC,
+  { WG: 128, ROWS_PER_WG: 1, MAX_T: 1 },
+];
+
+/**
+ * Workgroups a decode matvec aims for. WebGPU does not tell the compute-unit count, so the rule is
+ * two workgroups per SM of the largest GPU in view, a 132-SM H100 (264); Apple's GPUs (up to 80
+ * cores) and desktop ones (20 to 128 SMs or CUs) then get at least as many per unit.
+ */
+export const MATVEC_TARGET_WORKGROUPS = 264;
+
+/**
+ * The decode matvec spec for a projection of `n` rows (of one dispatch: a row part's): the most
+ * rows per workgroup that still make MATVEC_TARGET_WORKGROUPS workgroups, else the fewest rows (so
+ * a small projection gets as many workgroups as it can). More rows per workgroup recompute the
+ * folded norm's sums and re-read x fewer times. A row keeps at least 32 threads (its 16-byte loads
+ * span 512 contiguous bytes a trip) and, where the device says how wide its subgroups can be
+ * (`subgroupMaxSize`), at least one whole subgroup, so its sum is a subgroup's shuffles; the
+ * threads and the reduction's workgroup memory must fit the device's limits; a GLU epilogue takes
+ * an even row count (a (gate, up) pair meets in one workgroup). DECODE_SPEC where nothing fits.
+ */
+export function chooseDecodeSpec(
+  n: number,
+  limits: Pick<GPUSupportedLimits, 'maxComputeWorkgroupStorageSize' | 'maxComputeInvocationsPerWorkgroup'>,
+  subgroupMaxSize = 0,
+  glu = false,
+): MatvecSpec {
+  const usable = DECODE_ROW_SPECS.filter(
+    (s) =>
+      s.WG <= limits.maxComputeInvocationsPerWorkgroup &&
+      // partial [MAX_T][WG], inv_rms [8] and the subgroup counter (shaders/matvec.wgsl)
+      4 * (s.WG * s.MAX_T + 9) <= limits.maxComputeWorkgroupStorageSize &&
+      s.WG / s.ROWS_PER_WG >= Math.max(32, subgroupMaxSize) &&
+      (!glu || s.ROWS_PER_WG % 2 === 0),
+  );
+  return usable.find((s) => Math.ceil(n / s.ROWS_PER_WG) >= MATVEC_TARGET_WORKGROUPS) ?? usable[usable.length - 1] ?? DECODE_SPEC;
+}
 
 /**
  * On CPU-emulated adapters (SwiftShader) a workgroup's barriers and shared-memory reduction cost
@@ -84,7 +128,11 @@ export const MATVEC_MAX_TOKENS = 8;
 export const EMULATED_DECODE_SPEC: MatvecSpec = { WG: 16, ROWS_PER_WG: 16, MAX_T: 1 };
 export const EMULATED_FEW_TOKENS_SPEC: MatvecSpec = { WG: 64, ROWS_PER_WG: 8, MAX_T: 8 };
 
-/** Specialisations the tests run: every one the engine may choose. */
+/**
+ * Specialisations the tests run at every weight type and epilogue: every one the engine may choose
+ * but DECODE_ROW_SPECS' 4- and 1-row ones, which differ from DECODE_SPEC in ROWS_PER_WG alone
+ * (tested through createLinearOp at the rows that pick them).
+ */
 export const MATVEC_SPECS: readonly MatvecSpec[] = [DECODE_SPEC, FEW_TOKENS_SPEC, EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC];
 
 /**
@@ -410,6 +458,7 @@ function partsOf(a: LinearArgs): readonly WeightPart[] {
 
 /** The specialisations a linear op runs at (defaults: the engine's for a real GPU, and subgroups where the device has them). */
 export interface LinearSpecs {
+  /** Default: chooseDecodeSpec for each dispatch's rows. */
   decode?: MatvecSpec;
   few?: MatvecSpec;
   prefill?: PrefillSpec;
@@ -450,7 +499,11 @@ async function createPartOp(
   const { device } = ctx;
   const { dtype, k, maxTokens } = args;
   const n = part.rows;
-  const decode = specs.decode ?? DECODE_SPEC;
+  // One-token steps take the integer dot-product matvec where the context allows it and the layer
+  // fits (./matvec-dot.ts: one token per pass, so the few-token steps keep the float matvec); it
+  // runs at DECODE_SPEC (what its tests run), the float matvec at the spec chosen for its rows.
+  const intDot = ctx.integerDot === true && (specs.decode ?? DECODE_SPEC).MAX_T === 1 && integerDotFits(dtype, k, (specs.decode ?? DECODE_SPEC).WG, device.limits);
+  const decode = specs.decode ?? (intDot ? DECODE_SPEC : chooseDecodeSpec(n, device.limits, ctx.subgroupMaxSize, args.glu !== undefined));
   const few = specs.few ?? FEW_TOKENS_SPEC;
   const prefill = specs.prefill ?? choosePrefillSpec(device.limits, args.xF32 ? 'f32' : ctx.precision, ctx.emulated ?? false);
   for (const spec of [decode, few, prefill]) {
@@ -472,9 +525,6 @@ async function createPartOp(
   const yBytes = elemBytes(ctx.precision, args.yF32);
 
   const matvecK = matvecKernelFor(device, specs.subgroups);
-  // One-token steps take the integer dot-product matvec where the context allows it and the layer
-  // fits (./matvec-dot.ts: one token per pass, so the few-token steps keep the float matvec).
-  const intDot = ctx.integerDot === true && decode.MAX_T === 1 && integerDotFits(dtype, k, decode.WG, device.limits);
   const dotK = intDot ? matvecDotKernelFor(device, specs.subgroups) : undefined;
   const prepare = async (kernel: Kernel, spec: MatvecSpec | PrefillSpec) => {
     const dot = kernel === dotK;

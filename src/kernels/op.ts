@@ -13,6 +13,8 @@ export interface OpContext {
    * engine's `integerDot` option asks for it.
    */
   integerDot?: boolean;
+  /** The widest subgroups the adapter may run (GPUAdapterInfo.subgroupMaxSize; 0 or absent: not told). */
+  subgroupMaxSize?: number;
 }
 
 /** A prepared dispatch sequence: pipelines and bind groups were made at load; `encode` only records. */
