@@ -15,7 +15,6 @@ import {
   interleaveRows,
   EMULATED_FEW_TOKENS_SPEC,
   EMULATED_PREFILL_SPEC,
-  FEW_TOKENS_SPEC,
   LARGE_PREFILL_SPEC,
   linearConstants,
   linearParams,
@@ -161,16 +160,20 @@ function expectClose(y: Float32Array, ref: Float32Array, w: Float32Array, precis
 
 const describeSpec = (s: object) => Object.entries(s).map(([k, v]) => `${k}=${v}`).join(' ');
 
+/**
+ * Every type at the specs a real GPU runs; two (a 32-block and a K-quant type) at the emulated
+ * and test-only ones: what differs between specs is the work split and the reduction, the same
+ * for every type, and the engine grid runs every type at the emulated specs on every family.
+ */
+const EMULATED_SPECS: ReadonlyArray<MatvecSpec | PrefillSpec> = [EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC, EMULATED_PREFILL_SPEC, MATMUL_SPECS[2]!];
+const typesAt = (spec: MatvecSpec | PrefillSpec): readonly DType[] => (EMULATED_SPECS.includes(spec) ? KERNEL_TYPES.filter((d) => d === 'Q8_0' || d === 'Q4_K') : KERNEL_TYPES);
+
 describe('matvec kernel', () => {
-  // T = 9 takes several passes over the weights at both MAX_T tested (1 and 8). The shared-memory
-  // reduction ('matvec', devices without subgroups) meets a row's partial sums the same way
-  // whatever the weight type: every type at the real-GPU specs, and two types (32-blocks and
-  // K-quants) at the emulated ones.
+  // T = 9 takes several passes over the weights at both MAX_T tested (1 and 8).
   MATVEC_SPECS.forEach((spec, i) => {
     const withBias = i === 1;
-    const realGPU = spec === DECODE_SPEC || spec === FEW_TOKENS_SPEC;
-    for (const dtype of KERNEL_TYPES) {
-      for (const kernel of MATVECS.filter((k) => k === 'matvec_sg' || realGPU || dtype === 'Q8_0' || dtype === 'Q4_K')) {
+    for (const dtype of typesAt(spec)) {
+      for (const kernel of MATVECS) {
         it(`${kernel} matches the reference for ${dtype} at ${describeSpec(spec)}${withBias ? ' with bias' : ''}`, async ({ skip }) => {
           await skipUnsupported(kernel, 'f32', skip);
           for (const T of [1, 3, 9]) {
@@ -188,7 +191,7 @@ describe('matmul kernel', () => {
   // tile at every spec, N = 37 a partial row tile (and a partial 4-row group in the direct one).
   MATMUL_SPECS.forEach((spec, i) => {
     const withBias = i === 1 || 'THREADS' in spec;
-    for (const dtype of KERNEL_TYPES) {
+    for (const dtype of typesAt(spec)) {
       it(`matches the reference for ${dtype} at ${describeSpec(spec)}${withBias ? ' with bias' : ''}`, async () => {
         for (const T of [1, 3, 17]) {
           const { y, ref, w } = await run('matmul', spec, dtype, T, withBias);
