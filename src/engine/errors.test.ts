@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { toApiError } from '../api/errors';
 import { ModelError } from '../model/errors';
 import { checkPromptIds } from './backend-util';
-import { BackendDisposedError, ContextLengthError, GrammarRefusedError, KvCacheFullError } from './errors';
+import { BackendDisposedError, ContextLengthError, GrammarDeadEndError, GrammarRefusedError, KvCacheFullError } from './errors';
 import { KvPages } from './kv-pages';
 
 function thrown(f: () => unknown): unknown {
@@ -31,7 +31,9 @@ describe('backend errors as API errors', () => {
     expect(toApiError(thrown(() => checkPromptIds([1, 900], 100))).toJSON().error).toMatchObject({ type: 'invalid_request_error', code: 'invalid_prompt' });
     expect(toApiError(new ContextLengthError('too long')).status).toBe(400);
     expect(toApiError(new BackendDisposedError('GpuEngine')).toJSON().error).toMatchObject({ type: 'service_unavailable', code: 'backend_disposed' });
-    expect(toApiError(new GrammarRefusedError(5)).toJSON().error).toMatchObject({ type: 'server_error', code: 'grammar_refused' });
+    // A grammar that cannot be followed ends its choice as the caller's error, naming the field.
+    expect(toApiError(new GrammarRefusedError(5, 'ebnf'))).toMatchObject({ status: 400, type: 'invalid_request_error', code: 'grammar_refused', param: 'ebnf' });
+    expect(toApiError(new GrammarDeadEndError(3, 'tools'))).toMatchObject({ status: 400, type: 'invalid_request_error', code: 'grammar_dead_end', param: 'tools' });
     const model = toApiError(new ModelError('missing_tensor', 'blk.0.attn_q.weight is missing', 'blk.0.attn_q.weight'));
     expect(model.status).toBe(500);
     expect(model.toJSON().error).toMatchObject({ code: 'missing_tensor', param: 'blk.0.attn_q.weight', message: 'model: blk.0.attn_q.weight is missing' });

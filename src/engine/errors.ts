@@ -10,6 +10,7 @@ export type BackendErrorCode =
   | 'kv_cache_full' // no free KV pages for the step
   | 'backend_disposed' // generate() after dispose()
   | 'precision_unsupported' // f16 asked on a GPU without shader-f16
+  | 'grammar_dead_end' // the grammar allows no token where the output cannot end yet
   | 'grammar_refused' // the grammar refused a token its own mask allowed
   | 'lora_not_found' // a request or an unload names an adapter that is not loaded
   | 'lora_exists' // a load names an adapter already loaded
@@ -70,11 +71,31 @@ export class PrecisionUnsupportedError extends BackendError {
   }
 }
 
-/** The grammar refused a token its own mask allowed: a fault of the grammar engine, not of the request. */
+/**
+ * The output reached a point where the request's grammar allows no token and cannot end: the
+ * grammar has a dead end (compile-time checks refuse those they can see: productive.ts). The
+ * choice ends with this error; the request as sent cannot succeed, so a 400 naming the grammar's field.
+ */
+export class GrammarDeadEndError extends BackendError {
+  override name = 'GrammarDeadEndError';
+  constructor(generated: number, param: string | null) {
+    const field = param ?? 'the grammar';
+    super('grammar_dead_end', 400, `${field}: after ${generated} tokens of output the grammar allows no next token and cannot end there; it has a dead end`, param);
+  }
+}
+
+/**
+ * The grammar refused a token its own mask allowed. It ends that choice alone (the server goes
+ * on), as a 400 naming the grammar's field: the grammar engine cannot follow this grammar, so the
+ * request as sent will not succeed, and the field is the one to change.
+ */
 export class GrammarRefusedError extends BackendError {
   override name = 'GrammarRefusedError';
-  constructor(readonly token: number) {
-    super('grammar_refused', 500, `structured output: the grammar refused token ${token}, which its mask allowed`);
+  constructor(
+    readonly token: number,
+    param: string | null,
+  ) {
+    super('grammar_refused', 400, `${param ?? 'structured output'}: the grammar engine refused token ${token}, which the grammar's mask allowed; the grammar cannot be followed`, param);
   }
 }
 

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { drainGeneration, GREEDY } from '../testing/sampling';
-import { GrammarRefusedError } from './errors';
+import { GrammarDeadEndError, GrammarRefusedError } from './errors';
 import { BreakerTable, runSequence, Sequence, type SeqStep, type SequenceEnv, type StepRunner } from './sequence';
 import type { GenerateRequest } from './types';
 
@@ -125,8 +125,20 @@ describe('Sequence and runSequence', () => {
     expect(early.banned()).toEqual([]);
     expect(early.maskBits).toHaveLength(1);
     expect((await drain(early, scripted([EOS]))).ids).toEqual([EOS]);
+  });
+
+  it('tells a token the mask allowed and the grammar refused from a mask that allowed nothing (a dead end), each naming the grammar field', async () => {
+    const constraint = { words: 1, param: 'ebnf', mask: async () => undefined, accept: (id: number) => id !== 6, isTerminated: () => false, dispose: () => undefined };
+    // Backends write the step's mask into maskBits before the draw.
     const refused = new Sequence(request({ constraint }), env);
-    await expect(drain(refused, scripted([6]))).rejects.toBeInstanceOf(GrammarRefusedError);
+    refused.maskBits!.fill(1 << 6);
+    const e = await drain(refused, scripted([6])).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(GrammarRefusedError);
+    expect(e).toMatchObject({ status: 400, param: 'ebnf', code: 'grammar_refused' });
+    const dead = await drain(new Sequence(request({ constraint }), env), scripted([3, 6])).catch((x: unknown) => x);
+    expect(dead).toBeInstanceOf(GrammarDeadEndError);
+    expect(dead).toMatchObject({ status: 400, param: 'ebnf', code: 'grammar_dead_end' });
+    expect((dead as Error).message).toMatch(/^ebnf: after 1 tokens of output the grammar allows no next token/);
   });
 
   it('finds the ids whose text contains a breaker, once per breaker list', () => {

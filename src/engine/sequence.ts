@@ -15,7 +15,7 @@ import type { SeqSampling } from '../kernels/sample';
 import type { Constraint } from '../structured/grammar';
 import type { TextTokenizer } from '../text/tokenizer';
 import { nextTask, resultFor } from './backend-util';
-import { BackendError, GrammarRefusedError } from './errors';
+import { BackendError, GrammarDeadEndError, GrammarRefusedError } from './errors';
 import { logprobsOf, TokenSampler } from './logit-processors';
 import type { FinishReason, GenerateRequest, GeneratedToken, GenerationResult, SamplingParams } from './types';
 
@@ -263,7 +263,9 @@ export class Sequence {
    */
   record(token: GeneratedToken): void {
     if (this.constraint && !this.constraint.accept(token.id)) {
-      throw new GrammarRefusedError(token.id);
+      // The draw followed this step's mask: an empty mask means the grammar could not go on.
+      const param = this.constraint.param ?? null;
+      throw this.maskBits!.some((w) => w !== 0) ? new GrammarRefusedError(token.id, param) : new GrammarDeadEndError(this.generated, param);
     }
     this.drawn = Math.max(0, this.drawn - 1);
     this.ids.push(token.id);

@@ -6,12 +6,15 @@
  */
 import type { ConstraintSpec } from './grammar';
 import { StructuredOutputError } from './errors';
+import { refuseDeadEnds } from './productive';
 import { autoToolCallsTag, forcedToolCallsTag } from './tool-tags';
 
 /** The xgrammar calls a compile makes; `T` is what a compile gives (a CompiledGrammar, or nothing in the probe). */
 export interface GrammarOps<T> {
   /** xgrammar's conversion of a JSON schema (its text) to EBNF, with SCHEMA_EBNF_ARGS. */
   schemaEbnf(schema: string): Promise<string>;
+  /** xgrammar's normalized print of EBNF text (root rule `root`): what productive.ts reads. */
+  normalizeEbnf(ebnf: string): Promise<string>;
   /** Compiles EBNF text whose root rule is `root`. */
   grammar(ebnf: string): Promise<T>;
   /** Compiles a structural tag (tool calls, regex). */
@@ -98,6 +101,8 @@ export async function compileSpec<T>(ops: GrammarOps<T>, spec: ConstraintSpec, p
     case 'ebnf': {
       if (!spec.grammar.trim()) throw new StructuredOutputError(param, `${param}: the grammar is empty`);
       try {
+        // A grammar that cannot end is the caller's error: refused before it is compiled.
+        refuseDeadEnds(await ops.normalizeEbnf(spec.grammar), spec.grammar, param);
         return await ops.grammar(spec.grammar);
       } catch (e) {
         throw fail('grammar', e);

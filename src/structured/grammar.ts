@@ -55,6 +55,8 @@ export interface CompileOptions {
 export interface Constraint {
   /** Words of the bitmask (`ceil(vocabSize / 32)`; bit set = allowed). */
   readonly words: number;
+  /** The request field the grammar came from, for errors (`ebnf`, `response_format`, `tools`). */
+  readonly param?: string;
   /** Writes the allowed-token bitmask for the next token into `out` (words past the tokenizer's vocabulary are 0). */
   mask(out: Uint32Array): Promise<void>;
   /** Advances past the sampled token; false when the grammar did not allow it. */
@@ -156,6 +158,7 @@ export async function compileConstraint(
       const utf8 = new Utf8Guard(utf8Tables(tokenizer, vocabSize));
       return {
         words,
+        param,
         async mask(out: Uint32Array) {
           const bits = await matcher.getNextTokenBitmask();
           const n = Math.min(bits.length, out.length);
@@ -248,6 +251,15 @@ function cacheKey(spec: ConstraintSpec, param: string): string {
 function localOps(xg: XGrammar, compiler: GrammarCompiler): GrammarOps<CompiledGrammar> {
   return {
     schemaEbnf: (schema) => withFatalMessage(() => xg.Testings._jsonSchemaToEBNF(schema, ...SCHEMA_EBNF_ARGS)),
+    normalizeEbnf: (ebnf) =>
+      withFatalMessage(async () => {
+        const g = await xg.Grammar.fromEBNF(ebnf, 'root');
+        try {
+          return g.toString();
+        } finally {
+          g.dispose();
+        }
+      }),
     grammar: (ebnf) => withFatalMessage(() => compiler.compileGrammar(ebnf, 'root')),
     structuralTag: (tag) => withFatalMessage(() => compiler.compileStructuralTag(tag)),
   };

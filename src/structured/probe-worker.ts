@@ -1,8 +1,9 @@
 /**
  * The probe's worker thread (a CommonJS script for OffThread): its own xgrammar instance, one
  * grammar compiler per vocabulary the main thread registered (`init`), and the GrammarOps calls
- * (compile.ts) with their results thrown away: the probe only learns whether, and how fast, the
- * grammar compiles.
+ * (compile.ts) with their compiled grammars thrown away: the probe only learns whether, and how
+ * fast, the grammar compiles (the texts it returns, a schema's EBNF and a grammar's normalized
+ * print, are what compile.ts checks next).
  *
  * A failure carries xgrammar's stderr: its `[FATAL]` line says why a grammar is invalid (the main
  * thread reads it with fatalMessage). xgrammar reports an invalid grammar by aborting its wasm,
@@ -44,6 +45,14 @@ const ops = {
   },
   schemaEbnf(schema, ...args) {
     return run(() => load().Testings._jsonSchemaToEBNF(schema, ...args));
+  },
+  async normalizeEbnf(ebnf) {
+    const g = await run(() => load().Grammar.fromEBNF(ebnf, 'root'));
+    try {
+      return g.toString();
+    } finally {
+      g.dispose();
+    }
   },
   async grammar(id, ebnf) {
     (await run(() => compilers.get(id).compileGrammar(ebnf, 'root'))).dispose();

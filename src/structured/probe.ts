@@ -114,6 +114,7 @@ async function probeOnce(
   };
   await compile({
     schemaEbnf: (schema) => call('schemaEbnf', [schema, ...SCHEMA_EBNF_ARGS]),
+    normalizeEbnf: (ebnf) => call('normalizeEbnf', [ebnf]),
     grammar: (ebnf) => call('grammar', [id, ebnf]),
     structuralTag: (tag) => call('structuralTag', [id, tag]),
   });
