@@ -12,7 +12,7 @@ import { logitsFor, ReferenceModel } from '../reference/forward';
 import { expectEngineMatchesReference, expectModelMatchesReference } from '../testing/engine-check';
 import { GpuEngine } from './engine';
 import { GREEDY } from '../testing/sampling';
-import { describeEngineGrid, FIRST_FAMILIES, LOGIT_TOLERANCE, MAIN_GRID, STEPS } from '../testing/engine-matrix';
+import { describeEngineGrid, FIRST_FAMILIES, LOGIT_TOLERANCE, MAIN_GRID, SHORT_STEPS, STEPS } from '../testing/engine-matrix';
 import { useFixtureURLs } from '../testing/fixture-server';
 import { D288_MIXES, ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
@@ -20,11 +20,13 @@ import { serveDirectory } from '../testing/server';
 
 describeEngineGrid(MAIN_GRID.filter(([a]) => !FIRST_FAMILIES.includes(a)));
 
-describe('the GPU engine on LongRoPE at a context within the original one', () => {
+describe('the GPU engine on LongRoPE from the GGUF (typed "longrope"), on each side of its switch', () => {
   const urls = useFixtureURLs('phi3');
-  // The tiny phi3 fixture's original context is 512: a 256-token engine takes the short factors.
-  it('Q8_0 with a 256-token context: greedy tokens and teacher-forced logits match the reference', async () => {
-    await expectModelMatchesReference(await testGPU(), urls().Q8_0!, { precision: 'f32', steps: 16, tolerance: LOGIT_TOLERANCE, salt: 5, engine: { contextLength: 256 } });
+  // The tiny phi3 fixture's original context is 512: an engine of 512 tokens takes the short
+  // factors, one of 528 the long ones (as the grid's default 2048). The short check (the type
+  // grid's): the factors change the rotation at every position of the prefill and each step.
+  it.each([512, 528])('Q8_0 with a %i-token context: teacher-forced logits and greedy tokens match the reference', async (contextLength) => {
+    await expectModelMatchesReference(await testGPU(), urls().Q8_0!, { precision: 'f32', steps: SHORT_STEPS, tolerance: LOGIT_TOLERANCE, salt: 5, engine: { contextLength }, sampled: false });
   });
 });
 

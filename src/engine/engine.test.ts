@@ -16,13 +16,29 @@ import { testGPU } from '../testing/gpu';
 import { serveDirectory } from '../testing/server';
 import { GpuEngine } from './engine';
 import { expectModelMatchesReference, generateGreedy } from '../testing/engine-check';
-import { describeEngineGrid, FIRST_FAMILIES, LOGIT_TOLERANCE, MAIN_GRID } from '../testing/engine-matrix';
+import { describeEngineGrid, FIRST_FAMILIES, LOGIT_TOLERANCE, MAIN_GRID, SHORT_STEPS } from '../testing/engine-matrix';
 import { GREEDY } from '../testing/sampling';
 import { useFixtureURLs } from '../testing/fixture-server';
 import { pipelineCache, type PipelineCache } from '../gpu/pipelines';
 
 
 describeEngineGrid(MAIN_GRID.filter(([a]) => FIRST_FAMILIES.includes(a)));
+
+describe('the GPU engine on YaRN (qwen3: factor 4 over an original context of 512)', () => {
+  const urls = useFixtureURLs('qwen3', { options: { yarn: true }, which: { hf: ['F32'], gguf: ['Q8_0'] } });
+
+  it('reads the HF folder and the GGUF the converter makes of it as the same YaRN', async () => {
+    const [hf, gguf] = await Promise.all([openModel(urls()['hf-F32']!), openModel(urls().Q8_0!)]);
+    expect(hf.config.ropeScaling).toMatchObject({ type: 'yarn', factor: 4, originalMaxPositionEmbeddings: 512, betaFast: 32, betaSlow: 1 });
+    expect(gguf.config.ropeScaling).toEqual(hf.config.ropeScaling);
+  });
+
+  // The short check (the type grid's): YaRN changes the frequencies and the cos/sin factor, which
+  // the prefill and every decode step use on every layer.
+  it.each(['hf-F32', 'Q8_0'])('%s: teacher-forced logits and greedy tokens match the reference', async (variant) => {
+    await expectModelMatchesReference(await testGPU(), urls()[variant]!, { precision: 'f32', steps: SHORT_STEPS, tolerance: LOGIT_TOLERANCE, salt: 7, sampled: false });
+  });
+});
 
 describe('the GPU engine across prefill chunks and a cached prefix', () => {
   it('gives the same tokens with 8-token prefill chunks, and when the prompt prefix is reused', async () => {

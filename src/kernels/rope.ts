@@ -22,7 +22,7 @@ export interface RopeFreqConfig extends Pick<ModelConfig, 'headDim' | 'ropeTheta
 
 /**
  * The kernel's `invFreq[rotaryDim/2]` buffer contents: theta^(-2i/d) with HF's default, linear,
- * llama3 or LongRoPE scaling (or GGUF rope_freqs) applied. Computed by the CPU reference, then
+ * llama3, LongRoPE or YaRN scaling (or GGUF rope_freqs) applied. Computed by the CPU reference, then
  * rounded to f32 as HF holds `inv_freq`.
  */
 export function ropeInvFreq(config: RopeFreqConfig): Float32Array {
@@ -95,7 +95,7 @@ export async function createRopeOp(
     headDim: number;
     /** Leading dimensions of a head that rotate (default the whole head). */
     rotaryDim?: number;
-    /** cos and sin multiplied by it (LongRoPE's attention factor; default 1). */
+    /** cos and sin multiplied by it (LongRoPE's or YaRN's attention factor; default 1). */
     mscale?: number;
     style: RopeStyle;
     wg?: number;

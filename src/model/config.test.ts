@@ -97,9 +97,9 @@ describe('configFromHF', () => {
   });
 
   it('rejects an unsupported rope scaling type', () => {
-    const e = thrown(() => configFromHF({ ...llamaJson, rope_scaling: { rope_type: 'yarn', factor: 4 } }));
+    const e = thrown(() => configFromHF({ ...llamaJson, rope_scaling: { rope_type: 'dynamic', factor: 4 } }));
     expect(e.field).toBe('rope_scaling.rope_type');
-    expect(e.message).toMatch(/yarn/);
+    expect(e.message).toMatch(/dynamic.*yarn/);
   });
 });
 
@@ -490,8 +490,9 @@ describe('Phi-3', () => {
     expect(thrown(() => configFromHF({ ...phi4Json, partial_rotary_factor: 0.7 })).field).toBe('partial_rotary_factor');
   });
 
-  it("reads GGUF metadata: rope.dimension_count, LongRoPE from its tensors and keys, the window ignored as llama.cpp does", () => {
-    const meta = new Map<string, unknown>([
+  // What llama.cpp's converter writes for Phi-4-mini (its Phi-3 class: no rope.scaling.type).
+  const phi4Gguf = (extra: [string, unknown][] = []) =>
+    new Map<string, unknown>([
       ['general.architecture', 'phi3'],
       ['phi3.embedding_length', 3072],
       ['phi3.feed_forward_length', 8192],
@@ -506,11 +507,15 @@ describe('Phi-3', () => {
       ['phi3.rope.scaling.attn_factor', 1.190238],
       ['phi3.rope.scaling.original_context_length', 4096],
       ['phi3.vocab_size', 200064],
+      ...extra,
     ]);
-    const factors = [
-      { name: 'rope_factors_long.weight', shape: [48] },
-      { name: 'rope_factors_short.weight', shape: [48] },
-    ];
+  const factors = [
+    { name: 'rope_factors_long.weight', shape: [48] },
+    { name: 'rope_factors_short.weight', shape: [48] },
+  ];
+
+  it("reads GGUF metadata: rope.dimension_count, LongRoPE from its tensors and keys, the window ignored as llama.cpp does", () => {
+    const meta = phi4Gguf();
     const c = configFromGGUF(meta, [{ name: 'token_embd.weight', shape: [200064, 3072] }, ...factors]);
     expect(c).toMatchObject({ arch: 'phi3', rotaryDim: 96, slidingWindow: null, ropeStyle: 'neox', tieWordEmbeddings: true });
     // The factor lists are filled in by openModel from the two tensors.
@@ -521,6 +526,129 @@ describe('Phi-3', () => {
     expect(configFromGGUF(meta, factors).ropeScaling).toMatchObject({ attentionFactor: 1 });
     meta.set('phi3.rope.dimension_count', 129);
     expect(thrown(() => configFromGGUF(meta)).field).toBe('phi3.rope.dimension_count');
+  });
+
+  it('reads rope.scaling.type "longrope" (the converter\'s generic path) as the tensors alone; refuses it without them', () => {
+    const meta = phi4Gguf;
+    const typed = configFromGGUF(meta([['phi3.rope.scaling.type', 'longrope']]), factors);
+    expect(typed).toEqual(configFromGGUF(meta([]), factors));
+    expect(typed.ropeScaling).toEqual({ type: 'longrope', longFactor: [], shortFactor: [], originalMaxPositionEmbeddings: 4096, attentionFactor: 1.190238 });
+    const e = thrown(() => configFromGGUF(meta([['phi3.rope.scaling.type', 'longrope']]), []));
+    expect([e.code, e.field]).toEqual(['missing_field', 'rope_factors_long.weight']);
+    const other = thrown(() => configFromGGUF(meta([['phi3.rope.scaling.type', 'dynamic']]), factors));
+    expect(other.field).toBe('phi3.rope.scaling.type');
+    expect(other.message).toMatch(/"dynamic".*none, linear, yarn, longrope/);
+  });
+});
+
+describe('YaRN', () => {
+  // Qwen/Qwen3-8B's config.json with the rope_scaling its model card gives for 131072 tokens.
+  const qwen3Json = {
+    architectures: ['Qwen3ForCausalLM'],
+    model_type: 'qwen3',
+    vocab_size: 151936,
+    hidden_size: 4096,
+    intermediate_size: 12288,
+    num_hidden_layers: 36,
+    num_attention_heads: 32,
+    num_key_value_heads: 8,
+    head_dim: 128,
+    max_position_embeddings: 40960,
+    rope_theta: 1000000,
+    rms_norm_eps: 1e-6,
+    tie_word_embeddings: false,
+    rope_scaling: { rope_type: 'yarn', factor: 4.0, original_max_position_embeddings: 32768 },
+  };
+  const recipe = { type: 'yarn', factor: 4, originalMaxPositionEmbeddings: 32768, betaFast: 32, betaSlow: 1, truncate: true };
+  // 0.1 ln(4) + 1, the YaRN paper's sqrt(1/t).
+  const mscale4 = 1.1386294361;
+  const yarnOf = (rope_scaling: Record<string, unknown>, extra: Record<string, unknown> = {}) => {
+    const s = configFromHF({ ...qwen3Json, ...extra, rope_scaling }).ropeScaling;
+    if (s?.type !== 'yarn') throw new Error(`expected YaRN, got ${JSON.stringify(s)}`);
+    return s;
+  };
+
+  it("reads config.json as transformers does: the stated factor, betas 32/1, attention factor 0.1 ln(factor) + 1", () => {
+    const s = yarnOf(qwen3Json.rope_scaling);
+    expect(s).toMatchObject(recipe);
+    expect(s.attentionFactor).toBeCloseTo(mscale4, 9);
+    // The old `type` spelling, and transformers v5's rope_parameters (rope_theta inside).
+    expect(configFromHF({ ...qwen3Json, rope_scaling: { type: 'yarn', factor: 4.0, original_max_position_embeddings: 32768 } }).ropeScaling).toEqual(s);
+    const v5 = configFromHF({ ...qwen3Json, rope_scaling: undefined, rope_theta: undefined, rope_parameters: { rope_type: 'yarn', rope_theta: 1000000, factor: 4.0, original_max_position_embeddings: 32768 } });
+    expect([v5.ropeScaling, v5.ropeTheta]).toEqual([s, 1000000]);
+  });
+
+  it('takes stated betas, attention factor and truncate (gpt-oss), 0 betas as unset, and mscale / mscale_all_dim (DeepSeek)', () => {
+    expect(yarnOf({ ...qwen3Json.rope_scaling, beta_fast: 16, beta_slow: 2, attention_factor: 1.25, truncate: false })).toMatchObject({
+      betaFast: 16,
+      betaSlow: 2,
+      attentionFactor: 1.25,
+      truncate: false,
+    });
+    expect(yarnOf({ ...qwen3Json.rope_scaling, beta_fast: 0, beta_slow: null })).toMatchObject({ betaFast: 32, betaSlow: 1 });
+    // factor 40: (0.1 · 0.5 · ln 40 + 1) / (0.1 · 1 · ln 40 + 1) = 1.184444 / 1.368888; one of the two unset: mscale(40).
+    expect(yarnOf({ rope_type: 'yarn', factor: 40, mscale: 0.5, mscale_all_dim: 1 }).attentionFactor).toBeCloseTo(0.8652596, 6);
+    expect(yarnOf({ rope_type: 'yarn', factor: 40, mscale: 0.5, mscale_all_dim: 0 }).attentionFactor).toBeCloseTo(1.3688879, 6);
+  });
+
+  it('defaults the original context to max_position_embeddings and the factor to their ratio (transformers v5)', () => {
+    expect(yarnOf({ rope_type: 'yarn', factor: 2 })).toMatchObject({ factor: 2, originalMaxPositionEmbeddings: 40960 });
+    expect(yarnOf({ rope_type: 'yarn', original_max_position_embeddings: 10240 })).toMatchObject({ factor: 4, originalMaxPositionEmbeddings: 10240 });
+    expect(yarnOf({ rope_type: 'yarn', factor: 1 }).attentionFactor).toBe(1);
+  });
+
+  it('refuses a non-positive factor and a non-boolean truncate, naming the key', () => {
+    expect(thrown(() => configFromHF({ ...qwen3Json, rope_scaling: { rope_type: 'yarn', factor: -4 } })).field).toBe('rope_scaling.factor');
+    expect(thrown(() => configFromHF({ ...qwen3Json, rope_scaling: { ...qwen3Json.rope_scaling, truncate: 'no' } })).field).toBe('rope_scaling.truncate');
+  });
+
+  // What llama.cpp's converter writes for that config.json (its generic rope-scaling keys).
+  const ggufMeta = (extra: [string, unknown][] = []) =>
+    new Map<string, unknown>([
+      ['general.architecture', 'qwen3'],
+      ['qwen3.embedding_length', 4096],
+      ['qwen3.feed_forward_length', 12288],
+      ['qwen3.block_count', 36],
+      ['qwen3.attention.head_count', 32],
+      ['qwen3.attention.head_count_kv', 8],
+      ['qwen3.attention.key_length', 128],
+      ['qwen3.attention.layer_norm_rms_epsilon', 1e-6],
+      ['qwen3.context_length', 40960],
+      ['qwen3.rope.freq_base', 1000000],
+      ['qwen3.rope.scaling.type', 'yarn'],
+      ['qwen3.rope.scaling.factor', 4],
+      ['qwen3.rope.scaling.original_context_length', 32768],
+      ['qwen3.vocab_size', 151936],
+      ...extra,
+    ]);
+  const ggufYarn = (extra: [string, unknown][] = []) => {
+    const s = configFromGGUF(ggufMeta(extra)).ropeScaling;
+    if (s?.type !== 'yarn') throw new Error(`expected YaRN, got ${JSON.stringify(s)}`);
+    return s;
+  };
+
+  it('reads the GGUF the converter writes from it as the same scaling', () => {
+    expect(ggufYarn()).toEqual(yarnOf(qwen3Json.rope_scaling));
+  });
+
+  it("reads GGUF's yarn_beta_fast/slow, yarn_attn_factor (config.json's attention_factor) times attn_factor, and yarn_log_multiplier", () => {
+    expect(ggufYarn([['qwen3.rope.scaling.yarn_beta_fast', 16], ['qwen3.rope.scaling.yarn_beta_slow', 2]])).toMatchObject({ betaFast: 16, betaSlow: 2 });
+    expect(ggufYarn([['qwen3.rope.scaling.yarn_attn_factor', 1.25]]).attentionFactor).toBe(1.25);
+    expect(ggufYarn([['qwen3.rope.scaling.attn_factor', 2]]).attentionFactor).toBeCloseTo(2 * mscale4, 9);
+    // llama.cpp: mscale(factor) / mscale(factor, log multiplier) (DeepSeek's mscale_all_dim, mscale 1).
+    expect(ggufYarn([['qwen3.rope.scaling.factor', 40], ['qwen3.rope.scaling.yarn_log_multiplier', 0.5]]).attentionFactor).toBeCloseTo(1.3688879 / 1.1844440, 6);
+    // Without original_context_length: llama.cpp's n_ctx_train.
+    const m = ggufMeta();
+    m.delete('qwen3.rope.scaling.original_context_length');
+    expect(configFromGGUF(m).ropeScaling).toMatchObject({ originalMaxPositionEmbeddings: 40960 });
+  });
+
+  it('refuses a GGUF YaRN extrapolation factor other than 1 and a missing factor, naming the key', () => {
+    expect(thrown(() => configFromGGUF(ggufMeta([['qwen3.rope.scaling.yarn_ext_factor', 0.5]]))).field).toBe('qwen3.rope.scaling.yarn_ext_factor');
+    expect(ggufYarn([['qwen3.rope.scaling.yarn_ext_factor', 1]])).toEqual(ggufYarn());
+    const m = ggufMeta();
+    m.delete('qwen3.rope.scaling.factor');
+    expect(thrown(() => configFromGGUF(m)).field).toBe('qwen3.rope.scaling.factor');
   });
 });
 

@@ -446,6 +446,21 @@ export type RopeScaling =
       shortFactor: readonly number[];
       originalMaxPositionEmbeddings: number;
       attentionFactor: number;
+    }
+  | {
+      /**
+       * YaRN (Qwen 2.5/3 long context, gpt-oss): frequencies blended between theta^(-2i/d)
+       * (extrapolated) and that over `factor` (interpolated) by a ramp over the pairs that turn
+       * between betaFast and betaSlow times within the original context (see model/rope.ts); cos
+       * and sin multiplied by attentionFactor. `truncate`: the ramp's ends rounded to whole pairs.
+       */
+      type: 'yarn';
+      factor: number;
+      originalMaxPositionEmbeddings: number;
+      betaFast: number;
+      betaSlow: number;
+      attentionFactor: number;
+      truncate: boolean;
     };
 
 /** One normalised description of a model, whatever file it came from. */
@@ -944,13 +959,35 @@ function hfRopeScaling(raw: unknown, key: string, ctx: RopeContext): RopeScaling
       const attentionFactor = typeof stated === 'number' ? stated : factor <= 1 ? 1 : Math.sqrt(1 + Math.log(factor) / Math.log(orig));
       return { type: 'longrope', longFactor: factors('long_factor'), shortFactor: factors('short_factor'), originalMaxPositionEmbeddings: orig, attentionFactor };
     }
+    // As transformers' _compute_yarn_parameters: the original context is rope_scaling's (else
+    // max_position_embeddings), the factor as stated (else the ratio of the two), beta_fast and
+    // beta_slow 32 and 1 when absent or 0 (Python's `or`), the ramp truncated unless `truncate` is
+    // false (gpt-oss), and the attention factor as stated, else mscale(factor, mscale) /
+    // mscale(factor, mscale_all_dim) when both are set (DeepSeek's), else mscale(factor).
+    case 'yarn': {
+      const stated = (name: string): number | undefined => (raw[name] === undefined || raw[name] === null ? undefined : num(name));
+      const set = (name: string): number | undefined => (raw[name] === 0 ? undefined : stated(name));
+      const orig = stated('original_max_position_embeddings') ?? ctx.maxPositionEmbeddings;
+      const factor = stated('factor') ?? ctx.maxPositionEmbeddings / orig;
+      const [mscale, mscaleAllDim] = [set('mscale'), set('mscale_all_dim')];
+      const truncate = raw.truncate ?? true;
+      if (typeof truncate !== 'boolean') throw new ModelError('invalid_field', `config.json: ${key}.truncate must be true or false`, `${key}.truncate`);
+      const attentionFactor =
+        stated('attention_factor') ?? (mscale && mscaleAllDim ? yarnMscale(factor, mscale) / yarnMscale(factor, mscaleAllDim) : yarnMscale(factor));
+      return { type: 'yarn', factor, originalMaxPositionEmbeddings: orig, betaFast: set('beta_fast') ?? 32, betaSlow: set('beta_slow') ?? 1, attentionFactor, truncate };
+    }
     default:
       throw new ModelError(
         'invalid_field',
-        `config.json: ${key} type "${String(type)}" is not supported (supported: default, linear, llama3, longrope)`,
+        `config.json: ${key} type "${String(type)}" is not supported (supported: default, linear, llama3, longrope, yarn)`,
         `${key}.rope_type`,
       );
   }
+}
+
+/** YaRN's magnitude correction 0.1·m·ln(scale) + 1 (1 at scale <= 1): transformers' and llama.cpp's get_mscale. */
+export function yarnMscale(scale: number, m = 1): number {
+  return scale <= 1 ? 1 : 0.1 * m * Math.log(scale) + 1;
 }
 
 /** What configFromGGUF needs to know of the file's tensors (names and shapes, outermost first). */
@@ -996,24 +1033,7 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
   const embd = byName.get('token_embd.weight');
   const vocabFallback = embd?.shape[0] ?? (Array.isArray(tokens) ? tokens.length : undefined);
 
-  let ropeScaling: RopeScaling = null;
-  const scalingType = metadata.get(`${prefix}.rope.scaling.type`);
-  if (scalingType === 'linear') ropeScaling = { type: 'linear', factor: get('rope.scaling.factor') };
-  // Llama 3 scaling has no metadata type: the converter stores rope_freqs.weight instead,
-  // which openModel() hands to the reference as ropeFreqFactors.
-  else if (scalingType !== undefined && scalingType !== 'none')
-    throw new ModelError('invalid_field', `GGUF ${prefix}.rope.scaling.type "${String(scalingType)}" is not supported (supported: none, linear)`, `${prefix}.rope.scaling.type`);
-  // LongRoPE (Phi-3) travels as two tensors, which openModel() reads into the factor lists; the
-  // original context and attention factor are metadata (absent attn_factor: llama.cpp's 1).
-  if (byName.has('rope_factors_long.weight') && byName.has('rope_factors_short.weight')) {
-    ropeScaling = {
-      type: 'longrope',
-      longFactor: [],
-      shortFactor: [],
-      originalMaxPositionEmbeddings: get('rope.scaling.original_context_length'),
-      attentionFactor: get('rope.scaling.attn_factor', 1),
-    };
-  }
+  const ropeScaling = ggufRopeScaling(metadata, prefix, get, byName, tensors !== undefined);
   // Partial rotary: llama.cpp's n_rot.
   const rotary = get('rope.dimension_count', headDim);
   if (rotary % 2 !== 0 || rotary > headDim)
@@ -1095,6 +1115,61 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     bosTokenId: bos ?? null,
     eosTokenIds: unique(eos),
   };
+}
+
+/**
+ * The rope scaling as llama.cpp reads it: `{arch}.rope.scaling.type` (absent: none) and its keys.
+ * - LongRoPE's factor lists travel as two tensors, which openModel() reads: llama.cpp's Phi-3
+ *   converter writes them with the original context and attn_factor but no type, writers that go
+ *   through its generic path add type "longrope"; the tensors decide, as in llama.cpp (absent
+ *   attn_factor: its 1).
+ * - Llama 3 scaling has no type: rope_freqs.weight, which openModel() hands on as ropeFreqFactors.
+ * - YaRN: the converter's keys (factor, original_context_length, yarn_beta_fast/slow; its
+ *   yarn_attn_factor is config.json's attention_factor). Unstated, the attention factor is
+ *   mscale(factor), or mscale(factor) / mscale(factor, yarn_log_multiplier) (mscale_all_dim), as
+ *   transformers and llama.cpp compute it; times attn_factor, llama.cpp's generic multiplier.
+ *   llama.cpp itself ignores a stated yarn_attn_factor (it recomputes mscale); we keep the
+ *   checkpoint's, as transformers runs it. Its ramp is always truncated (no key for gpt-oss's
+ *   `truncate: false`), and an extrapolation factor other than 1 has no transformers counterpart.
+ */
+function ggufRopeScaling(
+  metadata: Map<string, unknown>,
+  prefix: string,
+  get: (key: string, fallback?: number) => number,
+  byName: ReadonlyMap<string, GGUFTensorShape>,
+  tensorsKnown: boolean,
+): RopeScaling {
+  const typeKey = `${prefix}.rope.scaling.type`;
+  const type = metadata.get(typeKey) ?? 'none';
+  const factors = byName.has('rope_factors_long.weight') && byName.has('rope_factors_short.weight');
+  const attnFactor = get('rope.scaling.attn_factor', 1);
+  if (type === 'longrope' && tensorsKnown && !factors)
+    throw new ModelError('missing_field', `GGUF ${typeKey} is "longrope" but the file has no rope_factors_long.weight and rope_factors_short.weight`, 'rope_factors_long.weight');
+  if (type === 'longrope' || (factors && (type === 'none' || type === 'linear')))
+    return { type: 'longrope', longFactor: [], shortFactor: [], originalMaxPositionEmbeddings: get('rope.scaling.original_context_length'), attentionFactor: attnFactor };
+  if (type === 'none') return null;
+  if (type === 'linear') return { type: 'linear', factor: get('rope.scaling.factor') };
+  if (type === 'yarn') {
+    const factor = get('rope.scaling.factor');
+    if (get('rope.scaling.yarn_ext_factor', 1) !== 1)
+      throw new ModelError('invalid_field', `GGUF ${prefix}.rope.scaling.yarn_ext_factor other than 1 is not supported`, `${prefix}.rope.scaling.yarn_ext_factor`);
+    const logMul = toNumber(metadata.get(`${prefix}.rope.scaling.yarn_log_multiplier`)) ?? 0;
+    const mscale = metadata.has(`${prefix}.rope.scaling.yarn_attn_factor`)
+      ? get('rope.scaling.yarn_attn_factor')
+      : logMul !== 0
+        ? yarnMscale(factor) / yarnMscale(factor, logMul)
+        : yarnMscale(factor);
+    return {
+      type: 'yarn',
+      factor,
+      originalMaxPositionEmbeddings: get('rope.scaling.original_context_length', get('context_length', 2048)),
+      betaFast: get('rope.scaling.yarn_beta_fast', 32),
+      betaSlow: get('rope.scaling.yarn_beta_slow', 1),
+      attentionFactor: mscale * attnFactor,
+      truncate: true,
+    };
+  }
+  throw new ModelError('invalid_field', `GGUF ${typeKey} "${String(type)}" is not supported (supported: none, linear, yarn, longrope)`, typeKey);
 }
 
 /**

@@ -5,6 +5,8 @@ import { defaultContextLength, rotaryDim, type ModelConfig } from './config';
  * unless the model rotates only part of it, Phi-4-mini): theta^(-2i/rotaryDim), then scaled as
  * the config says. Float64, so the reference is at least as exact as HF's float32.
  *
+ * YaRN blends each frequency with itself over `factor` along yarnRamp (fixed: no context switch).
+ *
  * `freqFactors` (GGUF `rope_freqs.weight`) are llama.cpp's precomputed divisors for Llama 3
  * scaling; when given they replace the config's scaling (the metadata carries none then).
  *
@@ -34,6 +36,9 @@ export function ropeInvFreqs(
     const factors = longRopeFactors(ropeScaling, contextLength ?? defaultContextLength(config));
     if (factors.length !== half) throw new RangeError(`LongRoPE has ${factors.length} factors, expected rotary dims/2 = ${half}`);
     for (let i = 0; i < half; i++) inv[i] /= factors[i]!;
+  } else if (ropeScaling?.type === 'yarn') {
+    const ramp = yarnRamp(ropeScaling, ropeTheta, dim);
+    for (let i = 0; i < half; i++) inv[i] = (inv[i] / ropeScaling.factor) * ramp[i]! + inv[i] * (1 - ramp[i]!);
   } else if (ropeScaling?.type === 'llama3') {
     // As transformers' _compute_llama3_parameters: long wavelengths are divided by `factor`,
     // short ones kept, and the band between blended by a smooth factor.
@@ -58,18 +63,37 @@ export function longRopeFactors(s: Extract<ModelConfig['ropeScaling'], { type: '
 }
 
 /**
- * What cos and sin are multiplied by (LongRoPE's attention factor: q·k grows by its square, on
- * the rotated dimensions); 1 for every other scaling.
+ * YaRN's ramp over the rotated pairs (transformers' _compute_yarn_parameters; ggml's
+ * rope_yarn_ramp): 0 where a pair turns more than betaFast times within the original context
+ * (kept: extrapolated), 1 where it turns fewer than betaSlow times (divided by factor:
+ * interpolated), linear between. Pair i turns origCtx / (2π) · theta^(-2i/dim) times, so the pair
+ * that turns b times is dim · ln(origCtx / (2π b)) / (2 ln theta); truncated, the low end is
+ * floored and the high one ceiled, both kept within [0, dim - 1].
+ */
+export function yarnRamp(s: Extract<ModelConfig['ropeScaling'], { type: 'yarn' }>, theta: number, dim: number): Float64Array {
+  const pairAt = (turns: number) => (dim * Math.log(s.originalMaxPositionEmbeddings / (2 * Math.PI * turns))) / (2 * Math.log(theta));
+  let [low, high] = [pairAt(s.betaFast), pairAt(s.betaSlow)];
+  if (s.truncate) [low, high] = [Math.floor(low), Math.ceil(high)];
+  [low, high] = [Math.max(low, 0), Math.min(high, dim - 1)];
+  // transformers' guard against a zero-width ramp.
+  if (low === high) high += 0.001;
+  return Float64Array.from({ length: dim / 2 }, (_, i) => Math.min(1, Math.max(0, (i - low) / (high - low))));
+}
+
+/**
+ * What cos and sin are multiplied by (LongRoPE's and YaRN's attention factor: q·k grows by its
+ * square, on the rotated dimensions); 1 for every other scaling.
  */
 export function ropeAttentionFactor(config: Pick<ModelConfig, 'ropeScaling'>): number {
-  return config.ropeScaling?.type === 'longrope' ? config.ropeScaling.attentionFactor : 1;
+  const s = config.ropeScaling;
+  return s?.type === 'longrope' || s?.type === 'yarn' ? s.attentionFactor : 1;
 }
 
 /**
  * Rotates each head of `vec` (numHeads x headDim, in place) by position `pos`: its first
  * 2 * invFreq.length dimensions (the rotary ones), the rest passing through.
  * neox pairs (i, i + rotary/2); interleaved pairs (2i, 2i + 1). Pair i turns by pos * invFreq[i]
- * and is multiplied by `mscale` (LongRoPE's attention factor; 1 elsewhere).
+ * and is multiplied by `mscale` (LongRoPE's and YaRN's attention factor; 1 elsewhere).
  */
 export function applyRope(
   vec: Float32Array,

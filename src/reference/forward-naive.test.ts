@@ -183,11 +183,28 @@ function rope(x: number[], pos: number, theta: number, style: 'neox' | 'interlea
   return [...out, ...pass];
 }
 
+/**
+ * YaRN as transformers' _compute_yarn_parameters states it, as divisors of theta^(-2i/d):
+ * find_correction_range(beta_fast, beta_slow) (floor / ceil when truncating, within [0, d - 1]),
+ * linear_ramp_factor over the d/2 pairs, and inv = interp · ramp + extrap · (1 - ramp) with
+ * interp = extrap / factor.
+ */
+function yarnDivisors(s: Extract<ModelConfig['ropeScaling'], { type: 'yarn' }>, theta: number, d: number): number[] {
+  const correctionDim = (rotations: number) => (d * Math.log(s.originalMaxPositionEmbeddings / (rotations * 2 * Math.PI))) / (2 * Math.log(theta));
+  const lo = Math.max(s.truncate ? Math.floor(correctionDim(s.betaFast)) : correctionDim(s.betaFast), 0);
+  let hi = Math.min(s.truncate ? Math.ceil(correctionDim(s.betaSlow)) : correctionDim(s.betaSlow), d - 1);
+  if (hi === lo) hi += 0.001;
+  return Array.from({ length: d / 2 }, (_, i) => {
+    const ramp = Math.min(Math.max((i - lo) / (hi - lo), 0), 1);
+    return 1 / (ramp / s.factor + (1 - ramp));
+  });
+}
+
 function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[], contextLength = Math.min(4096, c.maxPositionEmbeddings)): number[][] {
-  // LongRoPE: the long factors past the original context, else the short ones
+  // LongRoPE: the long factors past the original context, else the short ones; YaRN: yarnDivisors
   const s = c.ropeScaling;
-  const div = s?.type === 'longrope' ? (contextLength > s.originalMaxPositionEmbeddings ? s.longFactor : s.shortFactor) : undefined;
-  const m = s?.type === 'longrope' ? s.attentionFactor : 1;
+  const div = s?.type === 'longrope' ? (contextLength > s.originalMaxPositionEmbeddings ? s.longFactor : s.shortFactor) : s?.type === 'yarn' ? yarnDivisors(s, c.ropeTheta, c.rotaryDim ?? c.headDim) : undefined;
+  const m = s?.type === 'longrope' || s?.type === 'yarn' ? s.attentionFactor : 1;
   const d = c.hiddenSize;
   const hd = c.headDim;
   const W = (name: string, cols: number) => rows(w.get(name)!, cols);
@@ -308,6 +325,8 @@ const cases: [string, Partial<ModelConfig>][] = [
   ['granite with its embedding, residual, attention and logit multipliers', { ...GRANITE }],
   ['phi3 with partial rotary and LongRoPE (long factors, attention factor)', { ...PHI3 }],
   ['phi3 with partial interleaved rotary', { ...PHI3, ropeStyle: 'interleaved', ropeScaling: null }],
+  // 3 pairs, theta 100, original 64: the ramp runs 0, 1/2, 1 (from pair 0 to pair 2).
+  ['qwen3 with YaRN (its ramp and attention factor)', { arch: 'qwen3', qkNorm: true, numHeads: 2, numKvHeads: 2, headDim: 6, ropeScaling: { type: 'yarn', factor: 4, originalMaxPositionEmbeddings: 64, betaFast: 32, betaSlow: 1, attentionFactor: 1.2, truncate: true } }],
   ['gemma2 with sandwich (1 + w) norms, scaled embeddings, GeGLU, its own query scale, both soft-caps and a 2-key window on layer 0', { ...GEMMA2 }],
 ];
 

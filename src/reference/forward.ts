@@ -21,7 +21,7 @@ export class ReferenceModel {
   private readonly w: Weights;
   private readonly invFreq: Float64Array; // (rotaryDim / 2)
   private readonly invFreqLocal: Float64Array; // (rotaryDim / 2) of windowed layers with their own base (Gemma 3)
-  private readonly mscale: number; // cos/sin multiplier (LongRoPE's attention factor; 1 elsewhere)
+  private readonly mscale: number; // cos/sin multiplier (LongRoPE's or YaRN's attention factor; 1 elsewhere)
 
   // Run state, allocated once.
   private readonly x: Float32Array; // (dim) the residual stream
@@ -153,7 +153,7 @@ export class ReferenceModel {
         }
       }
 
-      // RoPE on q and k (each head's first rotaryDim dimensions, cos/sin times LongRoPE's attention
+      // RoPE on q and k (each head's first rotaryDim dimensions, cos/sin times LongRoPE's or YaRN's attention
       // factor), except on NoPE layers (SmolLM3); windowed layers may have their own (Gemma 3)
       if (layerUsesRope(c, l)) {
         const invFreq = layerRope(c, l) === 'local' ? this.invFreqLocal : this.invFreq;
