@@ -5,7 +5,7 @@ import { benchPrompt } from './batching';
 import { bytesPerDecodedToken, type ModelBenchResult } from './run';
 import { aggregateByKernel, aggregateByOp, gbps, kernelName, stepTotals, UNLABELLED, type ProfiledStep } from './profiler';
 import { fittingContexts, summarizeProfile } from './decode';
-import { formatContexts, formatOps } from './report';
+import { formatContexts, formatOps, formatToolCall } from './report';
 import { benchConstraintSpec, maskOverhead, msPerGeneratedToken } from './structured';
 import { chromiumVerdict, defaultPreset, EMULATED_SETTINGS, FULL_SETTINGS, resolveSettings } from './target';
 
@@ -193,6 +193,17 @@ describe('the bench report', () => {
     expect(ctx).toMatch(/^1024 +20\.00 +19\.00 +38\.0 +1\.500 +50\.00 +3\.0 +90\.0 +- +- +- +- +-$/m);
     expect(ctx).toMatch(/not run .*: 4096, 8192/);
     expect(formatContexts('x', { error: 'Error: boom' })).toEqual(['x: decode at long contexts FAILED: Error: boom']);
+  });
+
+  it('prints the forced tool call token by token, with jump-forward and unconstrained, and flags changed tokens', () => {
+    const run = { tokens: 40, steps: 40, tokensPerStep: 1, msPerToken: 90, finishReason: 'stop' };
+    const b = { constraint: 'tool', tokenByToken: run, jumpForward: { ...run, steps: 14, tokensPerStep: 39 / 13, msPerToken: 35.25 }, free: { ...run, msPerToken: 30, finishReason: 'length' }, identical: true };
+    const text = formatToolCall('node Q8_0', b).join('\n');
+    expect(text).toMatch(/^token by token +40 +40 +1\.00 +90\.0 +stop$/m);
+    expect(text).toMatch(/^jump-forward +40 +14 +3\.00 +35\.3 +stop$/m);
+    expect(text).toMatch(/^unconstrained +40 +40 +1\.00 +30\.0 +length$/m);
+    expect(text).not.toMatch(/CHANGED/);
+    expect(formatToolCall('x', { ...b, identical: false })[0]).toMatch(/JUMP-FORWARD CHANGED THE TOKENS/);
   });
 
   it('prints the CPU mask timing per vocabulary size when the report has it', () => {

@@ -94,6 +94,9 @@ export function formatReport(report: BenchReport): string {
       if (m.breakdown?.decodeOps) out.push('', ...formatOps(`${t.target} ${m.format}`, m, m.breakdown.decodeOps, m.breakdown.prefillOps ?? null, m.breakdown.prefillTokens));
     }
     for (const m of t.models.filter(ok)) {
+      if (m.toolCall) out.push('', ...formatToolCall(`${t.target} ${m.format}`, m.toolCall));
+    }
+    for (const m of t.models.filter(ok)) {
       if (m.contexts) out.push('', ...formatContexts(`${t.target} ${m.format}`, m.contexts));
     }
     for (const m of t.models.filter(ok)) {
@@ -115,6 +118,18 @@ export function formatReport(report: BenchReport): string {
     );
   }
   return out.join('\n');
+}
+
+/** The forced tool call token by token, with jump-forward and unconstrained. */
+export function formatToolCall(title: string, b: NonNullable<ModelBenchResult['toolCall']>): string[] {
+  const row = (name: string, r: typeof b.free) => [name, String(r.tokens), String(r.steps), f(r.tokensPerStep, 2), f(r.msPerToken, 1), r.finishReason];
+  return [
+    `${title}: ${b.constraint}, greedy; tokens/step and ms/token after the first token (the prompt's step)${b.identical ? '' : ' — JUMP-FORWARD CHANGED THE TOKENS'}`,
+    table(
+      ['run', 'tokens', 'steps', 'tokens/step', 'ms/token', 'finish'],
+      [row('token by token', b.tokenByToken), row('jump-forward', b.jumpForward), row('unconstrained', b.free)],
+    ),
+  ];
 }
 
 const pct = (x: number | null) => (x === null ? 'null' : f(x * 100));

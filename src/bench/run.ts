@@ -15,7 +15,7 @@ import { actBytes } from '../kernels/op';
 import { openModel, type ModelLocation } from '../model/open';
 import { GREEDY } from '../testing/sampling';
 import { trackBuffers } from './memory';
-import { BENCH_CONSTRAINT_LABEL, benchConstraintSpec, maskOverhead, msPerGeneratedToken } from './structured';
+import { BENCH_CONSTRAINT_LABEL, benchConstraintSpec, benchToolCall, maskOverhead, msPerGeneratedToken, type ToolCallBench } from './structured';
 import { aggregateByKernel, aggregateByOp, TimestampProfiler, type KernelTime, type OpTime } from './profiler';
 import { benchBatching, benchPrompt, type BatchingResult } from './batching';
 import { benchDecodeContexts, type ContextDecodeResult } from './decode';
@@ -69,6 +69,8 @@ export interface ModelBenchResult {
    * tokens actually produced; maskMsPerToken = msPerToken − decode.msPerToken.
    */
   structured: { constraint: string; tokens: number; finishReason: string; tokensPerSecond: number; msPerToken: number; maskMsPerToken: number };
+  /** A forced tool call token by token, with jump-forward decoding, and unconstrained (./structured.ts). Absent in older reports. */
+  toolCall?: ToolCallBench;
   memory: {
     /** Peak bytes of all GPU buffers alive during load, prefill and decode. */
     peakBytes: number;
@@ -210,6 +212,9 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
       ...maskOverhead(maskedMs, msPerToken),
     };
     log(`${format}: constrained decode ${structured.tokensPerSecond.toFixed(1)} tokens/s over ${structured.tokens} tokens (${structured.finishReason}), mask ${structured.maskMsPerToken.toFixed(2)} ms/token`);
+    const toolCall = await benchToolCall(engine, benchPrompt(16, c.vocabSize, 97), 64);
+    const tc = (r: ToolCallBench['free']) => `${r.tokens} tokens in ${r.steps} steps, ${r.msPerToken.toFixed(1)} ms/token`;
+    log(`${format}: forced tool call token by token ${tc(toolCall.tokenByToken)}; jump-forward ${tc(toolCall.jumpForward)}; unconstrained ${tc(toolCall.free)}`);
     const peakBytes = tracker.peak;
     tracker.stop();
 
@@ -264,6 +269,7 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
       prefill,
       decode,
       structured,
+      toolCall,
       memory: { peakBytes, matrixBytes, kvCacheBytes },
       ggufBytes,
       bandwidth: { copyGBps: copy.gbPerSecond, copyTimestampGBps, bytesPerToken, decodeGBps, ratio: decodeGBps / copy.gbPerSecond },

@@ -449,7 +449,7 @@ export class GpuEngine implements Backend, BatchRunner {
       await nextTask();
       for (let row = 0; row < sampling; row++) {
         const seq = rows[row]!.seq;
-        if (seq.constraint) await seq.constraint.mask(seq.maskBits!);
+        if (seq.constraint) await seq.nextMask();
         this.sampler.mask.write(row, seq.constraint ? seq.maskBits! : this.allowAll);
       }
       encoder = device.createCommandEncoder();
@@ -553,6 +553,8 @@ export class GpuEngine implements Backend, BatchRunner {
     } finally {
       for (const b of [ring.tokens, ring.logits, ring.hidden, ring.routed]) if (b.mapState === 'mapped') b.unmap();
     }
+    // Tokens the grammars force now are fed with this draw at the next step (Sequence.jumpForward).
+    for (const item of [...gpuRows, ...cpuRows]) if (item.seq.jumpsForward && item.error === undefined) await item.seq.jumpForward().catch((e: unknown) => (item.error = e));
   }
 
   /** `p`, or a rejection once the device is lost (a lost device may never report work done). */

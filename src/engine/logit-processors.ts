@@ -211,6 +211,11 @@ export class TokenSampler {
     this.generated.push(id);
     return id;
   }
+
+  /** A token taken without a draw (jump-forward): it joins the history the penalties and the draw counter read. */
+  note(id: number): void {
+    this.generated.push(id);
+  }
 }
 
 /** log-softmax of raw logits: the logprob of `id` and the `top` most likely alternatives. */

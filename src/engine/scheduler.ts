@@ -234,8 +234,7 @@ export class Scheduler {
       this.leave(r, item.error);
       return;
     }
-    const token = r.seq.take();
-    if (token) r.stream.push(token);
+    for (let token = r.seq.take(); token; token = r.seq.take()) r.stream.push(token);
     this.offer(r);
     if (r.seq.finish) this.leave(r);
   }

@@ -141,6 +141,65 @@ describe('Sequence and runSequence', () => {
     expect((dead as Error).message).toMatch(/^ebnf: after 1 tokens of output the grammar allows no next token/);
   });
 
+  it('jump-forward takes the tokens a one-token mask forces without a draw, feeds them with the next step, and changes no token', async () => {
+    // A grammar as a script of masks by tokens accepted: free, then two forced tokens, free, then EOS.
+    const masks = [[3, 6], [4], [5], [1, 2], [EOS]];
+    const grammar = () => {
+      let at = 0;
+      return {
+        words: 1,
+        mask: async (out: Uint32Array) => void (out[0] = masks[Math.min(at, masks.length - 1)]!.reduce((w, id) => w | (1 << id), 0)),
+        forcesText: () => at === 1 || at === 2,
+        accept: (id: number) => masks[at]!.includes(id) && ++at > 0,
+        isTerminated: () => at === masks.length,
+        dispose: () => undefined,
+      };
+    };
+    // A backend that masks fixed logits (the model's preference: 6 > 3, 2 > 1) and draws greedily.
+    const masked = (): StepRunner & { fed: SeqStep[]; draws: number } => {
+      const fed: SeqStep[] = [];
+      const runner = {
+        fed,
+        draws: 0,
+        async step(batch: readonly Sequence[]) {
+          for (const seq of batch) {
+            const work = seq.work(16);
+            fed.push(work);
+            seq.advance(work);
+            if (!work.samples) continue;
+            const bits = await seq.nextMask();
+            const logits = Float32Array.from([0, 1, 2, 5, 1, 1, 6, 1], (x, id) => ((bits[0]! >>> id) & 1 ? x : -Infinity));
+            runner.draws++;
+            seq.sampleLogits(logits);
+            await seq.jumpForward();
+          }
+        },
+      };
+      return runner;
+    };
+    const run = async (jumpForward: boolean) => {
+      const runner = masked();
+      const seq = new Sequence(request({ maxTokens: 10, constraint: grammar(), jumpForward }), env);
+      return { ...(await drain(seq, runner)), runner, seq };
+    };
+    const off = await run(false);
+    const on = await run(true);
+    expect(off.ids).toEqual([6, 4, 5, 2, EOS]);
+    expect(on.ids).toEqual(off.ids);
+    expect(on.result).toEqual(off.result);
+    expect(off.runner.draws).toBe(5);
+    expect(on.runner.draws).toBe(3);
+    // The draw and the two tokens it forced are fed as one chunk, which samples once.
+    expect(on.runner.fed.map((w) => w.tokens)).toEqual([[1, 2, 3, 4, 5, 6], [6, 4, 5], [2]]);
+    expect(on.seq.jumpsForward).toBe(true);
+    // Where a forced token would skip state a draw keeps, jump-forward is off.
+    for (const sampling of [{ logprobs: true }, { repetitionPenalty: 1.1 }, { presencePenalty: 0.5 }, { mirostat: { mode: 2 as const, tau: 5, eta: 0.1 } }, { dry: { ...GREEDY.dry, multiplier: 0.8 } }]) {
+      expect(new Sequence(request({ constraint: grammar(), sampling: { ...GREEDY, ...sampling } }), env).jumpsForward, JSON.stringify(sampling)).toBe(false);
+    }
+    expect(new Sequence(request({ constraint: grammar(), returnHiddenStates: true }), env).jumpsForward).toBe(false);
+    expect(new Sequence(request({}), env).jumpsForward).toBe(false);
+  });
+
   it('finds the ids whose text contains a breaker, once per breaker list', () => {
     const pieces = ['a', '\n', 'b:c', 'd', '"x', ''];
     let decodes = 0;

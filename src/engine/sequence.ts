@@ -60,6 +60,8 @@ export class Sequence {
   readonly wantsHidden: boolean;
   /** Whether each token comes with the experts its row was routed to (`GeneratedToken.routedExperts`). */
   readonly wantsRouted: boolean;
+  /** Whether tokens its grammar forces are taken without a draw (`jumpForward`). */
+  readonly jumpsForward: boolean;
   /** Prompt tokens whose KV was reused (set by the backend when it first places the sequence). */
   cachedTokens = 0;
   /** Tokens (prompt, then output) whose K/V the backend holds so far, cached or computed. */
@@ -76,7 +78,10 @@ export class Sequence {
   private readonly ids: number[];
   private readonly sampler: TokenSampler;
   private readonly signal: AbortSignal | undefined;
-  private sampled: GeneratedToken | null = null;
+  /** Tokens recorded and not yet taken: a step's draw, then any its grammar forced after it. */
+  private readonly out: GeneratedToken[] = [];
+  /** Whether `maskBits` holds the grammar's mask for the next draw already (`nextMask`). */
+  private maskFresh = false;
   private result: GenerationResult | null = null;
   private readonly resultOf: ReturnType<typeof resultFor>;
 
@@ -127,6 +132,7 @@ export class Sequence {
     this.bansEnds = !request.constraint;
     this.wantsHidden = request.returnHiddenStates ?? false;
     this.wantsRouted = request.returnRoutedExperts ?? false;
+    this.jumpsForward = request.constraint !== undefined && (request.jumpForward ?? true) && drawIsForced(sampling) && !this.wantsHidden && !this.wantsRouted;
     if (this.wantsRouted && !env.moe)
       throw new BackendError('routed_experts_unavailable', 400, 'return_routed_experts needs a mixture-of-experts model; this model has no experts', 'return_routed_experts');
     // The breaker table decodes the vocabulary once per breaker list: only build it for DRY.
@@ -267,20 +273,52 @@ export class Sequence {
       const param = this.constraint.param ?? null;
       throw this.maskBits!.some((w) => w !== 0) ? new GrammarRefusedError(token.id, param) : new GrammarDeadEndError(this.generated, param);
     }
+    this.maskFresh = false;
     this.drawn = Math.max(0, this.drawn - 1);
     this.ids.push(token.id);
-    this.sampled = token;
+    this.out.push(token);
     const n = this.generated;
     if (this.enders.has(token.id)) this.end('stop', token.id);
     else if (this.constraint?.isTerminated()) this.end('stop');
     else if (n >= this.maxTokens) this.end('length');
   }
 
-  /** The token recorded at the last step, once (null after a prefill chunk). */
+  /** The tokens recorded at the last step, one per call, each once (null when none is left, e.g. after a prefill chunk). */
   take(): GeneratedToken | null {
-    const t = this.sampled;
-    this.sampled = null;
-    return t;
+    return this.out.shift() ?? null;
+  }
+
+  /** The grammar's mask for the next draw, written into `maskBits` once per draw (`jumpForward` may have written it). */
+  async nextMask(): Promise<Uint32Array> {
+    if (!this.maskFresh) {
+      await this.constraint!.mask(this.maskBits!);
+      this.maskFresh = true;
+    }
+    return this.maskBits!;
+  }
+
+  /**
+   * Jump-forward decoding (as SGLang's, issue #26 point 3), after a draw was recorded: while the
+   * grammar's mask allows exactly one token, that token is recorded without a draw. The next
+   * step feeds them all with the last draw, as one chunk (`work`), and samples once after them.
+   *
+   * The output is the one token-by-token decoding gives, under any sampling settings this runs
+   * with (see drawIsForced): a draw from logits masked to one finite entry can only give that
+   * entry, and the GPU sampler's counter (`gpuSampling().step`) counts forced tokens as draws.
+   * Only such tokens are jumped: a forced string that the vocabulary can split several ways
+   * (`"name"` as `"`+`name` or `"n`+`ame`) leaves more than one token allowed, and which one the
+   * model takes is its draw's to decide, so the jump stops there. The mask it computed last is
+   * the next draw's (`nextMask`); xgrammar's jump-forward string gates the look, so a step whose
+   * grammar forces no text computes its mask as before, while the GPU runs the forward pass.
+   */
+  async jumpForward(): Promise<void> {
+    if (!this.jumpsForward || this.drawn !== 0) return;
+    while (!this.result && this.constraint!.forcesText?.()) {
+      const id = onlyAllowed(await this.nextMask());
+      if (id < 0) return;
+      this.sampler.note(id);
+      this.record({ id });
+    }
   }
 
   /** Ends the sequence; the first reason given stands. */
@@ -301,6 +339,28 @@ export class Sequence {
 }
 
 /**
+ * Whether a draw from logits masked to one token must give that token, with nothing else of the
+ * sequence's state depending on the draw itself: no logprobs (the token's would come from the
+ * forward pass), no mirostat (its running mu moves with every draw), no count-based penalties or
+ * DRY (the GPU penalties op counts the tokens its sampler drew, which a forced token never is).
+ */
+function drawIsForced(p: SamplingParams): boolean {
+  return !p.logprobs && p.mirostat.mode === 0 && p.dry.multiplier === 0 && p.repetitionPenalty === 1 && p.frequencyPenalty === 0 && p.presencePenalty === 0;
+}
+
+/** The one id a bitmask allows, or -1 when it allows none or several. */
+function onlyAllowed(bits: Uint32Array): number {
+  let id = -1;
+  for (let w = 0; w < bits.length; w++) {
+    const word = bits[w]!;
+    if (word === 0) continue;
+    if (id >= 0 || (word & (word - 1)) !== 0) return -1;
+    id = w * 32 + 31 - Math.clz32(word);
+  }
+  return id;
+}
+
+/**
  * The loop between steps for one sequence: run a step, yield its token, and at each boundary
  * give the event loop a turn (so an abort, e.g. a closed connection, is seen) and check the
  * abort. Before the first step: an already aborted request does no work.
@@ -314,8 +374,7 @@ export async function* runSequence(seq: Sequence, runner: StepRunner): AsyncGene
     }
     first = false;
     await runner.step([seq]);
-    const token = seq.take();
-    if (token) yield token;
+    for (let token = seq.take(); token; token = seq.take()) yield token;
   }
   return seq.finish!;
 }

@@ -51,6 +51,11 @@ export interface GenerateRequest {
    * owns it (one per request; dispose after).
    */
   constraint?: Constraint;
+  /**
+   * Jump-forward decoding (default true): tokens the constraint forces are taken without a draw
+   * and fed together at the next step (Sequence.jumpForward); the output is the same either way.
+   */
+  jumpForward?: boolean;
   /** Return each generated token's final hidden state (`GeneratedToken.hidden`; SGLang's `return_hidden_states`). */
   returnHiddenStates?: boolean;
   /**

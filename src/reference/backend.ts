@@ -105,10 +105,10 @@ export class ReferenceBackend implements Backend, StepRunner {
       if (!work.samples) continue;
       if (seq.constraint) {
         // Forbidden tokens get -inf before anything else sees the logits (logprobs included).
-        await seq.constraint.mask(seq.maskBits!);
-        logits = applyMaskRef(logits.slice(), seq.maskBits!, this.config.vocabSize);
+        logits = applyMaskRef(logits.slice(), await seq.nextMask(), this.config.vocabSize);
       }
       seq.sampleLogits(logits, seq.wantsHidden ? this.model.hidden : undefined, seq.wantsRouted ? this.model.routedExperts : undefined);
+      await seq.jumpForward();
     }
   }
 

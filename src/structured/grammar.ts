@@ -59,6 +59,11 @@ export interface Constraint {
   readonly param?: string;
   /** Writes the allowed-token bitmask for the next token into `out` (words past the tokenizer's vocabulary are 0). */
   mask(out: Uint32Array): Promise<void>;
+  /**
+   * Whether the grammar forces some text next (xgrammar's jump-forward string is not empty): a
+   * cheap look that tells jump-forward decoding when a mask allowing one token is likely.
+   */
+  forcesText?(): boolean;
   /** Advances past the sampled token; false when the grammar did not allow it. */
   accept(id: number): boolean;
   /** The grammar is complete (its stop token was accepted): generation should end with 'stop'. */
@@ -171,6 +176,7 @@ export async function compileConstraint(
           if (ok) utf8.accept(id);
           return ok;
         },
+        forcesText: () => matcher.findJumpForwardString() !== '',
         isTerminated: () => matcher.isTerminated(),
         dispose: () => matcher.dispose(),
       };
