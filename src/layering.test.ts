@@ -26,7 +26,9 @@ const LAYERS: Record<string, string[]> = {
   reference: ['platform', 'formats', 'model', 'text', 'kernels', 'structured', 'engine'],
   api: ['platform', 'gpu', 'formats', 'model', 'text', 'structured', 'engine'],
   transport: ['platform', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader', 'engine', 'api'],
-  cli: ['platform', 'gpu', 'formats', 'model', 'text', 'loader', 'engine', 'api', 'transport'],
+  // selfcheck runs the tests' kernel and model comparisons (testing/) on a user's GPU.
+  selfcheck: ['platform', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader', 'lora', 'engine', 'reference', 'testing'],
+  cli: ['platform', 'gpu', 'formats', 'model', 'text', 'loader', 'engine', 'api', 'transport', 'selfcheck'],
   // Test support and the benchmark sit above everything.
   testing: ['*'],
   bench: ['*'],

@@ -29,6 +29,8 @@ const USAGE = `usage: npm run bench -- [options]
   --formats LIST              GGUF variants to run (default ${DEFAULT_FORMATS})
   --arch llama|qwen2|qwen3|mistral   fixture architecture (default llama)
   --target node|chromium|both|cpu   (default both; cpu: only the CPU mask timing below)
+  --fixtures-only             write the fixture files the other options name (--preset, --arch, --formats) and exit:
+                              processes that each write one format can run at once (gpu-pack's run.sh does)
   --json PATH                 write the JSON report there (default .cache/bench/latest.json), again as each target finishes
   --prompt-lengths 128,1024   prefill sizes (capped on emulated adapters unless given)
   --decode-tokens N           tokens decoded after the longest prompt, and at each decode context
@@ -73,6 +75,7 @@ async function main(): Promise<void> {
       'stream-prompt': { type: 'string' },
       'stream-tokens': { type: 'string' },
       'prefix-tokens': { type: 'string' },
+      'fixtures-only': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -107,6 +110,13 @@ async function main(): Promise<void> {
   if (decodeContexts && !decodeContexts.every((n) => Number.isInteger(n) && n >= 0)) throw new Error(`--decode-contexts: ${values['decode-contexts']} is not a list of integers ≥ 0`);
   if (decodeContexts) overrides.decodeContexts = decodeContexts.filter((n) => n > 0);
   const formats = values.formats!.split(',').map((f) => f.trim()) as GGUFVariant[];
+  if (values['fixtures-only']) {
+    // No GPU here: the preset must be named (its default depends on the adapter).
+    if (!values.preset) throw new Error('--fixtures-only needs --preset');
+    const t0 = performance.now();
+    const paths = await ensureFixture({ arch: values.arch as Arch, preset: values.preset as Preset }, { hf: [], gguf: formats });
+    return void console.log(`[bench] fixtures ${formats.join(', ')} in ${paths.root} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+  }
 
   // CPU only, before any GPU work shares the cores with it.
   const maskCost: MaskCostResult[] = [];

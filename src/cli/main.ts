@@ -11,6 +11,7 @@ const USAGE = `usage: webgpu-llm <command> [options]
 commands:
   generate   generate tokens from a prompt and print the ids and text
   serve      serve OpenAI's HTTP API for a model
+  selfcheck  check that this GPU computes the model correctly (kernels and tiny models against references)
 run \`webgpu-llm <command> --help\` for its options.
 
 ${GENERATE_USAGE}`;
@@ -29,13 +30,16 @@ async function serve(args: string[]): Promise<number | null> {
 export async function main(argv: string[], io: CliIO = processIO): Promise<number | null> {
   const [command, ...rest] = argv;
   // Before anything loads Dawn: without a GPU, Vulkan must be pointed at SwiftShader.
-  if (command === 'generate' || command === 'serve') useSwiftShaderIfNoGPU();
+  if (command === 'generate' || command === 'serve' || command === 'selfcheck') useSwiftShaderIfNoGPU();
   try {
     switch (command) {
       case 'generate':
         return await generateCommand(rest, io);
       case 'serve':
         return await serve(rest);
+      case 'selfcheck':
+        // Loaded on demand: it brings the fixture generator and the CPU reference.
+        return await (await import('./selfcheck')).selfCheckCommand(rest, io);
       case undefined:
       case 'help':
       case '--help':

@@ -7,6 +7,7 @@
  * by side). The grid's formats are MAIN_GRID's (engine-matrix.ts); the rest of every architecture ×
  * weight type runs in the short engine-types*.test.ts.
  */
+import { INTEGER_DOT_LOGIT_TOLERANCE } from '../testing/tolerances';
 import { relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { openModel } from '../model/open';
@@ -89,7 +90,7 @@ describe('the GPU engine with integer dot products (integerDot)', () => {
   // matvec_dot where the device reports packed_4x8_integer_dot_product: each such matvec's input
   // is rounded to int8 per block of 32 (the kernel itself is held to its quantised reference in
   // src/kernels/matvec-dot.gpu.test.ts), so the logits are the float reference's within that
-  // rounding, not within the float path's 1e-3. INT_DOT_TOLERANCE: a rounded value is off by up to
+  // rounding, not within the float path's 1e-3. INTEGER_DOT_LOGIT_TOLERANCE: a rounded value is off by up to
   // d / 2 (d = max|x| / 127 of its block), an RMS error of d / √12, about 0.4% of the RMS of
   // uniform-like activations; the tiny llama's 2 layers quantise 4 matvec inputs each, plus the
   // head's, each adding such an error of its output, so the logits (RMS ≈ 5, max ≈ 19 here) move by
@@ -97,7 +98,6 @@ describe('the GPU engine with integer dot products (integerDot)', () => {
   // (measured on SwiftShader: 0.22 Q8_0, 0.19 Q4_K_M). 0.5 is twice that, 10% of the logits' RMS: a
   // wrong weight type, scale or offset moves them by their whole size. Greedy tokens must then match
   // up to the first step whose reference top-2 margin is below it.
-  const INT_DOT_TOLERANCE = 0.5;
   const urls = useFixtureURLs('llama');
   // Q4_K_M: two types (Q4_K and Q6_K rows) in one case; every type is in the kernel tests.
   it.each(['Q4_K_M'])('%s: greedy tokens and teacher-forced logits match the reference, decode matvecs by dot4I8Packed', async (variant) => {
@@ -112,7 +112,7 @@ describe('the GPU engine with integer dot products (integerDot)', () => {
       return get.call(this, kernel, spec);
     };
     try {
-      await expectModelMatchesReference(gpu, urls()[variant]!, { precision: 'f32', steps: 4, tolerance: INT_DOT_TOLERANCE, salt: 13, engine: { integerDot: true } });
+      await expectModelMatchesReference(gpu, urls()[variant]!, { precision: 'f32', steps: 4, tolerance: INTEGER_DOT_LOGIT_TOLERANCE, salt: 13, engine: { integerDot: true } });
     } finally {
       cache.get = get;
     }

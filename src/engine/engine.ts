@@ -13,7 +13,7 @@ import type { MemoryUse } from '../gpu/memory';
 import { createBuffer, READBACK, STORAGE } from '../gpu/buffers';
 import { pipelineCache, type Precision } from '../gpu/pipelines';
 import { createSampleOp, LOGPROB_WORDS, packSamplingParams, SAMPLE_PARAM_WORDS, unpackSampled, type SeqSampling } from '../kernels/sample';
-import type { Op, OpContext, StepShape } from '../kernels/op';
+import { engineOpContext, type Op, type OpContext, type StepShape } from '../kernels/op';
 import { createPenaltiesOp, needsPenalties, type PenaltiesOp } from '../kernels/penalties';
 import { createApplyMaskOp, type ApplyMaskOp } from '../kernels/apply-mask';
 import { defaultPrefillChunk } from '../kernels/matmul';
@@ -271,12 +271,10 @@ export class GpuEngine implements Backend, BatchRunner {
     const weightBytes = [...opened.tensors.values()].reduce((n, t) => n + t.info.byteLength, 0);
     const numPages = kvPoolPages({ config, precision, pageSize, contextLength, maxSeqs, weightBytes, limits: gpu.device.limits, tokens: opts.kvCacheTokens });
     // A step holds a decode token for every sequence plus prefill chunks of `prefillChunk` tokens in all.
-    const emulated = gpu.info.isFallbackAdapter || gpu.info.architecture === 'swiftshader';
-    const prefillChunk = Math.max(1, Math.floor(opts.prefillChunk ?? defaultPrefillChunk(gpu.info, emulated)));
+    const ctx = engineOpContext(gpu, precision, opts.integerDot === true);
+    const prefillChunk = Math.max(1, Math.floor(opts.prefillChunk ?? defaultPrefillChunk(gpu.info, ctx.emulated)));
     const limits = { maxTokens: prefillChunk + maxSeqs, maxSeqs, numPages, pageSize, maxPagesPerSeq, contextLength };
     const text = loadTextModel(opened);
-    const integerDot = opts.integerDot === true && gpu.info.integerDot;
-    const ctx = { device: gpu.device, cache: pipelineCache(gpu.device), precision, emulated, integerDot, subgroupMaxSize: gpu.info.subgroupMaxSize };
     const progress = opts.onProgress instanceof ProgressEmitter ? opts.onProgress : new ProgressEmitter(opts.onProgress);
     const upload = progress.phase('upload').file('weights', weightBytes);
     let uploaded = 0;

@@ -13,7 +13,7 @@ import { createEmbedOp } from '../kernels/embed';
 import { createFeedOp } from '../kernels/feed';
 import { createKvWriteOp } from '../kernels/kv-write';
 import { createLoraOp } from '../kernels/lora';
-import { createLinearOp, EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC, EMULATED_PREFILL_SPEC, MATVEC_MAX_TOKENS, type LinearArgs, type LinearSegment } from '../kernels/matmul';
+import { createLinearOp, engineLinearSpecs, MATVEC_MAX_TOKENS, type LinearArgs, type LinearSegment } from '../kernels/matmul';
 import { actBytes, type Op, type OpContext, type OpLabel } from '../kernels/op';
 import { createRmsNormOp } from '../kernels/rms-norm';
 import { createRopeOp, ropeInvFreq } from '../kernels/rope';
@@ -226,7 +226,7 @@ export class GpuForward {
     // The logits path runs in f32 whatever the activations are: the sampler reads f32 logits.
     const f32 = { ...ctx, precision: 'f32' as const };
 
-    const specs = ctx.emulated ? { decode: EMULATED_DECODE_SPEC, few: EMULATED_FEW_TOKENS_SPEC, prefill: EMULATED_PREFILL_SPEC } : {};
+    const specs = engineLinearSpecs(ctx);
     // Mixture of experts: scratch shared by the layers, and each layer's routed expert ids.
     const moe = config.moe;
     const moeScratch = moe ? createMoeScratch(device, config, T, act) : undefined;

@@ -1,3 +1,4 @@
+import { KERNEL_TOLERANCE } from '../testing/tolerances';
 import { describe, expect, it } from 'vitest';
 import { testGPU } from '../testing/gpu';
 import { ADD_WG, addRef, createAddOp } from './add';
@@ -5,7 +6,7 @@ import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } 
 
 describe('add kernel', () => {
   // One f32 addition: exact up to rounding; f16 rounds the sum once (2^-11 relative).
-  const TOLERANCE = { f32: 1e-7, f16: 1e-3 };
+  const TOLERANCE = KERNEL_TOLERANCE.add;
 
   for (const precision of ['f32', 'f16'] as const) {
     for (const wg of ADD_WG) {

@@ -1,3 +1,4 @@
+import { KERNEL_TOLERANCE } from '../testing/tolerances';
 import { describe, expect, it } from 'vitest';
 import { createBuffer, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
 import type { Precision } from '../gpu/pipelines';
@@ -118,7 +119,7 @@ const HEAD_DIMS = IN_BROWSER ? [64] : [64, 128];
 describe('paged attention kernels', () => {
   // f32 dots over ≤ 128 elements and softmax sums over ≤ 70 keys: ~1e-6; outputs are O(1).
   // f16: inputs are rounded alike on both sides, the output itself is rounded to f16 (2^-11).
-  const TOLERANCE = { f32: 1e-5, f16: 2e-3 };
+  const TOLERANCE = KERNEL_TOLERANCE.attention;
 
   for (const precision of ['f32', 'f16'] as const) {
     for (const headDim of HEAD_DIMS) {

@@ -1,3 +1,4 @@
+import { KERNEL_TOLERANCE } from '../testing/tolerances';
 import { describe, expect, it } from 'vitest';
 import { quantize } from '../formats/quants';
 import type { DType } from '../formats/types';
@@ -10,7 +11,7 @@ import { gpuBytesPerRow, uploadWeight, uploadWeightParts } from './weights';
 describe('embed kernel', () => {
   // The GPU dequantises with the same f32 formulas as the reference: only rounding differs.
   // f16 activations add one rounding of the output (2^-11 relative).
-  const TOLERANCE = { f32: 1e-6, f16: 1e-3 };
+  const TOLERANCE = KERNEL_TOLERANCE.embed;
   const [vocab, n] = [7, 768]; // three Q4_K/Q6_K super-blocks: 192 quads, not a multiple of WG=128
 
   async function run(dtype: DType, precision: 'f32' | 'f16', wg: number, ids: number[], scale?: number, xF32 = false) {

@@ -1,3 +1,4 @@
+import { linearTolerance } from '../testing/tolerances';
 import { describe, expect, it } from 'vitest';
 import { createBuffer, packParams, readBuffer, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
 import type { Precision } from '../gpu/pipelines';
@@ -110,8 +111,7 @@ const maxAbs = (a: Float32Array) => a.reduce((m, v) => Math.max(m, Math.abs(v)),
  * 2⁻¹⁰ relative.
  */
 function tolerance(w: Float32Array, precision: Precision, ref: number): number {
-  const base = 1e-5 * Math.sqrt(K) * maxAbs(x) * maxAbs(w);
-  return precision === 'f16' ? base + Math.abs(ref) * 2 ** -10 : base;
+  return linearTolerance(K, maxAbs(x), maxAbs(w), precision, ref);
 }
 
 async function run(

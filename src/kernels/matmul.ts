@@ -457,6 +457,15 @@ function partsOf(a: LinearArgs): readonly WeightPart[] {
 }
 
 /** The specialisations a linear op runs at (defaults: the engine's for a real GPU, and subgroups where the device has them). */
+/**
+ * The specs the engine's linear layers run at: on a CPU-emulated adapter the small ones that suit
+ * it (SwiftShader is faster untiled); on a GPU the defaults, chosen per dispatch from its rows and
+ * the device (`selfcheck` checks the kernels at exactly these).
+ */
+export function engineLinearSpecs(ctx: OpContext): LinearSpecs {
+  return ctx.emulated ? { decode: EMULATED_DECODE_SPEC, few: EMULATED_FEW_TOKENS_SPEC, prefill: EMULATED_PREFILL_SPEC } : {};
+}
+
 export interface LinearSpecs {
   /** Default: chooseDecodeSpec for each dispatch's rows. */
   decode?: MatvecSpec;
@@ -489,6 +498,12 @@ export async function createLinearOp(
   return createPartOp(ctx, args, parts[0]!, specs);
 }
 
+/** Whether a layer's one-token steps run the integer dot-product matvec (else the float one). */
+export function takesIntegerDot(ctx: OpContext, dtype: DType, k: number, specs: LinearSpecs): boolean {
+  const spec = specs.decode ?? DECODE_SPEC;
+  return ctx.integerDot === true && spec.MAX_T === 1 && integerDotFits(dtype, k, spec.WG, ctx.device.limits);
+}
+
 /** The layer's dispatches over one row part of its weight (the whole matrix when it is not split). */
 async function createPartOp(
   ctx: OpContext,
@@ -502,7 +517,7 @@ async function createPartOp(
   // One-token steps take the integer dot-product matvec where the context allows it and the layer
   // fits (./matvec-dot.ts: one token per pass, so the few-token steps keep the float matvec); it
   // runs at DECODE_SPEC (what its tests run), the float matvec at the spec chosen for its rows.
-  const intDot = ctx.integerDot === true && (specs.decode ?? DECODE_SPEC).MAX_T === 1 && integerDotFits(dtype, k, (specs.decode ?? DECODE_SPEC).WG, device.limits);
+  const intDot = takesIntegerDot(ctx, dtype, k, specs);
   const decode = specs.decode ?? (intDot ? DECODE_SPEC : chooseDecodeSpec(n, device.limits, ctx.subgroupMaxSize, args.glu !== undefined));
   const few = specs.few ?? FEW_TOKENS_SPEC;
   const prefill = specs.prefill ?? choosePrefillSpec(device.limits, args.xF32 ? 'f32' : ctx.precision, ctx.emulated ?? false);

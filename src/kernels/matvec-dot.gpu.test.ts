@@ -1,3 +1,4 @@
+import { integerDotTolerance } from '../testing/tolerances';
 import { describe, expect, it } from 'vitest';
 import dequantIntLib from '../../shaders/lib/dequant_int.wgsl';
 import { createBuffer, packParams, readBuffer, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
@@ -68,15 +69,8 @@ function layer(dtype: DType, k: number, rows = N, seed = 3): { bytes: Uint8Array
 const maxAbs = (a: Float32Array) => a.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
 const maxOf = (a: Float32Array) => a.reduce((m, v) => Math.max(m, v), 0);
 
-/**
- * Tolerance against matvecDotRef: the float matvec's (K f32 products summed in another order
- * than the f64 reference: 1e-5 · √K · max|x̂| · max|w|, matmul.gpu.test.ts's), plus one
- * activation off by one int8 step (max d · max|w|): the GPU's 1 / d may round otherwise than
- * the reference's at a value that is a rounding tie. Both are far below one wrong weight's or
- * block scale's effect (~|x||w| ≈ 0.25 here).
- */
 function dotTolerance(xq: Float32Array, K: number, w: Float32Array, d: Float32Array, scale = 1): number {
-  return scale * (1e-5 * Math.sqrt(K) * maxAbs(xq) * maxAbs(w) + maxOf(d) * maxAbs(w));
+  return integerDotTolerance(K, maxAbs(xq), maxAbs(w), maxOf(d), scale);
 }
 
 interface Case {

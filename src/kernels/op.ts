@@ -1,4 +1,5 @@
-import type { PipelineCache, Precision } from '../gpu/pipelines';
+import type { GPUContext } from '../gpu/device';
+import { pipelineCache, type PipelineCache, type Precision } from '../gpu/pipelines';
 
 /** What every op builder needs: the device, the shared pipeline cache and the activation precision. */
 export interface OpContext {
@@ -15,6 +16,16 @@ export interface OpContext {
   integerDot?: boolean;
   /** The widest subgroups the adapter may run (GPUAdapterInfo.subgroupMaxSize; 0 or absent: not told). */
   subgroupMaxSize?: number;
+}
+
+/**
+ * The context the engine builds its ops in on `gpu` (`selfcheck` builds the same to check the
+ * kernels the engine would run there): emulated on SwiftShader, integer dot products where asked
+ * for and the device has them, the adapter's subgroup width.
+ */
+export function engineOpContext(gpu: GPUContext, precision: Precision, integerDot = false): OpContext & { emulated: boolean; integerDot: boolean } {
+  const emulated = gpu.info.isFallbackAdapter || gpu.info.architecture === 'swiftshader';
+  return { device: gpu.device, cache: pipelineCache(gpu.device), precision, emulated, integerDot: integerDot && gpu.info.integerDot, subgroupMaxSize: gpu.info.subgroupMaxSize };
 }
 
 /** A prepared dispatch sequence: pipelines and bind groups were made at load; `encode` only records. */

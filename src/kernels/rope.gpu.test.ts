@@ -1,3 +1,4 @@
+import { KERNEL_TOLERANCE } from '../testing/tolerances';
 import { describe, expect, it } from 'vitest';
 import type { Precision } from '../gpu/pipelines';
 import { createBuffer, STORAGE, uploadBuffer } from '../gpu/buffers';
@@ -52,7 +53,7 @@ describe('rope kernel with kv_write folded in', () => {
   // The rotation as below; k's rotated rows and v's rows land in shuffled page slots (v bit-exact:
   // a copy), the other slots and k itself untouched. nKv 1, headDim 12 and a partial rotary
   // dimension (8 of 12: k's last 4 elements are copied as they are) included.
-  const TOLERANCE = { f32: 1e-5, f16: 2e-3 };
+  const TOLERANCE = KERNEL_TOLERANCE.rope;
   for (const precision of ['f32', 'f16'] as const) {
     for (const style of ['neox', 'interleaved'] as const) {
       for (const [nHeads, nKv, headDim, rotaryDim, wg] of [[4, 2, 64, 64, 64], [3, 1, 12, 8, 32]] as const) {
@@ -102,7 +103,7 @@ describe('rope kernel with kv_write folded in', () => {
 
 describe('rope kernel', () => {
   // f32 angle reduced by 2π exactly, then f32 sin/cos: ~1e-6 absolute on O(1) values.
-  const TOLERANCE = { f32: 1e-5, f16: 2e-3 };
+  const TOLERANCE = KERNEL_TOLERANCE.rope;
   const positions = [0, 1, 7, 300, 4097, 131071];
 
   for (const precision of ['f32', 'f16'] as const) {

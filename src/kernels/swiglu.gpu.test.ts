@@ -1,3 +1,4 @@
+import { KERNEL_TOLERANCE } from '../testing/tolerances';
 import { describe, expect, it } from 'vitest';
 import { createBuffer, STORAGE } from '../gpu/buffers';
 import { testGPU } from '../testing/gpu';
@@ -6,7 +7,7 @@ import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } 
 
 describe('swiglu kernel', () => {
   // f32: exp and one division, a few ulps. f16: the output's own rounding (2^-11) dominates.
-  const TOLERANCE = { f32: 1e-6, f16: 2e-3 };
+  const TOLERANCE = KERNEL_TOLERANCE.swiglu;
 
   async function run(precision: 'f32' | 'f16', wg: number, tokens: number, maxTokens: number, fused: boolean, activation: GluActivation = 'silu') {
     const { device } = await testGPU();

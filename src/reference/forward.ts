@@ -362,6 +362,24 @@ export function greedy(model: ReferenceModel, promptIds: readonly number[], n: n
   return out;
 }
 
+/**
+ * Greedy tokens and, in the same run, the logits from the prompt's last position on (n + 1 rows:
+ * the last generated token is run too), what teacher forcing over prompt + tokens would give.
+ */
+export function greedyWithLogits(model: ReferenceModel, promptIds: readonly number[], n: number): { tokens: number[]; logits: Float32Array[] } {
+  if (promptIds.length === 0) throw new RangeError('greedyWithLogits() needs at least one prompt token');
+  model.reset();
+  let last: Float32Array = new Float32Array(0);
+  promptIds.forEach((id, pos) => (last = model.forward(id, pos)));
+  const logits = [last];
+  const tokens: number[] = [];
+  for (let pos = promptIds.length; tokens.length < n; pos++) {
+    tokens.push(argmax(logits[logits.length - 1]!));
+    logits.push(model.forward(tokens[tokens.length - 1]!, pos));
+  }
+  return { tokens, logits };
+}
+
 /** Teacher forcing: the logits after each of `ids`, from an empty cache. */
 export function logitsFor(model: ReferenceModel, ids: readonly number[]): Float32Array[] {
   model.reset();

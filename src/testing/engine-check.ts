@@ -9,16 +9,10 @@ import type { GPUContext } from '../gpu/device';
 import type { Precision } from '../gpu/pipelines';
 import { gpuBytesPerRow } from '../kernels/weights';
 import { openModel } from '../model/open';
-import { argmax, greedy, logitsFor, ReferenceModel } from '../reference/forward';
-import { maxAbsDiffAll, top2Margin } from './compare';
-import { GREEDY } from './sampling';
+import { ReferenceModel } from '../reference/forward';
+import { compareEngineWithReference } from './engine-compare';
 
-/** Greedy tokens of one request (with the loaded LoRA adapter `lora`, when given). */
-export async function generateGreedy(engine: GpuEngine, promptIds: number[], maxTokens: number, lora?: string): Promise<number[]> {
-  const out: number[] = [];
-  for await (const t of engine.generate({ promptIds, maxTokens, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0, ...(lora !== undefined ? { lora } : {}) })) out.push(t.id);
-  return out;
-}
+export { generateGreedy } from './engine-compare';
 
 export async function expectEngineMatchesReference(
   engine: GpuEngine,
@@ -35,20 +29,10 @@ export async function expectEngineMatchesReference(
    */
   sampled = true,
 ): Promise<void> {
-  const want = greedy(ref, prompt, steps);
-  const sampledIds = sampled ? await generateGreedy(engine, prompt, steps, lora) : null;
-  const ids = [...prompt, ...want];
-  // From the prompt's last position on, as serving computes logits: the prompt is one prefill
-  // (its K/V feed every later position), then one forced token per step.
-  const refLogits = logitsFor(ref, ids).slice(prompt.length - 1);
-  const gpuLogits = await engine.teacherForcedLogits(ids, lora, prompt.length);
-  expect(gpuLogits.length).toBe(refLogits.length);
-  expect(maxAbsDiffAll(gpuLogits, refLogits)).toBeLessThan(tolerance);
-  const got = sampledIds ?? gpuLogits.slice(0, steps).map(argmax);
-  for (let s = 0; s < steps; s++) {
-    if (top2Margin(refLogits[s]!) < tolerance) break;
-    expect(got[s], `step ${s}`).toBe(want[s]);
-  }
+  const r = await compareEngineWithReference(engine, ref, prompt, steps, tolerance, { lora, sampled });
+  expect(r.logitRows).toBe(r.refLogitRows);
+  expect(r.maxError).toBeLessThan(tolerance);
+  if (r.greedyMismatch) expect(r.greedyMismatch.got, `step ${r.greedyMismatch.step}`).toBe(r.greedyMismatch.want);
 }
 
 /**

@@ -12,15 +12,9 @@ import { expectModelMatchesReference } from './engine-check';
 import { useFixtureURLs } from './fixture-server';
 import { testGPU } from './gpu';
 
-/** f32 path: GPU and reference read the same dequantised weights; only summation order differs. */
-export const LOGIT_TOLERANCE = 1e-3;
-/**
- * f16 path: every activation is rounded to f16 (relative error 2^-11 ≈ 4.9e-4) after each op of
- * each layer, and the KV cache is f16. Measured on lavapipe: worst logit difference 0.037 (qwen2,
- * Q4_K_M) with logits up to 23 in magnitude; a wrong kernel moves logits by whole units. 0.1 ≈
- * 0.5% of the largest logit, with ~2.7× headroom over the worst measured case.
- */
-export const F16_LOGIT_TOLERANCE = 0.1;
+import { F16_LOGIT_TOLERANCE, LOGIT_TOLERANCE } from './tolerances';
+
+export { F16_LOGIT_TOLERANCE, LOGIT_TOLERANCE };
 /**
  * The main grid's greedy run after the 20-token prompt: 16 decode steps reach position 35, so decode
  * writes K/V across the boundary of the default 16-token pages (at 32) as well as the prompt's.
