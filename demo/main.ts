@@ -13,6 +13,7 @@ import { Chat } from './ui/chat';
 import { highlight, snippet, type ModelSource } from './ui/code';
 import { ADVICE, explain, isAbort } from './ui/errors';
 import { formatBytes } from './ui/format';
+import { GpuCheck } from './ui/gpu-check';
 import { MessageList } from './ui/messages';
 import { Notices } from './ui/notices';
 import { ModelPicker, type ModelChoice } from './ui/picker';
@@ -348,6 +349,11 @@ codeDialog.addEventListener('click', (ev) => {
 });
 
 $('#refresh-cache').addEventListener('click', () => void cache.refresh());
+
+const gpuCheckDialog = $<HTMLDialogElement>('#gpu-check-dialog');
+const gpuCheck = new GpuCheck(gpuCheckDialog);
+$('#check-gpu').addEventListener('click', () => gpuCheck.open());
+$('#close-gpu-check').addEventListener('click', () => gpuCheckDialog.close());
 
 // Narrow screens: the side panel is a drawer.
 const toggle = $<HTMLButtonElement>('#toggle-side');

@@ -22,6 +22,8 @@ export {
   type SafetensorsIndex,
 } from './formats/safetensors';
 export { createEngine, listCachedModels, deleteCachedModel } from './transport/browser';
+export { selfCheck, type SelfCheckOptions } from './transport/selfcheck-client';
+export type { SelfCheckReport, SelfCheckResult, SelfCheckPrecision, AdapterReport } from './selfcheck/run';
 export { installFetchShim, type FetchShimOptions } from './transport/shim';
 export { registerServiceWorker, type RegisterServiceWorkerOptions, type ServiceWorkerHost } from './transport/sw-host';
 export { EngineError, type StructuredError } from './transport/errors';

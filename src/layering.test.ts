@@ -25,9 +25,10 @@ const LAYERS: Record<string, string[]> = {
   engine: ['platform', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader', 'lora'],
   reference: ['platform', 'formats', 'model', 'text', 'kernels', 'structured', 'engine'],
   api: ['platform', 'gpu', 'formats', 'model', 'text', 'structured', 'engine'],
-  transport: ['platform', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader', 'engine', 'api'],
   // selfcheck runs the tests' kernel and model comparisons (testing/) on a user's GPU.
   selfcheck: ['platform', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader', 'lora', 'engine', 'reference', 'testing'],
+  // The engine's Worker runs selfcheck too (selfCheck(): a dynamic import, a chunk of its own).
+  transport: ['platform', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader', 'engine', 'api', 'selfcheck'],
   cli: ['platform', 'gpu', 'formats', 'model', 'text', 'loader', 'engine', 'api', 'transport', 'selfcheck'],
   // Test support and the benchmark sit above everything.
   testing: ['*'],

@@ -5,5 +5,6 @@ export { fileSource } from './formats/source';
 export { writeChunks } from './formats/node-write';
 // In Node the engine runs in this process: this createEngine replaces the browser one.
 export { createEngine, type NodeEngineOptions } from './transport/node-engine';
+export { selfCheck } from './transport/node-selfcheck';
 export { serve, type ServeOptions, type Server } from './transport/node-server';
 export { serveCommand, parseServeArgs, UsageError, SERVE_USAGE, type ServeArgs } from './cli/serve';

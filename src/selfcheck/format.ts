@@ -1,7 +1,8 @@
 /** selfcheck's report as text: the adapter, then one table row per check. */
 import type { SelfCheckReport, SelfCheckResult } from './run';
 
-const num = (v: number) => (Number.isNaN(v) ? 'NaN' : v === 0 ? '0' : !Number.isFinite(v) ? String(v) : v.toExponential(2));
+/** An error or tolerance as the table shows it (NaN, 0 and infinities spelt out). */
+export const num = (v: number) => (Number.isNaN(v) ? 'NaN' : v === 0 ? '0' : !Number.isFinite(v) ? String(v) : v.toExponential(2));
 
 export function formatAdapter(r: Pick<SelfCheckReport, 'adapter'>): string {
   const a = r.adapter;

@@ -11,6 +11,7 @@ import { toStructured, unloadedError, type StructuredError } from './errors';
 import { loadHost, type EngineHost } from './host';
 import { fromWireRequest, toWireResponse, transferables, type WireRequest, type WireResponse } from './wire';
 import type { EngineInfo, EngineStats, LoraInfo } from './types';
+import type { SelfCheckOptions, SelfCheckReport, SelfCheckResult } from '../selfcheck/run';
 
 /** A model as it crosses to the worker: URLs as strings, picked files with their folder paths. */
 export type WireModel = string | Blob | { files: Array<{ path: string; file: File }> };
@@ -29,6 +30,9 @@ export interface WorkerLoadOptions {
   memoryBytes?: number;
 }
 
+/** selfCheck()'s options as they cross (the result listener comes apart, as a comlink proxy). */
+export type WorkerSelfCheckOptions = Pick<SelfCheckOptions, 'precision' | 'only'>;
+
 export interface EngineWorkerApi {
   /** Loads the model; `abort` gets a message when the caller's signal fires. */
   load(options: WorkerLoadOptions, onProgress?: (p: LoadProgress) => void, abort?: MessagePort): Promise<EngineInfo>;
@@ -41,6 +45,8 @@ export interface EngineWorkerApi {
   onError(listener: (e: StructuredError) => void): void;
   loseDevice(): void;
   unload(): Promise<void>;
+  /** selfcheck on a GPU device of its own (not the engine's, if one is loaded); each result to `onResult` as it comes. */
+  selfCheck(options: WorkerSelfCheckOptions, onResult?: (r: SelfCheckResult) => void): Promise<SelfCheckReport>;
 }
 
 /** Aborts when a message arrives on `port`. */
@@ -140,6 +146,20 @@ export function createWorkerApi(): EngineWorkerApi {
         host = null;
         listeners.length = 0;
         await h?.unload();
+      });
+    },
+
+    selfCheck(options, onResult) {
+      return structured(async () => {
+        // Its own chunk: the fixture generator, the CPU reference and the tokenizer trainer it brings
+        // load only when asked, never with the engine.
+        const { selfCheckOn } = await import('./selfcheck-run');
+        // Each listener call is a message on the proxy's own port: waited for, so that every row
+        // reaches the page before the report does.
+        const delivered: Array<Promise<unknown>> = [];
+        const report = await selfCheckOn(undefined, { ...options, onResult: onResult ? (r) => void delivered.push(Promise.resolve(onResult(r))) : undefined });
+        await Promise.allSettled(delivered);
+        return report;
       });
     },
   };

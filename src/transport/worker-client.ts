@@ -31,31 +31,40 @@ function toWireModel(m: ModelSpec): WireModel {
   return { files: Array.from(m as ArrayLike<File>, (file) => ({ path: file.webkitRelativePath, file })) };
 }
 
-export async function createWorkerEngine(options: CreateEngineOptions, given?: Worker): Promise<EngineHandle> {
+/**
+ * The worker's API over comlink, watched: a worker that cannot load its script, or throws
+ * uncaught, fails whatever is pending (`call` and `failed` reject, `onFail` hears it). `stop` lets
+ * go of it, terminating a worker started here.
+ */
+export function openWorker(given: Worker | undefined, onFail?: (e: EngineError) => void) {
   const worker = given ?? startEngineWorker();
   const api = Comlink.wrap<EngineWorkerApi>(worker);
-  const listeners = new Set<(e: StructuredError) => void>();
-  const emit = (e: StructuredError) => listeners.forEach((l) => l(e));
-
-  // A worker that cannot load its script, or throws uncaught, fails whatever is pending.
   let failWorker!: (e: EngineError) => void;
   const failed = new Promise<never>((_, reject) => (failWorker = reject));
   failed.catch(() => {});
-  let workerFailed = false;
   const onWorkerError = (event: ErrorEvent) => {
-    workerFailed = true;
     const err = new EngineError({ name: 'WorkerError', code: 'worker_error', message: `the engine worker failed: ${event.message || 'it could not start (check that the worker script loads)'}` });
     failWorker(err);
-    emit(err.toJSON());
+    onFail?.(err);
   };
   worker.addEventListener('error', onWorkerError);
   const call = <T>(p: Promise<T>): Promise<T> => Promise.race([p, failed]).catch((e) => Promise.reject(fromStructured(e)));
-
   const stop = () => {
     worker.removeEventListener('error', onWorkerError);
     api[Comlink.releaseProxy]();
     if (!given) worker.terminate();
   };
+  return { api, failed, call, stop };
+}
+
+export async function createWorkerEngine(options: CreateEngineOptions, given?: Worker): Promise<EngineHandle> {
+  const listeners = new Set<(e: StructuredError) => void>();
+  const emit = (e: StructuredError) => listeners.forEach((l) => l(e));
+  let workerFailed = false;
+  const { api, failed, call, stop } = openWorker(given, (err) => {
+    workerFailed = true;
+    emit(err.toJSON());
+  });
 
   let info: EngineInfo;
   const abort = new MessageChannel();
