@@ -47,7 +47,7 @@ const steps = [
   // SwiftShader has no shader-f16: the f16 kernels and engine run again on lavapipe (see lavapipe.mjs).
   // Each file isolated here: lavapipe slowed ten-fold on the kernel tests after the engine files
   // in one process (SwiftShader does not), and its compiles are few enough to repeat.
-  ['f16 (Node, Dawn on lavapipe)', 'npx', ['vitest', 'run', '--project', 'node', '--isolate', '-t', 'f16', 'src/kernels', 'src/engine', 'src/gpu'], 'lavapipe'],
+  ['f16 (Node, Dawn on lavapipe)', 'npx', ['vitest', 'run', '--project', 'node', '--isolate', '-t', 'f16', 'src/kernels', 'src/engine', 'src/gpu', 'src/selfcheck'], 'lavapipe'],
   ['browser (Chromium)', 'npx', ['vitest', 'run', '--project', 'browser']],
   ['e2e (Playwright)', 'npx', ['playwright', 'test']],
   // The packed library installed into scratch apps (Vite, webpack, esbuild, no bundler): e2e/apps.

@@ -33,7 +33,7 @@ const USAGE = `usage: npm run bench -- [options]
                               processes that each write one format can run at once (gpu-pack's run.sh does)
   --json PATH                 write the JSON report there (default .cache/bench/latest.json), again as each target finishes
   --prompt-lengths 128,1024   prefill sizes (capped on emulated adapters unless given)
-  --decode-tokens N           tokens decoded after the longest prompt, and at each decode context
+  --decode-tokens N           tokens decoded after the longest prompt, at each decode context and in the forced tool call
   --decode-contexts 1024,4096,8192   contexts to decode at, greedy and sampled (T 0.7, top-k 40, top-p 0.9), with a profiled step
                               (default 1024,4096,8192; 128,512 on emulated adapters; 0: skip)
   --prefill-chunk N           prompt tokens per prefill step (default 128)

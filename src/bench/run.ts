@@ -212,7 +212,7 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
       ...maskOverhead(maskedMs, msPerToken),
     };
     log(`${format}: constrained decode ${structured.tokensPerSecond.toFixed(1)} tokens/s over ${structured.tokens} tokens (${structured.finishReason}), mask ${structured.maskMsPerToken.toFixed(2)} ms/token`);
-    const toolCall = await benchToolCall(engine, benchPrompt(16, c.vocabSize, 97), 64);
+    const toolCall = await benchToolCall(engine, benchPrompt(16, c.vocabSize, 97), s.decodeTokens);
     const tc = (r: ToolCallBench['free']) => `${r.tokens} tokens in ${r.steps} steps, ${r.msPerToken.toFixed(1)} ms/token`;
     log(`${format}: forced tool call token by token ${tc(toolCall.tokenByToken)}; jump-forward ${tc(toolCall.jumpForward)}; unconstrained ${tc(toolCall.free)}`);
     const peakBytes = tracker.peak;
