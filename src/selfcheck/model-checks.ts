@@ -8,6 +8,7 @@
 import type { GPUContext } from '../gpu/device';
 import type { Precision } from '../gpu/pipelines';
 import { GpuEngine } from '../engine/engine';
+import { concatChunks } from '../formats/byte-writer';
 import { memorySource } from '../formats/source';
 import type { Arch } from '../model/config';
 import { openModel } from '../model/open';
@@ -54,7 +55,7 @@ export function logitTolerance(precision: Precision, integerDot: boolean): numbe
 /** Encodes, loads and compares one model; the engine is disposed whatever happens. */
 export async function runModelCheck(gpu: GPUContext, check: ModelCheck, opts: { precision: Precision; integerDot: boolean }): Promise<Measured> {
   const fx = makeFixture({ arch: check.arch, preset: 'tiny' });
-  const opened = await openModel(memorySource(concat(encodeFixtureGGUF(fx, check.format)), `${check.arch}-tiny-${check.format}.gguf`));
+  const opened = await openModel(memorySource(concatChunks(encodeFixtureGGUF(fx, check.format)), `${check.arch}-tiny-${check.format}.gguf`));
   const ref = await ReferenceModel.load(opened);
   const engine = await GpuEngine.load(opened, { gpu, precision: opts.precision, integerDot: opts.integerDot });
   const tolerance = logitTolerance(opts.precision, opts.integerDot && gpu.info.integerDot);
@@ -71,15 +72,4 @@ export async function runModelCheck(gpu: GPUContext, check: ModelCheck, opts: { 
   } finally {
     await engine.dispose();
   }
-}
-
-function concat(chunks: Iterable<Uint8Array>): Uint8Array {
-  const list = [...chunks];
-  const out = new Uint8Array(list.reduce((n, c) => n + c.byteLength, 0));
-  let at = 0;
-  for (const c of list) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out;
 }

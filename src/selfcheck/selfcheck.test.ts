@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { GpuEngine } from '../engine/engine';
+import { concatChunks } from '../formats/byte-writer';
 import { memorySource } from '../formats/source';
 import { openModel } from '../model/open';
 import { ReferenceModel } from '../reference/forward';
@@ -59,7 +60,7 @@ describe('selfcheck', () => {
 
   it('fails a GPU that computes something else: the engine running one model, the reference another', async () => {
     const gpu = await testGPU();
-    const open = (seed: number) => openModel(memorySource(Uint8Array.from([...encodeFixtureGGUF(makeFixture({ arch: 'qwen3', preset: 'tiny', seed }), 'Q8_0')].flatMap((c) => [...c])), `qwen3-${seed}.gguf`));
+    const open = (seed: number) => openModel(memorySource(concatChunks(encodeFixtureGGUF(makeFixture({ arch: 'qwen3', preset: 'tiny', seed }), 'Q8_0')), `qwen3-${seed}.gguf`));
     const [a, b] = await Promise.all([open(0), open(1)]);
     const engine = await GpuEngine.load(a, { gpu, precision: 'f32' });
     try {
