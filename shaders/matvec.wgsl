@@ -15,7 +15,8 @@
 // a second binding of w's buffer): a thread takes groups of 4 chunks (32 weights, one or two
 // vec4 loads), neighbouring threads neighbouring groups, two groups in flight per loop trip. Set
 // only for the types and rows dq_group covers (src/kernels/matmul.ts wideLoads); else the chunk
-// loop reads words.
+// loop reads words. The engine leaves it off (LinearSpecs.wide): a thread's group spans 32
+// columns, so a subgroup's x and norm_w loads stride 128 bytes a lane.
 //
 // NORM folds the RMSNorm before the layer into it: y = W · (x / rms(x) ⊙ norm_w), with
 // rms(x) = sqrt(mean(x²) + NORM_EPS) per token. Every workgroup recomputes its tokens' sums of
@@ -26,7 +27,9 @@ alias act = f32;
 
 override NORM: bool = false;
 override NORM_EPS: f32 = 1e-6;
-@group(0) @binding(6) var<storage, read> norm_w: array<f32>; // [k] (a 4-byte dummy without NORM)
+// As vec4s: a chunk's 4-element runs start at multiples of 4, so two 16-byte loads a chunk (as
+// for x) instead of eight word loads, the load unit being what the folded-norm ops wait on.
+@group(0) @binding(6) var<storage, read> norm_w: array<vec4<f32>>; // [k / 4] (a 16-byte dummy without NORM)
 
 override WIDE: bool = false;
 @group(0) @binding(7) var<storage, read> w4: array<vec4<u32>>; // w's buffer again, as vec4s
@@ -46,12 +49,12 @@ var<workgroup> inv_rms: array<f32, T_CAP>;    // NORM: 1 / rms(x) of the pass's 
 // end of the step) into acc.
 fn add_chunk(acc: ptr<function, array<f32, T_CAP>>, chunk: Chunk, t0: u32, T: u32, k4: u32) {
   var q = chunk;
-  if (NORM) {
-    q.a *= vec4f(norm_w[q.pa], norm_w[q.pa + 1u], norm_w[q.pa + 2u], norm_w[q.pa + 3u]);
-    q.b *= vec4f(norm_w[q.pb], norm_w[q.pb + 1u], norm_w[q.pb + 2u], norm_w[q.pb + 3u]);
-  }
   let ia = q.pa >> 2u;
   let ib = q.pb >> 2u;
+  if (NORM) {
+    q.a *= norm_w[ia];
+    q.b *= norm_w[ib];
+  }
   for (var t = 0u; t < MAX_T; t++) {
     if (t0 + t < T) {
       let xo = (t0 + t) * k4;

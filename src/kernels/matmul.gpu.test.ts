@@ -1,7 +1,7 @@
 import { linearTolerance } from '../testing/tolerances';
 import { describe, expect, it } from 'vitest';
 import { createBuffer, packParams, readBuffer, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
-import type { Precision } from '../gpu/pipelines';
+import type { Kernel, PipelineCache, Precision, Specialisation } from '../gpu/pipelines';
 import { pipelineCache, runKernel, type TestBinding } from '../gpu/run-kernel';
 import { f16ArrayToF32, f32ArrayToF16 } from '../formats/halfs';
 import { dequantize, quantize } from '../formats/quants';
@@ -90,12 +90,12 @@ async function skipUnsupported(kernel: KernelName, precision: Precision, skip: (
 }
 
 /**
- * matvec's bindings 6 and 7: the folded norm's weight (a dummy when it folds none) and the weight
+ * matvec's bindings 6 and 7: the folded norm's weight (a one-vec4 dummy when it folds none) and the weight
  * bytes again as vec4s (here a copy; the engine binds the same buffer twice).
  */
 /** matvec's 16-byte loads where the engine would use them (wideLoads): the word path for the other types and rows. */
 const wideOf = (kernel: KernelName, dtype: DType, k = K) => (isMatvec(kernel) ? wideConstants(dtype, k) : {});
-const noNorm = (kernel: KernelName, weight: Uint8Array): TestBinding[] => (isMatvec(kernel) ? [{ input: new Float32Array(1) }, { input: weight }] : []);
+const noNorm = (kernel: KernelName, weight: Uint8Array): TestBinding[] => (isMatvec(kernel) ? [{ input: new Float32Array(4) }, { input: weight }] : []);
 
 /** Tests that compile several pipelines: lavapipe compiles slowly (a few seconds each on a busy CPU). */
 const SLOW = 300_000;
@@ -614,11 +614,16 @@ describe('decode specs by row count', () => {
         // y as the engine has it: act for q/k/v, f32 for the GLU product.
         const yF32 = glu !== undefined;
         const y = createBuffer(device, want.length * (yF32 ? 4 : act), STORAGE);
+        // The engine's float matvec reads words, not WIDE's 16-byte vectors (LinearSpecs.wide), though both types have them.
+        const cache = pipelineCache(device);
+        const constants: Record<string, number>[] = [];
+        const spy = { get: (k: Kernel, s: Specialisation = {}) => (constants.push(s.constants ?? {}), cache.get(k, s)) } as unknown as PipelineCache;
         const op = await createLinearOp(
-          { device, cache: pipelineCache(device), precision },
+          { device, cache: spy, precision },
           { weight: uploadWeight(device, dtype, bytes, K), dtype, n: ROWS, k: K, x: createBuffer(device, K * act, STORAGE), y, yF32, step, maxTokens: 1, norm, glu },
           { subgroups: kernel === 'matvec_sg' },
         );
+        expect(wideLoads(dtype, K) && constants.length === 1 && !('WIDE' in constants[0]!)).toBe(true);
         const grids: number[][] = [];
         await runPass(device, (pass) => {
           const dispatch = pass.dispatchWorkgroups.bind(pass);

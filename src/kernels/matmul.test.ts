@@ -40,20 +40,14 @@ describe('specProblem', () => {
 });
 
 describe('choosePrefillSpec', () => {
-  const limits = (storage: number, threads: number) => ({ maxComputeWorkgroupStorageSize: storage, maxComputeInvocationsPerWorkgroup: threads });
-
-  it('takes the large tiles where the device holds their workgroup memory and threads', () => {
+  it('takes the 4 × 4-per-thread tiles on GPUs and the direct kernel on CPU emulations', () => {
+    expect(choosePrefillSpec(false)).toBe(PREFILL_SPEC);
+    expect(choosePrefillSpec(true)).toBe(EMULATED_PREFILL_SPEC);
+    // Within WebGPU's guaranteed limits (16 KB of workgroup memory, 256 threads) at either precision.
+    expect(prefillWorkgroupBytes(PREFILL_SPEC, 'f32')).toBe(3072);
+    expect((PREFILL_SPEC.TILE_M / PREFILL_SPEC.TM) * (PREFILL_SPEC.TILE_N / PREFILL_SPEC.TN)).toBe(128);
     expect(prefillWorkgroupBytes(LARGE_PREFILL_SPEC, 'f32')).toBe(16384);
     expect(prefillWorkgroupBytes(LARGE_PREFILL_SPEC, 'f16')).toBe(12288);
-    // WebGPU's default limits (16 KB, 256 threads) hold them at either precision.
-    expect(choosePrefillSpec(limits(16384, 256), 'f32', false)).toBe(LARGE_PREFILL_SPEC);
-    expect(choosePrefillSpec(limits(12288, 64), 'f16', false)).toBe(LARGE_PREFILL_SPEC);
-  });
-
-  it('falls back to the small tiles on smaller devices, and to the direct kernel on CPU emulations', () => {
-    expect(choosePrefillSpec(limits(12288, 256), 'f32', false)).toBe(PREFILL_SPEC);
-    expect(choosePrefillSpec(limits(16384, 32), 'f16', false)).toBe(PREFILL_SPEC);
-    expect(choosePrefillSpec(limits(65536, 1024), 'f32', true)).toBe(EMULATED_PREFILL_SPEC);
   });
 });
 

@@ -14,7 +14,7 @@
  *   3  bias  storage read   array<f32>        [yStride] (a 4-byte dummy when the layer has none)
  *   4  p     uniform        Params { k, n, rowWords (u32 words per weight row), row0, yStride, pad × 3 }
  *   5  counts uniform       Step { tokens: T, seqs, pad, pad } (StepBuffers.counts, written per step)
- *   6  norm_w storage read  array<f32>        [k] the folded RMSNorm's weight (matvec only; a dummy without)
+ *   6  norm_w storage read  array<vec4<f32>>  [k / 4] the folded RMSNorm's weight (matvec; the integer-dot one reads array<f32>; a dummy without)
  *   7  w4    storage read   array<vec4<u32>>  binding 0's buffer again, for 16-byte loads (matvec only; read with WIDE)
  */
 import dequantLib from '../../shaders/lib/dequant.wgsl';
@@ -154,15 +154,23 @@ const isDirect = (spec: MatvecSpec | PrefillSpec): spec is DirectMatmulSpec => '
 
 // Small tiles: SwiftShader's compile time grows with the tile sizes (seconds per variant at 8 KB
 // of workgroup memory), and the tests compile every spec × dtype.
-/** The prefill tiles of devices too small for LARGE_PREFILL_SPEC (3 KB of workgroup memory, 128 threads). */
+/**
+ * The engine's prefill tiles on GPUs: 32 tokens × 64 rows per workgroup, K in steps of 8, 4 × 4
+ * outputs per thread (128 threads, 3 KB of workgroup memory: within every device's limits). On an
+ * H200 (the first real-GPU bench) LARGE_PREFILL_SPEC's 8 × 8 per thread ran each workgroup's K
+ * serially at about 14 ms per 2048 columns whatever the grid: at 128 tokens o (64 workgroups) and
+ * gate_up (512) took the same 14 ms, down (K = 8192) 56 ms, so the time is per thread, not per
+ * device; a thread here does a quarter of the multiply-adds (and holds a quarter of the
+ * accumulators), in twice the workgroups, which the device ran side by side.
+ */
 export const PREFILL_SPEC: MatmulSpec = { TILE_M: 32, TILE_N: 64, TILE_K: 8, TM: 4, TN: 4 };
 
 /**
- * The engine's prefill tiles where the device holds them (PERF.md §3 #6): 64 tokens × 64 rows
- * per workgroup, K in steps of 32, 8 × 8 outputs per thread (64 threads). Each weight is
- * dequantised once per 64 tokens instead of once per 32, and each thread does 64 FMAs per 16
- * workgroup-memory reads instead of 16 per 8. Workgroup memory: 16 KB in f32, 12 KB with f16
- * activations (prefillWorkgroupBytes).
+ * Larger tiles (PERF.md §3 #6): 64 tokens × 64 rows per workgroup, K in steps of 32, 8 × 8
+ * outputs per thread (64 threads). Each weight is dequantised once per 64 tokens instead of once
+ * per 32, but on an H200 a workgroup's time grew with its thread's 64 accumulators (see
+ * PREFILL_SPEC), so the engine no longer picks it; tested as a specialisation the kernel takes.
+ * Workgroup memory: 16 KB in f32, 12 KB with f16 activations (prefillWorkgroupBytes).
  */
 export const LARGE_PREFILL_SPEC: MatmulSpec = { TILE_M: 64, TILE_N: 64, TILE_K: 32, TM: 8, TN: 8 };
 
@@ -171,20 +179,9 @@ export function prefillWorkgroupBytes(spec: MatmulSpec, precision: Precision): n
   return spec.TILE_K * (spec.TILE_M * actBytes(precision) + spec.TILE_N * 4);
 }
 
-/**
- * The prefill spec for a device: the direct kernel on CPU emulations, else the largest tiled spec
- * whose workgroup memory and thread count the device's limits allow.
- */
-export function choosePrefillSpec(
-  limits: Pick<GPUSupportedLimits, 'maxComputeWorkgroupStorageSize' | 'maxComputeInvocationsPerWorkgroup'>,
-  precision: Precision,
-  emulated: boolean,
-): PrefillSpec {
-  if (emulated) return EMULATED_PREFILL_SPEC;
-  const fits = (spec: MatmulSpec) =>
-    prefillWorkgroupBytes(spec, precision) <= limits.maxComputeWorkgroupStorageSize &&
-    (spec.TILE_M / spec.TM) * (spec.TILE_N / spec.TN) <= limits.maxComputeInvocationsPerWorkgroup;
-  return [LARGE_PREFILL_SPEC, PREFILL_SPEC].find(fits) ?? PREFILL_SPEC;
+/** The prefill spec for a device: the direct kernel on CPU emulations, else PREFILL_SPEC. */
+export function choosePrefillSpec(emulated: boolean): PrefillSpec {
+  return emulated ? EMULATED_PREFILL_SPEC : PREFILL_SPEC;
 }
 
 /**
@@ -391,10 +388,13 @@ export interface LinearArgs {
 
 const dummies = new WeakMap<GPUDevice, GPUBuffer>();
 
-/** A 4-byte storage buffer standing in for a missing bias (the binding exists either way). */
+/**
+ * A 16-byte storage buffer standing in for a missing bias or folded norm's weight (the bindings
+ * exist either way; the matvec reads norm_w as vec4s, so a binding holds at least one).
+ */
 function dummyBias(device: GPUDevice): GPUBuffer {
   let b = dummies.get(device);
-  if (!b) dummies.set(device, (b = uploadBuffer(device, new Float32Array(1), STORAGE, 'no bias')));
+  if (!b) dummies.set(device, (b = uploadBuffer(device, new Float32Array(4), STORAGE, 'no bias')));
   return b;
 }
 
@@ -473,6 +473,16 @@ export interface LinearSpecs {
   prefill?: PrefillSpec;
   /** false: the matvec's shared-memory reduction even where the device has subgroups (tests force the fallback). */
   subgroups?: boolean;
+  /**
+   * true: the float matvec reads the quants as 16-byte vectors where wideLoads allows (WIDE).
+   * Off by default: a thread then takes a whole 32-element group, so a subgroup's x and norm_w
+   * loads stride 128 bytes a lane (32 cache lines a load instead of 4 to 8 in the word path, whose
+   * neighbouring threads take neighbouring 4-element runs). On an H200 the WIDE Q4_0 and Q8_0
+   * projections ran at 2.6 and 5% of the copy bandwidth, time independent of their bytes, where
+   * the word path's F16 reached 25 to 30% (docs/benchmarks.md). The integer-dot matvec keeps
+   * them (it reads x from workgroup memory).
+   */
+  wide?: boolean;
 }
 
 /**
@@ -520,7 +530,7 @@ async function createPartOp(
   const intDot = takesIntegerDot(ctx, dtype, k, specs);
   const decode = specs.decode ?? (intDot ? DECODE_SPEC : chooseDecodeSpec(n, device.limits, ctx.subgroupMaxSize, args.glu !== undefined));
   const few = specs.few ?? FEW_TOKENS_SPEC;
-  const prefill = specs.prefill ?? choosePrefillSpec(device.limits, args.xF32 ? 'f32' : ctx.precision, ctx.emulated ?? false);
+  const prefill = specs.prefill ?? choosePrefillSpec(ctx.emulated ?? false);
   for (const spec of [decode, few, prefill]) {
     const problem = specProblem(spec);
     if (problem) throw new LinearOpError(`linear spec ${JSON.stringify(spec)}: ${problem}`);
@@ -544,7 +554,8 @@ async function createPartOp(
   const prepare = async (kernel: Kernel, spec: MatvecSpec | PrefillSpec) => {
     const dot = kernel === dotK;
     const matvec = kernel === matvecK || dot;
-    const constants: Record<string, number> = { ...linearConstants(spec, dtype, hasBias, args), ...(matvec ? { ...normConstants(norm?.eps), ...wideConstants(dtype, k) } : {}) };
+    const wide = dot || specs.wide === true ? wideConstants(dtype, k) : {};
+    const constants: Record<string, number> = { ...linearConstants(spec, dtype, hasBias, args), ...(matvec ? { ...normConstants(norm?.eps), ...wide } : {}) };
     if (dot) {
       // One token per pass: the kernel has no MAX_T; it sizes its workgroup arrays by k.
       delete constants.MAX_T;
