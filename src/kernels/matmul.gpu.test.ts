@@ -588,12 +588,12 @@ describe('createLinearOp', () => {
 
 describe('decode specs by row count', () => {
   // What chooseDecodeSpec adds to DECODE_SPEC, as the engine runs it: 4 rows per workgroup for a
-  // projection of 1100 rows (275 workgroups), with a folded norm (q/k/v's) and with the norm and
+  // projection of 4400 rows (1100 workgroups), with a folded norm (q/k/v's) and with the norm and
   // the GLU epilogue into an f32 y (gate/up's); 1 row per workgroup is the spec of the 37-row
   // createLinearOp cases. Both reductions in f32, the subgroup one (what f16 devices run) in f16.
   // Tolerance: 1e-4 of the largest output (f32 sums of 512 products of the normed x, ~1e-6 here;
   // one misplaced weight moves an output by ~5e-2 of it), plus in f16 the output's rounding.
-  const ROWS = 1100;
+  const ROWS = 4400;
   const EPS = 1e-5;
   const xs = x.subarray(0, K).map((v) => 40 * v);
   const nw = random(K, 23).map((v) => 1 + 0.5 * v);

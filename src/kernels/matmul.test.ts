@@ -67,12 +67,13 @@ describe('chooseDecodeSpec', () => {
   const rows = (n: number, subgroupMaxSize = 0, glu = false) => chooseDecodeSpec(n, limits, subgroupMaxSize, glu).ROWS_PER_WG;
 
   it('takes the most rows per workgroup that still make the target workgroups, else the fewest', () => {
-    expect(MATVEC_TARGET_WORKGROUPS).toBe(2 * 132); // two per SM of an H100
-    // Qwen2.5-0.5B: o and down (896 rows) 2 per workgroup (448; 4 would make 224), its fused
-    // qkv (1152) 4; Llama-3.2-1B's o (2048) 4 (512 workgroups: 8 rows would leave a row 16 threads).
-    expect(rows(896)).toBe(2);
-    expect(rows(1152)).toBe(4);
-    expect(rows(2048)).toBe(4);
+    expect(MATVEC_TARGET_WORKGROUPS).toBe(8 * 132); // eight per SM of an H100 or H200
+    // Llama-3.2-1B: o and down (2048 rows) 1 per workgroup (2 would make 1024 workgroups), the
+    // fused qkv (3072) 2 (1536), lm_head (128256) 4; Qwen2.5-0.5B's o (896) 1.
+    expect(rows(2048)).toBe(1);
+    expect(rows(3072)).toBe(2);
+    expect(rows(128256)).toBe(4);
+    expect(rows(896)).toBe(1);
     // The edges: 4 (2) rows per workgroup from 4 (2) × (target - 1) + 1 rows.
     expect(rows(4 * (MATVEC_TARGET_WORKGROUPS - 1) + 1)).toBe(4);
     expect(rows(4 * (MATVEC_TARGET_WORKGROUPS - 1))).toBe(2);
@@ -80,17 +81,19 @@ describe('chooseDecodeSpec', () => {
     expect(rows(2 * (MATVEC_TARGET_WORKGROUPS - 1))).toBe(1);
     // A small projection (a MoE router, the test fixtures) gets a workgroup per row.
     expect(rows(64)).toBe(1);
-    expect(chooseDecodeSpec(1024, limits)).toBe(DECODE_SPEC);
+    expect(chooseDecodeSpec(4096, limits)).toBe(DECODE_SPEC);
   });
 
   it('keeps a GLU row pair in one workgroup and a row on whole subgroups where their width is known', () => {
+    // Llama-3.2-1B's gate_up (16384 interleaved rows) 4; a small one 2, never 1.
+    expect(rows(16384, 0, true)).toBe(4);
+    expect(rows(4096, 0, true)).toBe(2);
     expect(rows(64, 0, true)).toBe(2);
-    expect(rows(4096, 0, true)).toBe(4);
     // AMD's 64-wide waves: at most 2 rows of 128 threads; 128-wide subgroups: 1, or DECODE_SPEC under GLU.
-    expect(rows(4096, 64)).toBe(2);
-    expect(rows(4096, 128)).toBe(1);
-    expect(chooseDecodeSpec(4096, limits, 128, true)).toBe(DECODE_SPEC);
+    expect(rows(16384, 64)).toBe(2);
+    expect(rows(16384, 128)).toBe(1);
+    expect(chooseDecodeSpec(16384, limits, 128, true)).toBe(DECODE_SPEC);
     // Subgroups narrower than 32 change nothing (a row keeps 32 threads).
-    expect(rows(4096, 16)).toBe(4);
+    expect(rows(16384, 16)).toBe(4);
   });
 });

@@ -68,9 +68,8 @@ export interface MatmulSpec {
 /**
  * The engine's matvec choices: one token, and a few tokens (≤ MATVEC_MAX_TOKENS) per pass.
  * DECODE_SPEC, 2 rows per workgroup of 128 threads, is the middle of chooseDecodeSpec's choices
- * (DECODE_ROW_SPECS): a 600-row projection is 300 workgroups, over two per SM of a 132-SM GPU;
- * 64 threads per row still read whole 16-byte groups side by side (2 per thread at k = 4096 in
- * Q4_0). It stays even for the GLU epilogue's row pairs.
+ * (DECODE_ROW_SPECS), and the integer-dot matvec's spec. It stays even for the GLU epilogue's row
+ * pairs.
  */
 export const DECODE_SPEC: MatvecSpec = { WG: 128, ROWS_PER_WG: 2, MAX_T: 1 };
 export const FEW_TOKENS_SPEC: MatvecSpec = { WG: 128, ROWS_PER_WG: 4, MAX_T: 8 };
@@ -88,10 +87,15 @@ export const DECODE_ROW_SPECS: readonly MatvecSpec[] = [
 
 /**
  * Workgroups a decode matvec aims for. WebGPU does not tell the compute-unit count, so the rule is
- * two workgroups per SM of the largest GPU in view, a 132-SM H100 (264); Apple's GPUs (up to 80
- * cores) and desktop ones (20 to 128 SMs or CUs) then get at least as many per unit.
+ * eight workgroups per SM of the largest GPU in view, a 132-SM H100 or H200 (1056), half the
+ * 128-thread workgroups an SM holds: on the H200 the projections of few workgroups ran about twice
+ * as long per row as those of many (F16 o, 512 workgroups of 4 rows: 7.3 ns a row; gate_up, 4096:
+ * 4 ns; lm_head, 32064: 3.3 ns), their workgroups' loads too few to cover memory latency. So
+ * Llama-3.2-1B's o and down (2048 rows) take a row per workgroup, qkv (3072) 2, gate_up (16384)
+ * and lm_head 4. Apple's GPUs (up to 80 cores) and desktop ones (20 to 128 SMs or CUs) get at least as
+ * many per unit.
  */
-export const MATVEC_TARGET_WORKGROUPS = 264;
+export const MATVEC_TARGET_WORKGROUPS = 8 * 132;
 
 /**
  * The decode matvec spec for a projection of `n` rows (of one dispatch: a row part's): the most
