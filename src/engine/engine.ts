@@ -24,7 +24,7 @@ import { loadTextModel } from '../text/from-model';
 import type { ChatTemplateConfig, TextTokenizer } from '../text/index';
 import { ProgressEmitter, type ProgressCallback } from '../loader/progress';
 import { logprobsOf } from './logit-processors';
-import { GpuForward } from './forward';
+import { GpuForward } from './forward/forward';
 import { maxWeightPartBytes, uploadWeights, type GpuWeights, type UploadProgress } from './gpu-weights';
 import { checkPromptIds, nextTask } from './backend-util';
 import { BackendDisposedError, ContextLengthError, LoraExistsError, PrecisionUnsupportedError } from './errors';
@@ -292,7 +292,7 @@ export class GpuEngine implements Backend, BatchRunner {
     const forward = await GpuForward.create(ctx, config, weights, step, tokens, limits, opened.ropeFreqFactors, () => compile.add(1));
     const params = step.sampling;
     const logprobs = createBuffer(gpu.device, maxSeqs * LOGPROB_WORDS * 4, STORAGE, 'sampled logprobs'); // u32 [maxSeqs, LOGPROB_WORDS] by row
-    const { logits } = forward.state;
+    const { logits } = forward;
     const op = await createSampleOp(ctx, { logits, params, tokens, logprobs, vocab: config.vocabSize, rowSlot: step.rowSlot });
     // Bias rows, counts and prompt bits per slot; they count the sampler's `tokens` (by slot too).
     const penalties = await createPenaltiesOp(ctx, { logits, lastToken: tokens, vocab: config.vocabSize, maxSeqs, rowSlot: step.rowSlot });
@@ -435,7 +435,7 @@ export class GpuEngine implements Backend, BatchRunner {
     let pass = this.profiler ? this.profiler.begin(encoder, false, shape!) : encoder.beginComputePass();
     // return_hidden_states: the sampling rows' final hidden states are copied out after the pass.
     const wantHidden = rows.slice(0, sampling).some((r) => r.seq.wantsHidden);
-    this.forward.encode(pass, tokens, seqs, adapted, wantHidden, Math.max(...keys));
+    this.forward.encode(pass, this.forward.plan({ tokens, seqs, adapted, hidden: wantHidden, maxKeys: Math.max(...keys) }));
     const masked = rows.slice(0, sampling).some((r) => r.seq.constraint);
     if (masked) {
       pass.end();
@@ -468,10 +468,10 @@ export class GpuEngine implements Backend, BatchRunner {
       encoder.copyBufferToBuffer(this.sampler.tokens, 0, ring.tokens, 0, maxSeqs * 4);
       if (wantLogprobs) encoder.copyBufferToBuffer(this.sampler.logprobs, 0, ring.tokens, maxSeqs * 4, gpuRows.length * LOGPROB_WORDS * 4);
     }
-    if (cpuRows.length) encoder.copyBufferToBuffer(this.forward.state.logits, gpuRows.length * V * 4, ring.logits, 0, cpuRows.length * V * 4);
+    if (cpuRows.length) encoder.copyBufferToBuffer(this.forward.logits, gpuRows.length * V * 4, ring.logits, 0, cpuRows.length * V * 4);
     // return_hidden_states: the sampling rows' final hidden states (the LM head's input rows).
     const H = this.config.hiddenSize;
-    if (wantHidden) encoder.copyBufferToBuffer(this.forward.state.lastNormed, 0, ring.hidden, 0, sampling * H * 4);
+    if (wantHidden) encoder.copyBufferToBuffer(this.forward.hidden, 0, ring.hidden, 0, sampling * H * 4);
     // return_routed_experts: each layer's k expert ids of each sampling row's last token, row-major
     // [row][layer][k] (copies only when a row asks: a step of S rows makes S · layers of them).
     const wantRouted = rows.slice(0, sampling).some((r) => r.seq.wantsRouted);

@@ -7,7 +7,7 @@
  * paged layers alone, and a sequence taking a slot starts from a zeroed state.
  */
 import { createBuffer, STORAGE } from '../gpu/buffers';
-import type { ModelConfig } from '../model/config';
+import { layerBlocks, type MixerKind, type ModelConfig } from '../model/config';
 
 export type LayerCacheKind =
   /** K and V rows of `kvHeads × headDim` act elements per token, in pages. */
@@ -15,9 +15,14 @@ export type LayerCacheKind =
   /** `floats` f32 values per sequence slot (a recurrent layer's state). */
   | { kind: 'slot-state'; floats: number };
 
-/** Each layer's cache kind: every layer of the Llama family attends (paged K/V). */
+/** What each kind of token mixer keeps per sequence: attention its K and V rows, paged. */
+const MIXER_CACHE: Readonly<Record<MixerKind, (config: ModelConfig) => LayerCacheKind>> = {
+  attention: (c) => ({ kind: 'paged-kv', kvHeads: c.numKvHeads, headDim: c.headDim }),
+};
+
+/** Each layer's cache kind, from its mixer (`layerBlocks`). */
 export function layerCacheKinds(config: ModelConfig): LayerCacheKind[] {
-  return Array.from({ length: config.numLayers }, () => ({ kind: 'paged-kv', kvHeads: config.numKvHeads, headDim: config.headDim }) as const);
+  return Array.from({ length: config.numLayers }, (_, l) => MIXER_CACHE[layerBlocks(config, l).mixer](config));
 }
 
 /** Bytes of one token's K (or V) row in one paged layer. */

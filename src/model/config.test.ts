@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ARCH, ARCHES, configFromGGUF, configFromHF, layerRope, layerWindow, PLAIN_MATH } from './config';
+import { ARCH, ARCHES, configFromGGUF, configFromHF, layerBlocks, layerRope, layerWindow, PLAIN_MATH } from './config';
 import { ModelError } from './errors';
 
 const llamaJson = {
@@ -944,6 +944,17 @@ describe('mixture of experts', () => {
     expect(dense({ decoder_sparse_step: 3, mlp_only_layers: [5] })).toEqual([0, 1, 3, 4, 5]);
     expect(configFromHF({ ...qwen2moeJson, mlp_only_layers: [0] }).moe!.denseLayers).toEqual([0]);
     expect(configFromHF({ ...olmoeJson, mlp_only_layers: [0], decoder_sparse_step: 2 }).moe!.denseLayers).toEqual([]);
+  });
+
+  it('names each layer its blocks: attention, then the experts on a MoE layer and the dense MLP elsewhere', () => {
+    const blocks = (c: ReturnType<typeof configFromHF>) => Array.from({ length: c.numLayers }, (_, l) => layerBlocks(c, l));
+    const mixed = blocks(configFromHF({ ...qwen3moeJson, num_hidden_layers: 3, mlp_only_layers: [1] }));
+    expect(mixed).toEqual([
+      { mixer: 'attention', ffn: 'moe' },
+      { mixer: 'attention', ffn: 'mlp' },
+      { mixer: 'attention', ffn: 'moe' },
+    ]);
+    expect(blocks(configFromHF(llamaJson)).every((b) => b.mixer === 'attention' && b.ffn === 'mlp')).toBe(true);
   });
 
   it('refuses bad dense-layer keys and more experts per token than experts, naming the key', () => {

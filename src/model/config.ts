@@ -591,6 +591,26 @@ export function layerIsMoe(config: Pick<ModelConfig, 'moe'>, layer: number): boo
   return config.moe !== null && !config.moe.denseLayers.includes(layer);
 }
 
+/**
+ * The blocks of one layer, in order: its token mixer, then its feed-forward block. Each kind is
+ * one block of the GPU forward pass (src/engine/forward/, its table in blocks.ts) and one paragraph
+ * of the CPU reference (src/reference/forward.ts). Every family here attends on every layer; a
+ * hybrid family's recurrent layers would be another mixer kind, named here per layer.
+ */
+export interface LayerBlocks {
+  mixer: 'attention';
+  /** The dense MLP, or the mixture of experts (a MoE model's layers not among its dense ones). */
+  ffn: 'mlp' | 'moe';
+}
+
+export type MixerKind = LayerBlocks['mixer'];
+export type FfnKind = LayerBlocks['ffn'];
+
+/** Layer `layer`'s blocks (LayerBlocks). */
+export function layerBlocks(config: Pick<ModelConfig, 'moe'>, layer: number): LayerBlocks {
+  return { mixer: 'attention', ffn: layerIsMoe(config, layer) ? 'moe' : 'mlp' };
+}
+
 export interface SlidingWindow {
   /** Keys a query sees, its own included. */
   size: number;

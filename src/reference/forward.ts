@@ -1,9 +1,10 @@
 /**
  * The CPU reference forward pass: the oracle every GPU test compares against. Plain and slow on
  * purpose. Buffers are float32 like the GPU's; dot products accumulate in float64 so that the
- * reference's own rounding stays far below any tolerance a test states.
+ * reference's own rounding stays far below any tolerance a test states. Each paragraph of a
+ * layer is one block of the GPU pass (src/engine/forward/: attention.ts, mlp.ts, moe.ts, head.ts).
  */
-import { attentionScale, layerRope, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
+import { attentionScale, layerBlocks, layerRope, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
 import { assembleWeights, modelTensors, type ModelWeights } from '../model/tensors';
 import { routeTopK } from '../model/moe';
@@ -207,15 +208,16 @@ export class ReferenceModel {
         input = xb;
       }
 
-      if (lw.wGate && lw.wUp && lw.wDown) {
+      // the layer's FFN block (layerBlocks): the dense MLP, or the mixture of experts
+      if (layerBlocks(c, l).ffn === 'mlp') {
         // A mixture-of-experts model's dense layer routes nothing: k times -1 (return_routed_experts).
         if (c.moe) this.routed[l] = new Array<number>(c.moe.numExpertsUsed).fill(-1);
         // gate and up matmuls, act(gate) * up: SwiGLU (silu) or GeGLU (tanh-approximated GELU, Gemma)
-        matmul(hb, input, lw.wGate);
-        matmul(hb2, input, lw.wUp);
+        matmul(hb, input, lw.wGate!);
+        matmul(hb2, input, lw.wUp!);
         glu(hb, hb2, hidden, c.ffnActivation);
         // down matmul
-        matmul(xb2, hb, lw.wDown);
+        matmul(xb2, hb, lw.wDown!);
       } else {
         this.routed[l] = this.experts(lw, input, xb2);
       }
