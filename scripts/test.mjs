@@ -71,6 +71,11 @@ for (const [name, cmd, args, driver] of steps) {
   } else if (driver === 'lavapipe') {
     const lvp = ensureLavapipe();
     if (!lvp) {
+      // Under CI a skip would pass unseen: a green CI must mean the f16 tests ran.
+      if (process.env.CI === 'true') {
+        console.log(`[test] ${name}: FAILED (no lavapipe with shader-f16 here, and CI=true: the f16 tests must run in CI)`);
+        process.exit(1);
+      }
       console.log(`[test] ${name}: SKIPPED (no lavapipe with shader-f16 here; the f16 tests also skipped above)`);
       continue;
     }
