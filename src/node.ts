@@ -7,4 +7,5 @@ export { writeChunks } from './formats/node-write';
 export { createEngine, type NodeEngineOptions } from './transport/node-engine';
 export { selfCheck } from './transport/node-selfcheck';
 export { serve, type ServeOptions, type Server } from './transport/node-server';
-export { serveCommand, parseServeArgs, UsageError, SERVE_USAGE, type ServeArgs } from './cli/serve';
+export { serveCommand, parseServeArgs, SERVE_USAGE, type ServeArgs } from './cli/serve';
+export { UsageError } from './cli/io';

@@ -10,7 +10,7 @@ import { merge } from './merge';
 import { checkPromptBound, DEFAULT_LIMITS, type RequestLimits } from './limits';
 import { fitPrompt } from './prompt';
 import type { ChatChunkChoice, ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse, ChatDelta, ChatLogprobs, ChatToolCall } from './protocol/chat';
-import type { RoutedExpertsExt } from './protocol/common';
+import { routedExpertsExt, type RoutedExpertsExt } from './protocol/common';
 import { toSamplingParams } from './sampling';
 import { chatPromptIds, renderChat } from './template';
 import { tokenBytes, tokenText } from '../text/token-bytes';
@@ -94,7 +94,7 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
         const delta = toDelta(parser.finish());
         if (delta) yield chunk({ index, delta, logprobs: null, finish_reason: null });
         const finish = ev.finishReason === 'stop' && parser.hasToolCalls ? 'tool_calls' : ev.finishReason;
-        yield chunk({ index, delta: ev.hiddenState ? { hidden_states: ev.hiddenState } : {}, logprobs: null, finish_reason: finish, matched_stop: ev.matchedStop, ...(ev.sglext ? { sglext: ev.sglext } : {}) });
+        yield chunk({ index, delta: ev.hiddenState ? { hidden_states: ev.hiddenState } : {}, logprobs: null, finish_reason: finish, matched_stop: ev.matchedStop, ...(ev.routedExperts ? { sglext: routedExpertsExt(ev.routedExperts) } : {}) });
       }
     }
     if (includeUsage) yield { id, object: 'chat.completion.chunk', created, model: req.model, choices: [], usage: usage.usage };

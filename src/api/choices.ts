@@ -1,7 +1,7 @@
 /** Pieces both endpoints use to run their choices: request fields to a `ChoiceRequest`, ids, usage. */
 import type { Backend, SamplingParams } from '../engine/types';
 import { deriveSeed } from '../engine/logit-processors';
-import type { CompileOptions, CompiledConstraint } from '../structured/grammar';
+import type { CompileOptions, CompiledConstraint } from '../structured/spec';
 import { compileForRequest } from './protocol/structured';
 import type { ToolCallFormat } from '../text/index';
 import { invalid, unsupported } from './errors';

@@ -11,6 +11,7 @@ import { runChoice, type TokenOut } from './generate';
 import { merge } from './merge';
 import { checkPromptBound, DEFAULT_LIMITS, type RequestLimits } from './limits';
 import { fitPrompt } from './prompt';
+import { routedExpertsExt } from './protocol/common';
 import type { CompletionChunk, CompletionLogprobs, CompletionRequest, CompletionResponse, PromptInput } from './protocol/completions';
 import { toSamplingParams } from './sampling';
 import { tokenText } from '../text/token-bytes';
@@ -99,7 +100,7 @@ export async function prepareCompletion(req: CompletionRequest, backend: Backend
         yield chunk([{ index, text, logprobs, finish_reason: null, matched_stop: null }]);
       } else {
         usage.end(p, ev.usage, counted.get(index) ?? 0);
-        const hidden = { ...(ev.hiddenState ? { hidden_states: ev.hiddenState } : {}), ...(ev.sglext ? { sglext: ev.sglext } : {}) };
+        const hidden = { ...(ev.hiddenState ? { hidden_states: ev.hiddenState } : {}), ...(ev.routedExperts ? { sglext: routedExpertsExt(ev.routedExperts) } : {}) };
         yield chunk([{ index, text, logprobs: wantLogprobs ? (logprobs ?? emptyLogprobs()) : null, finish_reason: ev.finishReason, matched_stop: ev.matchedStop, ...hidden }]);
       }
     }

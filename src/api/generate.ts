@@ -5,20 +5,9 @@
  * token's logprobs. Streamed and non-streamed replies are both built from these events.
  */
 import type { Backend, GenerateRequest, TokenLogprob } from '../engine/types';
-import type { CompiledConstraint } from '../structured/grammar';
+import type { CompiledConstraint } from '../structured/spec';
 import { StreamingDetokenizer } from '../text/index';
-import { StopMatcher } from './stop';
-import type { RoutedExpertsExt } from './protocol/common';
-
-/** The API's side of a choice: stopping on the text, and detokenizing. */
-export interface TextOptions {
-  stop: string[];
-  stopRegex: string[];
-  noStopTrim: boolean;
-  skipSpecialTokens: boolean;
-  /** Special tokens kept in the text even when skipping (tool-call markers). */
-  keepSpecialIds?: number[];
-}
+import { StopMatcher, type TextOptions } from './stop';
 
 /** One choice's generation: the backend's request, the API's text-level stopping, the grammar. */
 export interface ChoiceRequest {
@@ -49,7 +38,7 @@ export interface ChoiceUsage {
 
 export type ChoiceEvent =
   | { type: 'delta'; text: string; tokens: TokenOut[] }
-  | { type: 'end'; finishReason: FinishReason; matchedStop: string | number | null; usage: ChoiceUsage; hiddenState?: number[]; sglext?: RoutedExpertsExt };
+  | { type: 'end'; finishReason: FinishReason; matchedStop: string | number | null; usage: ChoiceUsage; hiddenState?: number[]; routedExperts?: number[] };
 
 export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent, void, void> {
   const { backend, generate } = req;
@@ -74,11 +63,11 @@ export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent
   let count = 0;
   // return_hidden_states: the final hidden state the last token was drawn from (as SGLang's choices carry).
   let lastHidden: Float32Array | undefined;
-  // return_routed_experts: every generated token's [layers][k] expert ids, flat (SGLang's sglext).
+  // return_routed_experts: every generated token's [layers][k] expert ids, flat (the endpoints send them as SGLang's sglext).
   const routed: number[] = [];
   const hidden = () => ({
     ...(generate.returnHiddenStates ? { hiddenState: lastHidden ? Array.from(lastHidden) : [] } : {}),
-    ...(generate.returnRoutedExperts ? { sglext: { routed_experts: base64Int32(routed) } } : {}),
+    ...(generate.returnRoutedExperts ? { routedExperts: routed } : {}),
   });
   try {
     for (;;) {
@@ -131,12 +120,4 @@ export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent
     // The backend is done with it (finished, or returned above).
     constraint?.dispose();
   }
-}
-
-/** Little-endian int32 values as base64, as SGLang encodes routed experts (numpy's frombuffer int32 reads them back). */
-export function base64Int32(values: readonly number[]): string {
-  const bytes = new Uint8Array(Int32Array.from(values).buffer);
-  let binary = '';
-  for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  return btoa(binary);
 }

@@ -4,6 +4,16 @@
  */
 import { partialTagSuffix } from '../text/stream-text';
 
+/** The API's side of a choice: stopping on the text, and detokenizing. */
+export interface TextOptions {
+  stop: string[];
+  stopRegex: string[];
+  noStopTrim: boolean;
+  skipSpecialTokens: boolean;
+  /** Special tokens kept in the text even when skipping (tool-call markers). */
+  keepSpecialIds?: number[];
+}
+
 export interface StopHit {
   /** The stop string, or the regex's source, that matched. */
   matched: string;

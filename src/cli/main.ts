@@ -51,12 +51,9 @@ export async function main(argv: string[], io: CliIO = processIO): Promise<numbe
     }
   } catch (e) {
     if (e instanceof UsageError) {
-      io.err(`webgpu-llm: ${e.message}\n\n${USAGE}\n`);
-      return 2;
-    }
-    // serve.ts has its own UsageError class: same meaning, its own usage text (--help).
-    if (e instanceof Error && e.name === 'UsageError') {
-      io.err(`webgpu-llm ${command}: ${e.message}\nrun \`webgpu-llm ${command} --help\` for its options.\n`);
+      // serve has its own usage text (--help); the others print the whole usage.
+      if (command === 'serve') io.err(`webgpu-llm ${command}: ${e.message}\nrun \`webgpu-llm ${command} --help\` for its options.\n`);
+      else io.err(`webgpu-llm: ${e.message}\n\n${USAGE}\n`);
       return 2;
     }
     io.err(`webgpu-llm: ${e instanceof Error ? e.message : String(e)}\n`);

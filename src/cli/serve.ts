@@ -4,6 +4,7 @@
  */
 import type { LoadProgress } from '../loader/progress';
 import { serve, type Server } from '../transport/node-server';
+import { UsageError } from './io';
 
 export const SERVE_USAGE = `Usage: webgpu-llm serve --model PATH_OR_URL [options]
 
@@ -25,10 +26,6 @@ Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, ...) f
   --no-cache               read remote models without keeping a copy
   --help, -h               this text`;
 
-/** A command-line mistake: the message says which flag and what it wants. */
-export class UsageError extends Error {
-  override name = 'UsageError';
-}
 
 export interface ServeArgs {
   model: string;

@@ -12,7 +12,7 @@
  */
 import { FEED } from '../kernels/feed';
 import type { SeqSampling } from '../kernels/sample';
-import type { Constraint } from '../structured/grammar';
+import type { Constraint } from '../structured/spec';
 import type { TextTokenizer } from '../text/tokenizer';
 import { nextTask, resultFor } from './backend-util';
 import { BackendError, GrammarDeadEndError, GrammarRefusedError } from './errors';

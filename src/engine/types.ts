@@ -6,7 +6,7 @@ import type { ModelConfig } from '../model/config';
 import type { TextTokenizer } from '../text/tokenizer';
 import type { ChatTemplateConfig } from '../text/chat-template';
 import type { GenerationDefaults } from '../model/generation-config';
-import type { Constraint } from '../structured/grammar';
+import type { Constraint } from '../structured/spec';
 
 /** Everything that decides the next token, after the API layer resolved defaults. */
 export interface SamplingParams {

@@ -16,7 +16,7 @@ import { LoadError } from './errors';
 import { openModelWithCache } from './open';
 import type { LoadProgress } from './progress';
 import { startCountingProxy, type CountingProxy } from '../testing/hf-proxy';
-import { uploadTensors } from './upload';
+import { uploadTensors } from '../testing/upload-tensors';
 
 const HF_FILES = ['config.json', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json', 'model.safetensors'];
 

@@ -22,7 +22,7 @@ export interface LoadOptions extends ResolveOptions {
    */
   cache?: ModelCache | false;
   onProgress?: ProgressCallback;
-  /** Shared with uploadTensors() so one emitter reports the whole load. */
+  /** Shared with the weights' upload (GpuEngine.load) so one emitter reports the whole load. */
   progress?: ProgressEmitter;
   signal?: AbortSignal;
 }

@@ -4,7 +4,7 @@
  * instance (whose compiled grammar the matchers use) and the probe's worker thread, which
  * compiles the same grammar first under a time limit (probe.ts).
  */
-import type { ConstraintSpec } from './grammar';
+import type { ConstraintSpec } from './spec';
 import { StructuredOutputError } from './errors';
 import { refuseDeadEnds } from './productive';
 import { autoToolCallsTag, forcedToolCallsTag } from './tool-tags';

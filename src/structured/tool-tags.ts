@@ -23,7 +23,7 @@
  * have to insert the token itself.
  */
 import type { ToolCallFormat } from '../text/tool-calls';
-import type { ForcedTool } from './grammar';
+import type { ForcedTool } from './spec';
 
 /** xgrammar's structural-tag `tag` item. */
 interface Tag {

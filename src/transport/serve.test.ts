@@ -6,7 +6,8 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureFixture } from '../testing/fixtures/shared';
-import { parseServeArgs, serveCommand, UsageError } from '../cli/serve';
+import { UsageError } from '../cli/io';
+import { parseServeArgs, serveCommand } from '../cli/serve';
 import type { Server } from './node-server';
 
 const KEY = 'test-key-123';

@@ -3,11 +3,11 @@
  * (`SAMPLING_FIELDS`), stream options, usage, and the refusal of fields we know but do not
  * support yet. Field tables and how they are read: field.ts.
  */
-import type { SamplingParams } from '../../engine/types';
-import type { ConstraintSpec } from '../../structured/grammar';
+import type { GenerateRequest, SamplingParams } from '../../engine/types';
+import type { ConstraintSpec } from '../../structured/spec';
 import { ApiError, invalid, unsupported } from '../errors';
-import type { ChoiceRequest } from '../generate';
 import { checkPatternLength } from '../limits';
+import type { TextOptions } from '../stop';
 import { bool, custom, field, int, intList, num, obj, readFields, refine, show, str, strings, type FieldsOf, type Json } from './field';
 import { oneConstraint, STRUCTURED_FIELDS } from './structured';
 
@@ -20,8 +20,8 @@ type SamplingInto =
   | readonly ['sampling', Exclude<keyof SamplingParams, 'dry' | 'mirostat' | 'logprobs' | 'topLogprobs'>]
   | readonly ['dry', keyof SamplingParams['dry']]
   | readonly ['mirostat', keyof SamplingParams['mirostat']]
-  | readonly ['generate', keyof ChoiceRequest['generate']]
-  | readonly ['text', keyof ChoiceRequest['text']];
+  | readonly ['generate', keyof Omit<GenerateRequest, 'signal' | 'constraint'>]
+  | readonly ['text', keyof TextOptions];
 
 const logitBias = custom((v, param) => {
   const bias = obj.read(v, param);
@@ -157,6 +157,19 @@ export interface Usage {
  */
 export interface RoutedExpertsExt {
   routed_experts: string;
+}
+
+/** The `sglext` of a choice's generated tokens' routed experts ([tokens][layers][k], flat). */
+export function routedExpertsExt(ids: readonly number[]): RoutedExpertsExt {
+  return { routed_experts: base64Int32(ids) };
+}
+
+/** Little-endian int32 values as base64, as SGLang encodes routed experts (numpy's frombuffer int32 reads them back). */
+function base64Int32(values: readonly number[]): string {
+  const bytes = new Uint8Array(Int32Array.from(values).buffer);
+  let binary = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(binary);
 }
 
 /**

@@ -1,12 +1,14 @@
 /**
- * uploadTensors(): hands an opened model's tensors to the GPU engine one at a time, in file-offset
- * order (sequential reads of each file), reading each through its byte source. At most two
- * tensors are in memory: the one being uploaded and the next one being read.
+ * uploadTensors(): hands an opened model's tensors to a callback one at a time, in file-offset
+ * order (sequential reads of each file), reading each through its byte source, with the load's
+ * progress and abort. At most two tensors are in memory: the one being handed over and the next
+ * one being read. Test support: the loader's tests read a model through it (the engine uploads
+ * its weights itself, src/engine/gpu-weights.ts).
  */
 import type { TensorInfo } from '../formats/types';
 import type { OpenedModel, OpenedTensor } from '../model/open';
-import { abortedError, toLoadError } from './errors';
-import { ProgressEmitter, type FileProgress, type ProgressCallback } from './progress';
+import { abortedError, toLoadError } from '../loader/errors';
+import { ProgressEmitter, type FileProgress, type ProgressCallback } from '../loader/progress';
 
 /** Receives one tensor's bytes as stored; `name` is the canonical name. */
 export type UploadFn = (name: string, info: TensorInfo, bytes: Uint8Array) => void | Promise<void>;
