@@ -7,7 +7,7 @@
  */
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { ARCHES, type Arch } from '../src/model/config';
+import { ARCHES, type Arch } from '../src/model/arch';
 import { GGUF_VARIANTS, type GGUFVariant } from '../src/testing/fixtures/gguf-layout';
 import { PRESETS, type Preset } from '../src/testing/fixtures/model';
 import { fixtureDir, fixtureName } from '../src/testing/fixtures/shared';

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { useSwiftShaderIfNoGPU } from '../cli/vulkan';
 import { acquireGPU, type GPUContext, type GPUDescription } from '../gpu/device';
-import type { Arch } from '../model/config';
+import type { Arch } from '../model/arch';
 import type { GGUFVariant } from '../testing/fixtures/gguf-layout';
 import { PRESETS, type Preset } from '../testing/fixtures/model';
 import { ensureFixture } from '../testing/fixtures/shared';

@@ -4,7 +4,7 @@
  * device offers shader-f16 (lavapipe in `npm test`'s f16 step); skips on SwiftShader.
  */
 import { describe, it } from 'vitest';
-import type { Arch } from '../model/config';
+import type { Arch } from '../model/arch';
 import { expectModelMatchesReference } from '../testing/engine-check';
 import { describeEngineGrid, F16_LOGIT_TOLERANCE, STEPS } from '../testing/engine-matrix';
 import { useFixtureURLs } from '../testing/fixture-server';

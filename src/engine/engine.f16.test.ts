@@ -5,7 +5,7 @@
  * step); on SwiftShader, which has no shader-f16, it skips.
  */
 import { describe, it } from 'vitest';
-import type { Arch } from '../model/config';
+import type { Arch } from '../model/arch';
 import { testGPU } from '../testing/gpu';
 import { useFixtureURLs } from '../testing/fixture-server';
 import { expectModelMatchesReference, splittingLimit } from '../testing/engine-check';

@@ -10,7 +10,7 @@
  */
 import { relative } from 'node:path';
 import { describe, it } from 'vitest';
-import type { Arch } from '../model/config';
+import type { Arch } from '../model/arch';
 import { expectModelMatchesReference } from '../testing/engine-check';
 import { F16_LOGIT_TOLERANCE } from '../testing/engine-matrix';
 import { ensureFixture } from '../testing/fixtures/shared';

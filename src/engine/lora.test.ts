@@ -7,7 +7,7 @@
 import { relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
-import type { Arch } from '../model/config';
+import type { Arch } from '../model/arch';
 import { openModel, type OpenedModel } from '../model/open';
 import { greedy, ReferenceModel } from '../reference/forward';
 import { expectEngineMatchesReference, generateGreedy } from '../testing/engine-check';

@@ -6,7 +6,7 @@
  * identical up to the reference's first near-tie.
  */
 import { describe, expect, it } from 'vitest';
-import type { Arch } from '../model/config';
+import type { Arch } from '../model/arch';
 import { openModel } from '../model/open';
 import { logitsFor, ReferenceModel } from '../reference/forward';
 import { maxAbsDiffAll } from '../testing/compare';

@@ -10,7 +10,7 @@ import { openModel } from '../model/open';
 import { expectModelMatchesReference, splittingLimit } from '../testing/engine-check';
 import { useFixtureURLs } from '../testing/fixture-server';
 import { testGPU } from '../testing/gpu';
-import type { Arch } from '../model/config';
+import type { Arch } from '../model/arch';
 import { gpuBytesPerRow } from '../kernels/weights';
 import { GpuEngine } from './engine';
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { configFromHF, type ModelConfig } from '../model/config';
+import type { ModelConfig } from '../model/config';
+import { configFromHF } from '../model/config-hf';
 import { permuteQK } from '../model/qk-rows';
 import { fitLora } from './fit';
 import { LoraError, type LoraAdapter, type LoraWeight } from './types';

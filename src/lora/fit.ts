@@ -3,7 +3,8 @@
  * Shapes are the only sign of a wrong base a PEFT adapter carries (its `base_model_name_or_path`
  * is a hint, not a contract), so every matrix is checked against the base's tensor table.
  */
-import { ARCH, type ModelConfig } from '../model/config';
+import { ARCH } from '../model/arch';
+import type { ModelConfig } from '../model/config';
 import { permuteQK, unpermuteQK } from '../model/qk-rows';
 import { targetInfo, targetShape } from './targets';
 import { LoraError, type LoraAdapter, type LoraWeight } from './types';

@@ -7,7 +7,7 @@
  */
 import { readGGUF } from '../formats/gguf';
 import type { ByteSource } from '../formats/source';
-import { ARCH, ARCHES } from '../model/config';
+import { ARCH, ARCHES } from '../model/arch';
 import { readPairs } from './pairs';
 import { TARGETS } from './targets';
 import { LoraError, type LoraAdapter } from './types';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { configFromHF } from '../model/config';
+import { configFromHF } from '../model/config-hf';
 import { mergeLora, mergeOne } from './merge';
 import { moduleRankAlpha, parsePeftConfig } from './peft';
 import type { LoraAdapter, LoraWeight } from './types';

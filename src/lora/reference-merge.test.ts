@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeDirCache } from '../loader/cache-node';
-import type { Arch } from '../model/config';
+import type { Arch } from '../model/arch';
 import { openModel, type OpenedModel } from '../model/open';
 import { unpermuteQK } from '../model/qk-rows';
 import { logitsFor, ReferenceModel } from '../reference/forward';

@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { ARCH, ARCHES, configFromGGUF, configFromHF, layerBlocks, layerRope, layerWindow, PLAIN_MATH } from './config';
+import { ARCH, ARCHES } from './arch';
+import { layerBlocks, layerRope, layerWindow, PLAIN_MATH } from './config';
+import { configFromGGUF } from './config-gguf';
+import { configFromHF } from './config-hf';
 import { ModelError } from './errors';
 
 const llamaJson = {

@@ -120,3 +120,8 @@ export function applyRope(
     }
   }
 }
+
+/** YaRN's magnitude correction 0.1·m·ln(scale) + 1 (1 at scale <= 1): transformers' and llama.cpp's get_mscale. */
+export function yarnMscale(scale: number, m = 1): number {
+  return scale <= 1 ? 1 : 0.1 * m * Math.log(scale) + 1;
+}

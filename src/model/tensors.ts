@@ -5,7 +5,8 @@
  * and the fixture writer all read it, so a new tensor is one row here (plus the step of the
  * forward pass that uses it).
  */
-import { ARCH, layerIsMoe, rotaryDim, type ModelConfig } from './config';
+import { ARCH } from './arch';
+import { layerIsMoe, rotaryDim, type ModelConfig } from './config';
 import { ModelError } from './errors';
 
 /**

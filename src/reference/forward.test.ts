@@ -6,7 +6,8 @@
  */
 import { relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ARCH, attentionScale, type Arch } from '../model/config';
+import { ARCH, type Arch } from '../model/arch';
+import { attentionScale } from '../model/config';
 import { openModel } from '../model/open';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { serveDirectory, type StaticServer } from '../testing/server';

@@ -10,7 +10,7 @@ import type { Precision } from '../gpu/pipelines';
 import { GpuEngine } from '../engine/engine';
 import { concatChunks } from '../formats/byte-writer';
 import { memorySource } from '../formats/source';
-import type { Arch } from '../model/config';
+import type { Arch } from '../model/arch';
 import { openModel } from '../model/open';
 import { ReferenceModel } from '../reference/forward';
 import { compareEngineWithReference } from '../testing/engine-compare';

@@ -5,7 +5,7 @@
  * Chromium's sample runs every architecture and every written format at least once.
  */
 import { describe, expect, it } from 'vitest';
-import { ARCHES } from '../model/config';
+import { ARCHES } from '../model/arch';
 import { GGUF_VARIANTS } from './fixtures/gguf-layout';
 import { HF_DTYPES } from './fixtures/write';
 import { FIRST_FAMILIES, MAIN_GRID, requiredFormats, TYPE_GROUPS, typeGrid } from './engine-matrix';

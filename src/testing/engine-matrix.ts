@@ -7,7 +7,7 @@
  */
 import { beforeAll, describe, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
-import { ARCHES, type Arch } from '../model/config';
+import { ARCHES, type Arch } from '../model/arch';
 import { expectModelMatchesReference } from './engine-check';
 import { useFixtureURLs } from './fixture-server';
 import { testGPU } from './gpu';

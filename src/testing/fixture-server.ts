@@ -4,7 +4,7 @@
  */
 import { relative } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
-import type { Arch } from '../model/config';
+import type { Arch } from '../model/arch';
 import type { FixtureOptions } from './fixtures/model';
 import { ensureFixture } from './fixtures/shared';
 import type { WriteOptions } from './fixtures/write';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { makeTokenizer } from '../testing/fixtures/tokenizer';
-import type { Arch } from '../model/config';
+import type { Arch } from '../model/arch';
 import { loadTokenizer, type TextTokenizer } from './tokenizer';
 import { StreamingDetokenizer } from './detokenizer';
 import { VARIED_TEXT } from './testdata/varied-text';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { makeTokenizer, type FixtureTokenizer } from '../testing/fixtures/tokenizer';
-import type { Arch } from '../model/config';
+import type { Arch } from '../model/arch';
 import { loadTokenizer } from './tokenizer';
 import { loadGGUFTokenizer, mergesFromScores } from './gguf-tokenizer';
 import { TokenizerError } from './errors';
