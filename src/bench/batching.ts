@@ -231,9 +231,10 @@ export class StepHooks implements StepProfiler {
     private readonly device: GPUDevice,
     private readonly timestamps: boolean,
   ) {
-    const submit = engine.submit.bind(engine);
+    const { runner } = engine;
+    const submit = runner.submit.bind(runner);
     // The scheduler calls `this.runner.submit`: an own property of the instance takes precedence.
-    engine.submit = async (items: BatchItem[]) => {
+    runner.submit = async (items: BatchItem[]) => {
       const rec: StepRecord = { step: ++this.stepNo, start: performance.now(), submitted: NaN, submitMs: 0, end: NaN, dispatches: 0, gpuNs: null };
       this.current = rec;
       try {
