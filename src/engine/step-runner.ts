@@ -284,6 +284,8 @@ export class StepRunner implements BatchRunner {
     } finally {
       for (const b of Object.values(ring)) if (b.mapState === 'mapped') b.unmap();
     }
+    // Tokens the grammars force now are fed with this draw at the next step (Sequence.jumpForward).
+    for (const item of [...s.gpuRows, ...s.cpuRows]) if (item.seq.jumpsForward && item.error === undefined) await item.seq.jumpForward().catch((e: unknown) => (item.error = e));
   }
 
   /** Each sampling row's values from the mapped channels (a hidden state or routed experts only for a sequence that asked). */
