@@ -164,8 +164,9 @@ const describeSpec = (s: object) => Object.entries(s).map(([k, v]) => `${k}=${v}
  * Every type at the specs a real GPU runs; two (a 32-block and a K-quant type) at the emulated
  * and test-only ones: what differs between specs is the work split and the reduction, the same
  * for every type, and the engine grid runs every type at the emulated specs on every family.
+ * LARGE_PREFILL_SPEC is test-only since the H200 showed it slower than PREFILL_SPEC (choosePrefillSpec).
  */
-const EMULATED_SPECS: ReadonlyArray<MatvecSpec | PrefillSpec> = [EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC, EMULATED_PREFILL_SPEC, MATMUL_SPECS[2]!];
+const EMULATED_SPECS: ReadonlyArray<MatvecSpec | PrefillSpec> = [EMULATED_DECODE_SPEC, EMULATED_FEW_TOKENS_SPEC, EMULATED_PREFILL_SPEC, MATMUL_SPECS[2]!, LARGE_PREFILL_SPEC];
 const typesAt = (spec: MatvecSpec | PrefillSpec): readonly DType[] => (EMULATED_SPECS.includes(spec) ? KERNEL_TYPES.filter((d) => d === 'Q8_0' || d === 'Q4_K') : KERNEL_TYPES);
 
 describe('matvec kernel', () => {
