@@ -24,6 +24,8 @@ Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, ...) f
   --max-lora-rank N        the largest rank an adapter loaded later may have (default 64)
   --integer-dot            one-token decode steps by int8 dot products where the GPU has them (default off)
   --no-cache               read remote models without keeping a copy
+  --fault-injection        POST /debug/fault {"kind": "device_lost"} loses the GPU device as a driver reset
+                           would, to watch the engine recover (loopback clients only; default off)
   --help, -h               this text`;
 
 
@@ -43,6 +45,8 @@ export interface ServeArgs {
   /** LoRA adapters by name (from `--lora NAME=PATH`, in order). */
   lora: Record<string, string>;
   maxLoraRank?: number;
+  /** `--fault-injection`: ServeOptions.faultInjection. */
+  faultInjection?: boolean;
 }
 
 /** Parses the flags after `serve` (`--flag value` or `--flag=value`); null for --help. */
@@ -59,6 +63,10 @@ export function parseServeArgs(args: string[], env: Record<string, string | unde
     }
     if (flag === '--integer-dot') {
       out.integerDot = true;
+      continue;
+    }
+    if (flag === '--fault-injection') {
+      out.faultInjection = true;
       continue;
     }
     const need = (): string => {
@@ -151,6 +159,7 @@ export async function serveCommand(args: string[], log: (line: string) => void =
     precision: a.precision,
     contextLength: a.contextLength,
     ...(a.integerDot ? { integerDot: true } : {}),
+    ...(a.faultInjection ? { faultInjection: true } : {}),
     maxBodyBytes: a.maxBodyBytes,
     grammarCompileMs: a.grammarCompileMs,
     cache: a.cache,

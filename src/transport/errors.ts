@@ -62,5 +62,13 @@ export function errorResponse(status: number, message: string, type: string, cod
 /** What a call on an unloaded engine rejects with (`stats()`; `fetch` answers `engineUnloaded()` instead). */
 export const unloadedError = (message = 'the engine was unloaded'): EngineError => new EngineError({ name: 'EngineError', code: 'engine_unloaded', message });
 
+/** What `injectFault` rejects with: fault injection is off, or the fault is not one it knows. */
+export function faultError(fault: unknown, enabled: boolean): EngineError | null {
+  if (!enabled) return new EngineError({ name: 'EngineError', code: 'fault_injection_disabled', message: 'fault injection is off: create the engine with faultInjection: true (serve --fault-injection)' });
+  const kind = (fault as { kind?: unknown } | null)?.kind;
+  if (kind !== 'device_lost') return new EngineError({ name: 'EngineError', code: 'unknown_fault', message: `unknown fault kind ${JSON.stringify(kind)}: the one kind is "device_lost"` });
+  return null;
+}
+
 export const engineUnloaded = (): Response =>
   errorResponse(503, 'the engine was unloaded (or its worker stopped): create a new engine with createEngine()', 'service_unavailable', 'engine_unloaded');

@@ -91,6 +91,7 @@ describe('installFetchShim', () => {
     unloadLora: () => Promise.reject(new Error('no adapters here')),
     loras: async () => [],
     onError: () => () => {},
+    injectFault: () => Promise.reject(new Error('no faults here')),
     unload: async () => {},
   });
 

@@ -15,8 +15,8 @@ import { abortedError } from '../loader/errors';
 import { openModelWithCache } from '../loader/open';
 import { ProgressEmitter, type LoadProgress } from '../loader/progress';
 import type { ModelInput } from '../loader/resolve';
-import { toStructured, unloadedError, type StructuredError } from './errors';
-import type { EngineInfo } from './types';
+import { faultError, toStructured, unloadedError, type StructuredError } from './errors';
+import type { EngineInfo, FaultSpec } from './types';
 
 export interface HostOptions {
   model: ModelInput;
@@ -36,6 +36,8 @@ export interface HostOptions {
   gpu?: GPU;
   lora?: Record<string, LoraSource>;
   loraPool?: Partial<LoraPoolOptions>;
+  /** CreateEngineOptions.faultInjection: `injectFault` works. */
+  faultInjection?: boolean;
 }
 
 export interface EngineHost {
@@ -52,6 +54,8 @@ export interface EngineHost {
   onError(listener: (e: StructuredError) => void): () => void;
   /** Destroys the GPU device as a driver reset would (for tests of loss handling). */
   loseDevice(): void;
+  /** EngineHandle.injectFault: throws unless fault injection is on and the fault is known. */
+  injectFault(fault: FaultSpec): void;
   unload(): Promise<void>;
 }
 
@@ -86,13 +90,13 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
     gpu.destroy();
     throw e;
   }
-  return hostOf(engine, gpu, warningsFor(engine, gpu, options), options.cache);
+  return hostOf(engine, gpu, warningsFor(engine, gpu, options), options.cache, options.faultInjection === true);
 }
 
 /** The loader's cache option from createEngine's `cache` flag (false: none; else the default store). */
 const cacheFor = (cache: boolean | undefined): false | undefined => (cache === false ? false : undefined);
 
-function hostOf(engine: GpuEngine, gpu: GPUContext, warnings: string[], hostCache?: boolean): EngineHost {
+function hostOf(engine: GpuEngine, gpu: GPUContext, warnings: string[], hostCache: boolean | undefined, faultInjection: boolean): EngineHost {
   const listeners = new Set<(e: StructuredError) => void>();
   const emit = (e: StructuredError) => {
     for (const l of listeners) l(e);
@@ -135,7 +139,14 @@ function hostOf(engine: GpuEngine, gpu: GPUContext, warnings: string[], hostCach
       return () => listeners.delete(listener);
     },
     loseDevice() {
+      // Not gpu.destroy(): the context must see a loss that is not ours.
       gpu.device.destroy();
+    },
+    injectFault(fault) {
+      const refused = faultError(fault, faultInjection);
+      if (refused) throw refused;
+      if (unloaded) throw unloadedError();
+      this.loseDevice();
     },
     async unload() {
       if (unloaded) return;

@@ -15,6 +15,7 @@ export async function createLocalEngine(options: HostOptions): Promise<EngineHan
     unloadLora: (name) => host.unloadLora(name),
     loras: async () => host.loras(),
     onError: (l) => host.onError(l),
+    injectFault: async (fault) => host.injectFault(fault),
     async unload() {
       if (closing.signal.aborted) return;
       closing.abort();

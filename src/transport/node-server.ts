@@ -8,7 +8,8 @@ import { Readable } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import { internalsOf } from './internals';
 import { createEngine, type NodeEngineOptions } from './node-engine';
-import type { EngineHandle } from './types';
+import type { EngineHandle, FaultSpec } from './types';
+import { toStructured } from './errors';
 import type { RequestLimits } from '../api/limits';
 
 export type ServeOptions = ({ engine: EngineHandle; model?: undefined } | ({ engine?: undefined } & NodeEngineOptions)) & {
@@ -22,6 +23,13 @@ export type ServeOptions = ({ engine: EngineHandle; model?: undefined } | ({ eng
   maxBodyBytes?: number;
   /** How long a new structured-output grammar may compile, in ms (default DEFAULT_LIMITS.grammarCompileMs); past it a 400. */
   grammarCompileMs?: number;
+  /**
+   * `POST /debug/fault` with `{"kind": "device_lost"}` makes the engine's GPU device lost as a
+   * driver reset would (tests and operators watching recovery). Answered to loopback clients only,
+   * behind the API key when one is set. Default off; a loaded engine must have been created with
+   * `faultInjection: true` too.
+   */
+  faultInjection?: boolean;
 };
 
 export interface Server {
@@ -32,7 +40,8 @@ export interface Server {
   close(): Promise<void>;
 }
 
-type Handle = (request: Request) => Promise<Response>;
+/** The API handler; `peer`: the client's address as the socket has it. */
+type Handle = (request: Request, peer?: { address?: string }) => Promise<Response>;
 
 /** The API handler with the key check: the engine's own app when it runs in this process. */
 function handlerFor(engine: EngineHandle, apiKey: string | undefined, limits: Partial<RequestLimits>): Handle {
@@ -88,7 +97,7 @@ async function respond(handle: Handle, req: IncomingMessage, res: ServerResponse
   const method = (req.method ?? 'GET').toUpperCase();
   const request = FORBIDDEN_METHODS.has(method) ? null : toRequest(req, origin, controller.signal);
   const response = request
-    ? await handle(request)
+    ? await handle(request, { address: req.socket.remoteAddress })
     : FORBIDDEN_METHODS.has(method)
       ? refusal(405, `${method} is not allowed; use ${ALLOWED}`, 'method_not_allowed', { Allow: ALLOWED })
       : refusal(400, `the request target ${JSON.stringify(req.url)} is not a valid URL`, 'invalid_path');
@@ -153,11 +162,50 @@ export async function listen(handle: Handle, options: { port?: number; host?: st
   };
 }
 
+/** The fault route's path (ServeOptions.faultInjection). */
+export const FAULT_PATH = '/debug/fault';
+
+/** Whether a socket address is this machine (IPv4, IPv6, or IPv4 mapped into IPv6). */
+function isLoopback(address: string | undefined): boolean {
+  return address !== undefined && (/^(::ffff:)?127\./.test(address) || address === '::1');
+}
+
+/**
+ * `handle` with `POST /debug/fault` in front (ServeOptions.faultInjection): loopback only, the API
+ * key checked by sending the route's 401 through `handle` itself (same rule, same reply).
+ */
+function withFaultRoute(handle: Handle, engine: EngineHandle, apiKey: string | undefined): Handle {
+  return async (request, peer) => {
+    if (new URL(request.url).pathname !== FAULT_PATH) return handle(request, peer);
+    if (!isLoopback(peer?.address)) return refusal(403, `${FAULT_PATH} answers only clients on this machine (loopback)`, 'forbidden');
+    if (apiKey !== undefined && request.headers.get('authorization') !== `Bearer ${apiKey}`)
+      return Response.json(
+        { error: { message: 'Incorrect or missing API key: send "Authorization: Bearer <key>"', type: 'authentication_error', param: null, code: 'invalid_api_key' } },
+        { status: 401 },
+      );
+    if (request.method !== 'POST') return refusal(405, `${FAULT_PATH} takes POST`, 'method_not_allowed', { Allow: 'POST' });
+    let fault: unknown;
+    try {
+      fault = await request.json();
+    } catch {
+      return refusal(400, `${FAULT_PATH} wants a JSON body: {"kind": "device_lost"}`, 'invalid_json');
+    }
+    try {
+      await engine.injectFault(fault as FaultSpec);
+    } catch (e) {
+      const s = toStructured(e);
+      return refusal(s.code === 'engine_unloaded' ? 503 : 400, s.message, s.code);
+    }
+    return Response.json({ injected: (fault as FaultSpec).kind });
+  };
+}
+
 export async function serve(options: ServeOptions): Promise<Server> {
   const owned = !options.engine;
   const engine = options.engine ?? (await createEngine(options as NodeEngineOptions));
   const limits = Object.fromEntries(Object.entries({ maxBodyBytes: options.maxBodyBytes, grammarCompileMs: options.grammarCompileMs }).filter(([, v]) => v !== undefined));
-  const listener = await listen(handlerFor(engine, options.apiKey, limits), options);
+  const api = handlerFor(engine, options.apiKey, limits);
+  const listener = await listen(options.faultInjection ? withFaultRoute(api, engine, options.apiKey) : api, options);
   return {
     url: listener.url,
     engine,

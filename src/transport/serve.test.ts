@@ -102,6 +102,8 @@ describe('the serve command line', () => {
       integerDot: true,
     });
     expect(parseServeArgs(['--model', 'm.gguf'])?.integerDot).toBeUndefined();
+    expect(parseServeArgs(['--model', 'm.gguf'])?.faultInjection).toBeUndefined();
+    expect(parseServeArgs(['--model', 'm.gguf', '--fault-injection'])?.faultInjection).toBe(true);
     expect(parseServeArgs(['--help'])).toBeNull();
   });
 

@@ -62,6 +62,16 @@ export interface CreateEngineOptions {
   /** LoRA adapters to load with the model, by name: requests pick one with `model: "<id>:<name>"` or `lora_path: "<name>"`. */
   lora?: Record<string, LoraSpec>;
   loraPool?: LoraPoolSpec;
+  /**
+   * Enables `injectFault` on the handle (default false): tests and operators make the GPU device
+   * lost as a driver reset would, to see the engine recover (see docs/api.md).
+   */
+  faultInjection?: boolean;
+}
+
+/** A fault `injectFault` makes: `device_lost` destroys the GPU device as a driver reset would. */
+export interface FaultSpec {
+  kind: 'device_lost';
 }
 
 export interface EngineInfo {
@@ -94,6 +104,12 @@ export interface EngineHandle {
   unloadLora(name: string): Promise<void>;
   /** The loaded adapters. */
   loras(): Promise<LoraInfo[]>;
+  /**
+   * Makes a fault happen now, for tests and operators: `{ kind: 'device_lost' }` loses the GPU
+   * device as a driver reset would (not as `unload()` does). Only with `faultInjection: true`;
+   * otherwise it rejects (`fault_injection_disabled`).
+   */
+  injectFault(fault: FaultSpec): Promise<void>;
   /** Frees the GPU memory (and the worker); later requests answer 503 `engine_unloaded`. */
   unload(): Promise<void>;
 }

@@ -10,7 +10,7 @@ import type { ModelInput } from '../loader/resolve';
 import { toStructured, unloadedError, type StructuredError } from './errors';
 import { loadHost, type EngineHost } from './host';
 import { fromWireRequest, toWireResponse, transferables, type WireRequest, type WireResponse } from './wire';
-import type { EngineInfo, EngineStats, LoraInfo } from './types';
+import type { EngineInfo, EngineStats, FaultSpec, LoraInfo } from './types';
 import type { SelfCheckOptions, SelfCheckReport, SelfCheckResult } from '../selfcheck/run';
 
 /** A model as it crosses to the worker: URLs as strings, picked files with their folder paths. */
@@ -28,6 +28,7 @@ export interface WorkerLoadOptions {
   lora?: Record<string, { source: WireModel; scale?: number }>;
   loraPool?: { maxAdapters?: number; maxRank?: number; bytes?: number };
   memoryBytes?: number;
+  faultInjection?: boolean;
 }
 
 /** selfCheck()'s options as they cross (the result listener comes apart, as a comlink proxy). */
@@ -44,6 +45,7 @@ export interface EngineWorkerApi {
   loras(): Promise<LoraInfo[]>;
   onError(listener: (e: StructuredError) => void): void;
   loseDevice(): void;
+  injectFault(fault: FaultSpec): Promise<void>;
   unload(): Promise<void>;
   /** selfcheck on a GPU device of its own (not the engine's, if one is loaded); each result to `onResult` as it comes. */
   selfCheck(options: WorkerSelfCheckOptions, onResult?: (r: SelfCheckResult) => void): Promise<SelfCheckReport>;
@@ -93,6 +95,7 @@ export function createWorkerApi(): EngineWorkerApi {
           kvCacheTokens: options.kvCacheTokens,
           integerDot: options.integerDot,
           memoryBytes: options.memoryBytes,
+          faultInjection: options.faultInjection,
           cache: options.cache,
           id: options.id,
           lora: options.lora && Object.fromEntries(Object.entries(options.lora).map(([k, v]) => [k, { source: toModelInput(v.source), scale: v.scale }])),
@@ -138,6 +141,10 @@ export function createWorkerApi(): EngineWorkerApi {
 
     loseDevice() {
       host?.loseDevice();
+    },
+
+    injectFault(fault) {
+      return structured(async () => loaded().injectFault(fault));
     },
 
     unload() {

@@ -85,6 +85,7 @@ export async function createWorkerEngine(options: CreateEngineOptions, given?: W
           cache: options.cache,
           id: options.id,
           memoryBytes: options.memoryBytes,
+          faultInjection: options.faultInjection,
           lora: options.lora && Object.fromEntries(Object.entries(options.lora).map(([k, v]) => [k, toWireLora(v)])),
           loraPool: options.loraPool,
         },
@@ -151,6 +152,7 @@ export async function createWorkerEngine(options: CreateEngineOptions, given?: W
     },
     unloadLora: (name) => (open ? call(api.unloadLora(name)) : Promise.reject(unloadedError())),
     loras: () => (open ? call(api.loras()) : Promise.reject(unloadedError())),
+    injectFault: (fault) => (open ? call(api.injectFault(fault)) : Promise.reject(unloadedError())),
     onError(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
