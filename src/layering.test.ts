@@ -16,20 +16,22 @@ const LAYERS: Record<string, string[]> = {
   platform: [],
   gpu: [],
   formats: [],
+  // Image processing (Idefics3's tiles and resampler): plain arithmetic on pixels.
+  vision: [],
   model: ['formats'],
   text: ['platform', 'model', 'formats'],
   kernels: ['gpu', 'formats', 'model'],
   structured: ['platform', 'text', 'model'],
   loader: ['formats', 'model'],
   lora: ['formats', 'model', 'loader'],
-  engine: ['platform', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader', 'lora'],
-  reference: ['platform', 'formats', 'model', 'text', 'kernels', 'structured', 'engine'],
-  api: ['platform', 'gpu', 'formats', 'model', 'text', 'structured', 'engine'],
+  engine: ['platform', 'vision', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader', 'lora'],
+  reference: ['platform', 'vision', 'formats', 'model', 'text', 'kernels', 'structured', 'engine'],
+  api: ['platform', 'vision', 'gpu', 'formats', 'model', 'text', 'structured', 'engine'],
   // selfcheck runs the tests' kernel and model comparisons (testing/) on a user's GPU.
-  selfcheck: ['platform', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader', 'lora', 'engine', 'reference', 'testing'],
+  selfcheck: ['platform', 'vision', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader', 'lora', 'engine', 'reference', 'testing'],
   // The engine's Worker runs selfcheck too (selfCheck(): a dynamic import, a chunk of its own).
-  transport: ['platform', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader', 'engine', 'api', 'selfcheck'],
-  cli: ['platform', 'gpu', 'formats', 'model', 'text', 'loader', 'engine', 'api', 'transport', 'selfcheck'],
+  transport: ['platform', 'vision', 'gpu', 'formats', 'model', 'text', 'kernels', 'structured', 'loader', 'engine', 'api', 'selfcheck'],
+  cli: ['platform', 'vision', 'gpu', 'formats', 'model', 'text', 'loader', 'engine', 'api', 'transport', 'selfcheck'],
   // Test support and the benchmark sit above everything.
   testing: ['*'],
   bench: ['*'],

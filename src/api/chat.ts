@@ -6,6 +6,8 @@ import type { Backend } from '../engine/types';
 import { ChatOutputParser, detectReasoningFormat, detectToolCallFormat, promptOpensReasoning, type OutputEvent, type TextTokenizer } from '../text/index';
 import { choiceOptions, forcedToolGrammar, newId, nowSeconds, strictToolGrammar, structuredGrammar, UsageTracker, withChoiceSeed } from './choices';
 import { runChoice, type TokenOut } from './generate';
+import { invalid, unsupported } from './errors';
+import { findImageParts } from './images';
 import { merge } from './merge';
 import { checkPromptBound, DEFAULT_LIMITS, type RequestLimits } from './limits';
 import { fitPrompt } from './prompt';
@@ -24,8 +26,18 @@ export interface ChatRun {
   fold(): Promise<ChatCompletionResponse>;
 }
 
+/** Image parts reach only a model with a vision tower; for any other they are a 400 naming the first. */
+function checkImagesTaken(req: ChatCompletionRequest, backend: Backend): void {
+  const parts = findImageParts(req.messages);
+  if (parts.length === 0) return;
+  if (!backend.vision)
+    throw invalid(parts[0]!.param, `${parts[0]!.param}: the model ${JSON.stringify(req.model)} takes no images (it has no vision tower; a GGUF model takes one with --mmproj)`, 'model_takes_no_images');
+  throw unsupported(parts[0]!.param, 'image input to this model (its vision tower is not run yet)');
+}
+
 export async function prepareChat(req: ChatCompletionRequest, backend: Backend, signal?: AbortSignal, limits: RequestLimits = DEFAULT_LIMITS): Promise<ChatRun> {
   const tok = backend.tokenizer;
+  checkImagesTaken(req, backend);
   const { prompt, literalRanges, template } = renderChat(backend, req);
   if (!req.truncate_sequence) checkPromptBound(prompt, tok.vocab, backend.contextLength, 'messages');
   const maxParam = req.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens';

@@ -16,15 +16,28 @@ export interface RequestLimits {
   maxPatternLength: number;
   /** How long a structured-output grammar new to the server may take to compile, in ms (400 past it; src/structured/probe.ts). */
   grammarCompileMs: number;
+  /** Largest image file in bytes (a 400 past it). */
+  maxImageBytes: number;
+  /** Most pixels in one decoded image (a 400 past it, before its pixels are made). */
+  maxImagePixels: number;
+  /** Whether `http(s)` image URLs are fetched: true in pages, off in the Node server unless allowed (`serve --allow-image-urls`). */
+  remoteImages: boolean;
+  /** How long fetching one image URL may take, in ms (a 400 past it). */
+  imageFetchMs: number;
 }
 
 export const DEFAULT_LIMITS: RequestLimits = {
-  // A 128k-token prompt is well under 4 MiB of text; images are not accepted yet.
+  // A 128k-token prompt is well under 4 MiB of text; base64 images take 4/3 of their bytes.
   maxBodyBytes: 32 * 1024 * 1024,
   // Real JSON schemas and tool parameters nest a few levels; templates and grammars recurse over them.
   maxJsonDepth: 128,
   maxPatternLength: 16 * 1024,
   grammarCompileMs: GRAMMAR_LIMITS.compileTimeMs,
+  // OpenAI's own limit per image is 20 MB; 8192 x 8192 is past any tile grid a model takes.
+  maxImageBytes: 20 * 1024 * 1024,
+  maxImagePixels: 8192 * 8192,
+  remoteImages: true,
+  imageFetchMs: 10_000,
 };
 
 export const tooLarge = (limit: number) =>

@@ -19,6 +19,7 @@ Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, ...) f
   --context-length N       tokens per sequence, prompt and completion
   --max-body-size BYTES    largest request body (default 33554432, 32 MiB; larger ones get a 413)
   --grammar-time-limit MS  how long a new structured-output grammar may compile (default 3000; past it a 400)
+  --allow-image-urls       fetch http(s) image URLs in chat image parts (default off: data: URLs only)
   --lora NAME=PATH         load a LoRA adapter (a PEFT folder or a GGUF LoRA; path, URL or repo id) that
                            requests pick with "model": "<id>:NAME" or "lora_path": "NAME" (repeatable)
   --max-lora-rank N        the largest rank an adapter loaded later may have (default 64)
@@ -42,6 +43,8 @@ export interface ServeArgs {
   cache: boolean;
   maxBodyBytes?: number;
   grammarCompileMs?: number;
+  /** `--allow-image-urls`: ServeOptions.allowImageUrls. */
+  allowImageUrls?: boolean;
   /** LoRA adapters by name (from `--lora NAME=PATH`, in order). */
   lora: Record<string, string>;
   maxLoraRank?: number;
@@ -105,6 +108,9 @@ export function parseServeArgs(args: string[], env: Record<string, string | unde
       case '--grammar-time-limit':
         out.grammarCompileMs = int(1, 3_600_000);
         break;
+      case '--allow-image-urls':
+        out.allowImageUrls = true;
+        break;
       case '--lora': {
         const v = need();
         const eq = v.indexOf('=');
@@ -162,6 +168,7 @@ export async function serveCommand(args: string[], log: (line: string) => void =
     ...(a.faultInjection ? { faultInjection: true } : {}),
     maxBodyBytes: a.maxBodyBytes,
     grammarCompileMs: a.grammarCompileMs,
+    ...(a.allowImageUrls ? { allowImageUrls: true } : {}),
     cache: a.cache,
     lora: a.lora,
     ...(a.maxLoraRank !== undefined ? { loraPool: { maxRank: a.maxLoraRank } } : {}),

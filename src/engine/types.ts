@@ -7,6 +7,7 @@ import type { TextTokenizer } from '../text/tokenizer';
 import type { ChatTemplateConfig } from '../text/chat-template';
 import type { GenerationDefaults } from '../model/generation-config';
 import type { Constraint } from '../structured/spec';
+import type { ImageProcessorSettings } from '../vision/settings';
 
 /** Everything that decides the next token, after the API layer resolved defaults. */
 export interface SamplingParams {
@@ -108,6 +109,8 @@ export interface Backend {
   readonly generationConfig?: GenerationDefaults;
   /** Max tokens per sequence (prompt + completion). */
   readonly contextLength: number;
+  /** The vision tower's image processing, for a model that takes images; absent: text only (image parts are a 400). */
+  readonly vision?: ImageProcessorSettings;
   /**
    * Streams generated tokens. The iterator's return value is the result; breaking out of the loop
    * or aborting `signal` stops generation at the next step (between prefill chunks too, and at

@@ -50,6 +50,12 @@ export interface TemplateInputRules {
    * NULL_CONTENT_PROBE once at load; when false, null becomes ''.
    */
   nullContent: boolean;
+  /**
+   * String content becomes one text part: the template reads `content[0].type` and loops over
+   * parts without a string branch, so a plain string would render as nothing (SmolVLM's). Settled,
+   * as llama.cpp's minja does, by rendering TYPED_CONTENT_PROBE both ways once at load.
+   */
+  typedContent: boolean;
 }
 
 /**
@@ -66,9 +72,12 @@ export const NULL_CONTENT_PROBE: readonly ChatMessage[] = [
   },
 ];
 
-/** The rules a template's text settles by itself (nullContent needs a render: see ChatTemplate). */
-export function templateInputRules(template: string, nullContent = false): TemplateInputRules {
-  return { contentParts: templateWantsContentParts(template), stringArguments: templateWantsStringArguments(template), nullContent };
+/** A user turn whose text the probe looks for, as a string and as one text part. */
+export const TYPED_CONTENT_PROBE = 'probe-7c1e';
+
+/** The rules a template's text settles by itself (nullContent and typedContent need a render: see ChatTemplate). */
+export function templateInputRules(template: string, nullContent = false, typedContent = false): TemplateInputRules {
+  return { contentParts: templateWantsContentParts(template), stringArguments: templateWantsStringArguments(template), nullContent, typedContent };
 }
 
 /** Templates that loop over `message.content` handle OpenAI content parts themselves. */
@@ -88,12 +97,14 @@ const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'func
  * - `content: null` (or left out of an assistant turn) stays null where the template renders it
  *   (`rules.nullContent`), else becomes `''`;
  * - content parts become one string (text parts joined by newlines) unless the template loops over them;
+ *   then OpenAI's image parts become transformers' `{type: "image"}` and, with `rules.typedContent`,
+ *   string content becomes `[{type: "text", text}]`;
  * - tool-call `arguments` JSON strings become objects unless the template concatenates them.
  * Keys the caller left out stay out, so `is defined` tests in templates behave as in Python.
  * A template text in place of `rules` reads the rules from it with `nullContent` false.
  */
 export function normaliseMessages(messages: readonly ChatMessage[], rules: TemplateInputRules | string): Record<string, unknown>[] {
-  const { contentParts: keepParts, stringArguments: stringArgs, nullContent } = typeof rules === 'string' ? templateInputRules(rules) : rules;
+  const { contentParts: keepParts, stringArguments: stringArgs, nullContent, typedContent } = typeof rules === 'string' ? templateInputRules(rules) : rules;
   return messages.map((message, i) => {
     if (message === null || typeof message !== 'object' || typeof message.role !== 'string')
       throw new TemplateError('invalid_messages', `messages[${i}] must be an object with a string role`);
@@ -105,10 +116,16 @@ export function normaliseMessages(messages: readonly ChatMessage[], rules: Templ
     // OpenAI lets an assistant tool-call turn leave content out: the same as null.
     if (m.role === 'assistant' && !('content' in m)) m.content = null;
     if ('content' in m && m.content == null) m.content = nullContent ? null : '';
-    else if (Array.isArray(m.content) && !keepParts) m.content = partsToText(m.content as ChatContentPart[], i);
+    else if (Array.isArray(m.content)) m.content = keepParts ? (m.content as ChatContentPart[]).map(hfPart) : partsToText(m.content as ChatContentPart[], i);
+    else if (typeof m.content === 'string' && keepParts && typedContent) m.content = [{ type: 'text', text: m.content }];
     if (Array.isArray(m.tool_calls)) m.tool_calls = (m.tool_calls as ChatToolCall[]).map((c) => normaliseToolCall(c, stringArgs));
     return m;
   });
+}
+
+/** transformers' part shapes: an image is `{type: "image"}` (the pixels travel beside the prompt, not in it). */
+function hfPart(p: ChatContentPart): ChatContentPart {
+  return p !== null && typeof p === 'object' && p.type === 'image_url' ? { type: 'image' } : p;
 }
 
 function partsToText(parts: ChatContentPart[], i: number): string {

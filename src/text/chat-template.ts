@@ -7,6 +7,7 @@ import {
   finalMessageText,
   normaliseMessages,
   NULL_CONTENT_PROBE,
+  TYPED_CONTENT_PROBE,
   templateInputRules,
   type ChatMessage,
   type ChatTool,
@@ -113,7 +114,20 @@ export class ChatTemplate {
     this.parsed = parseTemplate(text);
     // Longest first, so `<|im_end|>` wins over a shorter token that is its prefix.
     this.specials = [...new Set(opts.specialTokens ?? [])].filter((s) => s.length > 0).sort((a, b) => b.length - a.length);
-    this.inputRules = templateInputRules(text, this.rendersNullContent());
+    this.inputRules = templateInputRules(text, this.rendersNullContent(), this.needsTypedContent());
+  }
+
+  /** True when a user turn's string content vanishes from the render but the same text as one text part shows. */
+  private needsTypedContent(): boolean {
+    const shows = (content: ChatMessage['content']) => {
+      try {
+        const messages = normaliseMessages([{ role: 'user', content }], templateInputRules(this.text));
+        return renderParsed(this.parsed, this.variables(messages, {}, null, false), { now: this.opts.now }).includes(TYPED_CONTENT_PROBE);
+      } catch {
+        return false;
+      }
+    };
+    return !shows(TYPED_CONTENT_PROBE) && shows([{ type: 'text', text: TYPED_CONTENT_PROBE }]);
   }
 
   /** True when the template renders NULL_CONTENT_PROBE with `content: null` without raising. */

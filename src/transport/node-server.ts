@@ -30,6 +30,8 @@ export type ServeOptions = ({ engine: EngineHandle; model?: undefined } | ({ eng
    * `faultInjection: true` too.
    */
   faultInjection?: boolean;
+  /** Fetch `http(s)` image URLs in chat image parts (default false: a server should not fetch what a client names unless told to). */
+  allowImageUrls?: boolean;
 };
 
 export interface Server {
@@ -203,7 +205,9 @@ function withFaultRoute(handle: Handle, engine: EngineHandle, apiKey: string | u
 export async function serve(options: ServeOptions): Promise<Server> {
   const owned = !options.engine;
   const engine = options.engine ?? (await createEngine(options as NodeEngineOptions));
-  const limits = Object.fromEntries(Object.entries({ maxBodyBytes: options.maxBodyBytes, grammarCompileMs: options.grammarCompileMs }).filter(([, v]) => v !== undefined));
+  const limits = Object.fromEntries(
+    Object.entries({ maxBodyBytes: options.maxBodyBytes, grammarCompileMs: options.grammarCompileMs, remoteImages: options.allowImageUrls ?? false }).filter(([, v]) => v !== undefined),
+  );
   const api = handlerFor(engine, options.apiKey, limits);
   const listener = await listen(options.faultInjection ? withFaultRoute(api, engine, options.apiKey) : api, options);
   return {

@@ -93,7 +93,8 @@ describe('webgpu-llm serve', () => {
 describe('the serve command line', () => {
   it('takes --flag value and --flag=value, with loopback and port 8080 by default', () => {
     expect(parseServeArgs(['--model', 'm.gguf'])).toMatchObject({ model: 'm.gguf', port: 8080, host: '127.0.0.1', cache: true, precision: 'auto' });
-    expect(parseServeArgs(['--model=x', '--port=9000', '--host', '0.0.0.0', '--api-key', 'k', '--no-cache', '--integer-dot'])).toMatchObject({
+    expect(parseServeArgs(['--model=x', '--port=9000', '--host', '0.0.0.0', '--api-key', 'k', '--no-cache', '--integer-dot', '--allow-image-urls'])).toMatchObject({
+      allowImageUrls: true,
       model: 'x',
       port: 9000,
       host: '0.0.0.0',
@@ -104,6 +105,7 @@ describe('the serve command line', () => {
     expect(parseServeArgs(['--model', 'm.gguf'])?.integerDot).toBeUndefined();
     expect(parseServeArgs(['--model', 'm.gguf'])?.faultInjection).toBeUndefined();
     expect(parseServeArgs(['--model', 'm.gguf', '--fault-injection'])?.faultInjection).toBe(true);
+    expect(parseServeArgs(['--model', 'm.gguf'])?.allowImageUrls).toBeUndefined();
     expect(parseServeArgs(['--help'])).toBeNull();
   });
 

@@ -58,7 +58,7 @@ export function parseChatRequest(raw: unknown): ChatCompletionRequest {
 
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'function']);
 
-/** The message list: shapes only (the template checks the conversation itself). Non-text parts are refused. */
+/** The message list: shapes only (the template checks the conversation itself). Parts other than text and images are refused. */
 export function readMessages(m: unknown, param: string): ChatMessage[] {
   if (!Array.isArray(m) || m.length === 0) throw invalid(param, `${param} must be a non-empty list of messages`);
   m.forEach((msg: unknown, i) => {
@@ -72,14 +72,34 @@ export function readMessages(m: unknown, param: string): ChatMessage[] {
     } else if (Array.isArray(c)) {
       c.forEach((part: unknown, j) => {
         const pat = `${at}.content[${j}]`;
-        if (part === null || typeof part !== 'object') throw invalid(pat, `${pat} must be an object`);
-        const p = part as Json;
-        if (p.type !== 'text') throw unsupported(pat, `content of type ${JSON.stringify(p.type)} (only text parts)`);
-        if (typeof p.text !== 'string') throw invalid(pat, `${pat}.text must be a string`);
+        if (part === null || typeof part !== 'object' || Array.isArray(part)) throw invalid(pat, `${pat} must be an object`);
+        readPart(part as Json, pat, x.role as string);
       });
     } else if (typeof c !== 'string') throw invalid(`${at}.content`, `${at}.content must be a string or a list of content parts`);
   });
   return m as ChatMessage[];
+}
+
+/** Media OpenAI's chat takes that no model here does yet: refused by name. */
+const MEDIA_PARTS = new Set(['input_audio', 'audio_url', 'video_url', 'file']);
+const DETAILS = new Set(['auto', 'low', 'high']);
+
+/** One content part: text anywhere, `image_url` in user turns (whether the model takes images is the endpoint's check). */
+function readPart(p: Json, pat: string, role: string): void {
+  if (p.type === 'text') {
+    if (typeof p.text !== 'string') throw invalid(pat, `${pat}.text must be a string`);
+  } else if (p.type === 'image_url') {
+    if (role !== 'user') throw invalid(pat, `${pat}: image parts are taken in user messages only, not ${role} messages`);
+    const img = p.image_url as Json | undefined;
+    if (!img || typeof img !== 'object' || typeof img.url !== 'string' || img.url.length === 0)
+      throw invalid(`${pat}.image_url.url`, `${pat}.image_url must be {url: "data:image/...;base64,..." or "https://..."}`);
+    if (img.detail !== undefined && !DETAILS.has(img.detail as string))
+      throw invalid(`${pat}.image_url.detail`, `${pat}.image_url.detail must be one of auto, low, high; got ${JSON.stringify(img.detail)}`);
+  } else if (MEDIA_PARTS.has(p.type as string)) {
+    throw unsupported(pat, `content of type ${JSON.stringify(p.type)} (no model here takes it; text and image_url parts are)`);
+  } else {
+    throw invalid(pat, `${pat}.type must be "text" or "image_url"; got ${JSON.stringify(p.type)}`);
+  }
 }
 
 function readTools(t: unknown, param: string): ChatTool[] {
