@@ -118,7 +118,7 @@ describe('bad requests', () => {
   });
 
   it('answers unknown routes with 404 and wrong methods with 405', async () => {
-    expect((await app.handle(new Request('http://localhost/v1/embeddings', { method: 'POST', body: '{}' }))).status).toBe(404);
+    expect((await app.handle(new Request('http://localhost/v1/audio/speech', { method: 'POST', body: '{}' }))).status).toBe(404);
     expect((await app.handle(new Request('http://localhost/v1/completions'))).status).toBe(405);
   });
 

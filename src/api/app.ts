@@ -17,6 +17,8 @@ import { renderChat } from './template';
 import { encodeLong } from '../text/tokenizer';
 import { nowSeconds } from './choices';
 import { adapterCards, loadAdapter, splitAdapter, unloadAdapter, withAdapter } from './lora';
+import { createEmbeddings, refuseEmbeddingModel } from './embeddings';
+import { parseEmbeddingRequest } from './protocol/embeddings';
 
 export interface AppOptions {
   /** The loaded models (a function when they change over time). */
@@ -103,6 +105,13 @@ export function createApp(options: AppOptions): App {
     return loraPath !== undefined ? withAdapter(backend, loraPath, 'lora_path') : backend;
   }
 
+  /** `resolve` for the generating routes: an embedding model is refused there. */
+  function generator(model: string | undefined, loraPath?: string): Backend {
+    const b = resolve(model, true, loraPath);
+    refuseEmbeddingModel(b);
+    return b;
+  }
+
   /** The body as a JSON object, within the size and nesting limits. */
   async function body(request: Request): Promise<Json> {
     const text = await readBodyText(request, limits.maxBodyBytes);
@@ -124,7 +133,7 @@ export function createApp(options: AppOptions): App {
     async runChat(chat, signal) {
       const req = parseChatRequest(chat);
       ensureReady();
-      const run = await prepareChat(req, resolve(req.model, true, req.lora_path), signal, limits);
+      const run = await prepareChat(req, generator(req.model, req.lora_path), signal, limits);
       return { req, chunks: run.chunks };
     },
   });
@@ -145,7 +154,7 @@ export function createApp(options: AppOptions): App {
       async run(request) {
         const req = parseChatRequest(await body(request));
         ensureReady();
-        return reply(await prepareChat(req, resolve(req.model, true, req.lora_path), request.signal, limits));
+        return reply(await prepareChat(req, generator(req.model, req.lora_path), request.signal, limits));
       },
     },
     {
@@ -154,9 +163,10 @@ export function createApp(options: AppOptions): App {
       async run(request) {
         const req = parseCompletionRequest(await body(request));
         ensureReady();
-        return reply(await prepareCompletion(req, resolve(req.model, true, req.lora_path), request.signal, limits));
+        return reply(await prepareCompletion(req, generator(req.model, req.lora_path), request.signal, limits));
       },
     },
+    { method: 'POST', path: '/embeddings', run: async (request) => embeddings(parseEmbeddingRequest(await body(request)), request.signal) },
     { method: 'GET', path: '/models', run: () => json({ object: 'list', data: allCards() }) },
     {
       method: 'GET',
@@ -218,6 +228,12 @@ export function createApp(options: AppOptions): App {
         headers: { ...CORS, 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache', Connection: 'keep-alive' },
       });
     return json(await run.fold());
+  }
+
+  /** OpenAI's embeddings, on an embedding model (./embeddings.ts). */
+  async function embeddings(req: ReturnType<typeof parseEmbeddingRequest>, signal: AbortSignal): Promise<Response> {
+    ensureReady();
+    return json(await createEmbeddings(req, resolve(req.model, true), signal));
   }
 
   /** SGLang's `{prompt}` or llama.cpp's `{content}`; `with_pieces` gives `{id, piece}` pairs. */
@@ -293,6 +309,8 @@ export function createApp(options: AppOptions): App {
 
 const startedAt = nowSeconds();
 
+/** A model's card; an embedding model says so (`type`, its vector's `dimensions`: what /v1/embeddings serves). */
 function modelCard(b: Backend) {
-  return { id: b.id, object: 'model' as const, created: startedAt, owned_by: 'webgpu-llm', max_model_len: b.contextLength };
+  const embedding = b.config.embedding ? { type: 'embedding' as const, dimensions: b.config.hiddenSize } : {};
+  return { id: b.id, object: 'model' as const, created: startedAt, owned_by: 'webgpu-llm', max_model_len: b.contextLength, ...embedding };
 }

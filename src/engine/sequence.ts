@@ -19,6 +19,12 @@ import { BackendError, GrammarDeadEndError, GrammarRefusedError } from './errors
 import { logprobsOf, TokenSampler } from './logit-processors';
 import type { FinishReason, GenerateRequest, GeneratedToken, GenerationResult, SamplingParams } from './types';
 
+/** Greedy draws with every processor off: what a request whose draw is not its output runs with (teacher forcing, embeddings). */
+export const GREEDY: Readonly<SamplingParams> = Object.freeze<SamplingParams>({
+  temperature: 0, topP: 1, topK: 0, minP: 0, seed: 0, frequencyPenalty: 0, presencePenalty: 0, repetitionPenalty: 1, logitBias: {},
+  dry: { multiplier: 0, base: 1.75, allowedLength: 2, sequenceBreakers: [] }, mirostat: { mode: 0, tau: 5, eta: 0.1 }, topLogprobs: 0, logprobs: false,
+});
+
 /** What a sequence needs from its backend. */
 export interface SequenceEnv {
   /** The tokenizer's end-of-sequence ids (they end generation unless `ignoreEos`). */
@@ -93,11 +99,7 @@ export class Sequence {
    */
   static teacherForced(ids: readonly number[], env: SequenceEnv, onLogits: (logits: Float32Array) => void, adapter?: Sequence['adapter'], prompt = 1): Sequence {
     if (!(prompt >= 1 && prompt <= ids.length)) throw new RangeError(`teacher forcing: a prompt of ${prompt} of ${ids.length} ids`);
-    const sampling: SamplingParams = {
-      temperature: 0, topP: 1, topK: 0, minP: 0, seed: 0, frequencyPenalty: 0, presencePenalty: 0, repetitionPenalty: 1, logitBias: {},
-      dry: { multiplier: 0, base: 1.75, allowedLength: 2, sequenceBreakers: [] }, mirostat: { mode: 0, tau: 5, eta: 0.1 }, topLogprobs: 0, logprobs: false,
-    };
-    const request: GenerateRequest = { promptIds: ids.slice(0, prompt), maxTokens: ids.length - prompt + 1, sampling, stopTokenIds: [], ignoreEos: true, minTokens: 0 };
+    const request: GenerateRequest = { promptIds: ids.slice(0, prompt), maxTokens: ids.length - prompt + 1, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0 };
     const seq = new Sequence(request, { ...env, contextLength: Math.max(env.contextLength, ids.length + 1) }, adapter);
     seq.forced = { ids: ids.slice(prompt - 1), onLogits };
     return seq;

@@ -4,6 +4,7 @@
  */
 import { ARCH, ARCHES, type ArchInfo } from './arch';
 import { everyNth, patternLayers, unique, type ModelConfig, type MoeConfig, type RopeScaling } from './config';
+import { embeddingFromGGUF } from './embedding';
 import { ModelError } from './errors';
 import { yarnMscale } from './rope';
 
@@ -43,6 +44,8 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
   };
 
   const hiddenSize = get('embedding_length');
+  // An embedding model (llama.cpp's converter writes the pooling of sentence-transformers' files).
+  const embedding = embeddingFromGGUF(metadata, prefix);
   const numHeads = get('attention.head_count');
   const numKvHeads = get('attention.head_count_kv', numHeads);
   const headDim = get('attention.key_length', hiddenSize / numHeads);
@@ -131,6 +134,7 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     moe: row.moe === null ? null : ggufMoe(row.moe, get, numLayers, prefix, metadata),
     bosTokenId: bos ?? null,
     eosTokenIds: unique(eos),
+    ...(embedding ? { embedding } : {}),
   };
 }
 

@@ -4,6 +4,7 @@
  * and ./config-gguf.ts (GGUF metadata); the architecture table they read is ./arch.ts.
  */
 import type { Arch, FfnActivation, NormPlacement, QkNormScope, RopeStyle } from './arch';
+import type { EmbeddingConfig } from './embedding';
 
 export type RopeScaling =
   | null
@@ -125,6 +126,11 @@ export interface ModelConfig {
   moe: MoeConfig | null;
   bosTokenId: number | null;
   eosTokenIds: number[];
+  /**
+   * A sentence-embedding model (./embedding.ts: sentence-transformers' Pooling module, GGUF
+   * `pooling_type`): `/v1/embeddings` pools its last layer's rows; absent or null: a generative model.
+   */
+  embedding?: EmbeddingConfig | null;
 }
 
 /** ModelConfig's math fields as Llama has them (no Gemma piece): where a config built by hand starts. */

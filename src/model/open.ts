@@ -11,6 +11,7 @@ import { elementCount, type TensorInfo } from '../formats/types';
 import type { ModelConfig } from './config';
 import { configFromGGUF } from './config-gguf';
 import { configFromHF } from './config-hf';
+import { embeddingFromFolder } from './embedding';
 import { ModelError } from './errors';
 import { isLocalPath, openFolder, readJson, toLocalPath, type Folder } from './folder';
 import { canonicalName, expertPiece, fusedTensors, validateTensors } from './tensors';
@@ -93,7 +94,9 @@ async function openHFFolder(folder: Folder): Promise<OpenedModel> {
     folder.text('chat_template.jinja'),
     readJson(folder, 'model.safetensors.index.json', false),
   ]);
-  const config = configFromHF(configJson, generationJson ?? undefined);
+  // A sentence-transformers folder (Qwen3-Embedding, BERT) says how its rows are pooled.
+  const embedding = await embeddingFromFolder(folder);
+  const config = { ...configFromHF(configJson, generationJson ?? undefined), ...(embedding ? { embedding } : {}) };
 
   // A sharded checkpoint lists its shards in the index; otherwise there is one model.safetensors.
   const shardFiles = indexJson ? shardsOf(indexJson) : ['model.safetensors'];
@@ -233,6 +236,10 @@ async function finish(parts: Parts): Promise<OpenedModel> {
   splitFused(parts.config, parts.tensors);
   const { tensors } = parts;
   let { config } = parts;
+  // An embedding model saved from the bare model (Qwen3-Embedding-8B) has no LM head, whatever
+  // tie_word_embeddings says: its head is never run (src/engine/forward/head.ts), so the
+  // embedding stands in and nothing more is uploaded.
+  if (config.embedding && !config.tieWordEmbeddings && !tensors.has('output.weight')) config = { ...config, tieWordEmbeddings: true };
   validateTensors(
     config,
     new Map([...tensors].map(([name, t]) => [name, t.info])),

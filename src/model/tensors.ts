@@ -315,7 +315,10 @@ export function canonicalName(name: string, config?: ModelConfig): string | null
   // Multimodal checkpoints (Gemma 3 4B+) keep the text model under `language_model.` (or, as
   // newer transformers save them, `model.language_model.`); the vision tower and projector have
   // no row, so they are skipped like any unused tensor.
-  const hfName = name.replace(/^language_model\./, '').replace(/^model\.language_model\./, 'model.');
+  const mm = name.replace(/^language_model\./, '').replace(/^model\.language_model\./, 'model.');
+  // Embedding checkpoints saved from the bare model (Qwen3-Embedding, sentence-transformers'
+  // folders) name its tensors without the `model.` prefix.
+  const hfName = mm.startsWith('model.') || HF_MODEL_NAMES.has(mm) ? mm : `model.${mm}`;
   const global = HF_MODEL_NAMES.get(hfName);
   if (global) return global;
   const m = /^model\.layers\.(\d+)\.(.+)$/.exec(hfName);

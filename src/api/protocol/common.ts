@@ -166,7 +166,11 @@ export function routedExpertsExt(ids: readonly number[]): RoutedExpertsExt {
 
 /** Little-endian int32 values as base64, as SGLang encodes routed experts (numpy's frombuffer int32 reads them back). */
 function base64Int32(values: readonly number[]): string {
-  const bytes = new Uint8Array(Int32Array.from(values).buffer);
+  return base64Of(new Uint8Array(Int32Array.from(values).buffer));
+}
+
+/** Bytes as base64 (btoa over chunks: the browser has no Buffer). */
+export function base64Of(bytes: Uint8Array): string {
   let binary = '';
   for (let i = 0; i < bytes.length; i += 0x8000) binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
   return btoa(binary);

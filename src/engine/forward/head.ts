@@ -4,7 +4,8 @@
  *   last      = x[last token of each sequence]   (a gather of f32 residual rows)
  *   normed    = rmsnorm(last)                    (folded into the LM head while it runs the matvec;
  *                                                 written where the hidden states are read back)
- *   logits    = W_out · normed                   (then ÷ logits_scaling (Granite), soft-capped (Gemma 2))
+ *   logits    = W_out · normed                   (then ÷ logits_scaling (Granite), soft-capped (Gemma 2));
+ *                                                 not on an embedding model, which reads `normed` (last-token pooling)
  */
 import { createEmbedOp } from '../../kernels/embed';
 import { createLinearOp, MATVEC_MAX_TOKENS } from '../../kernels/matmul';
@@ -42,6 +43,8 @@ export async function createHead(b: BlockBuilder): Promise<Head> {
   // divided by Granite's logits_scaling, then soft-capped (Gemma 2); absent when neither
   const cap = c.finalLogitSoftcap;
   const div = c.logitsScaling;
+  // An embedding model (Qwen3-Embedding) is read at its final norm; its sampler draws from logits never written.
+  const pooled = !!c.embedding;
   const scale = cap === null && div === 1 ? undefined : await createSoftcapOp(f32, { x: logits, n: V, cap, div, label: { role: 'logits_scale', perSeq: true } });
 
   return {
@@ -51,7 +54,9 @@ export async function createHead(b: BlockBuilder): Promise<Head> {
     encode(pass, plan) {
       const { seqs } = plan;
       gatherLast.encode(pass, seqs);
-      if (seqs > MATVEC_MAX_TOKENS || plan.hidden) finalNorm.encode(pass, seqs);
+      // An embedding model's step ends at the normed rows (last-token pooling): no logits.
+      if (seqs > MATVEC_MAX_TOKENS || plan.hidden || pooled) finalNorm.encode(pass, seqs);
+      if (pooled) return;
       lmHead.encode(pass, seqs);
       scale?.encode(pass, seqs);
     },

@@ -1,0 +1,80 @@
+/**
+ * Whether a model is a sentence-embedding model, and how its last layer's rows become one vector.
+ * A Hugging Face folder says so with sentence-transformers' files (`modules.json` naming a
+ * `Pooling` module, whose `config.json` picks the mode; `sentence_bert_config.json`'s
+ * `max_seq_length`), a GGUF with `{arch}.pooling_type` (llama.cpp's enum). Every embedding the API
+ * returns is then L2-normalised, as sentence-transformers' `Normalize` module, llama.cpp's server
+ * and OpenAI do.
+ */
+import { ModelError } from './errors';
+import { readJson, type Folder } from './folder';
+
+/**
+ * How the rows of an input become its vector: the mean over every token (special tokens
+ * included), the first token's row (`[CLS]`), or the last token's (after the final norm: the
+ * `<|endoftext|>` a Qwen3-Embedding tokenizer appends).
+ */
+export type Pooling = 'mean' | 'cls' | 'last';
+
+export interface EmbeddingConfig {
+  pooling: Pooling;
+  /** Tokens an input may have (`max_seq_length`); null: as many as the engine's context takes. */
+  maxSeqLength: number | null;
+}
+
+/** llama.cpp's `enum llama_pooling_type` (0 none, 4 rank: not an embedding this API serves). */
+const GGUF_POOLING: Record<number, Pooling> = { 1: 'mean', 2: 'cls', 3: 'last' };
+
+/** `pooling_mode_*` keys of sentence-transformers' Pooling config that we run. */
+const ST_POOLING: ReadonlyArray<[string, Pooling]> = [
+  ['pooling_mode_mean_tokens', 'mean'],
+  ['pooling_mode_cls_token', 'cls'],
+  ['pooling_mode_lasttoken', 'last'],
+];
+
+/** The modes sentence-transformers has and we do not run: refused naming the key. */
+const ST_REFUSED = ['pooling_mode_max_tokens', 'pooling_mode_mean_sqrt_len_tokens', 'pooling_mode_weightedmean_tokens'];
+
+/** The GGUF's `{arch}.pooling_type`, or null (absent, none, rank): a generative model. */
+export function embeddingFromGGUF(metadata: Map<string, unknown>, prefix: string): EmbeddingConfig | null {
+  const raw = metadata.get(`${prefix}.pooling_type`);
+  const pooling = typeof raw === 'number' || typeof raw === 'bigint' ? GGUF_POOLING[Number(raw)] : undefined;
+  return pooling ? { pooling, maxSeqLength: null } : null;
+}
+
+/**
+ * A sentence-transformers folder's pooling: `modules.json`'s Pooling module and its config, and
+ * `sentence_bert_config.json`'s `max_seq_length`. Null without a Pooling module.
+ */
+export async function embeddingFromFolder(folder: Folder): Promise<EmbeddingConfig | null> {
+  const modules = await readJsonList(folder, 'modules.json');
+  const module = modules?.find((m) => typeof m.type === 'string' && /(^|\.)Pooling$/.test(m.type));
+  if (!module) return null;
+  const dir = typeof module.path === 'string' ? module.path.replace(/\/+$/, '') : '1_Pooling';
+  if (dir.includes('..') || dir.startsWith('/')) throw new ModelError('invalid_field', `modules.json names a bad Pooling path ${JSON.stringify(dir)}`, 'modules.json');
+  const file = `${dir ? dir + '/' : ''}config.json`;
+  const [config, bert] = await Promise.all([readJson(folder, file, true), readJson(folder, 'sentence_bert_config.json', false)]);
+  const on = (key: string) => config![key] === true;
+  const refused = ST_REFUSED.find(on);
+  if (refused) throw new ModelError('invalid_field', `${file}: ${refused} is not supported (mean, cls and last-token pooling are)`, refused);
+  const modes = ST_POOLING.filter(([key]) => on(key));
+  if (modes.length !== 1) throw new ModelError('invalid_field', `${file} must turn on exactly one of ${ST_POOLING.map(([k]) => k).join(', ')}`, file);
+  const max = bert?.max_seq_length;
+  if (max !== undefined && max !== null && !(typeof max === 'number' && Number.isInteger(max) && max > 0))
+    throw new ModelError('invalid_field', `sentence_bert_config.json: max_seq_length must be a positive integer, got ${JSON.stringify(max)}`, 'max_seq_length');
+  return { pooling: modes[0]![1], maxSeqLength: typeof max === 'number' ? max : null };
+}
+
+/** A JSON file holding a list of objects (modules.json), or null when absent. */
+async function readJsonList(folder: Folder, file: string): Promise<Array<Record<string, unknown>> | null> {
+  const text = await folder.text(file);
+  if (text === null) return null;
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch (e) {
+    throw new ModelError('invalid_field', `${folder.name}/${file} is not valid JSON: ${(e as Error).message}`, file);
+  }
+  if (!Array.isArray(v) || !v.every((m) => m && typeof m === 'object')) throw new ModelError('invalid_field', `${folder.name}/${file} must be a list of modules`, file);
+  return v as Array<Record<string, unknown>>;
+}
