@@ -116,6 +116,15 @@ async function run(c: Case, mode: AttentionMode, seed = 1, maxKeys?: number) {
  */
 const HEAD_DIMS = IN_BROWSER ? [64] : [64, 128];
 
+/**
+ * The grid's shapes in f16 (lavapipe, where each pipeline compiles for seconds): each GQA shape
+ * at one page size, so both softmax forms (subgroups at page 16, serial at 32) and both workgroup
+ * groupings still run at each head dim; page size is a uniform, not a specialisation.
+ */
+const F16_SHAPES = new Set(['2/2@16', '4/1@32']);
+/** The window and soft-cap cases in f16 at head dim 64 alone: their masking is head-dim blind. */
+const headDimsFor = (precision: Precision) => (precision === 'f16' ? HEAD_DIMS.slice(0, 1) : HEAD_DIMS);
+
 describe('paged attention kernels', () => {
   // f32 dots over ≤ 128 elements and softmax sums over ≤ 70 keys: ~1e-6; outputs are O(1).
   // f16: inputs are rounded alike on both sides, the output itself is rounded to f16 (2^-11).
@@ -125,6 +134,7 @@ describe('paged attention kernels', () => {
     for (const headDim of HEAD_DIMS) {
       for (const [nHeads, nKv] of [[2, 2], [4, 1]] as const) {
         for (const pageSize of [16, 32]) {
+          if (precision === 'f16' && !F16_SHAPES.has(`${nHeads}/${nKv}@${pageSize}`)) continue;
           const c: Case = { nHeads, nKv, headDim, pageSize, seqs: MIXED, precision };
           const where = `headDim ${headDim}, ${nHeads}/${nKv} heads, page ${pageSize}, ${precision}`;
           const skipUnlessF16 = async (ctx: { skip(): void }) => {
@@ -176,7 +186,7 @@ describe('paged attention kernels', () => {
   // them fails the test. One case per specialisation (page 16, 4/1 heads).
   const WINDOW = 20;
   for (const precision of ['f32', 'f16'] as const) {
-    for (const headDim of HEAD_DIMS) {
+    for (const headDim of headDimsFor(precision)) {
       const c: Case = { nHeads: 4, nKv: 1, headDim, pageSize: 16, seqs: MIXED, precision, window: WINDOW };
       const where = `headDim ${headDim}, ${precision}`;
       const skipUnlessF16 = async (ctx: { skip(): void }) => {
@@ -203,7 +213,7 @@ describe('paged attention kernels', () => {
   // Soft-capped scores (Gemma 2) with a query scale of its own: a scale of 1 spreads the scores
   // over several units, and a cap of 2 bends most of them. Every specialisation of both paths.
   for (const precision of ['f32', 'f16'] as const) {
-    for (const headDim of HEAD_DIMS) {
+    for (const headDim of headDimsFor(precision)) {
       const c: Case = { nHeads: 4, nKv: 2, headDim, pageSize: 16, seqs: MIXED, precision, scale: 1, softcap: 2 };
       const where = `headDim ${headDim}, ${precision}`;
       const keyTile = DECODE_KEY_TILES[headDim === 64 ? 0 : 1];

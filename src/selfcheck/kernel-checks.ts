@@ -35,20 +35,35 @@ export interface Measured {
 }
 
 export interface KernelCheckEnv {
-  ctx: OpContext & { emulated: boolean };
+  ctx: OpContext;
   precision: Precision;
-  /** Weight types the linear and embedding checks run (every type on a GPU; a sample on an emulator). */
-  types: readonly DType[];
+  coverage: Coverage;
 }
+
+/**
+ * What a run covers: everything on a GPU; on a CPU emulator, whose compiler takes seconds a
+ * pipeline, one weight type per decode path (as the Chromium kernel tests' sample), head dim 64
+ * alone, and the models whose `emulated` is set (model-checks.ts).
+ */
+export interface Coverage {
+  /** Weight types the linear and embedding checks run. */
+  types: readonly DType[];
+  /** Head dims of the attention checks. */
+  headDims: readonly number[];
+  /** Whether the models marked for emulators are the only ones run. */
+  emulatedModels: boolean;
+}
+
+export const COVERAGE: Record<'gpu' | 'emulated', Coverage> = {
+  gpu: { types: DTYPES, headDims: [64, 128], emulatedModels: false },
+  emulated: { types: ['F16', 'Q8_0', 'Q4_0', 'IQ4_NL', 'Q4_K', 'Q6_K'], headDims: [64], emulatedModels: true },
+};
 
 export interface KernelCheck {
   name: string;
   run(env: KernelCheckEnv): Promise<Measured[]>;
 }
 
-/** One type per decode path (as the Chromium kernel tests' sample): what an emulated adapter runs. */
-export const SAMPLE_TYPES: readonly DType[] = ['F16', 'Q8_0', 'Q4_0', 'IQ4_NL', 'Q4_K', 'Q6_K'];
-export const ALL_TYPES: readonly DType[] = DTYPES;
 
 function maxAbs(a: ArrayLike<number>): number {
   let m = 0;
@@ -75,11 +90,11 @@ const free = (buffers: GPUBuffer[]) => buffers.forEach((b) => b.destroy());
  */
 const linear: KernelCheck = {
   name: 'linear',
-  async run({ ctx, precision, types }) {
+  async run({ ctx, precision, coverage }) {
     const { device } = ctx;
     const [K, N] = [512, 300];
     const out: Measured[] = [];
-    for (const dtype of types) {
+    for (const dtype of coverage.types) {
       const bytes = quantize(dtype, random(N * K, 3 + dtype.length, 1));
       const w = dequantize(dtype, bytes, N * K);
       const weight = uploadWeight(device, dtype, bytes, K);
@@ -142,7 +157,7 @@ const MIXED: SeqSpec[] = [
 /** Paged attention at the engine's defaults, both modes, head dims 64 and 128 (GQA 4:1), and a long decode (splits and their combine). */
 const attention: KernelCheck = {
   name: 'attention',
-  async run({ ctx, precision }) {
+  async run({ ctx, precision, coverage }) {
     const out: Measured[] = [];
     const cases: Array<[string, SeqSpec[], AttentionMode, number]> = [
       ['decode d64', DECODE, 'decode', 64],
@@ -151,8 +166,7 @@ const attention: KernelCheck = {
       ['decode d128', DECODE, 'decode', 128],
       ['prefill d128', MIXED, 'prefill', 128],
     ];
-    // Head dim 128 on GPUs only: each attention pipeline takes seconds to compile on an emulator.
-    for (const [name, seqs, mode, headDim] of cases.filter((c) => c[3] === 64 || !ctx.emulated)) {
+    for (const [name, seqs, mode, headDim] of cases.filter((c) => coverage.headDims.includes(c[3]))) {
       out.push({ name, maxError: await attentionError(ctx, precision, seqs, mode, headDim), tolerance: KERNEL_TOLERANCE.attention[precision] });
     }
     return out;
@@ -246,12 +260,12 @@ const rope: KernelCheck = {
 /** The embedding gather of each weight type (a row each of 4 tokens, one repeated). */
 const embed: KernelCheck = {
   name: 'embed',
-  async run({ ctx, precision, types }) {
+  async run({ ctx, precision, coverage }) {
     const { device } = ctx;
     const [vocab, n] = [64, 512];
     const ids = [3, 0, 63, 3];
     const out: Measured[] = [];
-    for (const dtype of types) {
+    for (const dtype of coverage.types) {
       const table = quantize(dtype, random(vocab * n, 41 + dtype.length));
       const buffers = [uploadBuffer(device, new Uint32Array(ids)), uploadWeight(device, dtype, table, n), createBuffer(device, ids.length * n * 4, STORAGE)];
       const op = await createEmbedOp(ctx, { tokens: buffers[0]!, table: buffers[1]!, x: buffers[2]!, dtype, n, vocab });

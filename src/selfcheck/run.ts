@@ -9,7 +9,7 @@
 import type { GPUContext, GPUDescription } from '../gpu/device';
 import type { Precision } from '../gpu/pipelines';
 import { engineOpContext } from '../kernels/op';
-import { ALL_TYPES, KERNEL_CHECKS, SAMPLE_TYPES, type Measured } from './kernel-checks';
+import { COVERAGE, KERNEL_CHECKS, type Measured } from './kernel-checks';
 import { MODEL_CHECKS, runModelCheck } from './model-checks';
 
 export type SelfCheckPrecision = 'auto' | Precision;
@@ -76,12 +76,12 @@ export function passes(m: Pick<Measured, 'maxError' | 'tolerance' | 'problem'>):
 
 export async function runSelfCheck(gpu: GPUContext, options: SelfCheckOptions = {}): Promise<SelfCheckReport> {
   const started = performance.now();
-  const asked: Precision[] = options.precision === undefined || options.precision === 'auto' ? ['f32', 'f16'] : [options.precision];
+  // A precision named and not offered is a failure; 'auto' runs what the adapter has.
+  const named = options.precision !== undefined && options.precision !== 'auto' ? options.precision : undefined;
+  const asked: Precision[] = named ? [named] : ['f32', 'f16'];
   const precisions = asked.filter((p) => p === 'f32' || gpu.info.f16);
-  const unavailable = asked.filter((p) => !precisions.includes(p) && options.precision !== undefined && options.precision !== 'auto');
-  const emulated = engineOpContext(gpu, 'f32').emulated;
-  // Every weight type on a GPU (seconds); on an emulator, whose compiler takes seconds a pipeline, one per decode path.
-  const types = emulated ? SAMPLE_TYPES : ALL_TYPES;
+  const unavailable = named ? asked.filter((p) => !precisions.includes(p)) : [];
+  const coverage = COVERAGE[engineOpContext(gpu, 'f32').emulated ? 'emulated' : 'gpu'];
   const results: SelfCheckResult[] = [];
   const wanted = (group: string, check: string, name = '') => !options.only?.length || options.only.some((o) => `${group} ${check} ${name}`.includes(o));
   const record = (r: SelfCheckResult) => {
@@ -106,9 +106,9 @@ export async function runSelfCheck(gpu: GPUContext, options: SelfCheckOptions = 
     for (const k of KERNEL_CHECKS) {
       // Skipped unless a filter could match it or one of its cases.
       if (options.only?.length && !options.only.some((o) => `kernel ${k.name}`.includes(o) || o.startsWith(`kernel ${k.name} `))) continue;
-      await measure('kernel', k.name, precision, k.name, () => k.run({ ctx, precision, types }));
+      await measure('kernel', k.name, precision, k.name, () => k.run({ ctx, precision, coverage }));
     }
-    const models = [...MODEL_CHECKS.filter((c) => !emulated || c.emulated).map((c) => ({ ...c, integerDot: false })), ...(gpu.info.integerDot ? [{ ...MODEL_CHECKS[0]!, integerDot: true }] : [])];
+    const models = [...MODEL_CHECKS.filter((c) => !coverage.emulatedModels || c.emulated).map((c) => ({ ...c, integerDot: false })), ...(gpu.info.integerDot ? [{ ...MODEL_CHECKS[0]!, integerDot: true }] : [])];
     for (const c of models) {
       const name = `${c.arch} ${c.format}${c.integerDot ? ' int8 dot' : ''}`;
       if (!wanted('model', 'engine', name)) continue;
