@@ -17,7 +17,7 @@ const LAYERS: Record<string, string[]> = {
   gpu: [],
   formats: [],
   // Image processing (Idefics3's tiles and resampler): plain arithmetic on pixels.
-  vision: [],
+  vision: ['platform'],
   model: ['formats'],
   text: ['platform', 'model', 'formats'],
   kernels: ['gpu', 'formats', 'model'],
