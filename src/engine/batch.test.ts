@@ -126,13 +126,14 @@ describe('the GPU engine with many sequences in flight', () => {
     }
   });
 
-  it('gives back every page of 100 sequences aborted at random points, and the others finish exactly', async () => {
+  it('gives back every page of 40 sequences aborted at random points, and the others finish exactly', async () => {
     const keep = [() => greedyRequest(prompt(51, 12), 40), () => greedyRequest(prompt(52, 20), 40, { temperature: 1, seed: 9 })];
     const want = [];
     for (const k of keep) want.push((await drainGeneration(engine.generate(k()))).ids);
     let seed = 7;
     const rand = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
-    const aborts = Array.from({ length: 100 }, (_, i) => {
+    // 40: about 6 at each of the 7 abort points (36 s for 100 on SwiftShader, npm test's budget).
+    const aborts = Array.from({ length: 40 }, (_, i) => {
       const ctl = new AbortController();
       // Aborted before its first token (in the queue or mid-prefill), or after 1 to 6 tokens.
       const at = Math.floor(rand() * 7);
