@@ -1,4 +1,5 @@
-// Residual add: x[t, i] += scale * y[t, i], summed in f32 (scale: Granite's residual_multiplier, else 1). A 2D grid: x covers the n columns of a token,
+// Residual add: x[t, i] += scale * y[t, i], summed in f32 (scale: Granite's residual_multiplier, else 1); with BROADCAST a
+// bias, y[i] (an encoder matrix that runs without its own). A 2D grid: x covers the n columns of a token,
 // y is the token, so the token count rides on the dispatch and the uniform is static.
 alias act = f32;
 // x's element type: f32 for the residual stream at every precision (Specialisation.f32).
@@ -7,6 +8,8 @@ alias x_t = act;
 alias y_t = act;
 
 override WG: u32 = 64;
+// y is one row of n, added to every token's (a bias: y_t f32): x[t, i] += scale * y[i].
+override BROADCAST: bool = false;
 
 struct Params {
   n: u32,      // elements per token
@@ -22,5 +25,5 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   let i = gid.x;
   if (i >= p.n) { return; }
   let j = gid.y * p.n + i;
-  x[j] = x_t(f32(x[j]) + p.scale * f32(y[j]));
+  x[j] = x_t(f32(x[j]) + p.scale * f32(y[select(j, i, BROADCAST)]));
 }

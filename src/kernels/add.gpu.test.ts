@@ -46,6 +46,25 @@ describe('add kernel', () => {
     }
   }
 
+  // A bias (BROADCAST): one f32 row added to each token's, f32 and f16 activations (f16 once: lavapipe is slow).
+  for (const [precision, wg] of [['f32', 64], ['f32', 256], ['f16', 64]] as const) {
+    it(`adds an f32 bias row to each token's row at WG=${wg} in ${precision}, only this step's tokens`, async (ctx) => {
+      const gpu = await testGPU();
+      if (precision === 'f16' && !gpu.info.f16) ctx.skip();
+      const { device } = gpu;
+      const [n, tokens, maxTokens] = [300, 3, 4];
+      const x = actRound(random(maxTokens * n, 31 + wg, 4), precision);
+      const b = random(n, 32, 1);
+      const xBuf = uploadAct(device, x, precision);
+      const op = await createAddOp(opContext(device, precision), { x: xBuf, y: uploadAct(device, b, 'f32'), n, wg, broadcast: true });
+      await runPass(device, (pass) => op.encode(pass, tokens));
+      const got = await readAct(device, xBuf, maxTokens * n, precision);
+      const used = tokens * n;
+      expect(maxRelDiff(got.subarray(0, used), addRef(x.subarray(0, used), b))).toBeLessThan(TOLERANCE[precision]);
+      expect(Array.from(got.subarray(used))).toEqual(Array.from(x.subarray(used)));
+    });
+  }
+
   // The f16 path's residual stream is f32 (x_t held at f32), and so is the branch the engine adds
   // here (Granite's scaled o/down output, y_t held at f32): both past f16's range (×1e5), summed
   // and stored in f32 (2⁻²³ relative: the scale of ½ is exact, one rounding of the sum).

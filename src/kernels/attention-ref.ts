@@ -1,5 +1,5 @@
 /**
- * Plain-loop reference for causal (optionally sliding-window) GQA attention over a ragged batch, independent of paging: each
+ * Plain-loop reference for causal (optionally sliding-window) or bidirectional GQA attention over a ragged batch, independent of paging: each
  * sequence's K/V history is dense, `[len, nKv, headDim]`, in float64 arithmetic.
  */
 export interface AttentionRefArgs {
@@ -10,6 +10,11 @@ export interface AttentionRefArgs {
   positions: ArrayLike<number>; // [T] position of each token; it sees keys 0..position
   /** Sliding window: a token at position p sees only keys p - window < j <= p. null/absent: all. */
   window?: number | null;
+  /**
+   * false: each token sees every key of its sequence's history, before and after it (an encoder's
+   * bidirectional attention); its position then only names its row. Default true.
+   */
+  causal?: boolean;
   /** What q·k is multiplied by. Default 1/sqrt(headDim). */
   scale?: number;
   /** Scaled scores s become tanh(s / softcap) * softcap before the softmax. null/absent: none. */
@@ -30,7 +35,7 @@ export function attentionRef(a: AttentionRefArgs): Float32Array {
   for (let t = 0; t < T; t++) {
     const K = a.keys[a.tokenSeq[t]!]!;
     const V = a.values[a.tokenSeq[t]!]!;
-    const len = a.positions[t]! + 1;
+    const len = a.causal === false ? K.length / (nKv * D) : a.positions[t]! + 1;
     if (K.length < len * nKv * D) throw new RangeError(`token ${t} at position ${len - 1} is past its sequence's history`);
     const first = a.window ? Math.max(0, len - a.window) : 0; // first visible key
     for (let h = 0; h < nHeads; h++) {

@@ -35,6 +35,22 @@ export interface Op {
   destroy(): void;
 }
 
+/**
+ * The op of an elementwise kernel over rows: one bind group, `groupsX` workgroups across a row and
+ * one row of them per token (the token count rides on the dispatch, so the uniform `params` it
+ * owns is static).
+ */
+export function rowGridOp(pipeline: GPUComputePipeline, bindGroup: GPUBindGroup, params: GPUBuffer, groupsX: number): Op {
+  return {
+    destroy: () => params.destroy(),
+    encode(pass, tokens) {
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, bindGroup);
+      pass.dispatchWorkgroups(groupsX, tokens);
+    },
+  };
+}
+
 /** Bytes per activation element at a precision. */
 export function actBytes(precision: Precision): number {
   return precision === 'f16' ? 2 : 4;

@@ -20,6 +20,22 @@ export function rmsNormRef(x: Float32Array, w: Float32Array, rows: number, n: nu
   return y;
 }
 
+/** What a norm over rows takes (RMSNorm, ./layer-norm.ts's LayerNorm). */
+export interface RowNormArgs {
+  x: BufferRef;
+  weight: GPUBuffer;
+  y: BufferRef;
+  n: number;
+  maxTokens: number;
+  eps: number;
+  wg?: number;
+  label?: OpLabel;
+  /** x is f32 at every precision (the residual stream, or a branch output before its post-norm). */
+  xF32?: boolean;
+  /** y is f32 at every precision (the residual stream). */
+  yF32?: boolean;
+}
+
 /**
  * RMSNorm of `rowsPerToken` rows of `n` elements per token (1 for the residual stream; the head
  * count for qwen3's per-head q/k norm). The row count rides on the dispatch size, so the uniform
@@ -28,20 +44,8 @@ export function rmsNormRef(x: Float32Array, w: Float32Array, rows: number, n: nu
  */
 export async function createRmsNormOp(
   ctx: OpContext,
-  args: {
-    x: BufferRef;
-    weight: GPUBuffer;
-    y: BufferRef;
-    n: number;
+  args: RowNormArgs & {
     rowsPerToken?: number;
-    maxTokens: number;
-    eps: number;
-    wg?: number;
-    label?: OpLabel;
-    /** x is f32 at every precision (the residual stream, or a branch output before its post-norm). */
-    xF32?: boolean;
-    /** y is f32 at every precision (the residual stream). */
-    yF32?: boolean;
     /** Adds scale · the normed rows into y instead of storing them. */
     add?: { scale: number };
   },

@@ -2,7 +2,7 @@ import gluLib from '../../shaders/lib/glu.wgsl';
 import body from '../../shaders/swiglu.wgsl';
 import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
-import { actBytes, describeDispatch, elemBytes, type Op, type OpContext, type OpLabel } from './op';
+import { actBytes, describeDispatch, elemBytes, rowGridOp, type Op, type OpContext, type OpLabel } from './op';
 
 export const swigluKernel: Kernel = { name: 'swiglu', source: gluLib + body };
 
@@ -67,13 +67,5 @@ export async function createSwigluOp(
   const act = actBytes(ctx.precision);
   // Reads gate and up, writes out.
   const bindGroup = describeDispatch(bindBuffers(ctx.device, pipeline, [args.gate, args.up, args.out, params]), args.label, 'swiglu', (rows) => rows * args.n * (2 * act + elemBytes(ctx.precision, args.outF32)));
-  const groupsX = Math.ceil(args.n / wg);
-  return {
-    destroy: () => params.destroy(),
-    encode(pass, tokens) {
-      pass.setPipeline(pipeline);
-      pass.setBindGroup(0, bindGroup);
-      pass.dispatchWorkgroups(groupsX, tokens);
-    },
-  };
+  return rowGridOp(pipeline, bindGroup, params, Math.ceil(args.n / wg));
 }

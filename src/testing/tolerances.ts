@@ -24,6 +24,10 @@ export const KERNEL_TOLERANCE = {
   softcap: { f32: 1e-5, f16: 2e-3 },
   // f32 dots over ≤ 128 elements and softmax sums over ≤ 70 keys: ~1e-6; outputs are O(1).
   attention: { f32: 1e-5, f16: 2e-3 },
+  // Two f32 reductions (mean, then squared deviations) over ≤ 1000 elements, as rmsNorm.
+  layerNorm: { f32: 1e-5, f16: 2e-3 },
+  // erf by a polynomial of error ≤ 1.5e-7 (Abramowitz and Stegun 7.1.26), an exp and a few f32 ulp.
+  gelu: { f32: 1e-6, f16: 2e-3 },
 } as const satisfies Record<string, Record<Precision, number>>;
 
 /**
