@@ -6,8 +6,7 @@ import type { Backend } from '../engine/types';
 import { ChatOutputParser, detectReasoningFormat, detectToolCallFormat, promptOpensReasoning, type OutputEvent, type TextTokenizer } from '../text/index';
 import { choiceOptions, forcedToolGrammar, newId, nowSeconds, strictToolGrammar, structuredGrammar, UsageTracker, withChoiceSeed } from './choices';
 import { runChoice, type TokenOut } from './generate';
-import { invalid, unsupported } from './errors';
-import { findImageParts } from './images';
+import { checkImagesTaken, expandChatImages } from './chat-images';
 import { merge } from './merge';
 import { checkPromptBound, DEFAULT_LIMITS, type RequestLimits } from './limits';
 import { fitPrompt } from './prompt';
@@ -26,26 +25,20 @@ export interface ChatRun {
   fold(): Promise<ChatCompletionResponse>;
 }
 
-/** Image parts reach only a model with a vision tower; for any other they are a 400 naming the first. */
-function checkImagesTaken(req: ChatCompletionRequest, backend: Backend): void {
-  const parts = findImageParts(req.messages);
-  if (parts.length === 0) return;
-  if (!backend.vision)
-    throw invalid(parts[0]!.param, `${parts[0]!.param}: the model ${JSON.stringify(req.model)} takes no images (it has no vision tower; a GGUF model takes one with --mmproj)`, 'model_takes_no_images');
-  throw unsupported(parts[0]!.param, 'image input to this model (its vision tower is not run yet)');
-}
-
 export async function prepareChat(req: ChatCompletionRequest, backend: Backend, signal?: AbortSignal, limits: RequestLimits = DEFAULT_LIMITS): Promise<ChatRun> {
   const tok = backend.tokenizer;
   checkImagesTaken(req, backend);
-  const { prompt, literalRanges, template } = renderChat(backend, req);
+  const rendered = renderChat(backend, req);
+  const { template } = rendered;
+  const { prompt, literalRanges, images } = await expandChatImages(req, backend, rendered, limits, signal);
   if (!req.truncate_sequence) checkPromptBound(prompt, tok.vocab, backend.contextLength, 'messages');
   const maxParam = req.max_completion_tokens !== undefined ? 'max_completion_tokens' : 'max_tokens';
   const { promptIds, maxTokens } = fitPrompt(await chatPromptIds(backend, prompt, literalRanges), backend, {
     maxTokens: req.max_completion_tokens ?? req.max_tokens,
     maxTokensParam: maxParam,
     promptParam: 'messages',
-    truncate: req.truncate_sequence,
+    // Cutting a prompt's start could cut an image's tokens: with images an over-long prompt is a 400.
+    truncate: req.truncate_sequence && images.length === 0,
   });
 
   const toolFormat = req.tools?.length && req.tool_choice !== 'none' ? detectToolCallFormat(template.text) : null;
@@ -87,7 +80,7 @@ export async function prepareChat(req: ChatCompletionRequest, backend: Backend, 
   async function* chunks(): AsyncGenerator<ChatCompletionChunk, void, void> {
     const parsers = Array.from({ length: n }, () => new ChatOutputParser({ reasoning, toolCallFormat: toolFormat }));
     const gens = parsers.map((_, j) =>
-      runChoice({ ...base, generate: { ...base.generate, promptIds, maxTokens, sampling: withChoiceSeed(sampling, j) }, text: { ...base.text, keepSpecialIds } }),
+      runChoice({ ...base, generate: { ...base.generate, promptIds, maxTokens, sampling: withChoiceSeed(sampling, j), ...(images.length ? { images } : {}) }, text: { ...base.text, keepSpecialIds } }),
     );
     // OpenAI's first chunk of each choice carries only the role.
     for (let index = 0; index < n; index++) yield chunk({ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null });

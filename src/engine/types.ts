@@ -32,6 +32,18 @@ export interface SamplingParams {
   logprobs: boolean;
 }
 
+/** What a model with a vision tower takes: its processor's settings and the prompt token its image tokens take. */
+export interface VisionInputs {
+  processor: ImageProcessorSettings;
+  /** The id of `<image>`, the token whose positions the tower's embeddings fill. */
+  imageTokenId: number;
+}
+
+/** One image of a prompt: its tiles row by row, then its global image (3 × tile × tile values each, channel-first). */
+export interface PromptImage {
+  tiles: readonly Float32Array[];
+}
+
 export interface GenerateRequest {
   promptIds: number[];
   /** Tokens to generate at most (the API layer resolved -1/absent to the context's remaining room). */
@@ -44,6 +56,12 @@ export interface GenerateRequest {
   /** EOS/stop ids are suppressed until this many tokens were generated. */
   minTokens: number;
   signal?: AbortSignal;
+  /**
+   * The images of the prompt, in order, for a backend with a vision tower: each one's tiles
+   * (processed pixels, src/vision/idefics3.ts) fill the prompt's image-token positions in order,
+   * `tokensPerTile` positions a tile.
+   */
+  images?: readonly PromptImage[];
   /** Reuse the KV of a prompt prefix shared with the previous request (the API's `cache_prompt`, default true). */
   cachePrompt?: boolean;
   /**
@@ -110,7 +128,7 @@ export interface Backend {
   /** Max tokens per sequence (prompt + completion). */
   readonly contextLength: number;
   /** The vision tower's image processing, for a model that takes images; absent: text only (image parts are a 400). */
-  readonly vision?: ImageProcessorSettings;
+  readonly vision?: VisionInputs;
   /**
    * Streams generated tokens. The iterator's return value is the result; breaking out of the loop
    * or aborting `signal` stops generation at the next step (between prefill chunks too, and at

@@ -9,17 +9,20 @@
  * (src/engine/sequence.ts): this backend only runs its steps.
  */
 import { checkPromptIds, RequestQueue, reusablePrefix } from '../engine/backend-util';
-import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, TokenLogprob } from '../engine/types';
+import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, TokenLogprob, VisionInputs } from '../engine/types';
 import { logprobsOf } from '../engine/logit-processors';
 import { BreakerTable, runSequence, Sequence, type SequenceEnv, type StepRunner } from '../engine/sequence';
-import { BackendDisposedError } from '../engine/errors';
+import { BackendDisposedError, BackendError } from '../engine/errors';
 import { applyMaskRef } from '../kernels/mask-ref';
 import type { GenerationDefaults } from '../model/generation-config';
 import type { ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
 import { chatTemplateOf, loadTextModel } from '../text/from-model';
 import type { ChatTemplateConfig, TextTokenizer } from '../text/index';
+import type { ImageProcessorSettings } from '../vision/settings';
+import { tokensPerTile } from '../vision/tower';
 import { ReferenceModel } from './forward';
+import type { ReferenceVisionTower } from './vision';
 
 export interface ReferenceBackendOptions {
   /** The model id the API answers to (default: the config's arch, e.g. `qwen3`). */
@@ -28,6 +31,8 @@ export interface ReferenceBackendOptions {
   contextLength?: number;
   /** The model's generation_config.json, for sampling defaults. */
   generationConfig?: GenerationDefaults;
+  /** A vision tower (SmolVLM's mmproj) and its processor: the backend then takes prompt images. */
+  vision?: { processor: ImageProcessorSettings; tower: ReferenceVisionTower };
 }
 
 /** `GenerateRequest` plus the API's `cache_prompt` (false: recompute the whole prompt). */
@@ -40,6 +45,10 @@ export class ReferenceBackend implements Backend, StepRunner {
   readonly chatTemplate: ChatTemplateConfig;
   readonly contextLength: number;
   readonly generationConfig: GenerationDefaults;
+  readonly vision?: VisionInputs;
+  private readonly tower?: ReferenceVisionTower;
+  /** Each running sequence's image-token embeddings by prompt position. */
+  private readonly imageRows = new WeakMap<Sequence, Map<number, Float32Array>>();
   /** The ids whose K/V the model holds, in order (a prefix the next prompt may reuse). */
   private cached: number[] = [];
   private readonly queue = new RequestQueue();
@@ -58,6 +67,12 @@ export class ReferenceBackend implements Backend, StepRunner {
     this.chatTemplate = chatTemplateOf(opened, tokenizer);
     this.contextLength = Math.min(opts.contextLength ?? opened.config.maxPositionEmbeddings, opened.config.maxPositionEmbeddings);
     this.generationConfig = opts.generationConfig ?? (opened.generationConfig as GenerationDefaults | undefined) ?? {};
+    if (opts.vision) {
+      const imageTokenId = tokenizer.tokenToId('<image>');
+      if (imageTokenId === undefined) throw new Error('a vision tower needs the tokenizer to have <image>');
+      this.vision = { processor: opts.vision.processor, imageTokenId };
+      this.tower = opts.vision.tower;
+    }
     const breakers = new BreakerTable(tokenizer);
     this.env = { eosIds: tokenizer.eosIds, contextLength: this.contextLength, breakers: (list) => breakers.of(list), moe: this.model.config.moe !== null };
   }
@@ -68,8 +83,8 @@ export class ReferenceBackend implements Backend, StepRunner {
   }
 
   /** Keeps the longest cached prefix of `ids` (leaving at least its last id to compute); returns its length. */
-  private reuse(ids: readonly number[], allowed: boolean): number {
-    const common = allowed ? reusablePrefix(this.cached, ids) : 0;
+  private reuse(ids: readonly number[], allowed: boolean, limit = Infinity): number {
+    const common = allowed ? Math.min(reusablePrefix(this.cached, ids), limit) : 0;
     this.cached.length = common;
     return common;
   }
@@ -78,11 +93,14 @@ export class ReferenceBackend implements Backend, StepRunner {
     if (this.disposed) throw new BackendDisposedError('ReferenceBackend');
     checkPromptIds(request.promptIds, this.config.vocabSize);
     const seq = new Sequence(request, this.env);
+    const images = this.imageEmbeddings(request);
+    if (images.size) this.imageRows.set(seq, images);
     // Aborted while waiting for its turn: it ends without waiting for the request ahead.
     const release = await this.queue.acquire(request.signal);
     if (!release) return (seq.end('abort'), seq.finish!);
     try {
-      if (!seq.aborted) seq.reuse(this.reuse(request.promptIds, request.cachePrompt ?? true));
+      // A cached prefix is reused up to the first image token: the same ids may stand for another image.
+      if (!seq.aborted) seq.reuse(this.reuse(request.promptIds, request.cachePrompt ?? true, images.size ? Math.min(...images.keys()) : Infinity));
       return yield* runSequence(seq, this);
     } finally {
       release();
@@ -96,9 +114,10 @@ export class ReferenceBackend implements Backend, StepRunner {
   async step(batch: readonly Sequence[]): Promise<void> {
     for (const seq of batch) {
       const work = seq.work(Infinity);
+      const images = this.imageRows.get(seq);
       let logits: Float32Array = new Float32Array(0);
       for (const id of work.tokens) {
-        logits = this.model.forward(id, this.cached.length);
+        logits = this.model.forward(id, this.cached.length, images?.get(this.cached.length));
         this.cached.push(id);
       }
       seq.advance(work);
@@ -110,6 +129,29 @@ export class ReferenceBackend implements Backend, StepRunner {
       seq.sampleLogits(logits, seq.wantsHidden ? this.model.hidden : undefined, seq.wantsRouted ? this.model.routedExperts : undefined);
       await seq.jumpForward();
     }
+  }
+
+  /**
+   * The tower's embeddings of the request's images by prompt position: each image's tiles in
+   * order fill the next image-token positions, tokensPerTile each. The counts must agree.
+   */
+  private imageEmbeddings(request: GenerateRequest): Map<number, Float32Array> {
+    const out = new Map<number, Float32Array>();
+    const images = request.images ?? [];
+    if (images.length === 0) return out;
+    if (!this.tower || !this.vision) throw new BackendError('invalid_prompt', 400, `the model ${this.id} takes no images`);
+    const positions: number[] = [];
+    request.promptIds.forEach((id, pos) => id === this.vision!.imageTokenId && positions.push(pos));
+    const per = tokensPerTile(this.tower.config);
+    const tiles = images.flatMap((im) => im.tiles);
+    if (positions.length !== tiles.length * per)
+      throw new BackendError('invalid_prompt', 400, `the prompt has ${positions.length} image tokens for ${images.length} images of ${tiles.length} tiles (${tiles.length * per} tokens)`);
+    const dim = this.tower.config.projectionDim;
+    tiles.forEach((tile, t) => {
+      const rows = this.tower!.embedTile(tile as Float32Array);
+      for (let i = 0; i < per; i++) out.set(positions[t * per + i]!, rows.subarray(i * dim, (i + 1) * dim));
+    });
+    return out;
   }
 
   async scorePrompt(ids: number[], topLogprobs: number): Promise<Array<{ logprob: number | null; top: TokenLogprob[] }>> {

@@ -110,9 +110,11 @@ export class ReferenceModel {
 
   /**
    * Runs one token at position `pos` (0 <= pos <= length; a smaller pos rewinds the cache) and
-   * returns a fresh copy of its logits (vocab).
+   * returns a fresh copy of its logits (vocab). `embedding` (dim) stands in for the token's row:
+   * an image token's embedding from the vision tower, unscaled (models merge image features after
+   * their embedding's scale).
    */
-  forward(token: number, pos: number): Float32Array {
+  forward(token: number, pos: number, embedding?: Float32Array): Float32Array {
     const c = this.config;
     const { hiddenSize: dim, intermediateSize: hidden, numHeads, numKvHeads, headDim } = c;
     const kvDim = numKvHeads * headDim;
@@ -123,8 +125,11 @@ export class ReferenceModel {
     const { x, xb, xb2, q, k, v, attOut, hb, hb2 } = this;
 
     // token embedding, scaled (Gemma: by sqrt(dim); Granite: embedding_multiplier)
-    x.set(this.w.tokenEmbd.subarray(token * dim, (token + 1) * dim));
-    if (c.embeddingScale !== 1) for (let i = 0; i < dim; i++) x[i] *= c.embeddingScale;
+    if (embedding) x.set(embedding);
+    else {
+      x.set(this.w.tokenEmbd.subarray(token * dim, (token + 1) * dim));
+      if (c.embeddingScale !== 1) for (let i = 0; i < dim; i++) x[i] *= c.embeddingScale;
+    }
     // every RMSNorm scales by (offset + w): Gemma's checkpoints store w of (1 + w)
     const norm = (out: Float32Array, src: Float32Array | null, weight: Float32Array) => rmsnorm(out, src, weight, c.rmsNormEps, c.normWeightOffset);
 
