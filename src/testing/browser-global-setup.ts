@@ -36,6 +36,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // Gemma 3's multimodal checkpoint: an HF folder only (its text model's GGUF is gemma3's).
   const mm = await ensureFixture({ arch: 'gemma3', preset: 'tiny', multimodal: true }, { hf: ['F32'] });
   index['gemma3-mm'] = { 'hf-F32': relative(root, mm.hf.F32!).split('\\').join('/') };
+  // The Qwen3-Embedding checkpoint (bare-model names, sentence-transformers files): its folder.
+  const embed = await ensureFixture({ arch: 'qwen3', preset: 'tiny', embedding: true }, { hf: ['F32'], gguf: [] });
+  index['qwen3-embed'] = { 'hf-F32': relative(root, embed.hf.F32!).split('\\').join('/') };
   const server = await serveDirectory(root);
   project.provide('fixturesURL', server.url);
   project.provide('fixtures', index);

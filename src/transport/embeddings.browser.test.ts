@@ -1,0 +1,41 @@
+/**
+ * /v1/embeddings in Chromium: the tiny Qwen3-Embedding folder (its sentence-transformers files and
+ * bare-model tensors fetched over HTTP) in the engine's Worker, asked through the fetch shim by the
+ * real `openai` client (base64, decoded by the SDK); each vector within cosine 0.999 of the CPU
+ * reference's run in the page.
+ */
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createEngine, installFetchShim, type EngineHandle } from '../index';
+import { openModel } from '../model/open';
+import { ReferenceModel } from '../reference/forward';
+
+const url = `${inject('fixturesURL')}/${inject('fixtures')['qwen3-embed']!['hf-F32']}`;
+let engine: EngineHandle;
+
+beforeAll(async () => {
+  engine = await createEngine({ model: url, cache: false });
+});
+afterAll(() => engine?.unload());
+
+describe('/v1/embeddings in the page', () => {
+  it('answers the openai client through the fetch shim within cosine 0.999 of the reference', async () => {
+    const uninstall = installFetchShim(engine);
+    try {
+      const client = new OpenAI({ baseURL: `${location.origin}/v1`, apiKey: 'unused', dangerouslyAllowBrowser: true, maxRetries: 0 });
+      const texts = ['hello', 'WebGPU runs in the page'];
+      const { tokens } = await client.post<{ tokens: number[][] }>('/tokenize', { body: { prompt: texts } });
+      const got = await client.embeddings.create({ model: 'default', input: texts });
+      const ref = await ReferenceModel.load(await openModel(url));
+      got.data.forEach((d, i) => {
+        ref.reset();
+        tokens[i]!.forEach((id, pos) => ref.forward(id, pos));
+        const n = Math.hypot(...ref.hidden);
+        const cosine = d.embedding.reduce((s, x, j) => s + (x * ref.hidden[j]!) / n, 0);
+        expect(cosine).toBeGreaterThanOrEqual(0.999);
+      });
+    } finally {
+      uninstall();
+    }
+  });
+});
