@@ -18,7 +18,7 @@ const LAYERS: Record<string, string[]> = {
   formats: [],
   // Image processing (Idefics3's tiles and resampler): plain arithmetic on pixels.
   vision: ['platform'],
-  model: ['formats'],
+  model: ['formats', 'vision'],
   text: ['platform', 'model', 'formats'],
   kernels: ['gpu', 'formats', 'model'],
   structured: ['platform', 'text', 'model'],

@@ -11,7 +11,9 @@ import { ReferenceModel } from '../reference/forward';
 import { ReferenceVisionTower } from '../reference/vision';
 import { clientFor, appFor } from '../testing/api-rig';
 import { ensureFixture } from '../testing/fixtures/shared';
-import { FIXTURE_PROCESSOR, fixtureTowerConfig, fixtureTowerWeights } from '../testing/fixtures/vision';
+import { makeFixture } from '../testing/fixtures/model';
+import { FIXTURE_PROCESSOR, fixtureTower } from '../testing/fixtures/vision';
+import { openVisionTower } from '../model/vision-open';
 import { imagePromptText, processImage } from '../vision/idefics3';
 import { tokensPerTile } from '../vision/tower';
 import type OpenAI from 'openai';
@@ -34,11 +36,15 @@ describe('chat with images on the tiny SmolVLM (CPU reference)', () => {
   let b: { url: string; raw: Uint8Array };
 
   beforeAll(async () => {
+    // The backend reads the text GGUF and the mmproj GGUF the fixture writer wrote; the oracle's
+    // tower is the generator's own weights (so the file's round trip is checked too).
     const paths = await ensureFixture({ arch: 'llama', preset: 'tiny', vision: true }, { hf: [], gguf: ['F32'] });
     const opened = await openModel(paths.gguf.F32!);
-    const cfg = fixtureTowerConfig(opened.config.hiddenSize);
-    tower = ReferenceVisionTower.fromWeights(cfg, fixtureTowerWeights(cfg, 0, 1));
-    backend = await ReferenceBackend.create(opened, { id: 'smolvlm-tiny', vision: { processor: FIXTURE_PROCESSOR, tower } });
+    const mmproj = await openVisionTower(paths.mmproj!);
+    expect(mmproj.processor).toEqual(FIXTURE_PROCESSOR);
+    backend = await ReferenceBackend.create(opened, { id: 'smolvlm-tiny', vision: { processor: mmproj.processor, tower: await ReferenceVisionTower.load(mmproj) } });
+    const generated = fixtureTower(makeFixture({ arch: 'llama', preset: 'tiny', vision: true }));
+    tower = ReferenceVisionTower.fromWeights(generated.config, generated.weights);
     oracle = await ReferenceModel.load(opened);
     client = clientFor(appFor([backend]));
     [a, b] = await Promise.all([png(40, 30, 1), png(40, 30, 2)]);

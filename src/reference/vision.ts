@@ -8,6 +8,7 @@
  *   post-LayerNorm, then the pixel shuffle and the bias-free projection.
  * Float32 buffers, float64 accumulation, as the text reference (forward.ts).
  */
+import type { OpenedVisionTower } from '../model/vision-open';
 import { patchesPerSide, towerTensors, type VisionTowerConfig } from '../vision/tower';
 
 export type TowerWeights = ReadonlyMap<string, Float32Array>;
@@ -94,6 +95,13 @@ export class ReferenceVisionTower {
     readonly config: VisionTowerConfig,
     private readonly w: TowerWeights,
   ) {}
+
+  /** Reads (and dequantises) every tensor of an opened tower (an mmproj GGUF or an HF folder's). */
+  static async load(opened: OpenedVisionTower): Promise<ReferenceVisionTower> {
+    const weights = new Map<string, Float32Array>();
+    for (const t of towerTensors(opened.config)) weights.set(t.name, await opened.readTensorF32(t.name));
+    return ReferenceVisionTower.fromWeights(opened.config, weights);
+  }
 
   /** Checks every tensor of the tower is there with its size. */
   static fromWeights(config: VisionTowerConfig, weights: TowerWeights): ReferenceVisionTower {
