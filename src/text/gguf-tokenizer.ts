@@ -6,6 +6,10 @@
  * - `gpt2`: byte-level BPE; `tokenizer.ggml.pre` names the split regex (llama.cpp's names).
  * - `llama`: SentencePiece-style BPE with byte fallback (Llama 2, Mistral); merges come from
  *   `tokenizer.ggml.merges` when present, else from the piece scores as HF's converter derives them.
+ * - `bert`: WordPiece (BERT, MiniLM, bge, gte, e5), its vocabulary in llama.cpp's phantom-space
+ *   form (a word's first piece `▁word`, a continuation `ing` for HF's `##ing`, control tokens as
+ *   they are) turned back into HF's; lower-cased with accents stripped, as llama.cpp's WPM
+ *   tokenizer does (GGUF records no flag), `[CLS] … [SEP]` around each text.
  */
 import { chatTemplateFromGGUF } from './chat-template';
 import { TokenizerError } from './errors';
@@ -74,10 +78,11 @@ const isNumber = (x: unknown) => typeof x === 'number' || typeof x === 'bigint';
 export function tokenizerFilesFromGGUF(metadata: GGUFMetadata): GGUFTokenizerFiles {
   const meta = asRecord(metadata);
   const model = meta['tokenizer.ggml.model'];
-  if (model !== 'gpt2' && model !== 'llama')
-    throw new TokenizerError('unsupported_model', `tokenizer.ggml.model ${JSON.stringify(model)} is not supported (gpt2 or llama)`, 'tokenizer.ggml.model');
-  const tokens = arrayOf<string>(meta, 'tokenizer.ggml.tokens', isString, true)!;
-  const types = (arrayOf<number>(meta, 'tokenizer.ggml.token_type', isNumber, false) ?? tokens.map(() => GGUF_TOKEN_TYPE.NORMAL)).map(Number);
+  if (model !== 'gpt2' && model !== 'llama' && model !== 'bert')
+    throw new TokenizerError('unsupported_model', `tokenizer.ggml.model ${JSON.stringify(model)} is not supported (gpt2, llama or bert)`, 'tokenizer.ggml.model');
+  const stored = arrayOf<string>(meta, 'tokenizer.ggml.tokens', isString, true)!;
+  const types = (arrayOf<number>(meta, 'tokenizer.ggml.token_type', isNumber, false) ?? stored.map(() => GGUF_TOKEN_TYPE.NORMAL)).map(Number);
+  const tokens = model === 'bert' ? stored.map((t, id) => fromPhantomSpace(t, types[id]!)) : stored;
   const scores = arrayOf<number>(meta, 'tokenizer.ggml.scores', isNumber, false)?.map(Number);
   const merges = arrayOf<string>(meta, 'tokenizer.ggml.merges', isString, false);
   const warnings: string[] = [];
@@ -98,8 +103,9 @@ export function tokenizerFilesFromGGUF(metadata: GGUFMetadata): GGUFTokenizerFil
     return v === undefined ? undefined : Number(v);
   };
   const tokenAt = (id: number | undefined) => (id !== undefined && id >= 0 && id < tokens.length ? tokens[id] : null);
-  const bosId = idKey('bos_token_id');
-  const eosId = idKey('eos_token_id');
+  // BERT's [CLS] and [SEP] (llama.cpp's converter writes cls/seperator ids, older files bos/eos).
+  const bosId = model === 'bert' ? (idKey('cls_token_id') ?? idKey('bos_token_id')) : idKey('bos_token_id');
+  const eosId = model === 'bert' ? (idKey('seperator_token_id') ?? idKey('eos_token_id')) : idKey('eos_token_id');
 
   let tokenizerJson: Record<string, unknown>;
   let addBosDefault: boolean;
@@ -124,6 +130,9 @@ export function tokenizerFilesFromGGUF(metadata: GGUFMetadata): GGUFTokenizerFil
       model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, ignore_merges: !!pre.ignoreMerges, vocab, merges },
     };
     addBosDefault = false;
+  } else if (model === 'bert') {
+    tokenizerJson = wordPieceJson(vocab, added, tokenAt(bosId), tokenAt(eosId), tokenAt(idKey('unknown_token_id')) ?? '[UNK]');
+    addBosDefault = true;
   } else {
     const unkId = idKey('unknown_token_id') ?? types.indexOf(GGUF_TOKEN_TYPE.UNKNOWN);
     tokenizerJson = {
@@ -157,11 +166,44 @@ export function tokenizerFilesFromGGUF(metadata: GGUFMetadata): GGUFTokenizerFil
     unk_token: tokenAt(idKey('unknown_token_id')),
     pad_token: tokenAt(idKey('padding_token_id')),
     add_bos_token: typeof addBos === 'boolean' ? addBos : addBosDefault,
-    add_eos_token: typeof addEos === 'boolean' ? addEos : false,
+    add_eos_token: typeof addEos === 'boolean' ? addEos : model === 'bert',
     clean_up_tokenization_spaces: false,
     chat_template: chatTemplateFromGGUF(meta),
   };
   return { tokenizerJson, tokenizerConfig, warnings };
+}
+
+/**
+ * A piece of llama.cpp's phantom-space WordPiece vocabulary in HF's form: control tokens (and, in
+ * files from before token types were consulted, `[…]` tokens) as they are, `▁word` a word's first
+ * piece `word`, any other a continuation `##…`.
+ */
+function fromPhantomSpace(token: string, type: number): string {
+  if (type === GGUF_TOKEN_TYPE.CONTROL) return token;
+  if (token.startsWith('\u2581')) return token.slice(1);
+  if (token.startsWith('[') && token.endsWith(']')) return token;
+  return `##${token}`;
+}
+
+/** An uncased BERT tokenizer.json over `vocab`: BertNormalizer, BertPreTokenizer, WordPiece, `cls $A sep`. */
+function wordPieceJson(vocab: Record<string, number>, added: object[], cls: string | null, sep: string | null, unk: string): Record<string, unknown> {
+  if (cls === null || sep === null) throw new TokenizerError('missing_field', 'a GGUF bert vocabulary needs its [CLS] and [SEP] ids (tokenizer.ggml.cls_token_id, seperator_token_id)', 'tokenizer.ggml.cls_token_id');
+  const special = (t: string, typeId: number) => ({ SpecialToken: { id: t, type_id: typeId } });
+  const sequence = (id: string, typeId: number) => ({ Sequence: { id, type_id: typeId } });
+  return {
+    version: '1.0',
+    added_tokens: added,
+    normalizer: { type: 'BertNormalizer', clean_text: true, handle_chinese_chars: true, strip_accents: null, lowercase: true },
+    pre_tokenizer: { type: 'BertPreTokenizer' },
+    post_processor: {
+      type: 'TemplateProcessing',
+      single: [special(cls, 0), sequence('A', 0), special(sep, 0)],
+      pair: [special(cls, 0), sequence('A', 0), special(sep, 0), sequence('B', 1), special(sep, 1)],
+      special_tokens: { [cls]: { id: cls, ids: [vocab[cls]], tokens: [cls] }, [sep]: { id: sep, ids: [vocab[sep]], tokens: [sep] } },
+    },
+    decoder: { type: 'WordPiece', prefix: '##', cleanup: true },
+    model: { type: 'WordPiece', unk_token: unk, continuing_subword_prefix: '##', max_input_chars_per_word: 100, vocab },
+  };
 }
 
 /**

@@ -93,9 +93,9 @@ describe.each(ARCHES)('the %s fixture tokenizer', (arch) => {
 
 describe('GGUF tokenizer metadata', () => {
   it('rejects an unknown tokenizer model with a typed error naming the key', () => {
-    expect(() => loadGGUFTokenizer({ 'tokenizer.ggml.model': 'bert', 'tokenizer.ggml.tokens': [] })).toThrow(TokenizerError);
+    expect(() => loadGGUFTokenizer({ 'tokenizer.ggml.model': 'rwkv', 'tokenizer.ggml.tokens': [] })).toThrow(TokenizerError);
     try {
-      loadGGUFTokenizer({ 'tokenizer.ggml.model': 'bert' });
+      loadGGUFTokenizer({ 'tokenizer.ggml.model': 'rwkv' });
     } catch (e) {
       expect((e as TokenizerError).field).toBe('tokenizer.ggml.model');
     }
