@@ -27,9 +27,15 @@ export function choiceOptions(r: SamplingFields, backend: Backend, signal: Abort
   return {
     backend,
     signal,
-    generate: resolve(SAMPLING_FIELDS, 'generate', r) satisfies Omit<ChoiceRequest['generate'], 'promptIds' | 'maxTokens' | 'sampling'>,
+    generate: { ...(resolve(SAMPLING_FIELDS, 'generate', r) satisfies Omit<ChoiceRequest['generate'], 'promptIds' | 'maxTokens' | 'sampling'>), ...speculationOf(r, backend) },
     text: resolve(SAMPLING_FIELDS, 'text', r) satisfies ChoiceRequest['text'],
   };
+}
+
+/** The backend's `speculation` from `prediction` (its text as tokens, special tokens as plain text) or `speculative`. */
+function speculationOf(r: SamplingFields, backend: Backend): Pick<ChoiceRequest['generate'], 'speculation'> {
+  if (r.prediction !== undefined) return { speculation: { prediction: backend.tokenizer.encode(r.prediction, { addSpecialTokens: false, parseSpecial: false }) } };
+  return r.speculative ? { speculation: { ngram: r.speculative } } : {};
 }
 
 /** The request's structured-output grammar compiled for the backend's tokenizer (a 400 when invalid), if it asked for one. */
@@ -79,6 +85,8 @@ export function withChoiceSeed(s: SamplingParams, j: number): SamplingParams {
 export class UsageTracker {
   private readonly prompt = new Map<number, { tokens: number; cached: number }>();
   private completion = 0;
+  /** Proposed and accepted tokens over the choices, once a choice reported them (a request that speculates). */
+  private speculation: { proposed: number; accepted: number } | null = null;
 
   constructor(promptLengths: number[]) {
     promptLengths.forEach((n, p) => this.prompt.set(p, { tokens: n, cached: Infinity }));
@@ -94,6 +102,11 @@ export class UsageTracker {
     this.completion += u.completionTokens - countedTokens;
     const e = this.prompt.get(p)!;
     e.cached = Math.min(e.cached, u.cachedTokens);
+    if (u.speculation) {
+      this.speculation ??= { proposed: 0, accepted: 0 };
+      this.speculation.proposed += u.speculation.proposed;
+      this.speculation.accepted += u.speculation.accepted;
+    }
   }
 
   get usage(): Usage {
@@ -103,6 +116,13 @@ export class UsageTracker {
       prompt += e.tokens;
       cached += Number.isFinite(e.cached) ? e.cached : 0;
     }
-    return { prompt_tokens: prompt, completion_tokens: this.completion, total_tokens: prompt + this.completion, prompt_tokens_details: { cached_tokens: cached } };
+    const s = this.speculation;
+    return {
+      prompt_tokens: prompt,
+      completion_tokens: this.completion,
+      total_tokens: prompt + this.completion,
+      prompt_tokens_details: { cached_tokens: cached },
+      ...(s ? { completion_tokens_details: { accepted_prediction_tokens: s.accepted, rejected_prediction_tokens: s.proposed - s.accepted } } : {}),
+    };
   }
 }

@@ -95,6 +95,27 @@ describe('completions', () => {
     expect(kept.choices[0].text).toBe(full.slice(0, at + stop.length));
   });
 
+  it('takes a prediction (Predicted Outputs) or n-gram lookup without changing the text, stop strings included, and counts the prediction tokens', async () => {
+    const full = await client.completions.create(greedyReq('qwen3-tiny', { max_tokens: 16 }));
+    const text = full.choices[0].text;
+    expect(full.usage!.completion_tokens_details).toBeUndefined();
+    const own = await client.completions.create(greedyReq('qwen3-tiny', { max_tokens: 16, prediction: { type: 'content', content: [{ type: 'text', text }] } }));
+    expect(own.choices[0].text).toBe(text);
+    expect(own.usage!.completion_tokens).toBe(16);
+    // (The text tokenized again is not always the tokens drawn: the tiny model's random output.)
+    expect(own.usage!.completion_tokens_details!.accepted_prediction_tokens).toBeGreaterThan(0);
+    const other = await client.completions.create(greedyReq('qwen3-tiny', { max_tokens: 16, prediction: { type: 'content', content: 'zebra 42 quux' } }));
+    expect(other.choices[0].text).toBe(text);
+    expect(other.usage!.completion_tokens_details!.rejected_prediction_tokens).toBeGreaterThan(0);
+    const ngram = await client.completions.create(greedyReq('qwen3-tiny', { max_tokens: 16, speculative: { type: 'ngram', n: 2, k: 4 } }));
+    expect(ngram.choices[0].text).toBe(text);
+    // A stop string inside a run of accepted tokens ends the text where it does without one.
+    const stop = text.slice(Math.floor(text.length / 2), Math.floor(text.length / 2) + 3);
+    const stopped = await client.completions.create(greedyReq('qwen3-tiny', { max_tokens: 16, stop: [stop], prediction: { type: 'content', content: text } }));
+    expect(stopped.choices[0].text).toBe(text.slice(0, text.indexOf(stop)));
+    await expect(client.completions.create(greedyReq('qwen3-tiny', { prediction: { type: 'file', content: 'x' } }))).rejects.toMatchObject({ status: 400, param: 'prediction.type' });
+  });
+
   it('gives the same text for the same seed and another for a different seed', async () => {
     const req = { model: 'qwen3-tiny', prompt: PROMPT, max_tokens: 16, temperature: 1, ignore_eos: true };
     const a = await client.completions.create({ ...req, seed: 1 });

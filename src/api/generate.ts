@@ -34,6 +34,8 @@ export interface ChoiceUsage {
   promptTokens: number;
   completionTokens: number;
   cachedTokens: number;
+  /** Speculative decoding's counts (GenerationResult.speculation). */
+  speculation?: { proposed: number; accepted: number };
 }
 
 export type ChoiceEvent =
@@ -77,7 +79,7 @@ export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent
         const rest = stopper.push(detok.flush(), true);
         if (rest.text) yield { type: 'delta', text: rest.text, tokens: [] };
         const result = r.value;
-        const usage = { promptTokens: result.promptTokens, completionTokens: result.completionTokens, cachedTokens: result.cachedTokens };
+        const usage = { promptTokens: result.promptTokens, completionTokens: result.completionTokens, cachedTokens: result.cachedTokens, ...(result.speculation ? { speculation: result.speculation } : {}) };
         if (rest.hit) yield { type: 'end', finishReason: 'stop', matchedStop: rest.hit.matched, usage, ...hidden() };
         else yield { type: 'end', finishReason: result.finishReason, matchedStop: result.finishReason === 'stop' ? (result.stopTokenId ?? null) : null, usage, ...hidden() };
         return;
@@ -104,7 +106,7 @@ export async function* runChoice(req: ChoiceRequest): AsyncGenerator<ChoiceEvent
           type: 'end',
           finishReason: 'stop',
           matchedStop: hit.matched,
-          usage: { promptTokens: v.promptTokens, completionTokens: count, cachedTokens: v.cachedTokens },
+          usage: { promptTokens: v.promptTokens, completionTokens: count, cachedTokens: v.cachedTokens, ...(v.speculation ? { speculation: v.speculation } : {}) },
           ...hidden(),
         };
         return;

@@ -44,6 +44,7 @@ import type { LoadOptions } from '../loader/open';
 import type { ModelInput } from '../loader/resolve';
 import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, TokenLogprob } from './types';
 import { scaledSource, type Scaled } from './lora-source';
+import type { SpeculationRequest } from './proposers';
 
 export interface EngineOptions {
   /** A GPU to use; by default `navigator.gpu` (pages, workers) is acquired. Node passes `nodeGPU()`'s. */
@@ -64,6 +65,11 @@ export interface EngineOptions {
   integerDot?: boolean;
   /** KV page size in tokens (default 16). */
   pageSize?: number;
+  /**
+   * Speculative decoding for requests that do not ask for their own (`speculation`): n-gram
+   * lookup over the prompt and output (src/engine/proposers.ts). Off by default until measured on GPUs.
+   */
+  speculative?: { type: 'ngram'; n: number; k: number };
   /** Sequences decoded together: requests, `n` choices and batched prompts in flight at once (default 16). */
   maxBatch?: number;
   /** Tokens the KV page pool holds for all sequences and the prefix cache (default: see kvPoolPages). */
@@ -138,6 +144,8 @@ export class GpuEngine implements Backend {
   }
   private readonly adapters: LoraRegistry;
   private loraPool: Promise<LoraPool> | null = null;
+  /** What a request that names no speculation of its own gets (EngineOptions.speculative). */
+  private readonly speculation: SpeculationRequest | undefined;
 
   private constructor(
     readonly gpu: GPUContext,
@@ -146,8 +154,9 @@ export class GpuEngine implements Backend {
     private readonly sampler: Sampler,
     text: { tokenizer: TextTokenizer; chatTemplate: ChatTemplateConfig },
     opened: OpenedModel,
-    opts: { id?: string; contextLength: number; precision: Precision; step: StepBuffers; ctx: OpContext; loraPool?: Partial<LoraPoolOptions> },
+    opts: { id?: string; contextLength: number; precision: Precision; step: StepBuffers; ctx: OpContext; loraPool?: Partial<LoraPoolOptions>; speculative?: EngineOptions['speculative'] },
   ) {
+    if (opts.speculative) this.speculation = { ngram: { n: opts.speculative.n, k: opts.speculative.k } };
     const { maxSeqs, maxTokens, numPages, pageSize } = forward.limits;
     this.id = opts.id ?? opened.config.arch;
     this.config = opened.config;
@@ -240,21 +249,21 @@ export class GpuEngine implements Backend {
     }, Math.min(maxWeightPartBytes(gpu.device.limits), opts.maxWeightPartBytes ?? Infinity));
     upload.done();
     const step = new StepBuffers(gpu.device, { ...limits, samplingWords: SAMPLE_PARAM_WORDS });
-    // The sampler's token of each slot; the next step's FEED tokens read it (u32 [maxSeqs]).
-    const tokens = createBuffer(gpu.device, maxSeqs * 4, STORAGE, 'sampled tokens');
+    // The sampler's token of each slot, which the next step's FEED tokens read, then of each verify row (u32 [2 × maxSeqs], StepBuffers.drawSlot).
+    const tokens = createBuffer(gpu.device, 2 * maxSeqs * 4, STORAGE, 'sampled tokens');
     // Compile progress counts layers whose pipelines and bind groups are ready (+ embedding and head).
     const compile = progress.phase('compile').file('kernels', config.numLayers + 2);
     const forward = await GpuForward.create(ctx, config, weights, step, tokens, limits, opened.ropeFreqFactors, () => compile.add(1));
     const params = step.sampling;
     const logprobs = createBuffer(gpu.device, maxSeqs * LOGPROB_WORDS * 4, STORAGE, 'sampled logprobs'); // u32 [maxSeqs, LOGPROB_WORDS] by row
     const { logits } = forward;
-    const op = await createSampleOp(ctx, { logits, params, tokens, logprobs, vocab: config.vocabSize, rowSlot: step.rowSlot });
+    const op = await createSampleOp(ctx, { logits, params, tokens, logprobs, vocab: config.vocabSize, rowSlot: step.drawSlot, maxSeqs });
     // Bias rows, counts and prompt bits per slot; they count the sampler's `tokens` (by slot too).
     const penalties = await createPenaltiesOp(ctx, { logits, lastToken: tokens, vocab: config.vocabSize, maxSeqs, rowSlot: step.rowSlot });
     // Structured output's token mask (by row), applied before the penalties and the sampler.
     const mask = await createApplyMaskOp(ctx, { logits, vocab: config.vocabSize, maxSeqs });
     compile.done();
-    const engine = new GpuEngine(gpu, weights, forward, { op, params, tokens, logprobs, penalties, mask }, text, opened, { id: opts.id, contextLength, precision, step, ctx, loraPool: opts.loraPool });
+    const engine = new GpuEngine(gpu, weights, forward, { op, params, tokens, logprobs, penalties, mask }, text, opened, { id: opts.id, contextLength, precision, step, ctx, loraPool: opts.loraPool, speculative: opts.speculative });
     try {
       for (const [name, source] of Object.entries(opts.lora ?? {})) await engine.loadLora(name, source);
     } catch (e) {
@@ -277,7 +286,7 @@ export class GpuEngine implements Backend {
   /** The page pool and the scheduler now: pages used by sequences, held by the prefix cache, free; sequences running and waiting. */
   get kvStats(): EngineStats {
     const { steps, preemptions } = this.scheduler.counters;
-    return { pageSize: this.kv.pageSize, pages: this.kv.stats, running: this.scheduler.runningCount, waiting: this.scheduler.waitingCount, steps, preemptions };
+    return { pageSize: this.kv.pageSize, pages: this.kv.stats, running: this.scheduler.runningCount, waiting: this.scheduler.waitingCount, steps, preemptions, speculative: { ...this.runner.speculated } };
   }
 
   /** Sampled rows of steps that read the logits back and sampled on the CPU (see needsCpuSampling). */
@@ -299,7 +308,8 @@ export class GpuEngine implements Backend {
     }
     const lease = request.lora !== undefined ? this.adapters.acquire(request.lora, request.loraParam ?? 'model') : null;
     try {
-      return yield* this.run(new Sequence(request, this.env, lease ?? undefined), request.cachePrompt ?? true, request.signal);
+      const speculation = request.speculation ?? this.speculation;
+      return yield* this.run(new Sequence({ ...request, ...(speculation ? { speculation } : {}) }, this.env, lease ?? undefined), request.cachePrompt ?? true, request.signal);
     } finally {
       lease?.release();
     }
@@ -382,6 +392,8 @@ export interface EngineStats {
   /** Steps run and preemptions since load. */
   steps: number;
   preemptions: number;
+  /** Speculative decoding since load: tokens proposed and verified, and those accepted into outputs. */
+  speculative: { proposed: number; accepted: number };
 }
 
 /** Sequences decoded together by default. */

@@ -56,14 +56,17 @@ class SimulatedKv implements BatchRunner {
     this.placed++;
   }
   async submit(items: BatchItem[]): Promise<StepCompletion> {
-    const step = this.steps.push({ rows: items.length, tokens: items.reduce((n, i) => n + i.work.tokens.length, 0) });
-    const draws: Array<[BatchItem, number]> = [];
+    const proposedOf = (i: BatchItem) => i.work.proposed ?? [];
+    const step = this.steps.push({ rows: items.reduce((n, i) => n + 1 + proposedOf(i).length, 0), tokens: items.reduce((n, i) => n + i.work.tokens.length + proposedOf(i).length, 0) });
+    const draws: Array<[BatchItem, number[]]> = [];
     for (const item of items) {
       const { seq, slot, work } = item;
       const start = this.kv.length(slot);
       expect(start).toBe(seq.kvLength);
-      const slots = this.kv.append(slot, work.tokens.length);
-      work.tokens.forEach((t, i) => {
+      // A verify step's proposals are rows after its tokens, at the next positions.
+      const fed = [...work.tokens, ...proposedOf(item)];
+      const slots = this.kv.append(slot, fed.length);
+      fed.forEach((t, i) => {
         if (t === FEED) expect(this.readBack.has(seq)).toBe(false);
         this.cells[slots[i]!] = t === FEED ? this.drawn.get(slot)! : t;
       });
@@ -77,9 +80,10 @@ class SimulatedKv implements BatchRunner {
         held.push(cell);
       }
       if (work.samples) {
-        const id = nextToken(held);
-        this.drawn.set(slot, id);
-        draws.push([item, id]);
+        // One draw per row: after the tokens, then after each proposal.
+        const ids = [nextToken(held), ...proposedOf(item).map((_, i) => nextToken([...held, ...proposedOf(item).slice(0, i + 1)]))];
+        this.drawn.set(slot, ids[0]!);
+        draws.push([item, ids]);
       }
       seq.advance(work, !this.readBack.has(seq));
     }
@@ -88,7 +92,11 @@ class SimulatedKv implements BatchRunner {
       this.onComplete?.();
       await Promise.resolve();
       this.events.push(`c${step}`);
-      for (const [{ seq }, id] of draws) if (!seq.finish) seq.record({ id });
+      for (const [{ seq, work }, ids] of draws) {
+        if (seq.finish) continue;
+        if (work.proposed) seq.verify(ids.map((id) => ({ id })), work.proposed);
+        else seq.record({ id: ids[0]! });
+      }
     };
   }
 }
@@ -249,5 +257,61 @@ describe('Scheduler', () => {
     const ids: number[] = [];
     for (let t = await stream!.next(); t; t = await stream!.next()) ids.push(t.id);
     expect(ids).toEqual(alone(prompt(4, 5), 3));
+  });
+
+  describe('speculative decoding (verify steps)', () => {
+    const spec = (p: number[], n: number, speculation: GenerateRequest['speculation'], stop: number[] = [], signal?: AbortSignal) => new Sequence({ ...request(p, n, signal, stop), speculation }, env);
+
+    it('takes a prediction of its own output in few steps, and an unrelated one changes nothing; the KV rolls back every miss', async () => {
+      const { scheduler, runner, kv } = rig(256, 4, 8, 32);
+      const ps = [prompt(1, 5), prompt(2, 7), prompt(3, 6)];
+      const want = ps.map((p) => alone(p, 40));
+      const [own, unrelated, ngram] = await Promise.all([
+        drain(scheduler, spec(ps[0]!, 40, { prediction: want[0]! })),
+        drain(scheduler, spec(ps[1]!, 40, { prediction: prompt(9, 30) })),
+        drain(scheduler, spec(ps[2]!, 40, { ngram: { n: 2, k: 4 } })),
+      ]);
+      // Each step checked the KV held each sequence's tokens and no more (SimulatedKv.submit): a rejected proposal left behind fails it.
+      expect([own.ids, unrelated.ids, ngram.ids]).toEqual(want);
+      // Proposals take the rows the other sequences leave (8 in all).
+      expect(own.result.speculation!.accepted).toBe(own.result.speculation!.proposed);
+      expect(own.result.speculation!.accepted).toBeGreaterThan(30);
+      expect(unrelated.result.speculation!.proposed).toBeGreaterThan(unrelated.result.speculation!.accepted);
+      expect(Math.max(...runner.steps.map((s) => s.rows))).toBeLessThanOrEqual(8);
+      expect(kv.stats.used).toBe(0);
+    });
+
+    it('needs four steps for 40 tokens it predicted (a prefill, then up to 16 proposals a step), and stops within a run at max_tokens or a stop id', async () => {
+      const p = prompt(4, 5);
+      const want = alone(p, 40);
+      let r = rig(64, 4, 17, 32);
+      expect((await drain(r.scheduler, spec(p, 40, { prediction: want }))).ids).toEqual(want);
+      expect(r.runner.steps.length).toBe(4);
+      // A prediction longer than max_tokens: proposals stop where output must.
+      r = rig(64, 4, 17, 32);
+      const short = await drain(r.scheduler, spec(p, 10, { prediction: want }));
+      expect(short).toMatchObject({ ids: want.slice(0, 10), result: { finishReason: 'length', speculation: { proposed: 8, accepted: 8 } } });
+      // A stop id inside an accepted run ends it there.
+      r = rig(64, 4, 17, 32);
+      const at = want.findIndex((id, i) => i > 3 && !want.slice(0, i).includes(id));
+      const stopped = await drain(r.scheduler, spec(p, 40, { prediction: want }, [want[at]!]));
+      expect(stopped.ids).toEqual(want.slice(0, at + 1));
+      expect(stopped.result).toMatchObject({ finishReason: 'stop', stopTokenId: want[at] });
+      expect(r.kv.stats.used).toBe(0);
+    });
+
+    it('ends a sequence aborted while its verify step runs, with its pages back', async () => {
+      const { scheduler, runner, kv } = rig(64, 4, 17, 32);
+      const p = prompt(5, 5);
+      const ctl = new AbortController();
+      runner.onComplete = () => {
+        if (runner.steps.length === 2) ctl.abort();
+      };
+      const out = await drain(scheduler, spec(p, 40, { prediction: alone(p, 40) }, [], ctl.signal));
+      expect(out.result.finishReason).toBe('abort');
+      expect(out.ids.length).toBeLessThan(40);
+      expect(out.ids).toEqual(alone(p, out.ids.length));
+      expect(kv.stats.used).toBe(0);
+    });
   });
 });

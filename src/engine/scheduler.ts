@@ -235,6 +235,8 @@ export class Scheduler {
       return;
     }
     for (let token = r.seq.take(); token; token = r.seq.take()) r.stream.push(token);
+    // A verify step (speculative decoding): the K/V of proposals past the first miss goes, its pages back in the pool.
+    if (item.work.proposed) this.kv.truncate(r.slot, r.seq.kvLength);
     this.offer(r);
     if (r.seq.finish) this.leave(r);
   }
@@ -292,13 +294,18 @@ export class Scheduler {
     let pages = 0; // pages this batch needs beyond what its sequences hold
     const items: BatchItem[] = [];
     const planned = new Set<Running>();
+    // Rows no sequence will take (each running one and each that may be admitted takes one): a
+    // decoding sequence that speculates verifies up to these many proposals, one row each.
+    let spareRows = this.limits.maxSeqs - this.running.length - Math.min(this.waiting.length, this.freeSlots.length);
     // Decoding sequences take one token each before any prefill chunk.
     const order = [...this.running].sort((a, b) => Number(a.seq.pending > 1) - Number(b.seq.pending > 1));
     for (const r of order) {
       const decodes = r.seq.pending === 1;
       if (!this.running.includes(r) || !r.seq.ready || (!decodes && budget === 0)) continue;
       const n = decodes ? 1 : Math.min(r.seq.pending, budget);
-      let need = this.kv.pagesNeeded(r.slot, n);
+      // Its proposals' K/V rows need pages too (rolled back once verified).
+      const proposed = decodes ? (r.seq.work(n, spareRows).proposed?.length ?? 0) : 0;
+      let need = this.kv.pagesNeeded(r.slot, n + proposed);
       if (pages + need > this.kv.availablePages && pipelined) return null;
       // Not enough pages: preempt the newest running sequence not yet in this batch (or this one).
       while (pages + need > this.kv.availablePages) {
@@ -306,10 +313,11 @@ export class Scheduler {
         if (!victim) break;
         this.preempt(victim);
         if (victim === r) break;
-        need = this.kv.pagesNeeded(r.slot, n);
+        need = this.kv.pagesNeeded(r.slot, n + proposed);
       }
       if (!this.running.includes(r) || pages + need > this.kv.availablePages) continue;
-      const work = r.seq.work(n);
+      const work = r.seq.work(n, proposed);
+      spareRows -= work.proposed?.length ?? 0;
       items.push({ seq: r.seq, slot: r.slot, work });
       planned.add(r);
       pages += need;

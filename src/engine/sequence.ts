@@ -11,12 +11,14 @@
  * sequence at a time through `runSequence` and its `StepRunner.step`.
  */
 import { FEED } from '../kernels/feed';
+import { needsPenalties } from '../kernels/penalties';
 import type { SeqSampling } from '../kernels/sample';
 import type { Constraint } from '../structured/spec';
 import type { TextTokenizer } from '../text/tokenizer';
 import { nextTask, resultFor } from './backend-util';
 import { BackendError, GrammarDeadEndError, GrammarRefusedError } from './errors';
 import { logprobsOf, TokenSampler } from './logit-processors';
+import { proposerFor, type Proposer } from './proposers';
 import type { FinishReason, GenerateRequest, GeneratedToken, GenerationResult, SamplingParams } from './types';
 
 /** Greedy draws with every processor off: what a request whose draw is not its output runs with (teacher forcing, embeddings). */
@@ -37,10 +39,16 @@ export interface SequenceEnv {
   moe?: boolean;
 }
 
-/** The tokens a sequence feeds in its next step, and whether that step samples a token. */
+/**
+ * The tokens a sequence feeds in its next step, and whether that step samples a token. With
+ * `proposed` (speculative decoding; only on a step that samples) the step verifies them too: each
+ * proposed token is a row of its own after `tokens`, fed at the next position, and every row
+ * samples (`Sequence.verify`).
+ */
 export interface SeqStep {
   tokens: readonly number[];
   samples: boolean;
+  proposed?: readonly number[];
 }
 
 /** A backend's step: runs `batch` (one step for each) and calls `sampleLogits` or `record` on those whose step samples. */
@@ -66,10 +74,16 @@ export class Sequence {
   readonly wantsHidden: boolean;
   /** Whether each token comes with the experts its row was routed to (`GeneratedToken.routedExperts`). */
   readonly wantsRouted: boolean;
+  /** Whether the request asked for speculation (its result then counts proposed and accepted tokens, even if none were). */
+  readonly speculates: boolean;
   /** Whether tokens its grammar forces are taken without a draw (`jumpForward`). */
   readonly jumpsForward: boolean;
   /** Prompt tokens whose KV was reused (set by the backend when it first places the sequence). */
   cachedTokens = 0;
+  /** Speculative decoding's guesser (null: none asked for, or the request cannot speculate: see `canSpeculate`). */
+  private readonly proposer: Proposer | null;
+  /** Tokens proposed and verified, and those of them the output took. */
+  private readonly speculated = { proposed: 0, accepted: 0 };
   /** Tokens (prompt, then output) whose K/V the backend holds so far, cached or computed. */
   private fed = 0;
   /**
@@ -135,6 +149,8 @@ export class Sequence {
     this.wantsHidden = request.returnHiddenStates ?? false;
     this.wantsRouted = request.returnRoutedExperts ?? false;
     this.jumpsForward = request.constraint !== undefined && (request.jumpForward ?? true) && drawIsForced(sampling) && !this.wantsHidden && !this.wantsRouted;
+    this.proposer = canSpeculate(request) ? proposerFor(request.speculation) : null;
+    this.speculates = request.speculation !== undefined;
     if (this.wantsRouted && !env.moe)
       throw new BackendError('routed_experts_unavailable', 400, 'return_routed_experts needs a mixture-of-experts model; this model has no experts', 'return_routed_experts');
     // The breaker table decodes the vocabulary once per breaker list: only build it for DRY.
@@ -142,6 +158,11 @@ export class Sequence {
     this.sampler = new TokenSampler(this.sampling, { promptIds, ...(isBreaker ? { isBreaker } : {}) });
     this.signal = request.signal;
     this.resultOf = resultFor(promptIds.length);
+  }
+
+  /** Speculative decoding: tokens proposed and verified so far, and those of them the output took. */
+  get speculation(): { readonly proposed: number; readonly accepted: number } {
+    return this.speculated;
   }
 
   /** Tokens generated so far. */
@@ -214,19 +235,51 @@ export class Sequence {
    * FEED when that token was drawn on the GPU and is not read back yet). Only a chunk that
    * reaches the last token samples. Call `advance` once the step is submitted.
    */
-  work(chunk: number): SeqStep {
+  work(chunk: number, maxProposed = 0): SeqStep {
     if (this.drawn > 0) return { tokens: [FEED], samples: true };
     const tokens = this.ids.slice(this.fed, this.fed + chunk);
-    return { tokens, samples: this.fed + tokens.length === this.ids.length };
+    const samples = this.fed + tokens.length === this.ids.length;
+    // Speculation: proposals only where every one could still be output (max_tokens, hence the context).
+    const room = Math.min(maxProposed, this.maxTokens - this.generated - 1);
+    const proposed = samples && this.proposer && room > 0 ? this.proposer.propose(this.ids, this.generated, room).slice(0, room) : [];
+    return proposed.length ? { tokens, samples, proposed } : { tokens, samples };
   }
 
-  /** The step that feeds `work` is submitted; `onGpu`: the token it draws stays on the GPU for the next step to feed. */
+  /**
+   * The step that feeds `work` is submitted; `onGpu`: the token it draws stays on the GPU for the
+   * next step to feed. A sequence that speculates reads every draw back: its next proposal
+   * follows the token drawn.
+   */
   advance(work: SeqStep, onGpu = false): void {
-    this.fed += work.tokens.length;
+    this.fed += work.tokens.length + (work.proposed?.length ?? 0);
     if (work.samples) {
       this.drawn++;
-      this.drawnOnGpu = onGpu;
+      this.drawnOnGpu = onGpu && !this.proposer;
     }
+  }
+
+  /**
+   * A verify step's draws (`draws[i]`: the token drawn at row i, after `tokens` and the first i
+   * proposals) are recorded in order while each equals the proposal fed after it: the first draw
+   * that differs is recorded and ends the run, as does anything that ends the sequence (a stop
+   * id, max_tokens). With a proposer whose guesses are certain (a lookup), this is the standard
+   * accept/reject rule: the target's draw at a row is accepted with probability p(proposal), and
+   * otherwise is a draw from the residual (p without the proposal, renormalised), so the output
+   * keeps the target's distribution; and row i draws with the sampler's counter at the output's
+   * length, as decoding without speculation does. Afterwards the sequence holds K/V only for the
+   * tokens recorded, their last excepted (`kvLength`): the backend rolls its cache back to it.
+   */
+  verify(draws: readonly GeneratedToken[], proposed: readonly number[]): void {
+    this.speculated.proposed += proposed.length;
+    for (let i = 0; i < draws.length; i++) {
+      const hit = i < proposed.length && draws[i]!.id === proposed[i];
+      // Counted before recording: a draw that ends the sequence is in its result's counts.
+      if (hit) this.speculated.accepted++;
+      this.record(draws[i]!);
+      if (this.result || !hit) break;
+    }
+    this.drawn = 0;
+    this.fed = Math.min(this.fed, this.ids.length - 1);
   }
 
   /** Ids that may not be drawn at the draw after `count` tokens (default: the next one): EOS and stop ids before min_tokens. */
@@ -260,9 +313,14 @@ export class Sequence {
       this.record({ id: this.forced.ids[this.generated + 1] ?? 0 });
       return;
     }
+    this.record(this.draw(logits, hidden, routed));
+  }
+
+  /** A CPU draw from this step's logits (see `sampleLogits`), not recorded: a verify step's row draws (`verify`). */
+  draw(logits: Float32Array, hidden?: Float32Array, routed?: number[][]): GeneratedToken {
     const id = this.sampler.sample(logits, this.banned(this.generated));
     const p = this.sampling;
-    this.record({ id, ...(p.logprobs ? logprobsOf(logits, id, p.topLogprobs) : {}), ...(hidden ? { hidden } : {}), ...(routed ? { routedExperts: routed } : {}) });
+    return { id, ...(p.logprobs ? logprobsOf(logits, id, p.topLogprobs) : {}), ...(hidden ? { hidden } : {}), ...(routed ? { routedExperts: routed } : {}) };
   }
 
   /**
@@ -325,7 +383,7 @@ export class Sequence {
 
   /** Ends the sequence; the first reason given stands. */
   end(reason: FinishReason, stopTokenId?: number): void {
-    this.result ??= this.resultOf(reason, this.generated, this.cachedTokens, stopTokenId);
+    this.result ??= { ...this.resultOf(reason, this.generated, this.cachedTokens, stopTokenId), ...(this.speculates ? { speculation: { ...this.speculated } } : {}) };
   }
 
   /**
@@ -348,6 +406,19 @@ export class Sequence {
  */
 function drawIsForced(p: SamplingParams): boolean {
   return !p.logprobs && p.mirostat.mode === 0 && p.dry.multiplier === 0 && p.repetitionPenalty === 1 && p.frequencyPenalty === 0 && p.presencePenalty === 0;
+}
+
+/**
+ * Whether a request's draws can be verified several per step. Not: under a grammar (a row's mask
+ * would need the grammar advanced through the proposals before it and rolled back after, which
+ * the matcher cannot), with a CPU sampler or the GPU penalties op (both keep per-sequence state
+ * that each draw moves: history counts, mirostat's mu, the min_tokens ban), or with hidden states
+ * or routed experts (read back per sequence, not per row). Such a request decodes as without
+ * speculation, with the same output.
+ */
+function canSpeculate(r: GenerateRequest): boolean {
+  const p = r.sampling;
+  return !r.constraint && !r.returnHiddenStates && !r.returnRoutedExperts && r.minTokens === 0 && !needsPenalties(p, false) && p.dry.multiplier === 0 && p.mirostat.mode === 0;
 }
 
 /** The one id a bitmask allows, or -1 when it allows none or several. */

@@ -65,20 +65,36 @@ const NO_PENALTIES = { logitBias: {}, repetitionPenalty: 1, frequencyPenalty: 0,
 export interface Sampler {
   op: Op;
   params: GPUBufferBinding;
-  tokens: GPUBuffer; // u32 [maxSeqs] the token drawn for each slot
+  tokens: GPUBuffer; // u32 [2 × maxSeqs] the token drawn for each slot, then each verify row's (StepBuffers.drawSlot)
   logprobs: GPUBuffer; // u32 [maxSeqs, LOGPROB_WORDS] by row
   penalties: PenaltiesOp;
   mask: ApplyMaskOp;
 }
 
+/**
+ * One row of a step: an item's tokens, or (`verify` ≥ 1, speculative decoding) its proposal
+ * `verify` − 1 as a row of its own, right after the item's earlier rows.
+ */
+interface Row {
+  item: BatchItem;
+  tokens: readonly number[];
+  verify: number;
+}
+
+/** An item's rows: its tokens, then one per proposal it verifies. */
+function rowsOf(item: BatchItem): Row[] {
+  return [{ item, tokens: item.work.tokens, verify: 0 }, ...(item.work.proposed ?? []).map((id, i) => ({ item, tokens: [id], verify: i + 1 }))];
+}
+
 /** What a step reads back, decided as it is submitted. */
 interface StepOut {
-  gpuRows: BatchItem[];
+  /** Rows sampled on the GPU (an item that verifies proposals has several, consecutive). */
+  gpuRows: Row[];
   cpuRows: BatchItem[];
   /** The GPU rows' sampling settings, in row order. */
   params: SeqSampling[];
   /** The sampling rows (GPU rows, then CPU rows): row r of a per-row readback is sampling[r]. */
-  sampling: BatchItem[];
+  sampling: Row[];
   wantLogprobs: boolean;
   wantHidden: boolean;
   wantRouted: boolean;
@@ -123,6 +139,8 @@ export class StepRunner implements BatchRunner {
   cpuSteps = 0;
   /** Prefill chunks run that only filled the KV (no sampling). */
   prefillSteps = 0;
+  /** Speculative decoding: tokens proposed and verified, and those accepted into outputs. */
+  readonly speculated = { proposed: 0, accepted: 0 };
   private readonly channels: Channel[];
   /** Readback buffers of the steps in flight: step n's while step n+1 runs. */
   private readonly ring: Readback[];
@@ -137,6 +155,7 @@ export class StepRunner implements BatchRunner {
   constructor(
     private readonly gpu: GPUContext,
     private readonly config: ModelConfig,
+    /** `maxSeqs` rows per step; the sampler's `tokens` hold 2 × maxSeqs words (by slot, then a verify row's by row). */
     private readonly limits: { maxSeqs: number },
     private readonly forward: GpuForward,
     private readonly sampler: Sampler,
@@ -186,7 +205,7 @@ export class StepRunner implements BatchRunner {
    */
   async submit(items: BatchItem[]): Promise<StepCompletion> {
     const { device } = this.gpu;
-    const gpuRows: BatchItem[] = [];
+    const gpuRows: Row[] = [];
     const cpuRows: BatchItem[] = [];
     const rest: BatchItem[] = [];
     for (const item of items) {
@@ -195,17 +214,22 @@ export class StepRunner implements BatchRunner {
         rest.push(item);
         continue;
       }
+      // A sequence that verifies proposals is sampled on the GPU (Sequence's canSpeculate).
       if (sampledOnCpu(seq)) cpuRows.push(item);
-      else gpuRows.push(item);
+      else gpuRows.push(...rowsOf(item));
       // min_tokens reached: the bias row goes back to logit_bias alone (one write per request).
       if (this.slotPenalized[slot] && seq.minTokens > 0 && seq.drawCount === seq.minTokens) this.sampler.penalties.setBias(slot, seq.sampling, []);
     }
-    const rows = [...gpuRows, ...cpuRows, ...rest];
+    const rows: Row[] = [...gpuRows, ...[...cpuRows, ...rest].map((item) => ({ item, tokens: item.work.tokens, verify: 0 }))];
     const sampling = gpuRows.length + cpuRows.length;
-    const params = gpuRows.map((r) => r.seq.gpuSampling());
+    // A verify row draws with the sampler's counter at the output's length it would draw at unspeculated.
+    const params = gpuRows.map((r) => {
+      const p = r.item.seq.gpuSampling();
+      return r.verify ? { ...p, step: p.step + r.verify } : p;
+    });
     if (params.length) packSamplingParams(params, this.samplingParams);
     const { tokens, seqs, adapted } = this.stepBuffers.write(
-      rows.map((r) => ({ seq: r.slot, tokens: r.work.tokens, adapter: r.seq.adapter?.id })),
+      rows.map((r) => ({ seq: r.item.slot, tokens: r.tokens, adapter: r.item.seq.adapter?.id, verifies: r.verify > 0 })),
       this.kv,
       params.length ? new Uint32Array(this.samplingParams, 0, params.length * SAMPLE_PARAM_WORDS) : undefined,
     );
@@ -213,13 +237,13 @@ export class StepRunner implements BatchRunner {
     let encoder = device.createCommandEncoder();
     // Each sequence's keys after this step: the longest decides attention's splits; a profiled
     // step reports them all.
-    const keys = rows.map((r) => this.kv.length(r.slot));
+    const keys = rows.map((r) => this.kv.length(r.item.slot));
     const shape = this.profiler ? { tokens, seqs, keys } : undefined;
     let pass = this.profiler ? this.profiler.begin(encoder, false, shape!) : encoder.beginComputePass();
     // return_hidden_states: the sampling rows' final hidden states are copied out after the pass.
-    const wantHidden = rows.slice(0, sampling).some((r) => r.seq.wantsHidden);
+    const wantHidden = rows.slice(0, sampling).some((r) => r.item.seq.wantsHidden);
     this.forward.encode(pass, this.forward.plan({ tokens, seqs, adapted, hidden: wantHidden, maxKeys: Math.max(...keys) }));
-    const masked = rows.slice(0, sampling).some((r) => r.seq.constraint);
+    const masked = rows.slice(0, sampling).some((r) => r.item.seq.constraint);
     if (masked) {
       pass.end();
       device.queue.submit([encoder.finish()]);
@@ -229,7 +253,7 @@ export class StepRunner implements BatchRunner {
       // Queue writes land in order between submits, so the second buffer reads this step's masks.
       await nextTask();
       for (let row = 0; row < sampling; row++) {
-        const seq = rows[row]!.seq;
+        const seq = rows[row]!.item.seq;
         if (seq.constraint) await seq.nextMask();
         this.sampler.mask.write(row, seq.constraint ? seq.maskBits! : this.allowAll);
       }
@@ -239,18 +263,18 @@ export class StepRunner implements BatchRunner {
     }
     if (gpuRows.length) {
       // The op runs over every sampling row; rows whose slot does not use it are left as they are.
-      if (gpuRows.some((r) => this.slotPenalized[r.slot])) this.sampler.penalties.encode(pass, gpuRows.length);
+      if (gpuRows.some((r) => this.slotPenalized[r.item.slot])) this.sampler.penalties.encode(pass, gpuRows.length);
       this.sampler.op.encode(pass, gpuRows.length);
     }
     pass.end();
     this.profiler?.end(encoder);
     // The step's outputs into this step's readback buffers (READBACK: one row per channel).
-    const out: StepOut = { gpuRows, cpuRows, params, sampling: rows.slice(0, sampling), wantLogprobs: params.some((p) => p.logprobs), wantHidden, wantRouted: rows.slice(0, sampling).some((r) => r.seq.wantsRouted) };
+    const out: StepOut = { gpuRows, cpuRows, params, sampling: rows.slice(0, sampling), wantLogprobs: params.some((p) => p.logprobs), wantHidden, wantRouted: rows.slice(0, sampling).some((r) => r.item.seq.wantsRouted) };
     const wanted = this.channels.filter((c) => c.wanted(out));
     for (const c of wanted) c.copy(encoder, ring[c.name], out);
     device.queue.submit([encoder.finish()]);
     this.trace?.('submit');
-    rows.forEach((r, i) => r.seq.advance(r.work, i < gpuRows.length && !r.seq.constraint));
+    rows.forEach((r, i) => r.verify === 0 && r.item.seq.advance(r.item.work, i < gpuRows.length && !r.item.seq.constraint));
     this.prefillSteps += rest.length;
 
     if (!sampling) {
@@ -270,26 +294,40 @@ export class StepRunner implements BatchRunner {
       await this.untilLost(Promise.all(wanted.map((c) => ring[c.name].mapAsync(GPUMapMode.READ, 0, c.mapped?.(s)))));
       this.trace?.('readback');
       const rows = this.unpack(ring, s, wanted);
-      s.gpuRows.forEach((item, row) => {
-        if (item.seq.finish) return;
-        const { token, hidden, routedExperts } = rows(item, row);
+      s.gpuRows.forEach(({ item, verify }, row) => {
+        if (item.seq.finish || verify > 0) return;
+        const proposed = item.work.proposed;
+        if (proposed) {
+          this.verify(item, proposed, Array.from({ length: proposed.length + 1 }, (_, i) => rows(s.gpuRows[row + i]!, row + i).token!));
+          return;
+        }
+        const { token, hidden, routedExperts } = rows(s.gpuRows[row]!, row);
         guard(item, () => item.seq.record({ ...token!, ...(hidden ? { hidden } : {}), ...(routedExperts ? { routedExperts } : {}) }));
       });
       s.cpuRows.forEach((item, i) => {
         if (item.seq.finish) return;
         this.cpuSteps++;
-        const { logits, hidden, routedExperts } = rows(item, s.gpuRows.length + i);
+        const { logits, hidden, routedExperts } = rows({ item, tokens: item.work.tokens, verify: 0 }, s.gpuRows.length + i);
         guard(item, () => item.seq.sampleLogits(logits!, hidden, routedExperts));
       });
     } finally {
       for (const b of Object.values(ring)) if (b.mapState === 'mapped') b.unmap();
     }
     // Tokens the grammars force now are fed with this draw at the next step (Sequence.jumpForward).
-    for (const item of [...s.gpuRows, ...s.cpuRows]) if (item.seq.jumpsForward && item.error === undefined) await item.seq.jumpForward().catch((e: unknown) => (item.error = e));
+    for (const item of [...s.gpuRows.filter((r) => r.verify === 0).map((r) => r.item), ...s.cpuRows]) if (item.seq.jumpsForward && item.error === undefined) await item.seq.jumpForward().catch((e: unknown) => (item.error = e));
+  }
+
+  /** A verify step's draws (one per row of the item) recorded by its sequence (Sequence.verify; the scheduler rolls its K/V back). */
+  private verify(item: BatchItem, proposed: readonly number[], draws: GeneratedToken[]): void {
+    const { seq } = item;
+    const before = seq.speculation.accepted;
+    guard(item, () => seq.verify(draws, proposed));
+    this.speculated.proposed += proposed.length;
+    this.speculated.accepted += seq.speculation.accepted - before;
   }
 
   /** Each sampling row's values from the mapped channels (a hidden state or routed experts only for a sequence that asked). */
-  private unpack(ring: Readback, s: StepOut, wanted: Channel[]): (item: BatchItem, row: number) => RowOut {
+  private unpack(ring: Readback, s: StepOut, wanted: Channel[]): (row: Row, index: number) => RowOut {
     const range = (name: ChannelName) => (wanted.some((c) => c.name === name) ? ring[name].getMappedRange(0, this.channels.find((c) => c.name === name)!.mapped?.(s)) : null);
     const { maxSeqs } = this.limits;
     const { vocabSize: V, hiddenSize: H } = this.config;
@@ -304,11 +342,12 @@ export class StepRunner implements BatchRunner {
     const routedWords = routed && new Int32Array(routed);
     const perRow = routedWordsOf(this.config);
     const k = this.config.moe?.numExpertsUsed ?? 0;
-    return (item, row) => {
+    return ({ item, verify }, row) => {
       const out: RowOut = {};
       if (words && row < s.gpuRows.length) {
-        const at = maxSeqs + row * LOGPROB_WORDS;
-        const [t] = unpackSampled(words.subarray(item.slot, item.slot + 1), s.wantLogprobs ? words.subarray(at, at + LOGPROB_WORDS) : undefined, [s.params[row]!]);
+        const at = 2 * maxSeqs + row * LOGPROB_WORDS;
+        const drawn = verify ? maxSeqs + row : item.slot;
+        const [t] = unpackSampled(words.subarray(drawn, drawn + 1), s.wantLogprobs ? words.subarray(at, at + LOGPROB_WORDS) : undefined, [s.params[row]!]);
         out.token = { id: t!.token, ...(t!.logprob !== undefined ? { logprob: t!.logprob, top: t!.top ?? [] } : {}) };
       }
       if (all && row >= s.gpuRows.length) {
@@ -344,13 +383,13 @@ function readbackChannels(config: ModelConfig, maxSeqs: number, forward: GpuForw
   const routedWords = routedWordsOf(config);
   return [
     {
-      // u32 [maxSeqs] ids by slot, then [maxSeqs, LOGPROB_WORDS] by row
+      // u32 [2 × maxSeqs] ids by slot, then verify rows' by row (StepBuffers.drawSlot), then [maxSeqs, LOGPROB_WORDS] by row
       name: 'tokens',
-      bytes: maxSeqs * (1 + LOGPROB_WORDS) * 4,
+      bytes: maxSeqs * (2 + LOGPROB_WORDS) * 4,
       wanted: (s) => s.gpuRows.length > 0,
       copy(encoder, into, s) {
-        encoder.copyBufferToBuffer(sampler.tokens, 0, into, 0, maxSeqs * 4);
-        if (s.wantLogprobs) encoder.copyBufferToBuffer(sampler.logprobs, 0, into, maxSeqs * 4, s.gpuRows.length * LOGPROB_WORDS * 4);
+        encoder.copyBufferToBuffer(sampler.tokens, 0, into, 0, 2 * maxSeqs * 4);
+        if (s.wantLogprobs) encoder.copyBufferToBuffer(sampler.logprobs, 0, into, 2 * maxSeqs * 4, s.gpuRows.length * LOGPROB_WORDS * 4);
       },
     },
     {
@@ -381,7 +420,7 @@ function readbackChannels(config: ModelConfig, maxSeqs: number, forward: GpuForw
         const k = config.moe!.numExpertsUsed;
         let last = -1;
         s.sampling.forEach((r, row) => {
-          last += r.work.tokens.length;
+          last += r.tokens.length;
           forward.routedIds.forEach((ids, l) => ids && encoder.copyBufferToBuffer(ids, last * k * 4, into, (row * routedWords + l * k) * 4, k * 4));
         });
       },

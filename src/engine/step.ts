@@ -15,6 +15,12 @@ export interface SeqWork {
   tokens: readonly number[];
   /** The LoRA pool id of the row's adapter (./lora-pool.ts); absent: the base model alone. */
   adapter?: number;
+  /**
+   * A verify row of speculative decoding: another row of the same sequence (`seq`) before it in
+   * the step fed the tokens its one token follows. Its draw goes to its own word (`drawSlot`),
+   * not the slot's, which the sequence's first row writes.
+   */
+  verifies?: boolean;
 }
 
 export interface StepLimits {
@@ -26,7 +32,7 @@ export interface StepLimits {
 }
 
 /** The regions of the packed step buffer, in order (the block table last: a step writes only its rows). */
-const REGIONS = ['counts', 'seqCount', 'tokens', 'positions', 'tokenSeq', 'slotMapping', 'seqLens', 'lastToken', 'rowSlot', 'seqAdapter', 'sampling', 'blockTable'] as const;
+const REGIONS = ['counts', 'seqCount', 'tokens', 'positions', 'tokenSeq', 'slotMapping', 'seqLens', 'lastToken', 'rowSlot', 'drawSlot', 'seqAdapter', 'sampling', 'blockTable'] as const;
 type Region = (typeof REGIONS)[number];
 
 /**
@@ -46,6 +52,7 @@ export class StepBuffers {
   readonly seqLens: GPUBufferBinding; // [maxSeqs] u32 context length after this step
   readonly lastToken: GPUBufferBinding; // [maxSeqs] u32 index (in the step) of each row's last token
   readonly rowSlot: GPUBufferBinding; // [maxSeqs] u32 the sequence slot (KV id) of each row: where per-sequence state lives
+  readonly drawSlot: GPUBufferBinding; // [maxSeqs] u32 where the sampler writes each row's token: its slot, or maxSeqs + row for a verify row
   readonly seqAdapter: GPUBufferBinding; // [maxSeqs] u32 each row's LoRA adapter id, or NO_ADAPTER (src/kernels/lora.ts)
   readonly sampling: GPUBufferBinding; // [maxSeqs × samplingWords] the sampler's per-row parameters
   readonly blockTable: GPUBufferBinding; // [maxSeqs × maxPagesPerSeq] u32 page ids
@@ -70,6 +77,7 @@ export class StepBuffers {
       seqLens: maxSeqs,
       lastToken: maxSeqs,
       rowSlot: maxSeqs,
+      drawSlot: maxSeqs,
       seqAdapter: maxSeqs,
       sampling: maxSeqs * Math.max(1, limits.samplingWords ?? 1),
       blockTable: maxSeqs * maxPagesPerSeq,
@@ -95,6 +103,7 @@ export class StepBuffers {
     this.seqLens = region('seqLens');
     this.lastToken = region('lastToken');
     this.rowSlot = region('rowSlot');
+    this.drawSlot = region('drawSlot');
     this.seqAdapter = region('seqAdapter');
     this.sampling = region('sampling');
     this.blockTable = region('blockTable');
@@ -129,6 +138,7 @@ export class StepBuffers {
         }
         c.lastToken[s] = t - 1;
         c.rowSlot[s] = w.seq;
+        c.drawSlot[s] = w.verifies ? maxSeqs + s : w.seq;
         c.seqAdapter[s] = w.adapter ?? NO_ADAPTER;
         c.seqLens[s] = start + w.tokens.length;
         const table = kv.table(w.seq);

@@ -8,6 +8,7 @@ import type { ChatTemplateConfig } from '../text/chat-template';
 import type { GenerationDefaults } from '../model/generation-config';
 import type { Constraint } from '../structured/spec';
 import type { ImageProcessorSettings } from '../vision/settings';
+import type { SpeculationRequest } from './proposers';
 
 /** Everything that decides the next token, after the API layer resolved defaults. */
 export interface SamplingParams {
@@ -75,6 +76,11 @@ export interface GenerateRequest {
    * and fed together at the next step (Sequence.jumpForward); the output is the same either way.
    */
   jumpForward?: boolean;
+  /**
+   * Speculative decoding (issue #32): proposals from a predicted output or n-gram lookup, several
+   * verified per step (src/engine/proposers.ts). The output is the same with or without it.
+   */
+  speculation?: SpeculationRequest;
   /** Return each generated token's final hidden state (`GeneratedToken.hidden`; SGLang's `return_hidden_states`). */
   returnHiddenStates?: boolean;
   /**
@@ -115,6 +121,8 @@ export interface GenerationResult {
   completionTokens: number;
   /** Prompt tokens whose KV was reused from a previous request. */
   cachedTokens: number;
+  /** With `speculation` asked for: tokens proposed and verified, and those the output took. */
+  speculation?: { proposed: number; accepted: number };
 }
 
 /** A loaded model ready to generate. */

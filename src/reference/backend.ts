@@ -113,15 +113,17 @@ export class ReferenceBackend implements Backend, StepRunner {
    */
   async step(batch: readonly Sequence[]): Promise<void> {
     for (const seq of batch) {
-      const work = seq.work(Infinity);
+      // Proposals (speculation) are bounded by their proposer; one position at a time, they verify as the GPU's rows do.
+      const work = seq.work(Infinity, Infinity);
       const images = this.imageRows.get(seq);
       let logits: Float32Array = new Float32Array(0);
-      for (const id of work.tokens) {
-        logits = this.model.forward(id, this.cached.length, images?.get(this.cached.length));
-        this.cached.push(id);
-      }
+      for (const id of work.tokens) logits = this.feed(id, images);
       seq.advance(work);
       if (!work.samples) continue;
+      if (work.proposed) {
+        this.verify(seq, work.proposed, logits);
+        continue;
+      }
       if (seq.constraint) {
         // Forbidden tokens get -inf before anything else sees the logits (logprobs included).
         logits = applyMaskRef(logits.slice(), await seq.nextMask(), this.config.vocabSize);
@@ -152,6 +154,25 @@ export class ReferenceBackend implements Backend, StepRunner {
       for (let i = 0; i < per; i++) out.set(positions[t * per + i]!, rows.subarray(i * dim, (i + 1) * dim));
     });
     return out;
+  }
+
+  /** One id through the model at the next position of the cache: its logits. */
+  private feed(id: number, images?: Map<number, Float32Array>): Float32Array {
+    const logits = this.model.forward(id, this.cached.length, images?.get(this.cached.length));
+    this.cached.push(id);
+    return logits;
+  }
+
+  /**
+   * A verify step (Sequence.verify), one proposal at a time: a draw from the logits so far, and
+   * while it equals the next proposal, that proposal is fed for the next draw. The cache then
+   * holds what the sequence says it does (the GPU engine rolls back the rows it fed past a miss).
+   */
+  private verify(seq: Sequence, proposed: readonly number[], logits: Float32Array): void {
+    const draws = [seq.draw(logits)];
+    for (let i = 0; i < proposed.length && draws[i]!.id === proposed[i]; i++) draws.push(seq.draw(this.feed(proposed[i]!)));
+    seq.verify(draws, proposed);
+    this.cached.length = Math.min(this.cached.length, seq.kvLength);
   }
 
   async scorePrompt(ids: number[], topLogprobs: number): Promise<Array<{ logprob: number | null; top: TokenLogprob[] }>> {

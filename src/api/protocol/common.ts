@@ -45,6 +45,29 @@ const regexes = refine(strings({ nonEmpty: true }), (list, param) => {
 
 const positive = num({ min: 0, minExclusive: true });
 
+/** OpenAI's Predicted Outputs: `{ type: "content", content }`, content a string or text parts; its text. */
+const prediction = custom((v, param) => {
+  const o = obj.read(v, param);
+  if (o.type !== 'content') throw invalid(`${param}.type`, `${param}.type must be "content"; got ${show(o.type)}`);
+  const c = o.content;
+  if (typeof c === 'string') return c;
+  if (!Array.isArray(c)) throw invalid(`${param}.content`, `${param}.content must be a string or a list of text parts; got ${show(c)}`);
+  return c
+    .map((part: unknown, i) => {
+      const p = part as Json | null;
+      if (p === null || typeof p !== 'object' || p.type !== 'text' || typeof p.text !== 'string') throw invalid(`${param}.content[${i}]`, `${param}.content[${i}] must be {"type": "text", "text": string}; got ${show(part)}`);
+      return p.text;
+    })
+    .join('');
+});
+
+/** `speculative: { type: "ngram", n, k }`: prompt-lookup decoding's match and proposal lengths. */
+const speculative = custom((v, param) => {
+  const o = obj.read(v, param);
+  if (o.type !== 'ngram') throw invalid(`${param}.type`, `${param}.type must be "ngram"; got ${show(o.type)}`);
+  return { n: int({ min: 1, max: 8 }).read(o.n ?? 3, `${param}.n`), k: int({ min: 1, max: 16 }).read(o.k ?? 8, `${param}.k`) };
+});
+
 /**
  * The sampling and stopping fields both endpoints take, OpenAI's first (in its documentation's
  * order), then the extensions (SGLang, vLLM, llama.cpp, mistral.rs). A new field is one row here.
@@ -58,6 +81,9 @@ export const SAMPLING_FIELDS = {
     doc: 'Token id (as a string key) → bias added to its logit (-100 bans, 100 forces).',
   }),
   presence_penalty: field(num({ min: -2, max: 2 }), { default: 0, into: ['sampling', 'presencePenalty'], doc: 'Penalises tokens that appeared in the output at all.' }),
+  prediction: field(prediction, {
+    doc: 'Predicted Outputs: `{"type": "content", "content": text}`, text the output is expected to largely repeat; its tokens are verified several per step (the output is the same), and usage counts `accepted_prediction_tokens` and `rejected_prediction_tokens`.',
+  }),
   seed: field(int(), { into: ['sampling', 'seed'], doc: 'Same seed, same output (absent: a random seed per request).' }),
   stop: field(strings({ nonEmpty: true }), { default: [], into: ['text', 'stop'], doc: 'Strings that end generation before the first of them (which is not returned).' }),
   temperature: field(num({ min: 0, max: 2 }), { default: 1, modelDefault: true, into: ['sampling', 'temperature'], doc: '0 is greedy.' }),
@@ -97,6 +123,9 @@ export const SAMPLING_FIELDS = {
     default: false,
     into: ['generate', 'returnRoutedExperts'],
     doc: "SGLang: each choice carries `sglext.routed_experts`, base64 of int32 [tokens][layers][k]: the experts every layer routed each generated token's row to (every layer listed; a dense layer of a model that mixes them reads k times -1). A model without experts answers 400.",
+  }),
+  speculative: field(speculative, {
+    doc: 'Speculative decoding by n-gram lookup: `{"type": "ngram", "n": 3, "k": 8}` proposes up to k tokens that followed the last n (or fewer) tokens earlier in the prompt and output; the output is the same. `prediction` wins when both are given.',
   }),
   lora_path: field(str, { doc: 'SGLang: the loaded LoRA adapter to run with, by name (`model: "<model>:<adapter>"` wins when both are given).' }),
   ...STRUCTURED_FIELDS,
@@ -145,6 +174,8 @@ export interface Usage {
   completion_tokens: number;
   total_tokens: number;
   prompt_tokens_details: { cached_tokens: number };
+  /** With `prediction` or `speculative`: proposed tokens the output took, and those it did not. */
+  completion_tokens_details?: { accepted_prediction_tokens: number; rejected_prediction_tokens: number };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,0 +1,110 @@
+/**
+ * Proposers of speculative decoding (issue #32): each guesses the tokens that follow a sequence,
+ * and one step of the target model verifies the guess (./sequence.ts `verify`). A proposer only
+ * guesses: a wrong guess costs the rows it took, never the output.
+ *
+ * Both proposers here are lookups, deterministic (their "draft distribution" is one token with
+ * probability 1), so verification is a draw from the target at each row and a comparison:
+ *   - `prediction` (OpenAI's Predicted Outputs): the caller's text, which the output is expected
+ *     to largely repeat; after a mismatch the lookup finds where the output's last tokens occur in
+ *     it again (re-alignment), as prompt-lookup decoding does.
+ *   - `ngram` (prompt-lookup decoding): the last n tokens of the prompt and output so far, found
+ *     earlier in them; the tokens that followed are the guess.
+ */
+
+/** What a request asks to speculate with (GenerateRequest.speculation). */
+export interface SpeculationRequest {
+  /** Token ids of the predicted output (the `prediction` field's content, tokenized). */
+  prediction?: readonly number[];
+  /** Prompt-lookup decoding: match up to `n` tokens, propose up to `k`. */
+  ngram?: { n: number; k: number };
+}
+
+/** Tokens a prediction proposes per step at most (llama.cpp's default draft length). */
+export const DEFAULT_PROPOSAL = 16;
+/** Tokens of the output's tail a prediction is re-aligned by. */
+const PREDICTION_MATCH = 4;
+
+export interface Proposer {
+  /**
+   * Up to `max` tokens guessed to follow `ids` (the prompt, then `generated` output tokens); []
+   * when it has no guess.
+   */
+  propose(ids: readonly number[], generated: number, max: number): number[];
+}
+
+/** One row per proposer kind: how a request's field becomes its proposer. */
+const PROPOSERS: { [K in keyof Required<SpeculationRequest>]: (spec: NonNullable<SpeculationRequest[K]>) => Proposer } = {
+  prediction: (tokens) => new PredictionProposer(tokens),
+  ngram: ({ n, k }) => new NgramProposer(n, k),
+};
+
+/** The request's proposer, or null when it asks for none (a prediction wins over n-gram lookup). */
+export function proposerFor(spec: SpeculationRequest | undefined): Proposer | null {
+  if (spec?.prediction?.length) return PROPOSERS.prediction(spec.prediction);
+  if (spec?.ngram) return PROPOSERS.ngram(spec.ngram);
+  return null;
+}
+
+/**
+ * Where the last `m` tokens of `tail` occur in `source`, among occurrences that end at or before
+ * index `end`: the index just after the occurrence, the first such index at or after `from` if
+ * any, else the last before it; -1 when they do not occur.
+ */
+export function findAfter(source: readonly number[], tail: readonly number[], m: number, from: number, end = source.length): number {
+  let before = -1;
+  for (let i = m; i <= end; i++) {
+    let ok = true;
+    for (let j = 1; j <= m && ok; j++) ok = source[i - j] === tail[tail.length - j];
+    if (!ok) continue;
+    if (i >= from) return i;
+    before = i;
+  }
+  return before;
+}
+
+/**
+ * Predicted Outputs: proposes the prediction's tokens from where the output is in it. At the
+ * start that is the prediction's start; after each step, where the output's last tokens (up to
+ * PREDICTION_MATCH, fewer if the longer tails are not found) occur in the prediction, nearest at
+ * or after the last place found, so an edit that inserts or drops text re-aligns on the text after it.
+ */
+export class PredictionProposer implements Proposer {
+  /** Index in the prediction of the next expected token. */
+  private at = 0;
+
+  constructor(private readonly prediction: readonly number[]) {}
+
+  propose(ids: readonly number[], generated: number, max: number): number[] {
+    if (generated > 0) {
+      const out = ids.slice(ids.length - generated);
+      let at = -1;
+      for (let m = Math.min(PREDICTION_MATCH, generated); m >= 1 && at < 0; m--) at = findAfter(this.prediction, out, m, this.at);
+      if (at < 0) return [];
+      this.at = at;
+    }
+    return this.prediction.slice(this.at, this.at + Math.min(max, DEFAULT_PROPOSAL));
+  }
+}
+
+/**
+ * Prompt-lookup decoding (as vLLM's `ngram` and llama.cpp's lookup): the last `n` tokens (or
+ * fewer, down to 1) of everything so far, found earlier in it (the most recent occurrence); up to
+ * `k` of the tokens after that occurrence are the guess.
+ */
+export class NgramProposer implements Proposer {
+  constructor(
+    private readonly n: number,
+    private readonly k: number,
+  ) {}
+
+  propose(ids: readonly number[], _generated: number, max: number): number[] {
+    const want = Math.min(this.k, max);
+    for (let m = Math.min(this.n, ids.length - 1); m >= 1; m--) {
+      // Occurrences ending before the tail itself; the last one is the most recent context.
+      const at = findAfter(ids, ids, m, ids.length, ids.length - 1);
+      if (at >= 0) return ids.slice(at, at + want);
+    }
+    return [];
+  }
+}

@@ -1,0 +1,98 @@
+/**
+ * Speculative decoding on the GPU engine (issue #32): a sequence's proposals are rows of their own
+ * in its step, sharing its slot (the attention of each reads the K/V the rows before it wrote that
+ * step), each row drawn by the GPU sampler. The output must be the one decoding without
+ * speculation gives, token for token, logprobs included; on a dense and a mixture-of-experts
+ * fixture. The scheduler's tests (scheduler.test.ts) cover rollback, max_tokens, stop ids and
+ * aborts inside a run on the CPU; the CPU reference's verify is checked here too.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openModel } from '../model/open';
+import { ReferenceBackend } from '../reference/backend';
+import { loadRig, type Rig } from '../testing/api-rig';
+import { ensureFixture } from '../testing/fixtures/shared';
+import { testGPU } from '../testing/gpu';
+import { drainGeneration, greedyRequest } from '../testing/sampling';
+import { GpuEngine } from './engine';
+import type { GenerateRequest, GeneratedToken, SamplingParams } from './types';
+
+let rig: Rig;
+let dense: GpuEngine;
+let moe: GpuEngine;
+
+beforeAll(async () => {
+  rig = await loadRig();
+  const gpu = await testGPU();
+  dense = await GpuEngine.load(rig.qwen.opened, { gpu, id: 'qwen3-tiny', contextLength: 256 });
+  const paths = await ensureFixture({ arch: 'qwen3moe', preset: 'tiny' }, { hf: [], gguf: ['Q8_0'] });
+  moe = await GpuEngine.load(await openModel(paths.gguf.Q8_0!), { gpu, contextLength: 256 });
+});
+afterAll(async () => {
+  await dense?.dispose();
+  await moe?.dispose();
+  await rig?.close();
+});
+
+const PROMPT = [5, 17, 42, 8, 99, 23, 17, 42];
+
+/** One generation, its tokens' logprobs and the steps it took. */
+async function run(engine: GpuEngine, maxTokens: number, speculation?: GenerateRequest['speculation'], sampling: Partial<SamplingParams> = {}) {
+  const before = engine.kvStats.steps;
+  const gen = engine.generate(greedyRequest(PROMPT, maxTokens, sampling, speculation ? { speculation } : {}));
+  const tokens: GeneratedToken[] = [];
+  for (;;) {
+    const r = await gen.next();
+    if (r.done) return { ids: tokens.map((t) => t.id), logprobs: tokens.map((t) => t.logprob), result: r.value, steps: engine.kvStats.steps - before };
+    tokens.push(r.value);
+  }
+}
+
+describe('speculative decoding on the GPU engine', () => {
+  it.each([
+    ['dense qwen3 (F32)', () => dense],
+    ['qwen3moe (Q8_0)', () => moe],
+  ])('%s: a prediction of its own greedy output takes it in 2 steps, a wrong one changes nothing, logprobs as without', async (_, engine) => {
+    const e = engine();
+    const off = await run(e, 12, undefined, { logprobs: true, topLogprobs: 2 });
+    const used = e.kvStats.pages.used;
+    const own = await run(e, 12, { prediction: off.ids }, { logprobs: true, topLogprobs: 2 });
+    expect(own.ids).toEqual(off.ids);
+    // The prefill draws the first token; one step verifies the 10 proposals and draws the 12th.
+    expect(own.steps).toBe(2);
+    expect(off.steps).toBe(12);
+    expect(own.result.speculation).toEqual({ proposed: 10, accepted: 10 });
+    // The verify rows' logprobs (read back by row) are those of one-token steps.
+    own.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(off.logprobs[i]!, 3));
+    // Its own output backwards: proposals re-aligned on each token drawn, mostly wrong.
+    const unrelated = await run(e, 12, { prediction: [...off.ids].reverse() });
+    expect(unrelated.ids).toEqual(off.ids);
+    expect(unrelated.result.speculation!.proposed).toBeGreaterThan(unrelated.result.speculation!.accepted);
+    // Every rejected row's page went back: nothing is held once the requests ended.
+    expect(e.kvStats.pages.used).toBe(used);
+  });
+
+  it('gives the same seeded draws with n-gram lookup and with a prediction of them', async () => {
+    const sampling = { temperature: 1, seed: 7, topK: 40 };
+    const off = await run(dense, 12, undefined, sampling);
+    const own = await run(dense, 12, { prediction: off.ids }, sampling);
+    expect(own.ids).toEqual(off.ids);
+    expect(own.result.speculation).toEqual({ proposed: 10, accepted: 10 });
+    const ngram = await run(dense, 12, { ngram: { n: 2, k: 4 } }, sampling);
+    expect(ngram.ids).toEqual(off.ids);
+  });
+});
+
+describe('speculative decoding on the CPU reference', () => {
+  it('verifies one position at a time: the same greedy and seeded output, its own prediction all accepted', async () => {
+    const ref: ReferenceBackend = rig.qwen.backend as ReferenceBackend;
+    for (const sampling of [{}, { temperature: 1, seed: 3 }]) {
+      const off = await drainGeneration(ref.generate(greedyRequest(PROMPT, 12, sampling)));
+      const own = await drainGeneration(ref.generate(greedyRequest(PROMPT, 12, sampling, { speculation: { prediction: off.ids } })));
+      expect(own.ids).toEqual(off.ids);
+      // The reference proposes from its first draw (the prefill's step) on.
+      expect(own.result.speculation).toEqual({ proposed: 11, accepted: 11 });
+      const ngram = await drainGeneration(ref.generate(greedyRequest(PROMPT, 12, sampling, { speculation: { ngram: { n: 2, k: 3 } } })));
+      expect(ngram.ids).toEqual(off.ids);
+    }
+  });
+});
