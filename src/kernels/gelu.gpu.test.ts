@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { testGPU } from '../testing/gpu';
 import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } from '../testing/kernel-helpers';
 import { KERNEL_TOLERANCE } from '../testing/tolerances';
-import { createGeluOp, erfRef, GELU_WG, geluRef } from './gelu';
+import { createGeluOp, erfRef, GELU_WG, geluRef, geluTanhRef } from './gelu';
 
 describe('gelu kernel (exact, erf)', () => {
   it('has a reference erf that meets known values (Abramowitz and Stegun table 7.1) to 1e-15', () => {
@@ -36,4 +36,16 @@ describe('gelu kernel (exact, erf)', () => {
       });
     }
   }
+
+  it('applies the tanh approximation with tanh (SigLIP), apart from the exact form', async () => {
+    const { device } = await testGPU();
+    const n = 300;
+    const x = random(2 * n, 31, 8);
+    const buf = uploadAct(device, x, 'f32');
+    const op = await createGeluOp(opContext(device, 'f32'), { x: buf, n, tanh: true });
+    await runPass(device, (pass) => op.encode(pass, 2));
+    const got = await readAct(device, buf, 2 * n, 'f32');
+    expect(maxRelDiff(got, geluTanhRef(x))).toBeLessThan(KERNEL_TOLERANCE.gelu.f32);
+    expect(maxRelDiff(got, geluRef(x))).toBeGreaterThan(1e-4);
+  });
 });

@@ -1,6 +1,7 @@
 import source from '../../shaders/gelu.wgsl';
 import { packParams, UNIFORM, uploadBuffer, bindBuffers } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
+import { geluTanh } from './swiglu';
 import { describeDispatch, elemBytes, rowGridOp, type Op, type OpContext, type OpLabel } from './op';
 
 export const geluKernel: Kernel = { name: 'gelu', source };
@@ -34,10 +35,18 @@ export function geluRef(x: Float32Array): Float32Array {
   return x.map((v) => 0.5 * v * (1 + erfRef(v / Math.SQRT2)));
 }
 
-/** Exact (erf) GELU in place over `tokens` rows of `n` act elements (an encoder FFN's activation). */
-export async function createGeluOp(ctx: OpContext, args: { x: GPUBuffer; n: number; wg?: number; label?: OpLabel }): Promise<Op> {
+/** TypeScript reference of the tanh approximation (SigLIP's `gelu_pytorch_tanh`), elementwise. */
+export function geluTanhRef(x: Float32Array): Float32Array {
+  return x.map(geluTanh);
+}
+
+/**
+ * GELU in place over `tokens` rows of `n` act elements (an encoder FFN's activation): exact (erf),
+ * or with `tanh` its tanh approximation.
+ */
+export async function createGeluOp(ctx: OpContext, args: { x: GPUBuffer; n: number; tanh?: boolean; wg?: number; label?: OpLabel }): Promise<Op> {
   const wg = args.wg ?? 64;
-  const pipeline = await ctx.cache.get(geluKernel, { precision: ctx.precision, constants: { WG: wg } });
+  const pipeline = await ctx.cache.get(geluKernel, { precision: ctx.precision, constants: { WG: wg, ...(args.tanh ? { TANH: 1 } : {}) } });
   const params = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', args.n]])), UNIFORM, 'gelu params');
   // Reads and writes x.
   const bindGroup = describeDispatch(bindBuffers(ctx.device, pipeline, [args.x, params]), args.label, 'gelu', (rows) => rows * args.n * 2 * elemBytes(ctx.precision));

@@ -8,6 +8,7 @@
  *   post-LayerNorm, then the pixel shuffle and the bias-free projection.
  * Float32 buffers, float64 accumulation, as the text reference (forward.ts).
  */
+import { geluTanhRef } from '../kernels/gelu';
 import type { OpenedVisionTower } from '../model/vision-open';
 import { patchesPerSide, towerTensors, type VisionTowerConfig } from '../vision/tower';
 
@@ -38,11 +39,6 @@ export function layerNorm(x: Float32Array, n: number, d: number, w: Float32Array
     for (let i = 0; i < d; i++) out[t * d + i] = (x[t * d + i]! - mean) * inv * w[i]! + b[i]!;
   }
   return out;
-}
-
-/** GELU, tanh approximation (SigLIP's `gelu_pytorch_tanh`). */
-export function geluTanh(x: number): number {
-  return 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (x + 0.044715 * x * x * x)));
 }
 
 /**
@@ -154,8 +150,7 @@ export class ReferenceVisionTower {
       // MLP block (pre-LN): fc1, GELU-tanh, fc2
       const h2 = layerNorm(x, n, d, b('ln2.weight'), b('ln2.bias'), c.layerNormEps);
       const up = linear(h2, n, d, b('ffn_up.weight'), b('ffn_up.bias'), c.intermediateSize);
-      for (let i = 0; i < up.length; i++) up[i] = geluTanh(up[i]!);
-      const down = linear(up, n, c.intermediateSize, b('ffn_down.weight'), b('ffn_down.bias'), d);
+      const down = linear(geluTanhRef(up), n, c.intermediateSize, b('ffn_down.weight'), b('ffn_down.bias'), d);
       for (let i = 0; i < x.length; i++) x[i] += down[i]!;
     }
     return layerNorm(x, n, d, this.t('v.post_ln.weight'), this.t('v.post_ln.bias'), c.layerNormEps);
