@@ -22,7 +22,7 @@ let gguf: string;
 
 beforeAll(async () => {
   gguf = (await ensureFixture({ arch: 'qwen3', preset: 'tiny', embedding: true }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!;
-  engine = await GpuEngine.load(gguf, { gpu: await testGPU(), precision: 'f32' });
+  engine = await GpuEngine.load(gguf, { gpu: await testGPU(), precision: 'f32', maxBatch: 4, contextLength: 256 });
   server = await listen(createApp({ backends: [engine] }).handle, { port: 0 });
 });
 afterAll(async () => {
