@@ -24,6 +24,8 @@ Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, ...) f
                            requests pick with "model": "<id>:NAME" or "lora_path": "NAME" (repeatable)
   --max-lora-rank N        the largest rank an adapter loaded later may have (default 64)
   --integer-dot            one-token decode steps by int8 dot products where the GPU has them (default off)
+  --speculative-ngram N,K  n-gram speculative decoding for requests that ask for none: propose up to K tokens
+                           that followed the last N tokens earlier in the prompt and output (default off)
   --no-cache               read remote models without keeping a copy
   --fault-injection        POST /debug/fault {"kind": "device_lost"} loses the GPU device as a driver reset
                            would, to watch the engine recover (loopback clients only; default off)
@@ -40,6 +42,8 @@ export interface ServeArgs {
   contextLength?: number;
   /** `--integer-dot`: EngineOptions.integerDot. */
   integerDot?: boolean;
+  /** `--speculative-ngram N,K`: EngineOptions.speculative. */
+  speculative?: { type: 'ngram'; n: number; k: number };
   cache: boolean;
   maxBodyBytes?: number;
   grammarCompileMs?: number;
@@ -121,6 +125,13 @@ export function parseServeArgs(args: string[], env: Record<string, string | unde
         out.lora[name] = v.slice(eq + 1);
         break;
       }
+      case '--speculative-ngram': {
+        const m = /^(\d+),(\d+)$/.exec(need());
+        const [n, k] = m ? [Number(m[1]), Number(m[2])] : [0, 0];
+        if (!(n >= 1 && n <= 8 && k >= 1 && k <= 16)) throw new UsageError('--speculative-ngram wants N,K: N from 1 to 8 tokens matched, K from 1 to 16 proposed (e.g. 3,8)');
+        out.speculative = { type: 'ngram', n, k };
+        break;
+      }
       case '--max-lora-rank':
         out.maxLoraRank = int(1, 1024);
         break;
@@ -165,6 +176,7 @@ export async function serveCommand(args: string[], log: (line: string) => void =
     precision: a.precision,
     contextLength: a.contextLength,
     ...(a.integerDot ? { integerDot: true } : {}),
+    ...(a.speculative ? { speculative: a.speculative } : {}),
     ...(a.faultInjection ? { faultInjection: true } : {}),
     maxBodyBytes: a.maxBodyBytes,
     grammarCompileMs: a.grammarCompileMs,

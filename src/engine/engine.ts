@@ -144,6 +144,8 @@ export class GpuEngine implements Backend {
   }
   private readonly adapters: LoraRegistry;
   private loraPool: Promise<LoraPool> | null = null;
+  /** Requests ended since load (finished, stopped or aborted) and their tokens (EngineStats). */
+  private readonly served = { requests: 0, promptTokens: 0, cachedPromptTokens: 0, generationTokens: 0 };
   /** What a request that names no speculation of its own gets (EngineOptions.speculative). */
   private readonly speculation: SpeculationRequest | undefined;
 
@@ -286,7 +288,16 @@ export class GpuEngine implements Backend {
   /** The page pool and the scheduler now: pages used by sequences, held by the prefix cache, free; sequences running and waiting. */
   get kvStats(): EngineStats {
     const { steps, preemptions } = this.scheduler.counters;
-    return { pageSize: this.kv.pageSize, pages: this.kv.stats, running: this.scheduler.runningCount, waiting: this.scheduler.waitingCount, steps, preemptions, speculative: { ...this.runner.speculated } };
+    return {
+      pageSize: this.kv.pageSize,
+      pages: this.kv.stats,
+      running: this.scheduler.runningCount,
+      waiting: this.scheduler.waitingCount,
+      steps,
+      preemptions,
+      ...this.served,
+      speculative: { ...this.runner.speculated },
+    };
   }
 
   /** Sampled rows of steps that read the logits back and sampled on the CPU (see needsCpuSampling). */
@@ -309,7 +320,17 @@ export class GpuEngine implements Backend {
     const lease = request.lora !== undefined ? this.adapters.acquire(request.lora, request.loraParam ?? 'model') : null;
     try {
       const speculation = request.speculation ?? this.speculation;
-      return yield* this.run(new Sequence({ ...request, ...(speculation ? { speculation } : {}) }, this.env, lease ?? undefined), request.cachePrompt ?? true, request.signal);
+      const seq = new Sequence({ ...request, ...(speculation ? { speculation } : {}) }, this.env, lease ?? undefined);
+      try {
+        return yield* this.run(seq, request.cachePrompt ?? true, request.signal);
+      } finally {
+        // run() ended it whichever way it went.
+        const r = seq.finish!;
+        this.served.requests++;
+        this.served.promptTokens += r.promptTokens;
+        this.served.cachedPromptTokens += r.cachedTokens;
+        this.served.generationTokens += r.completionTokens;
+      }
     } finally {
       lease?.release();
     }
@@ -389,9 +410,14 @@ export interface EngineStats {
   /** Sequences in the batch, and queued for a slot or pages. */
   running: number;
   waiting: number;
-  /** Steps run and preemptions since load. */
+  /** Steps run (the model's forward passes, a verify step one) and preemptions since load. */
   steps: number;
   preemptions: number;
+  /** Requests (choices) ended since load, finished, stopped or aborted, and their prompt tokens, those of them reused from the prefix cache, and tokens generated. */
+  requests: number;
+  promptTokens: number;
+  cachedPromptTokens: number;
+  generationTokens: number;
   /** Speculative decoding since load: tokens proposed and verified, and those accepted into outputs. */
   speculative: { proposed: number; accepted: number };
 }

@@ -4,7 +4,8 @@
  * step), each row drawn by the GPU sampler. The output must be the one decoding without
  * speculation gives, token for token, logprobs included; on a dense and a mixture-of-experts
  * fixture. The scheduler's tests (scheduler.test.ts) cover rollback, max_tokens, stop ids and
- * aborts inside a run on the CPU; the CPU reference's verify is checked here too.
+ * aborts inside a run on the CPU; the CPU reference's verify is checked here too, and the engine's
+ * counters that /metrics reports.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openModel } from '../model/open';
@@ -53,6 +54,7 @@ describe('speculative decoding on the GPU engine', () => {
     ['qwen3moe (Q8_0)', () => moe],
   ])('%s: a prediction of its own greedy output takes it in 2 steps, a wrong one changes nothing, logprobs as without', async (_, engine) => {
     const e = engine();
+    const start = e.kvStats;
     const off = await run(e, 12, undefined, { logprobs: true, topLogprobs: 2 });
     const used = e.kvStats.pages.used;
     const own = await run(e, 12, { prediction: off.ids }, { logprobs: true, topLogprobs: 2 });
@@ -68,7 +70,14 @@ describe('speculative decoding on the GPU engine', () => {
     expect(unrelated.ids).toEqual(off.ids);
     expect(unrelated.result.speculation!.proposed).toBeGreaterThan(unrelated.result.speculation!.accepted);
     // Every rejected row's page went back: nothing is held once the requests ended.
-    expect(e.kvStats.pages.used).toBe(used);
+    const end = e.kvStats;
+    expect(end.pages.used).toBe(used);
+    // The engine's counters (/metrics): requests, tokens, speculation.
+    expect(end.requests - start.requests).toBe(3);
+    expect(end.promptTokens - start.promptTokens).toBe(3 * PROMPT.length);
+    expect(end.generationTokens - start.generationTokens).toBe(36);
+    expect(end.speculative.proposed - start.speculative.proposed).toBe(10 + unrelated.result.speculation!.proposed);
+    expect(end.speculative.accepted - start.speculative.accepted).toBe(10 + unrelated.result.speculation!.accepted);
   });
 
   it('gives the same seeded draws with n-gram lookup and with a prediction of them', async () => {

@@ -10,7 +10,7 @@ import { memoryKind, memoryWarning, systemMemory } from '../gpu/memory';
 import type { WebGPUError } from '../gpu/errors';
 import { GpuEngine, type EngineStats } from '../engine/engine';
 import type { Backend, GenerateRequest, LoraInfo } from '../engine/types';
-import type { LoraPoolOptions, LoraSource } from '../engine/engine';
+import type { EngineOptions, LoraPoolOptions, LoraSource } from '../engine/engine';
 import { abortedError } from '../loader/errors';
 import { openModelWithCache } from '../loader/open';
 import { ProgressEmitter, type LoadProgress } from '../loader/progress';
@@ -27,6 +27,8 @@ export interface HostOptions {
   kvCacheTokens?: number;
   /** CreateEngineOptions.integerDot. */
   integerDot?: boolean;
+  /** CreateEngineOptions.speculative. */
+  speculative?: EngineOptions['speculative'];
   /** What the GPU may use, when known better than the estimate (CreateEngineOptions.memoryBytes). */
   memoryBytes?: number;
   cache?: boolean;
@@ -77,6 +79,7 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
       maxBatch: options.maxBatch,
       kvCacheTokens: options.kvCacheTokens,
       integerDot: options.integerDot,
+      speculative: options.speculative,
       id: options.id,
       onProgress: progress,
       lora: options.lora,

@@ -10,6 +10,7 @@ import { internalsOf } from './internals';
 import { createEngine, type NodeEngineOptions } from './node-engine';
 import type { EngineHandle, FaultSpec } from './types';
 import { toStructured } from './errors';
+import { metricsText, METRICS_CONTENT_TYPE } from './metrics';
 import type { RequestLimits } from '../api/limits';
 
 export type ServeOptions = ({ engine: EngineHandle; model?: undefined } | ({ engine?: undefined } & NodeEngineOptions)) & {
@@ -202,6 +203,26 @@ function withFaultRoute(handle: Handle, engine: EngineHandle, apiKey: string | u
   };
 }
 
+/** The metrics route's path. */
+export const METRICS_PATH = '/metrics';
+
+/**
+ * `handle` with `GET /metrics` in front: the engine's stats in Prometheus' text format
+ * (./metrics.ts). Open without the API key, as `/health` (and vLLM's `/metrics`): counts only.
+ */
+function withMetricsRoute(handle: Handle, engine: EngineHandle): Handle {
+  return async (request, peer) => {
+    if (new URL(request.url).pathname !== METRICS_PATH) return handle(request, peer);
+    if (request.method !== 'GET' && request.method !== 'HEAD') return refusal(405, `${METRICS_PATH} takes GET`, 'method_not_allowed', { Allow: 'GET' });
+    try {
+      return new Response(metricsText(await engine.stats(), engine.info.model), { headers: { 'content-type': METRICS_CONTENT_TYPE } });
+    } catch (e) {
+      const s = toStructured(e);
+      return refusal(s.code === 'engine_unloaded' ? 503 : 500, s.message, s.code);
+    }
+  };
+}
+
 export async function serve(options: ServeOptions): Promise<Server> {
   const owned = !options.engine;
   const engine = options.engine ?? (await createEngine(options as NodeEngineOptions));
@@ -209,7 +230,7 @@ export async function serve(options: ServeOptions): Promise<Server> {
     Object.entries({ maxBodyBytes: options.maxBodyBytes, grammarCompileMs: options.grammarCompileMs, remoteImages: options.allowImageUrls ?? false }).filter(([, v]) => v !== undefined),
   );
   const api = handlerFor(engine, options.apiKey, limits);
-  const listener = await listen(options.faultInjection ? withFaultRoute(api, engine, options.apiKey) : api, options);
+  const listener = await listen(withMetricsRoute(options.faultInjection ? withFaultRoute(api, engine, options.apiKey) : api, engine), options);
   return {
     url: listener.url,
     engine,

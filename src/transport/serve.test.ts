@@ -107,6 +107,8 @@ describe('the serve command line', () => {
     expect(parseServeArgs(['--model', 'm.gguf', '--fault-injection'])?.faultInjection).toBe(true);
     expect(parseServeArgs(['--model', 'm.gguf'])?.allowImageUrls).toBeUndefined();
     expect(parseServeArgs(['--help'])).toBeNull();
+    expect(parseServeArgs(['--model', 'm', '--speculative-ngram', '3,8'])?.speculative).toEqual({ type: 'ngram', n: 3, k: 8 });
+    expect(parseServeArgs(['--model', 'm'])?.speculative).toBeUndefined();
   });
 
   it('names the flag at fault', () => {
@@ -115,6 +117,7 @@ describe('the serve command line', () => {
     expect(() => parseServeArgs(['--model'])).toThrow(/--model needs a value/);
     expect(() => parseServeArgs(['--model', 'm', '--bogus'])).toThrow(/unknown option --bogus/);
     expect(() => parseServeArgs(['--model', 'm', '--lora', 'adapter'])).toThrow(/--lora wants NAME=PATH/);
+    expect(() => parseServeArgs(['--model', 'm', '--speculative-ngram', '3'])).toThrow(/--speculative-ngram wants N,K/);
     expect(() => parseServeArgs(['--model', 'm', '--lora', 'a:b=p'])).toThrow(/must not contain ":"/);
     expect(() => parseServeArgs(['--model', 'm', '--lora', 'a=p', '--lora', 'a=q'])).toThrow(/--lora a is given twice/);
   });

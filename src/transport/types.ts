@@ -49,6 +49,11 @@ export interface CreateEngineOptions {
    */
   integerDot?: boolean;
   /**
+   * Speculative decoding by n-gram lookup for requests that ask for none themselves (their
+   * `speculative` and `prediction` fields): `{ type: 'ngram', n, k }`. Off by default.
+   */
+  speculative?: { type: 'ngram'; n: number; k: number };
+  /**
    * Bytes of memory the GPU may use, when you know it better than the engine's estimate (WebGPU
    * reports none; see src/gpu/memory.ts): `info.warnings` says when the model takes more.
    */

@@ -23,6 +23,7 @@ export interface WorkerLoadOptions {
   maxBatch?: number;
   kvCacheTokens?: number;
   integerDot?: boolean;
+  speculative?: { type: 'ngram'; n: number; k: number };
   cache?: boolean;
   id?: string;
   lora?: Record<string, { source: WireModel; scale?: number }>;
@@ -94,6 +95,7 @@ export function createWorkerApi(): EngineWorkerApi {
           maxBatch: options.maxBatch,
           kvCacheTokens: options.kvCacheTokens,
           integerDot: options.integerDot,
+          speculative: options.speculative,
           memoryBytes: options.memoryBytes,
           faultInjection: options.faultInjection,
           cache: options.cache,

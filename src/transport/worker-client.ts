@@ -82,6 +82,7 @@ export async function createWorkerEngine(options: CreateEngineOptions, given?: W
           maxBatch: options.maxBatch,
           kvCacheTokens: options.kvCacheTokens,
           integerDot: options.integerDot,
+          speculative: options.speculative,
           cache: options.cache,
           id: options.id,
           memoryBytes: options.memoryBytes,
