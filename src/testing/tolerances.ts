@@ -28,6 +28,8 @@ export const KERNEL_TOLERANCE = {
   layerNorm: { f32: 1e-5, f16: 2e-3 },
   // erf by a polynomial of error ≤ 1.5e-7 (Abramowitz and Stegun 7.1.26), an exp and a few f32 ulp.
   gelu: { f32: 1e-6, f16: 2e-3 },
+  // An f32 sum of ≤ 40 rows and one division, stored f32 at every precision (f16 inputs are rounded alike on both sides).
+  poolMean: { f32: 1e-6, f16: 1e-6 },
 } as const satisfies Record<string, Record<Precision, number>>;
 
 /**
