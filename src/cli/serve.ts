@@ -11,6 +11,7 @@ export const SERVE_USAGE = `Usage: webgpu-llm serve --model PATH_OR_URL [options
 Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, ...) for one model.
 
   --model, -m PATH_OR_URL  a .gguf file, a Hugging Face folder, a URL or a repo id (org/name[:Q4_K_M])
+  --mmproj PATH_OR_URL     the model's vision tower (llama.cpp's mmproj GGUF; SmolVLM): chats may carry images
   --port, -p N             port to listen on (default 8080; 0 picks a free one)
   --host ADDR              address to bind (default 127.0.0.1: this machine only)
   --api-key KEY            require "Authorization: Bearer KEY" (also read from WEBGPU_LLM_API_KEY)
@@ -47,6 +48,8 @@ export interface ServeArgs {
   cache: boolean;
   maxBodyBytes?: number;
   grammarCompileMs?: number;
+  /** `--mmproj`: CreateEngineOptions.mmproj. */
+  mmproj?: string;
   /** `--allow-image-urls`: ServeOptions.allowImageUrls. */
   allowImageUrls?: boolean;
   /** LoRA adapters by name (from `--lora NAME=PATH`, in order). */
@@ -111,6 +114,9 @@ export function parseServeArgs(args: string[], env: Record<string, string | unde
         break;
       case '--grammar-time-limit':
         out.grammarCompileMs = int(1, 3_600_000);
+        break;
+      case '--mmproj':
+        out.mmproj = need();
         break;
       case '--allow-image-urls':
         out.allowImageUrls = true;
@@ -181,6 +187,7 @@ export async function serveCommand(args: string[], log: (line: string) => void =
     maxBodyBytes: a.maxBodyBytes,
     grammarCompileMs: a.grammarCompileMs,
     ...(a.allowImageUrls ? { allowImageUrls: true } : {}),
+    ...(a.mmproj ? { mmproj: a.mmproj } : {}),
     cache: a.cache,
     lora: a.lora,
     ...(a.maxLoraRank !== undefined ? { loraPool: { maxRank: a.maxLoraRank } } : {}),

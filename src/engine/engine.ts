@@ -26,6 +26,10 @@ import type { ChatTemplateConfig, TextTokenizer } from '../text/index';
 import { ProgressEmitter, type ProgressCallback } from '../loader/progress';
 import { logprobsOf } from './logit-processors';
 import { GpuForward } from './forward/forward';
+import { GpuVisionTower } from './forward/vision';
+import { ModelError } from '../model/errors';
+import { openVisionTower, type OpenedVisionTower } from '../model/vision-open';
+import { tokensPerTile, towerTensors } from '../vision/tower';
 import { maxWeightPartBytes, uploadWeights, type GpuWeights, type UploadProgress } from './gpu-weights';
 import { checkPromptIds } from './backend-util';
 import { BackendDisposedError, ContextLengthError, LoraExistsError, PrecisionUnsupportedError } from './errors';
@@ -42,9 +46,15 @@ import { LoraRegistry, type LoraInfo } from './lora-registry';
 import { openLoraWithCache } from '../lora/load';
 import type { LoadOptions } from '../loader/open';
 import type { ModelInput } from '../loader/resolve';
-import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, TokenLogprob } from './types';
+import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, TokenLogprob, VisionInputs } from './types';
+import { BackendError } from './errors';
 import { scaledSource, type Scaled } from './lora-source';
 import type { SpeculationRequest } from './proposers';
+
+/** Tiles the GPU tower encodes in one batch (its buffers hold this many). */
+const VISION_BATCH_TILES = 4;
+
+const isOpenedTower = (x: unknown): x is OpenedVisionTower => typeof x === 'object' && x !== null && 'readTensorF32' in x && 'processor' in x;
 
 export interface EngineOptions {
   /** A GPU to use; by default `navigator.gpu` (pages, workers) is acquired. Node passes `nodeGPU()`'s. */
@@ -89,6 +99,11 @@ export interface EngineOptions {
   lora?: Record<string, LoraSource>;
   /** The LoRA adapter pool, made on the first adapter load (defaults: see LORA_POOL_DEFAULTS). */
   loraPool?: Partial<Pick<LoraPoolOptions, 'maxAdapters' | 'maxRank' | 'bytes'>>;
+  /**
+   * A vision tower for the model (llama.cpp's `--mmproj`: an mmproj GGUF; or an HF Idefics3 /
+   * SmolVLM folder): requests may then carry images. Idefics3 projectors (SmolVLM) only.
+   */
+  mmproj?: ModelLocation | OpenedVisionTower;
 }
 
 /** An adapter to load: where it is (anything a model load takes), or that with a multiplier on its own scale. */
@@ -125,6 +140,11 @@ export class GpuEngine implements Backend {
   /** Runs the scheduler's steps (./step-runner.ts; the bench's hooks wrap its `submit`). */
   readonly runner: StepRunner;
   private disposed = false;
+  /** The processor and <image> id of a model loaded with a vision tower (EngineOptions.mmproj). */
+  vision?: VisionInputs;
+  private tower?: GpuVisionTower;
+  /** Requests' image encodings, one at a time (the tower's buffers are shared). */
+  private towerQueue: Promise<void> = Promise.resolve();
   private readonly env: SequenceEnv;
 
   /** Bench hook: while set, steps record through it (more passes; same results). */
@@ -267,12 +287,53 @@ export class GpuEngine implements Backend {
     compile.done();
     const engine = new GpuEngine(gpu, weights, forward, { op, params, tokens, logprobs, penalties, mask }, text, opened, { id: opts.id, contextLength, precision, step, ctx, loraPool: opts.loraPool, speculative: opts.speculative });
     try {
+      if (opts.mmproj) await engine.loadVision(ctx, opts.mmproj);
       for (const [name, source] of Object.entries(opts.lora ?? {})) await engine.loadLora(name, source);
     } catch (e) {
       await engine.dispose();
       throw e;
     }
     return engine;
+  }
+
+  /** The vision tower on the GPU and the image splice of the forward pass (EngineOptions.mmproj). */
+  private async loadVision(ctx: OpContext, source: ModelLocation | OpenedVisionTower): Promise<void> {
+    const opened = isOpenedTower(source) ? source : await openVisionTower(source);
+    const imageTokenId = this.tokenizer.tokenToId('<image>');
+    if (imageTokenId === undefined) throw new ModelError('missing_field', 'the model has a vision tower (mmproj) but its tokenizer has no <image> token', 'mmproj');
+    if (opened.config.projectionDim !== this.config.hiddenSize)
+      throw new ModelError('tensor_shape', `the vision tower projects to ${opened.config.projectionDim} values, the text model's hidden size is ${this.config.hiddenSize}: not this model's mmproj`, 'mmproj');
+    const weights = new Map<string, Float32Array>();
+    for (const t of towerTensors(opened.config)) weights.set(t.name, await opened.readTensorF32(t.name));
+    this.tower = await GpuVisionTower.create(ctx, opened.config, weights, VISION_BATCH_TILES);
+    this.runner.images = await this.forward.enableImages(ctx);
+    this.vision = { processor: opened.processor, imageTokenId };
+  }
+
+  /**
+   * The embeddings of a request's images by prompt position (each tile's rows at the next
+   * image-token positions), encoded on the GPU tower one request at a time (its buffers are shared).
+   */
+  private async imageRows(request: GenerateRequest): Promise<Map<number, Float32Array>> {
+    const out = new Map<number, Float32Array>();
+    const images = request.images ?? [];
+    if (images.length === 0) return out;
+    if (!this.tower || !this.vision) throw new BackendError('invalid_prompt', 400, `the model ${this.id} takes no images`);
+    const tower = this.tower;
+    const positions: number[] = [];
+    request.promptIds.forEach((id, pos) => id === this.vision!.imageTokenId && positions.push(pos));
+    const per = tokensPerTile(tower.config);
+    const tiles = images.flatMap((im) => im.tiles);
+    if (positions.length !== tiles.length * per)
+      throw new BackendError('invalid_prompt', 400, `the prompt has ${positions.length} image tokens for ${images.length} images of ${tiles.length} tiles (${tiles.length * per} tokens)`);
+    const run = this.towerQueue.then(() => tower.embedTiles(tiles));
+    this.towerQueue = run.then(() => undefined, () => undefined);
+    const rows = await run;
+    const dim = tower.config.projectionDim;
+    rows.forEach((r, t) => {
+      for (let i = 0; i < per; i++) out.set(positions[t * per + i]!, r.subarray(i * dim, (i + 1) * dim));
+    });
+    return out;
   }
 
   /** Bench hook: GPU bytes of the weight matrices (what a decode step reads at least) and of the KV cache. */
@@ -320,9 +381,13 @@ export class GpuEngine implements Backend {
     const lease = request.lora !== undefined ? this.adapters.acquire(request.lora, request.loraParam ?? 'model') : null;
     try {
       const speculation = request.speculation ?? this.speculation;
+      const images = await this.imageRows(request);
       const seq = new Sequence({ ...request, ...(speculation ? { speculation } : {}) }, this.env, lease ?? undefined);
+      if (images.size) this.runner.imageRows.set(seq, images);
       try {
-        return yield* this.run(seq, request.cachePrompt ?? true, request.signal);
+        // The prefix cache keys K/V by ids: an image's ids are the same for every image, so a prompt
+        // with images neither reuses a cached prefix nor leaves one (content-hash keys: to do).
+        return yield* this.run(seq, images.size ? false : (request.cachePrompt ?? true), request.signal);
       } finally {
         // run() ended it whichever way it went.
         const r = seq.finish!;
@@ -390,6 +455,7 @@ export class GpuEngine implements Backend {
     // Sequences in flight end with the error; the step under way finishes first.
     await this.scheduler.stop(new BackendDisposedError('GpuEngine'));
     this.forward.destroy();
+    this.tower?.destroy();
     this.weights.destroy();
     this.stepBuffers.destroy();
     const { op, tokens, logprobs, penalties, mask } = this.sampler;

@@ -13,9 +13,10 @@ import { maskWords } from '../kernels/mask-ref';
 import type { Op, StepShape } from '../kernels/op';
 import { needsPenalties, type PenaltiesOp } from '../kernels/penalties';
 import { LOGPROB_WORDS, packSamplingParams, SAMPLE_PARAM_WORDS, unpackSampled, type SeqSampling } from '../kernels/sample';
+import { SPLICE_NONE } from '../kernels/splice-rows';
 import type { ModelConfig } from '../model/config';
 import { nextTask } from './backend-util';
-import type { GpuForward } from './forward/forward';
+import type { GpuForward, ImageSplice } from './forward/forward';
 import type { KvPages } from './kv-pages';
 import type { LayerCaches } from './layer-cache';
 import type { BatchItem, BatchRunner, StepCompletion } from './scheduler';
@@ -139,6 +140,10 @@ export class StepRunner implements BatchRunner {
   cpuSteps = 0;
   /** Prefill chunks run that only filled the KV (no sampling). */
   prefillSteps = 0;
+  /** Each sequence's image-token embeddings by prompt position (a model with a vision tower). */
+  readonly imageRows = new WeakMap<Sequence, ReadonlyMap<number, Float32Array>>();
+  /** The forward pass's image splice, once enabled (GpuForward.enableImages). */
+  images: ImageSplice | null = null;
   /** Speculative decoding: tokens proposed and verified, and those accepted into outputs. */
   readonly speculated = { proposed: 0, accepted: 0 };
   private readonly channels: Channel[];
@@ -233,6 +238,7 @@ export class StepRunner implements BatchRunner {
       this.kv,
       params.length ? new Uint32Array(this.samplingParams, 0, params.length * SAMPLE_PARAM_WORDS) : undefined,
     );
+    const spliced = this.writeImageRows(rows, tokens);
     const ring = this.ring[this.submitted++ % this.ring.length]!;
     let encoder = device.createCommandEncoder();
     // Each sequence's keys after this step: the longest decides attention's splits; a profiled
@@ -242,7 +248,7 @@ export class StepRunner implements BatchRunner {
     let pass = this.profiler ? this.profiler.begin(encoder, false, shape!) : encoder.beginComputePass();
     // return_hidden_states: the sampling rows' final hidden states are copied out after the pass.
     const wantHidden = rows.slice(0, sampling).some((r) => r.item.seq.wantsHidden);
-    this.forward.encode(pass, this.forward.plan({ tokens, seqs, adapted, hidden: wantHidden, maxKeys: Math.max(...keys) }));
+    this.forward.encode(pass, this.forward.plan({ tokens, seqs, adapted, hidden: wantHidden, maxKeys: Math.max(...keys), images: spliced }));
     const masked = rows.slice(0, sampling).some((r) => r.item.seq.constraint);
     if (masked) {
       pass.end();
@@ -282,6 +288,39 @@ export class StepRunner implements BatchRunner {
       return () => done;
     }
     return () => this.collect(ring, out, wanted);
+  }
+
+  /**
+   * The image rows of the step's prompt positions that are image tokens, with each step row's
+   * index into them, written for the splice after the embedding; false when the step has none.
+   * A row's tokens sit at its sequence's positions from kvLength on (before this step's advance).
+   */
+  private writeImageRows(rows: readonly Row[], tokens: number): boolean {
+    if (!this.images) return false;
+    const H = this.config.hiddenSize;
+    let index: Uint32Array | null = null;
+    const data: Float32Array[] = [];
+    let at = 0;
+    for (const r of rows) {
+      const images = r.verify === 0 ? this.imageRows.get(r.item.seq) : undefined;
+      if (images) {
+        const from = r.item.seq.kvLength;
+        r.tokens.forEach((_, j) => {
+          const e = images.get(from + j);
+          if (!e) return;
+          index ??= new Uint32Array(tokens).fill(SPLICE_NONE);
+          index[at + j] = data.length;
+          data.push(e);
+        });
+      }
+      at += r.tokens.length;
+    }
+    if (!index) return false;
+    const packed = new Float32Array(data.length * H);
+    data.forEach((e, i) => packed.set(e, i * H));
+    this.gpu.device.queue.writeBuffer(this.images.rows, 0, packed);
+    this.gpu.device.queue.writeBuffer(this.images.index, 0, index);
+    return true;
   }
 
   /**

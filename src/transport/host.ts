@@ -40,6 +40,8 @@ export interface HostOptions {
   loraPool?: Partial<LoraPoolOptions>;
   /** CreateEngineOptions.faultInjection: `injectFault` works. */
   faultInjection?: boolean;
+  /** CreateEngineOptions.mmproj: the vision tower's file. */
+  mmproj?: string | URL;
 }
 
 export interface EngineHost {
@@ -84,6 +86,7 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
       onProgress: progress,
       lora: options.lora,
       loraPool: options.loraPool,
+      ...(options.mmproj ? { mmproj: options.mmproj } : {}),
     });
     if (options.signal?.aborted) {
       await engine.dispose();

@@ -106,6 +106,7 @@ describe('the serve command line', () => {
     expect(parseServeArgs(['--model', 'm.gguf'])?.faultInjection).toBeUndefined();
     expect(parseServeArgs(['--model', 'm.gguf', '--fault-injection'])?.faultInjection).toBe(true);
     expect(parseServeArgs(['--model', 'm.gguf'])?.allowImageUrls).toBeUndefined();
+    expect(parseServeArgs(['--model', 'm.gguf', '--mmproj', 'mmproj.gguf'])?.mmproj).toBe('mmproj.gguf');
     expect(parseServeArgs(['--help'])).toBeNull();
     expect(parseServeArgs(['--model', 'm', '--speculative-ngram', '3,8'])?.speculative).toEqual({ type: 'ngram', n: 3, k: 8 });
     expect(parseServeArgs(['--model', 'm'])?.speculative).toBeUndefined();

@@ -26,6 +26,12 @@ export type ModelSpec = string | URL | Blob | File[] | FileList;
 
 export interface CreateEngineOptions {
   model: ModelSpec;
+  /**
+   * The model's vision tower as llama.cpp ships it beside a text GGUF (`--mmproj`): a URL or, in
+   * Node, a path to an mmproj GGUF (Idefics3 projectors: SmolVLM). Chat requests may then carry
+   * `image_url` parts. Read without the model cache.
+   */
+  mmproj?: string | URL;
   /** Download, cache, upload and compile progress (throttled to about 20 events per second). */
   onProgress?: (p: LoadProgress) => void;
   /**

@@ -30,6 +30,8 @@ export interface WorkerLoadOptions {
   loraPool?: { maxAdapters?: number; maxRank?: number; bytes?: number };
   memoryBytes?: number;
   faultInjection?: boolean;
+  /** CreateEngineOptions.mmproj, as a string (a URL crosses as its text). */
+  mmproj?: string;
 }
 
 /** selfCheck()'s options as they cross (the result listener comes apart, as a comlink proxy). */
@@ -98,6 +100,7 @@ export function createWorkerApi(): EngineWorkerApi {
           speculative: options.speculative,
           memoryBytes: options.memoryBytes,
           faultInjection: options.faultInjection,
+          ...(options.mmproj ? { mmproj: options.mmproj } : {}),
           cache: options.cache,
           id: options.id,
           lora: options.lora && Object.fromEntries(Object.entries(options.lora).map(([k, v]) => [k, { source: toModelInput(v.source), scale: v.scale }])),

@@ -87,6 +87,7 @@ export async function createWorkerEngine(options: CreateEngineOptions, given?: W
           id: options.id,
           memoryBytes: options.memoryBytes,
           faultInjection: options.faultInjection,
+          ...(options.mmproj ? { mmproj: String(options.mmproj) } : {}),
           lora: options.lora && Object.fromEntries(Object.entries(options.lora).map(([k, v]) => [k, toWireLora(v)])),
           loraPool: options.loraPool,
         },

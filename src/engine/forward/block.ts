@@ -46,6 +46,8 @@ export interface StepPlan {
   hidden: boolean;
   /** The longest context in the step (keys after it): attention runs a single split where that is enough. */
   maxKeys?: number;
+  /** Some rows of the step are image tokens: the image splice runs after the embedding. */
+  images?: boolean;
 }
 
 /** Where an adapted matrix reads its input and writes its output: LoRA's update lands on the same y. */

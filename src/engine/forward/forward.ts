@@ -9,7 +9,9 @@
  * groups. `encode` only records dispatches into the step's single compute pass.
  */
 import { createEmbedOp } from '../../kernels/embed';
+import { createBuffer, STORAGE } from '../../gpu/buffers';
 import { createFeedOp } from '../../kernels/feed';
+import { createSpliceRowsOp } from '../../kernels/splice-rows';
 import { MATVEC_MAX_TOKENS } from '../../kernels/matmul';
 import { actBytes, type Op, type OpContext } from '../../kernels/op';
 import { layerBlocks, type ModelConfig } from '../../model/config';
@@ -24,8 +26,17 @@ import { LoraUpdates } from './lora';
 
 export type { ForwardLimits, StepPlan } from './block';
 
+/** The image splice's buffers and op (GpuForward.enableImages). */
+export interface ImageSplice {
+  rows: GPUBuffer;
+  index: GPUBuffer;
+  op: Op;
+}
+
 export class GpuForward {
   private lora: LoraUpdates | null = null;
+  /** Image embeddings over the embedded rows (a model with a vision tower): see enableImages. */
+  private images: ImageSplice | null = null;
 
   private constructor(
     readonly config: ModelConfig,
@@ -119,7 +130,7 @@ export class GpuForward {
    * adapter (its id is in the step's seqAdapter). `hidden`: the step's final hidden states are
    * read back (return_hidden_states). `maxKeys`: the longest context in the step (keys after it).
    */
-  plan(a: { tokens: number; seqs: number; adapted: boolean; hidden: boolean; maxKeys?: number }): StepPlan {
+  plan(a: { tokens: number; seqs: number; adapted: boolean; hidden: boolean; maxKeys?: number; images?: boolean }): StepPlan {
     const matvec = a.tokens <= MATVEC_MAX_TOKENS;
     return {
       tokens: a.tokens,
@@ -131,6 +142,7 @@ export class GpuForward {
       lora: a.adapted ? this.lora : null,
       hidden: a.hidden,
       maxKeys: a.maxKeys,
+      images: a.images ?? false,
     };
   }
 
@@ -141,10 +153,28 @@ export class GpuForward {
     this.lora = await LoraUpdates.create(ctx, pool, step, points, this.limits.maxTokens);
   }
 
+  /**
+   * Makes the image splice (once, at load, for a model with a vision tower): f32 [maxTokens,
+   * hidden] image rows and u32 [maxTokens] each step row's index into them (SPLICE_NONE: its
+   * token's embedding stays), written by the step runner on steps that feed image tokens.
+   */
+  async enableImages(ctx: OpContext): Promise<ImageSplice> {
+    if (this.images) return this.images;
+    const T = this.limits.maxTokens;
+    const H = this.config.hiddenSize;
+    const rows = createBuffer(ctx.device, T * H * 4, STORAGE, 'image rows');
+    const index = createBuffer(ctx.device, T * 4, STORAGE, 'image row index');
+    const op = await createSpliceRowsOp(ctx, { x: this.state.x, rows, index, n: H, label: { role: 'image splice' } });
+    this.images = { rows, index, op };
+    return this.images;
+  }
+
   /** Records one forward step as `plan` says; the logits land in `logits`. */
   encode(pass: GPUComputePassEncoder, plan: StepPlan): void {
     this.feed.encode(pass, plan.tokens);
     this.embed.encode(pass, plan.tokens);
+    // image-token rows take the vision tower's embeddings (unscaled, as models merge them)
+    if (plan.images && this.images) this.images.op.encode(pass, plan.tokens);
     for (const blocks of this.layers) for (const block of blocks) block.encode(pass, plan);
     this.head.encode(pass, plan);
   }
@@ -152,6 +182,11 @@ export class GpuForward {
   /** Frees every op's own buffers, then the run state's. */
   destroy(): void {
     for (const op of [this.feed, this.embed, ...this.layers.flat(), this.head]) op.destroy();
+    if (this.images) {
+      this.images.op.destroy();
+      this.images.rows.destroy();
+      this.images.index.destroy();
+    }
     this.lora?.destroy();
     for (const b of this.buffers.all) b.destroy();
     this.caches.destroy();

@@ -1,0 +1,55 @@
+/**
+ * The GPU engine with a vision tower (the tiny SmolVLM fixture: text GGUF + mmproj GGUF) against
+ * the CPU reference, through the API: the image's tiles encoded on the GPU tower and spliced at the
+ * <image> positions during prefill, prefill chunks that cut through an image included.
+ */
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openModel } from '../model/open';
+import { openVisionTower } from '../model/vision-open';
+import { ReferenceBackend } from '../reference/backend';
+import { ReferenceVisionTower } from '../reference/vision';
+import { appFor, clientFor } from '../testing/api-rig';
+import { ensureFixture } from '../testing/fixtures/shared';
+import { testGPU } from '../testing/gpu';
+import { GpuEngine } from './engine';
+import type OpenAI from 'openai';
+
+describe('the GPU engine with a vision tower (tiny SmolVLM)', () => {
+  let engine: GpuEngine;
+  let gpuClient: OpenAI;
+  let refClient: OpenAI;
+  let url: string;
+
+  beforeAll(async () => {
+    const paths = await ensureFixture({ arch: 'llama', preset: 'tiny', vision: true }, { hf: [], gguf: ['F32'] });
+    const opened = await openModel(paths.gguf.F32!);
+    const mmproj = await openVisionTower(paths.mmproj!);
+    // prefillChunk 16: the image's 52 tokens span several prefill steps.
+    engine = await GpuEngine.load(opened, { gpu: await testGPU(), precision: 'f32', contextLength: 256, pageSize: 4, prefillChunk: 16, maxBatch: 2, mmproj });
+    const reference = await ReferenceBackend.create(opened, { vision: { processor: mmproj.processor, tower: await ReferenceVisionTower.load(mmproj) } });
+    gpuClient = clientFor(appFor([engine]));
+    refClient = clientFor(appFor([reference]));
+    const raw = Uint8Array.from({ length: 40 * 30 * 3 }, (_, i) => (i * 37 + ((i * i) % 251)) % 256);
+    url = `data:image/png;base64,${(await sharp(raw, { raw: { width: 40, height: 30, channels: 3 } }).png().toBuffer()).toString('base64')}`;
+  }, 300_000);
+  afterAll(() => engine?.dispose());
+
+  it('answers an image chat as the reference does (f32)', async () => {
+    const ask = (client: OpenAI) =>
+      client.chat.completions.create({
+        model: 'default',
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }, { type: 'text', text: 'What is this?' }] }],
+        max_tokens: 5,
+        temperature: 0,
+        logprobs: true,
+        top_logprobs: 2,
+      });
+    const [gpu, ref] = [await ask(gpuClient), await ask(refClient)];
+    expect(engine.vision?.processor.tileSize).toBe(32);
+    expect(gpu.usage!.prompt_tokens).toBe(ref.usage!.prompt_tokens);
+    expect(gpu.choices[0]!.message.content).toBe(ref.choices[0]!.message.content);
+    const first = (r: typeof gpu) => r.choices[0]!.logprobs!.content![0]!.top_logprobs.map((t) => t.logprob);
+    first(gpu).forEach((v, i) => expect(v).toBeCloseTo(first(ref)[i]!, 3));
+  }, 300_000);
+});
