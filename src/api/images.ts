@@ -7,6 +7,7 @@
 import { decodeImage, ImageDecodeError, type RgbImage } from '../platform/decode-image';
 import type { ChatMessage } from '../text/index';
 import { invalid } from './errors';
+import { readCapped } from './limits';
 
 /** What a request may send as images (RequestLimits' image fields). */
 export interface ImageLimits {
@@ -78,35 +79,6 @@ async function imageBytes(part: ImagePart, limits: ImageLimits, signal?: AbortSi
     const why = timeout.aborted ? `took longer than ${limits.imageFetchMs} ms` : (e as Error).message;
     throw invalid(param, `${part.param}: the image could not be fetched: ${why}`, 'image_fetch_failed');
   }
-}
-
-/** The body, refused as soon as it passes `max` bytes. */
-async function readCapped(res: Response, max: number, tooBig: (n: number) => Error): Promise<Uint8Array> {
-  const declared = Number(res.headers.get('content-length') ?? NaN);
-  if (Number.isFinite(declared) && declared > max) {
-    void res.body?.cancel().catch(() => {});
-    throw tooBig(declared);
-  }
-  const reader = res.body!.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > max) {
-      void reader.cancel().catch(() => {});
-      throw tooBig(total);
-    }
-    chunks.push(value);
-  }
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out;
 }
 
 /** RFC 2397: `data:[<mediatype>][;base64],<data>`; the media type is not trusted (the bytes say the format). */

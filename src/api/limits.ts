@@ -44,37 +44,46 @@ export const tooLarge = (limit: number) =>
   new ApiError(413, `the request body is larger than the server's limit of ${limit} bytes`, 'invalid_request_error', null, 'request_too_large');
 
 /**
- * The body as text, read chunk by chunk and refused as soon as it passes `maxBytes` (a declared
- * Content-Length past it is refused before reading anything), so a huge body never sits in memory.
+ * A message's body (a request's, or a fetched image's), read chunk by chunk and refused with
+ * `tooBig(bytes)` as soon as it passes `maxBytes`; a declared Content-Length past it is refused
+ * before reading anything, so a huge body never sits in memory. A read that fails rejects as the
+ * stream did.
  */
-export async function readBodyText(request: Request, maxBytes: number): Promise<string> {
-  const declared = Number(request.headers.get('content-length') ?? NaN);
+export async function readCapped(m: { headers: Headers; body: ReadableStream<Uint8Array> | null }, maxBytes: number, tooBig: (bytes: number) => Error): Promise<Uint8Array> {
+  const declared = Number(m.headers.get('content-length') ?? NaN);
   if (Number.isFinite(declared) && declared > maxBytes) {
-    void request.body?.cancel().catch(() => {});
-    throw tooLarge(maxBytes);
+    void m.body?.cancel().catch(() => {});
+    throw tooBig(declared);
   }
-  if (!request.body) return '';
-  const reader = request.body.getReader();
+  if (!m.body) return new Uint8Array(0);
+  const reader = m.body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      total += value.byteLength;
-      if (total > maxBytes) {
-        void reader.cancel().catch(() => {});
-        throw tooLarge(maxBytes);
-      }
-      chunks.push(value);
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > maxBytes) {
+      void reader.cancel().catch(() => {});
+      throw tooBig(total);
     }
-  } catch (e) {
-    if (e instanceof ApiError) throw e;
-    throw invalid(null, `could not read the request body: ${(e as Error).message}`);
+    chunks.push(value);
   }
   const bytes = new Uint8Array(total);
   let at = 0;
   for (const c of chunks) bytes.set(c, at), (at += c.byteLength);
+  return bytes;
+}
+
+/** The request's body as UTF-8 text within `maxBytes` (413 past it, 400 for a failed read or bad UTF-8). */
+export async function readBodyText(request: Request, maxBytes: number): Promise<string> {
+  let bytes: Uint8Array;
+  try {
+    bytes = await readCapped(request, maxBytes, () => tooLarge(maxBytes));
+  } catch (e) {
+    if (e instanceof ApiError) throw e;
+    throw invalid(null, `could not read the request body: ${(e as Error).message}`);
+  }
   try {
     return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
   } catch {
