@@ -309,8 +309,12 @@ export function createApp(options: AppOptions): App {
 
 const startedAt = nowSeconds();
 
-/** A model's card; an embedding model says so (`type`, its vector's `dimensions`: what /v1/embeddings serves). */
+/**
+ * A model's card; an embedding model says so (`type`, its vector's `dimensions`: what /v1/embeddings
+ * serves), and a model with a vision tower lists what it takes (`input_modalities`, as OpenRouter's cards do).
+ */
 function modelCard(b: Backend) {
   const embedding = b.config.embedding ? { type: 'embedding' as const, dimensions: b.config.hiddenSize } : {};
-  return { id: b.id, object: 'model' as const, created: startedAt, owned_by: 'webgpu-llm', max_model_len: b.contextLength, ...embedding };
+  const vision = b.vision ? { input_modalities: ['text', 'image'] } : {};
+  return { id: b.id, object: 'model' as const, created: startedAt, owned_by: 'webgpu-llm', max_model_len: b.contextLength, ...embedding, ...vision };
 }

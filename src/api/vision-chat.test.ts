@@ -127,6 +127,11 @@ describe('chat with images on the tiny SmolVLM (CPU reference)', () => {
     expect(text.choices[0]!.message.content).toBe(greedy('<|im_start|>User: Hello<end_of_utterance>\nAssistant:', [], 4));
   });
 
+  it('says in /v1/models that the model takes images', async () => {
+    const cards = (await client.models.list()).data as unknown as Array<{ id: string; input_modalities?: string[] }>;
+    expect(cards.find((c) => c.id === 'smolvlm-tiny')?.input_modalities).toEqual(['text', 'image']);
+  });
+
   it('keeps an <image> the user types as text, and refuses a prompt whose images do not fit the context', async () => {
     const r = await client.chat.completions.create({
       model: 'smolvlm-tiny',
