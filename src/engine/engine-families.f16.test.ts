@@ -20,6 +20,8 @@ const FORMATS: Array<[Arch, string[]]> = [
   ['qwen2moe', ['Q4_K_M']],
   ['qwen3moe', ['hf-F16', 'Q8_0']],
   ['olmoe', ['F16']],
+  // Gated short convolutions: f16 in_proj output and conv output, the state and its sums in f32.
+  ['lfm2', ['Q8_0']],
 ];
 
 describeEngineGrid(FORMATS, 'f16');

@@ -19,7 +19,7 @@ import { createPenaltiesOp } from '../kernels/penalties';
 import { createApplyMaskOp } from '../kernels/apply-mask';
 import { defaultPrefillChunk } from '../kernels/matmul';
 import type { GenerationDefaults } from '../model/generation-config';
-import { defaultContextLength, type ModelConfig } from '../model/config';
+import { defaultContextLength, hasRecurrentLayers, type ModelConfig } from '../model/config';
 import { openModel, type ModelLocation, type OpenedModel } from '../model/open';
 import { loadTextModel } from '../text/from-model';
 import type { ChatTemplateConfig, TextTokenizer } from '../text/index';
@@ -380,14 +380,19 @@ export class GpuEngine implements Backend {
     }
     const lease = request.lora !== undefined ? this.adapters.acquire(request.lora, request.loraParam ?? 'model') : null;
     try {
-      const speculation = request.speculation ?? this.speculation;
+      // A hybrid model's recurrent layers hold no state at a cached page boundary, and cannot roll
+      // back the rows a verify step fed past a miss: its prompts are always computed whole
+      // (cached_tokens 0, `n` choices each computing theirs) and it never speculates.
+      const recurrent = hasRecurrentLayers(this.config);
+      const { speculation: asked, ...rest } = request;
+      const speculation = recurrent ? undefined : (asked ?? this.speculation);
       const images = await this.imageRows(request);
-      const seq = new Sequence({ ...request, ...(speculation ? { speculation } : {}) }, this.env, lease ?? undefined);
+      const seq = new Sequence({ ...rest, ...(speculation ? { speculation } : {}) }, this.env, lease ?? undefined);
       if (images.size) this.runner.imageRows.set(seq, images);
       try {
         // The prefix cache keys K/V by ids: an image's ids are the same for every image, so a prompt
         // with images neither reuses a cached prefix nor leaves one (content-hash keys: to do).
-        return yield* this.run(seq, images.size ? false : (request.cachePrompt ?? true), request.signal);
+        return yield* this.run(seq, images.size || recurrent ? false : (request.cachePrompt ?? true), request.signal);
       } finally {
         // run() ended it whichever way it went.
         const r = seq.finish!;

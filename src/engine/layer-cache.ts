@@ -15,9 +15,10 @@ export type LayerCacheKind =
   /** `floats` f32 values per sequence slot (a recurrent layer's state). */
   | { kind: 'slot-state'; floats: number };
 
-/** What each kind of token mixer keeps per sequence: attention its K and V rows, paged. */
+/** What each kind of token mixer keeps per sequence: attention its K and V rows, paged; LFM2's short conv its last kernel − 1 inputs. */
 const MIXER_CACHE: Readonly<Record<MixerKind, (config: ModelConfig) => LayerCacheKind>> = {
   attention: (c) => ({ kind: 'paged-kv', kvHeads: c.numKvHeads, headDim: c.headDim }),
+  shortconv: (c) => ({ kind: 'slot-state', floats: (c.shortConv!.kernel - 1) * c.hiddenSize }),
 };
 
 /** Each layer's cache kind, from its mixer (`layerBlocks`). */

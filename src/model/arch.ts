@@ -126,6 +126,22 @@ export interface ArchInfo {
    */
   fusedProjections: boolean;
   /**
+   * LFM2's gated short convolutions on the layers that do not attend (the `shortconv` mixer):
+   * config.json's `layer_types` ("conv" / "full_attention"; older configs `full_attn_idxs`) and
+   * `conv_L_cache`, GGUF's per-layer `attention.head_count_kv` array (0 on a conv layer) and
+   * `shortconv.l_cache`. Such a family's config.json derives the FFN width (`block_auto_adjust_ff_dim`,
+   * `block_ffn_dim_multiplier`, `block_multiple_of`), names its eps `norm_eps` and its tying
+   * `tie_embedding`. false: attention on every layer.
+   */
+  shortConv: boolean;
+  /**
+   * The family's own Hugging Face tensor names where they differ from the table's (tensors.ts's
+   * `hf`, the part after `model.layers.N.` for a layer's): standard name -> the family's.
+   */
+  hfTensorNames?: Readonly<Record<string, string>>;
+  /** The family's own GGUF tensor names where they differ from the canonical ones: canonical -> the family's. */
+  ggufTensorNames?: Readonly<Record<string, string>>;
+  /**
    * Mixture-of-experts FFN (every layer): a router picks `expert_used_count` of `expert_count`
    * SwiGLU experts per token by softmax over all experts, then top-k. null: the dense FFN.
    * - `sharedExpert`: a shared SwiGLU expert added to the routed sum, scaled by
@@ -160,6 +176,7 @@ const LLAMA_MATH = {
   queryPreAttnScalar: null,
   multipliers: false,
   fusedProjections: false,
+  shortConv: false,
 } as const;
 
 /** The dense families' FFN: one SwiGLU/GeGLU MLP per layer. */
@@ -183,6 +200,7 @@ const GEMMA = {
   logitSoftcaps: true,
   multipliers: false,
   fusedProjections: false,
+  shortConv: false,
   ...DENSE,
 } as const;
 
@@ -428,6 +446,39 @@ const ARCH_ROWS = {
     noRopeLayerStep: null,
     ...LLAMA_MATH,
     fusedProjections: true,
+    ...DENSE,
+  },
+  // LFM2 / LFM2.5 (Liquid): most layers a gated short convolution, y = out_proj(C ⊙ conv(B ⊙ x))
+  // over in_proj's rows B, C, x, the others GQA attention with per-head q/k norms and NEOX RoPE
+  // (HF's rotate_half; llama.cpp's converter does not permute LFM2's q/k); every norm the plain w;
+  // the final norm is `model.embedding_norm` (HF) and `token_embd_norm` (GGUF); tied.
+  lfm2: {
+    hfClass: 'Lfm2ForCausalLM',
+    hfDefaults: { maxPositionEmbeddings: 128000, rmsNormEps: 1e-5, tieWordEmbeddings: true },
+    hfSlidingWindow: null,
+    gguf: 'lfm2',
+    ggufSlidingWindow: 'every_layer',
+    swaPattern: null,
+    ggufRopeStyle: 'neox',
+    attentionBias: 'attention_bias',
+    qkNorm: true,
+    qkNormScope: 'head',
+    normPlacement: 'pre',
+    noRopeLayerStep: null,
+    ...LLAMA_MATH,
+    shortConv: true,
+    hfTensorNames: {
+      'input_layernorm.weight': 'operator_norm.weight',
+      'post_attention_layernorm.weight': 'ffn_norm.weight',
+      'self_attn.o_proj.weight': 'self_attn.out_proj.weight',
+      'self_attn.q_norm.weight': 'self_attn.q_layernorm.weight',
+      'self_attn.k_norm.weight': 'self_attn.k_layernorm.weight',
+      'mlp.gate_proj.weight': 'feed_forward.w1.weight',
+      'mlp.up_proj.weight': 'feed_forward.w3.weight',
+      'mlp.down_proj.weight': 'feed_forward.w2.weight',
+      'model.norm.weight': 'model.embedding_norm.weight',
+    },
+    ggufTensorNames: { 'output_norm.weight': 'token_embd_norm.weight' },
     ...DENSE,
   },
 } satisfies Record<string, ArchInfo>;

@@ -47,7 +47,11 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
   // An embedding model (llama.cpp's converter writes the pooling of sentence-transformers' files).
   const embedding = embeddingFromGGUF(metadata, prefix);
   const numHeads = get('attention.head_count');
-  const numKvHeads = get('attention.head_count_kv', numHeads);
+  const numLayers = get('block_count');
+  // LFM2: head_count_kv is a per-layer array, 0 on the conv layers.
+  const kvKey = `${prefix}.attention.head_count_kv`;
+  const perLayerKv = row.shortConv && metadata.has(kvKey) ? ggufPerLayerKv(metadata.get(kvKey), numLayers, kvKey) : null;
+  const numKvHeads = perLayerKv?.numKvHeads ?? get('attention.head_count_kv', numHeads);
   const headDim = get('attention.key_length', hiddenSize / numHeads);
   const tokens = metadata.get('tokenizer.ggml.tokens');
   const embd = byName.get('token_embd.weight');
@@ -59,7 +63,6 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
   if (rotary % 2 !== 0 || rotary > headDim)
     throw new ModelError('invalid_field', `GGUF ${prefix}.rope.dimension_count must be even and at most the head dimension (${headDim}), got ${rotary}`, `${prefix}.rope.dimension_count`);
 
-  const numLayers = get('block_count');
   // `{arch}.attention.sliding_window`: absent or 0 means full attention.
   const windowKey = `${prefix}.attention.sliding_window`;
   const rawWindow = metadata.get(windowKey);
@@ -132,6 +135,7 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     noRopeLayers: everyNth(row.noRopeLayerStep, numLayers),
     // llama.cpp's keys; renormalisation is fixed per architecture (no key).
     moe: row.moe === null ? null : ggufMoe(row.moe, get, numLayers, prefix, metadata),
+    shortConv: perLayerKv?.convLayers.length ? { kernel: get('shortconv.l_cache'), layers: perLayerKv.convLayers } : null,
     bosTokenId: bos ?? null,
     eosTokenIds: unique(eos),
     ...(embedding ? { embedding } : {}),
@@ -216,6 +220,19 @@ function ggufMoe(moe: NonNullable<ArchInfo['moe']>, get: (key: string, fallback?
     sharedExpertIntermediateSize: moe.sharedExpert ? get('expert_shared_feed_forward_length') : null,
     denseLayers: Array.from({ length: leading }, (_, l) => l),
   };
+}
+
+/**
+ * LFM2's `attention.head_count_kv`: one count per layer, 0 where the layer convolves (llama.cpp's
+ * converter); the attention layers' counts must agree. A single number: attention everywhere.
+ */
+function ggufPerLayerKv(raw: unknown, numLayers: number, key: string): { numKvHeads: number; convLayers: number[] } {
+  const list = Array.isArray(raw) ? raw.map(toNumber) : [toNumber(raw)];
+  const counts = list.length === 1 && !Array.isArray(raw) ? new Array<number | undefined>(numLayers).fill(list[0]) : list;
+  const kv = [...new Set(counts.filter((n) => n !== 0))];
+  if (counts.length !== numLayers || counts.some((n) => n === undefined || !Number.isInteger(n) || n < 0) || kv.length !== 1)
+    throw new ModelError('invalid_field', `GGUF ${key} must give each of the ${numLayers} layers its KV head count (0 on a conv layer), the attention layers one count`, key);
+  return { numKvHeads: kv[0]!, convLayers: counts.flatMap((n, l) => (n === 0 ? [l] : [])) };
 }
 
 /** "llama (also mistral), qwen2, qwen3": each GGUF name once, with the families that share it. */

@@ -3,7 +3,7 @@
  * as its row of the architecture table (./arch.ts) says.
  */
 import { ARCH, ARCHES, type Arch, type ArchInfo } from './arch';
-import { everyNth, patternLayers, unique, type ModelConfig, type MoeConfig, type RopeScaling, type SlidingWindow } from './config';
+import { everyNth, patternLayers, unique, type ModelConfig, type MoeConfig, type RopeScaling, type ShortConvConfig, type SlidingWindow } from './config';
 import { ModelError } from './errors';
 import { yarnMscale } from './rope';
 
@@ -73,18 +73,20 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     arch,
     vocabSize: positive('vocab_size'),
     hiddenSize,
-    intermediateSize: positive('intermediate_size'),
+    intermediateSize: row.shortConv ? lfm2FfnWidth(c, positive) : positive('intermediate_size'),
     numLayers,
     numHeads,
     numKvHeads,
     headDim,
-    rmsNormEps: positiveReal('rms_norm_eps', row.hfDefaults.rmsNormEps),
+    // LFM2 names its eps norm_eps.
+    rmsNormEps: positiveReal(row.shortConv ? 'norm_eps' : 'rms_norm_eps', row.hfDefaults.rmsNormEps),
     ropeTheta,
     ropeScaling: hfRopeScaling(ropeParams ?? c.rope_scaling, ropeParams ? 'rope_parameters' : 'rope_scaling', { c, maxPositionEmbeddings, rotary }),
     rotaryDim: rotary === headDim ? null : rotary,
     ropeStyle: 'neox',
     maxPositionEmbeddings,
-    tieWordEmbeddings: (c.tie_word_embeddings ?? row.hfDefaults.tieWordEmbeddings) === true,
+    // LFM2's config.json says tie_embedding.
+    tieWordEmbeddings: (c.tie_word_embeddings ?? (row.shortConv ? c.tie_embedding : undefined) ?? row.hfDefaults.tieWordEmbeddings) === true,
     attentionBias: row.attentionBias === 'always' || c.attention_bias === true,
     qkNorm: row.qkNorm,
     qkNormScope: row.qkNormScope,
@@ -107,6 +109,7 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     slidingWindow: hfSlidingWindow(c, row.hfSlidingWindow, numLayers, typeof c.sliding_window_pattern === 'number' ? c.sliding_window_pattern : row.swaPattern),
     noRopeLayers: hfNoRopeLayers(c, row.noRopeLayerStep, numLayers),
     moe: hfMoe(c, row.moe, positive, numLayers),
+    shortConv: row.shortConv ? hfShortConv(c, positive, numLayers) : null,
     bosTokenId: typeof bos === 'number' ? bos : null,
     eosTokenIds: unique([...tokenIds(gen.eos_token_id), ...tokenIds(c.eos_token_id)]),
   };
@@ -252,6 +255,45 @@ function hfMoe(c: Json, moe: ArchInfo['moe'], positive: (key: string, fallback?:
     sharedExpertIntermediateSize: moe.sharedExpert ? positive('shared_expert_intermediate_size') : null,
     denseLayers: Array.from({ length: numLayers }, (_, l) => l).filter((l) => (mlpOnly as number[]).includes(l) || (l + 1) % step !== 0),
   };
+}
+
+/**
+ * LFM2's conv layers as transformers reads config.json: `layer_types` ("conv" or "full_attention"
+ * per layer), else the layers missing from `full_attn_idxs` (Lfm2Config's default: every layer
+ * attends, so null); `conv_L_cache` taps (default 3). Biases (`conv_bias`) are refused: no
+ * released checkpoint has them.
+ */
+function hfShortConv(c: Json, positive: (key: string, fallback?: number) => number, numLayers: number): ShortConvConfig | null {
+  if (c.conv_bias === true) throw new ModelError('invalid_field', 'config.json: conv_bias true is not supported (LFM2 checkpoints have no conv biases)', 'conv_bias');
+  const types = c.layer_types;
+  let layers: number[];
+  if (types !== undefined && types !== null) {
+    if (!Array.isArray(types) || types.length !== numLayers || !types.every((t) => t === 'conv' || t === 'full_attention'))
+      throw new ModelError('invalid_field', `config.json: layer_types must list "conv" or "full_attention" for each of the ${numLayers} layers`, 'layer_types');
+    layers = types.flatMap((t, l) => (t === 'conv' ? [l] : []));
+  } else {
+    const attn = c.full_attn_idxs ?? Array.from({ length: numLayers }, (_, l) => l);
+    if (!Array.isArray(attn) || !attn.every((l) => Number.isInteger(l) && l >= 0 && l < numLayers))
+      throw new ModelError('invalid_field', `config.json: full_attn_idxs must list layer indices below ${numLayers}`, 'full_attn_idxs');
+    layers = Array.from({ length: numLayers }, (_, l) => l).filter((l) => !attn.includes(l));
+  }
+  return layers.length ? { kernel: positive('conv_L_cache', 3), layers } : null;
+}
+
+/**
+ * LFM2's FFN width as Lfm2MLP derives it: `block_ff_dim` (else `intermediate_size`); with
+ * `block_auto_adjust_ff_dim`, int(2·w/3), then with `block_ffn_dim_multiplier` int(m·w) rounded up
+ * to a multiple of `block_multiple_of` (GGUF files store the result).
+ */
+function lfm2FfnWidth(c: Json, positive: (key: string, fallback?: number) => number): number {
+  let w = c.block_ff_dim !== undefined ? positive('block_ff_dim') : positive('intermediate_size');
+  if (c.block_auto_adjust_ff_dim !== true) return w;
+  w = Math.trunc((2 * w) / 3);
+  const m = c.block_ffn_dim_multiplier;
+  if (m === undefined || m === null) return w;
+  if (typeof m !== 'number' || !(m > 0)) throw new ModelError('invalid_field', `config.json: block_ffn_dim_multiplier must be a positive number, got ${JSON.stringify(m)}`, 'block_ffn_dim_multiplier');
+  const of = positive('block_multiple_of', 256);
+  return of * Math.ceil(Math.trunc(m * w) / of);
 }
 
 /**

@@ -124,6 +124,8 @@ export interface ModelConfig {
   noRopeLayers: readonly number[];
   /** Mixture-of-experts FFN (Qwen2-MoE, Qwen3-MoE, OLMoE), on every layer but its `denseLayers`; null: the dense MLP. */
   moe: MoeConfig | null;
+  /** LFM2's gated short convolutions in place of attention on some layers; null: attention on every layer. */
+  shortConv: ShortConvConfig | null;
   bosTokenId: number | null;
   eosTokenIds: number[];
   /**
@@ -146,7 +148,21 @@ export const PLAIN_MATH = {
   attnLogitSoftcap: null,
   finalLogitSoftcap: null,
   moe: null,
+  shortConv: null,
 } as const satisfies Partial<ModelConfig>;
+
+/**
+ * LFM2's gated short convolution (the `shortconv` mixer): in_proj's 3·hidden rows are B, C and x;
+ * y = out_proj(C ⊙ conv(B ⊙ x)), where conv is causal and depthwise over `kernel` taps:
+ * conv(u)[t, c] = Σ_j w[c, j] · u[t − (kernel − 1) + j, c], the inputs before the sequence zero.
+ * A sequence keeps the last kernel − 1 inputs u as its state. No biases (conv_bias false).
+ */
+export interface ShortConvConfig {
+  /** Taps of the depthwise kernel: config.json's `conv_L_cache`, GGUF's `shortconv.l_cache` (LFM2: 3). */
+  kernel: number;
+  /** The layers that convolve instead of attending, ascending. */
+  layers: readonly number[];
+}
 
 /**
  * A mixture-of-experts FFN: per token, router logits x · Wᵀ (E of them), softmax over all E,
@@ -181,11 +197,12 @@ export function layerIsMoe(config: Pick<ModelConfig, 'moe'>, layer: number): boo
 /**
  * The blocks of one layer, in order: its token mixer, then its feed-forward block. Each kind is
  * one block of the GPU forward pass (src/engine/forward/, its table in blocks.ts) and one paragraph
- * of the CPU reference (src/reference/forward.ts). Every family here attends on every layer; a
- * hybrid family's recurrent layers would be another mixer kind, named here per layer.
+ * of the CPU reference (src/reference/forward.ts). A hybrid family's recurrent layers are another
+ * mixer kind, named here per layer.
  */
 export interface LayerBlocks {
-  mixer: 'attention';
+  /** Attention, or LFM2's gated short convolution (ShortConvConfig). */
+  mixer: 'attention' | 'shortconv';
   /** The dense MLP, or the mixture of experts (a MoE model's layers not among its dense ones). */
   ffn: 'mlp' | 'moe';
 }
@@ -194,8 +211,13 @@ export type MixerKind = LayerBlocks['mixer'];
 export type FfnKind = LayerBlocks['ffn'];
 
 /** Layer `layer`'s blocks (LayerBlocks). */
-export function layerBlocks(config: Pick<ModelConfig, 'moe'>, layer: number): LayerBlocks {
-  return { mixer: 'attention', ffn: layerIsMoe(config, layer) ? 'moe' : 'mlp' };
+export function layerBlocks(config: Pick<ModelConfig, 'moe' | 'shortConv'>, layer: number): LayerBlocks {
+  return { mixer: config.shortConv?.layers.includes(layer) ? 'shortconv' : 'attention', ffn: layerIsMoe(config, layer) ? 'moe' : 'mlp' };
+}
+
+/** Whether some layer keeps a recurrent state per sequence instead of K/V rows (a hybrid model): its prefix cannot be rewound or shared. */
+export function hasRecurrentLayers(config: Pick<ModelConfig, 'moe' | 'shortConv' | 'numLayers'>): boolean {
+  return Array.from({ length: config.numLayers }, (_, l) => layerBlocks(config, l).mixer).some((m) => m !== 'attention');
 }
 
 export interface SlidingWindow {

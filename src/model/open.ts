@@ -14,7 +14,8 @@ import { configFromHF } from './config-hf';
 import { embeddingFromFolder } from './embedding';
 import { ModelError } from './errors';
 import { isLocalPath, openFolder, readJson, toLocalPath, type Folder } from './folder';
-import { canonicalName, expertPiece, fusedTensors, validateTensors } from './tensors';
+import { ARCH } from './arch';
+import { canonicalName, expertPiece, fusedTensors, layerRow, validateTensors } from './tensors';
 
 export interface OpenedTensor {
   /** `info.name` is the name in the file; the map key is the canonical name. */
@@ -74,7 +75,9 @@ async function openGGUF(src: ByteSource): Promise<OpenedModel> {
   const gguf = await readGGUF(src);
   const config = configFromGGUF(gguf.metadata, gguf.tensors);
   const tensors = new Map<string, OpenedTensor>();
-  for (const info of gguf.tensors) tensors.set(info.name, { info, source: src });
+  // A family's own names (ArchInfo.ggufTensorNames: LFM2's final norm is token_embd_norm) under the canonical ones.
+  const own = new Map(Object.entries(ARCH[config.arch].ggufTensorNames ?? {}).map(([canonical, name]) => [name, canonical]));
+  for (const info of gguf.tensors) tensors.set(own.get(info.name) ?? info.name, { info, source: src });
   const template = gguf.metadata.get('tokenizer.chat_template');
   return finish({
     config,
@@ -109,7 +112,9 @@ async function openHFFolder(folder: Folder): Promise<OpenedModel> {
       const { tensors: infos } = await readSafetensors(source);
       for (const info of infos) {
         const name = canonicalName(info.name, config);
-        if (name) tensors.set(name, { info, source });
+        // A depthwise Conv1d's [channels, 1, taps] reads as the table's [channels, taps] (hfSqueezed).
+        const squeeze = name && layerRow(name)?.hfSqueezed && info.shape.length === 3 && info.shape[1] === 1;
+        if (name) tensors.set(name, { info: squeeze ? { ...info, shape: [info.shape[0]!, info.shape[2]!] } : info, source });
         const piece = config.moe ? expertPiece(info.name) : null;
         if (piece && piece.expert < config.moe!.numExperts) {
           const list = pieces.get(piece.name) ?? [];

@@ -6,7 +6,7 @@
  * forward pass that uses it).
  */
 import { ARCH } from './arch';
-import { layerIsMoe, rotaryDim, type ModelConfig } from './config';
+import { layerBlocks, layerIsMoe, rotaryDim, type MixerKind, type ModelConfig } from './config';
 import { ModelError } from './errors';
 
 /**
@@ -14,8 +14,9 @@ import { ModelError } from './errors';
  * file's type on the GPU; the others are vectors read as f32. 'attn_out' and 'mlp_out' are the
  * linears that write into the residual stream; 'rope_freqs' holds Llama 3 rope scaling as
  * per-frequency divisors, and LongRoPE's long and short factors (Phi-3) are the same kind.
+ * 'conv' is a short convolution's depthwise kernel [channels, taps], read as f32 (LFM2).
  */
-export type TensorKind = 'embedding' | 'linear' | 'attn_out' | 'mlp_out' | 'lm_head' | 'norm' | 'bias' | 'rope_freqs';
+export type TensorKind = 'embedding' | 'linear' | 'attn_out' | 'mlp_out' | 'lm_head' | 'norm' | 'bias' | 'rope_freqs' | 'conv';
 
 const MATRIX_KINDS = ['embedding', 'linear', 'attn_out', 'mlp_out', 'lm_head'] as const satisfies readonly TensorKind[];
 type MatrixKind = (typeof MATRIX_KINDS)[number];
@@ -47,6 +48,14 @@ export interface TensorRow {
   when?: (c: ModelConfig, layer?: number) => boolean;
   /** Used when the file has it, never required. */
   optional?: true;
+  /**
+   * Held only by the layers whose token mixer is this kind (layerBlocks): attention's tensors are
+   * absent from a hybrid model's conv layers. Unlike `when`, the field stays required in
+   * LayerWeights: the mixer's own block is the only reader.
+   */
+  mixer?: MixerKind;
+  /** Hugging Face stores it [n, 1, k] (a depthwise Conv1d's weight), llama.cpp's converter squeezed to [n, k]: read as [n, k]. */
+  hfSqueezed?: true;
   /** The rows are q or k heads, rotated by RoPE (llama.cpp permutes them in `llama` files). */
   rotary?: 'q' | 'k';
   /**
@@ -74,23 +83,28 @@ const experts = (c: ModelConfig) => c.moe!.numExperts;
 const expertSize = (c: ModelConfig) => c.moe!.expertIntermediateSize;
 const sharedSize = (c: ModelConfig) => c.moe!.sharedExpertIntermediateSize!;
 const preNorm = (c: ModelConfig) => c.normPlacement !== 'post';
+const conv = (c: ModelConfig, l?: number) => c.shortConv !== null && (l === undefined || layerBlocks(c, l).mixer === 'shortconv');
 const postNorm = (c: ModelConfig) => c.normPlacement !== 'pre';
 
 /** One layer's tensors, in file order. */
 export const LAYER_TENSORS = [
   { field: 'attnNorm', hf: 'input_layernorm.weight', gguf: 'attn_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: preNorm },
-  { field: 'wq', hf: 'self_attn.q_proj.weight', gguf: 'attn_q.weight', kind: 'linear', shape: (c) => [qDim(c), c.hiddenSize], rotary: 'q', fuse: 'qkv' },
-  { field: 'wk', hf: 'self_attn.k_proj.weight', gguf: 'attn_k.weight', kind: 'linear', shape: (c) => [kvDim(c), c.hiddenSize], rotary: 'k', fuse: 'qkv' },
-  { field: 'wv', hf: 'self_attn.v_proj.weight', gguf: 'attn_v.weight', kind: 'linear', shape: (c) => [kvDim(c), c.hiddenSize], fuse: 'qkv' },
-  { field: 'bq', hf: 'self_attn.q_proj.bias', gguf: 'attn_q.bias', kind: 'bias', shape: (c) => [qDim(c)], when: (c) => c.attentionBias, rotary: 'q', fuse: 'qkv' },
-  { field: 'bk', hf: 'self_attn.k_proj.bias', gguf: 'attn_k.bias', kind: 'bias', shape: (c) => [kvDim(c)], when: (c) => c.attentionBias, rotary: 'k', fuse: 'qkv' },
-  { field: 'bv', hf: 'self_attn.v_proj.bias', gguf: 'attn_v.bias', kind: 'bias', shape: (c) => [kvDim(c)], when: (c) => c.attentionBias, fuse: 'qkv' },
+  { field: 'wq', mixer: 'attention', hf: 'self_attn.q_proj.weight', gguf: 'attn_q.weight', kind: 'linear', shape: (c) => [qDim(c), c.hiddenSize], rotary: 'q', fuse: 'qkv' },
+  { field: 'wk', mixer: 'attention', hf: 'self_attn.k_proj.weight', gguf: 'attn_k.weight', kind: 'linear', shape: (c) => [kvDim(c), c.hiddenSize], rotary: 'k', fuse: 'qkv' },
+  { field: 'wv', mixer: 'attention', hf: 'self_attn.v_proj.weight', gguf: 'attn_v.weight', kind: 'linear', shape: (c) => [kvDim(c), c.hiddenSize], fuse: 'qkv' },
+  { field: 'bq', mixer: 'attention', hf: 'self_attn.q_proj.bias', gguf: 'attn_q.bias', kind: 'bias', shape: (c) => [qDim(c)], when: (c) => c.attentionBias, rotary: 'q', fuse: 'qkv' },
+  { field: 'bk', mixer: 'attention', hf: 'self_attn.k_proj.bias', gguf: 'attn_k.bias', kind: 'bias', shape: (c) => [kvDim(c)], when: (c) => c.attentionBias, rotary: 'k', fuse: 'qkv' },
+  { field: 'bv', mixer: 'attention', hf: 'self_attn.v_proj.bias', gguf: 'attn_v.bias', kind: 'bias', shape: (c) => [kvDim(c)], when: (c) => c.attentionBias, fuse: 'qkv' },
   // Per head (Qwen3) or over the whole projection (OLMo 2).
-  { field: 'qNorm', hf: 'self_attn.q_norm.weight', gguf: 'attn_q_norm.weight', kind: 'norm', shape: (c) => [c.qkNormScope === 'full' ? qDim(c) : c.headDim], when: (c) => c.qkNorm },
-  { field: 'kNorm', hf: 'self_attn.k_norm.weight', gguf: 'attn_k_norm.weight', kind: 'norm', shape: (c) => [c.qkNormScope === 'full' ? kvDim(c) : c.headDim], when: (c) => c.qkNorm },
-  { field: 'wo', hf: 'self_attn.o_proj.weight', gguf: 'attn_output.weight', kind: 'attn_out', shape: (c) => [c.hiddenSize, qDim(c)] },
+  { field: 'qNorm', mixer: 'attention', hf: 'self_attn.q_norm.weight', gguf: 'attn_q_norm.weight', kind: 'norm', shape: (c) => [c.qkNormScope === 'full' ? qDim(c) : c.headDim], when: (c) => c.qkNorm },
+  { field: 'kNorm', mixer: 'attention', hf: 'self_attn.k_norm.weight', gguf: 'attn_k_norm.weight', kind: 'norm', shape: (c) => [c.qkNormScope === 'full' ? kvDim(c) : c.headDim], when: (c) => c.qkNorm },
+  { field: 'wo', mixer: 'attention', hf: 'self_attn.o_proj.weight', gguf: 'attn_output.weight', kind: 'attn_out', shape: (c) => [c.hiddenSize, qDim(c)] },
   // Llama/Qwen3 with attention_bias also bias o_proj; Qwen2 never does.
-  { field: 'bo', hf: 'self_attn.o_proj.bias', gguf: 'attn_output.bias', kind: 'bias', shape: (c) => [c.hiddenSize], optional: true },
+  { field: 'bo', mixer: 'attention', hf: 'self_attn.o_proj.bias', gguf: 'attn_output.bias', kind: 'bias', shape: (c) => [c.hiddenSize], optional: true },
+  // LFM2's gated short convolution (ShortConvConfig): in_proj's rows B, C, x; the depthwise kernel; out_proj into the stream.
+  { field: 'convIn', hf: 'conv.in_proj.weight', gguf: 'shortconv.in_proj.weight', kind: 'linear', shape: (c) => [3 * c.hiddenSize, c.hiddenSize], when: conv },
+  { field: 'convKernel', hf: 'conv.conv.weight', gguf: 'shortconv.conv.weight', kind: 'conv', shape: (c) => [c.hiddenSize, c.shortConv!.kernel], when: conv, hfSqueezed: true },
+  { field: 'convOut', hf: 'conv.out_proj.weight', gguf: 'shortconv.out_proj.weight', kind: 'attn_out', shape: (c) => [c.hiddenSize, c.hiddenSize], when: conv },
   // HF calls Llama's pre-FFN norm `post_attention_layernorm`; with post-norms (OLMo 2, and
   // Gemma's sandwich) the same name is the attention output's norm, llama.cpp's
   // post_attention_norm, and Gemma's pre-FFN norm is `pre_feedforward_layernorm`.
@@ -232,9 +246,11 @@ export function modelTensors(config: ModelConfig): ModelTensor[] {
 }
 
 function place(config: ModelConfig, rows: readonly TensorRow[], layer: number | null, ggufPrefix: string, hfPrefix: string): ModelTensor[] {
+  // The family's own HF names (ArchInfo.hfTensorNames: LFM2's).
+  const own = ARCH[config.arch].hfTensorNames ?? {};
   return rows
-    .filter((row) => !row.when || row.when(config, layer ?? undefined))
-    .map((row) => ({ row, layer, name: ggufPrefix + row.gguf, hfName: row.hf === null ? null : hfPrefix + row.hf, shape: row.shape(config) }));
+    .filter((row) => (!row.when || row.when(config, layer ?? undefined)) && (!row.mixer || layer === null || layerBlocks(config, layer).mixer === row.mixer))
+    .map((row) => ({ row, layer, name: ggufPrefix + row.gguf, hfName: row.hf === null ? null : hfPrefix + (own[row.hf] ?? row.hf), shape: row.shape(config) }));
 }
 
 /** A model's weights under the table's fields (matrices as `M`, vectors as `V`). */
@@ -319,12 +335,19 @@ export function canonicalName(name: string, config?: ModelConfig): string | null
   // Embedding checkpoints saved from the bare model (Qwen3-Embedding, sentence-transformers'
   // folders) name its tensors without the `model.` prefix.
   const hfName = mm.startsWith('model.') || HF_MODEL_NAMES.has(mm) ? mm : `model.${mm}`;
-  const global = HF_MODEL_NAMES.get(hfName);
+  // A family's own names (ArchInfo.hfTensorNames) read as the table's.
+  const own = config ? ownHfNames(config) : undefined;
+  const global = HF_MODEL_NAMES.get(own?.get(hfName) ?? hfName);
   if (global) return global;
   const m = /^model\.layers\.(\d+)\.(.+)$/.exec(hfName);
   if (!m) return null;
-  const local = (config ? hfNames([...LAYER_TENSORS, ...FUSED_LAYER_TENSORS], config) : HF_LAYER_NAMES).get(m[2]!);
+  const local = (config ? hfNames([...LAYER_TENSORS, ...FUSED_LAYER_TENSORS], config) : HF_LAYER_NAMES).get(own?.get(m[2]!) ?? m[2]!);
   return local ? `blk.${m[1]}.${local}` : null;
+}
+
+/** The family's own HF names -> the table's (ArchInfo.hfTensorNames reversed). */
+function ownHfNames(config: ModelConfig): Map<string, string> {
+  return new Map(Object.entries(ARCH[config.arch].hfTensorNames ?? {}).map(([std, own]) => [own, std]));
 }
 
 // The first row of each canonical name (the pre-FFN norm has two HF names, one tensor).

@@ -15,7 +15,7 @@ import { BreakerTable, runSequence, Sequence, type SequenceEnv, type StepRunner 
 import { BackendDisposedError, BackendError } from '../engine/errors';
 import { applyMaskRef } from '../kernels/mask-ref';
 import type { GenerationDefaults } from '../model/generation-config';
-import type { ModelConfig } from '../model/config';
+import { hasRecurrentLayers, type ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
 import { chatTemplateOf, loadTextModel } from '../text/from-model';
 import type { ChatTemplateConfig, TextTokenizer } from '../text/index';
@@ -82,9 +82,12 @@ export class ReferenceBackend implements Backend, StepRunner {
     return new ReferenceBackend(await ReferenceModel.load(opened), opened, tokenizer, opts);
   }
 
-  /** Keeps the longest cached prefix of `ids` (leaving at least its last id to compute); returns its length. */
+  /**
+   * Keeps the longest cached prefix of `ids` (leaving at least its last id to compute); returns its
+   * length. A hybrid model's recurrent state cannot rewind to a shorter prefix: it starts over.
+   */
   private reuse(ids: readonly number[], allowed: boolean, limit = Infinity): number {
-    const common = allowed ? Math.min(reusablePrefix(this.cached, ids), limit) : 0;
+    const common = allowed && !hasRecurrentLayers(this.config) ? Math.min(reusablePrefix(this.cached, ids), limit) : 0;
     this.cached.length = common;
     return common;
   }
@@ -92,7 +95,9 @@ export class ReferenceBackend implements Backend, StepRunner {
   async *generate(request: ReferenceGenerateRequest): AsyncGenerator<GeneratedToken, GenerationResult, void> {
     if (this.disposed) throw new BackendDisposedError('ReferenceBackend');
     checkPromptIds(request.promptIds, this.config.vocabSize);
-    const seq = new Sequence(request, this.env);
+    // A hybrid's recurrent state cannot roll back past a missed proposal: it never speculates.
+    const { speculation, ...rest } = request;
+    const seq = new Sequence(hasRecurrentLayers(this.config) || !speculation ? rest : { ...rest, speculation }, this.env);
     const images = this.imageEmbeddings(request);
     if (images.size) this.imageRows.set(seq, images);
     // Aborted while waiting for its turn: it ends without waiting for the request ahead.

@@ -218,6 +218,8 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
     const pre = c.normPlacement !== 'post';
     const post = c.normPlacement !== 'pre';
     const H = X.map((x) => (pre ? norm(x, w.get(p + 'attn_norm.weight')!, eps) : x));
+    // the token mixer: attention, or LFM2's gated short convolution on its conv layers
+    const attend = (): Mat => {
     const heads = (M: Mat, n: number) => M.map((row) => Array.from({ length: n }, (_, h) => row.slice(h * hd, (h + 1) * hd)));
     // per-head q/k norm on each head; a full-width one on the whole projection before the split
     const qn = (v: number[], g: string) => (c.qkNorm && c.qkNormScope === 'head' ? norm(v, w.get(p + g)!, c.rmsNormEps) : v);
@@ -245,10 +247,15 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
         return Array.from({ length: hd }, (_, i) => e.reduce((s, p2, u) => s + (p2 / z) * V[from + u][kv][i], 0));
       }),
     );
+      return A;
+    };
+    const isConv = c.shortConv?.layers.includes(l) ?? false;
+    const mixed = isConv ? convNaive(c, w, p, H) : attend();
     // post-norm: the block's output is normed before the residual add
     const out = (y: number[], g: string) => (post ? norm(y, w.get(p + g)!, eps) : y);
     // Granite scales each branch before the residual add
-    X = X.map((x, t) => out(linear(A[t], W(p + 'attn_output.weight', c.numHeads * hd)), 'post_attention_norm.weight').map((v, i) => c.residualScale * v + x[i]));
+    const Wout = isConv ? W(p + 'shortconv.out_proj.weight', d) : W(p + 'attn_output.weight', c.numHeads * hd);
+    X = X.map((x, t) => out(linear(mixed[t], Wout), 'post_attention_norm.weight').map((v, i) => c.residualScale * v + x[i]));
     X = X.map((x) => {
       const h = pre ? norm(x, w.get(p + 'ffn_norm.weight')!, c.rmsNormEps) : x;
       const g = linear(h, W(p + 'ffn_gate.weight', d));
@@ -262,6 +269,21 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
   const out = W(c.tieWordEmbeddings ? 'token_embd.weight' : 'output.weight', d);
   // Granite divides the logits by logits_scaling
   return X.map((x) => linear(norm(x, w.get('output_norm.weight')!, eps), out).map((v) => cap(v / c.logitsScaling, c.finalLogitSoftcap)));
+}
+
+/**
+ * LFM2's gated short convolution over the whole sequence, as transformers' slow path computes it:
+ * in_proj's rows B, C, x; Bx = B ⊙ x; a depthwise Conv1d with padding L − 1, cropped to the
+ * sequence (so position t sees Bx[t − L + 1 .. t], zeros before 0); then C ⊙ that.
+ */
+function convNaive(c: ModelConfig, w: Map<string, Float32Array>, p: string, H: Mat): Mat {
+  const d = c.hiddenSize;
+  const L = c.shortConv!.kernel;
+  const BCx = H.map((x) => linear(x, rows(w.get(p + 'shortconv.in_proj.weight')!, d)));
+  const Bx = BCx.map((r) => r.slice(0, d).map((b, i) => b * r[2 * d + i]));
+  const k = w.get(p + 'shortconv.conv.weight')!;
+  const padded = [...Array.from({ length: L - 1 }, () => new Array<number>(d).fill(0)), ...Bx];
+  return Bx.map((_, t) => Array.from({ length: d }, (_, i) => BCx[t][d + i] * Array.from({ length: L }, (_, j) => k[i * L + j] * padded[t + j][i]).reduce((a, b) => a + b, 0)));
 }
 
 /** llama.cpp's converter permutation of q/k rows: within a head, rows (i, i + d/2) become (2i, 2i+1). */
@@ -327,6 +349,8 @@ const cases: [string, Partial<ModelConfig>][] = [
   ['phi3 with partial interleaved rotary', { ...PHI3, ropeStyle: 'interleaved', ropeScaling: null }],
   // 3 pairs, theta 100, original 64: the ramp runs 0, 1/2, 1 (from pair 0 to pair 2).
   ['qwen3 with YaRN (its ramp and attention factor)', { arch: 'qwen3', qkNorm: true, numHeads: 2, numKvHeads: 2, headDim: 6, ropeScaling: { type: 'yarn', factor: 4, originalMaxPositionEmbeddings: 64, betaFast: 32, betaSlow: 1, attentionFactor: 1.2, truncate: true } }],
+  // Conv on layers 0 and 2 (before and after attention), 3 taps over 6 positions: the state carries past the kernel.
+  ['lfm2 with gated short convolutions on layers 0 and 2 and per-head q/k norms on its attention layer', { arch: 'lfm2', numLayers: 3, qkNorm: true, numHeads: 2, numKvHeads: 1, headDim: 4, hiddenSize: 8, tieWordEmbeddings: true, shortConv: { kernel: 3, layers: [0, 2] } }],
   ['gemma2 with sandwich (1 + w) norms, scaled embeddings, GeGLU, its own query scale, both soft-caps and a 2-key window on layer 0', { ...GEMMA2 }],
 ];
 

@@ -2,12 +2,14 @@
  * The CPU reference forward pass: the oracle every GPU test compares against. Plain and slow on
  * purpose. Buffers are float32 like the GPU's; dot products accumulate in float64 so that the
  * reference's own rounding stays far below any tolerance a test states. Each paragraph of a
- * layer is one block of the GPU pass (src/engine/forward/: attention.ts, mlp.ts, moe.ts, head.ts).
+ * layer is one block of the GPU pass (src/engine/forward/: attention.ts, shortconv.ts, mlp.ts, moe.ts,
+ * head.ts).
  */
 import { attentionScale, layerBlocks, layerRope, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
 import { assembleWeights, modelTensors, type ModelWeights } from '../model/tensors';
 import { routeTopK } from '../model/moe';
+import { shortConvStep } from '../model/short-conv';
 import { applyRope, ropeAttentionFactor, ropeInvFreqs } from '../model/rope';
 
 // Every weight float32, named and shaped as src/model/tensors.ts's table says; output is
@@ -43,6 +45,12 @@ export class ReferenceModel {
   private readonly eo: Float32Array;
   // The experts each layer routed the last token to, most probable first (`return_routed_experts`).
   private routed: number[][] = [];
+  // LFM2's gated short convolution: in_proj's B, C, x rows (3 * dim), B ⊙ x and the conv's output (dim each).
+  private readonly bcx: Float32Array;
+  private readonly bx: Float32Array;
+  private readonly convOut: Float32Array;
+  // Per conv layer its state, the last kernel - 1 inputs B ⊙ x ((kernel - 1) * dim, oldest first); empty elsewhere.
+  private readonly convState: Float32Array[];
   private att: Float32Array; // (capacity) scores of one head
   // KV cache, grown by doubling: per layer (capacity, numKvHeads * headDim).
   private keyCache: Float32Array[];
@@ -75,6 +83,11 @@ export class ReferenceModel {
     this.eh = new Float32Array(expertHidden);
     this.eh2 = new Float32Array(expertHidden);
     this.eo = new Float32Array(moe ? dim : 0);
+    const sc = config.shortConv;
+    this.bcx = new Float32Array(sc ? 3 * dim : 0);
+    this.bx = new Float32Array(sc ? dim : 0);
+    this.convOut = new Float32Array(sc ? dim : 0);
+    this.convState = Array.from({ length: config.numLayers }, (_, l) => new Float32Array(sc && layerBlocks(config, l).mixer === 'shortconv' ? (sc.kernel - 1) * dim : 0));
     this.att = new Float32Array(0);
     this.keyCache = [];
     this.valueCache = [];
@@ -112,7 +125,8 @@ export class ReferenceModel {
    * Runs one token at position `pos` (0 <= pos <= length; a smaller pos rewinds the cache) and
    * returns a fresh copy of its logits (vocab). `embedding` (dim) stands in for the token's row:
    * an image token's embedding from the vision tower, unscaled (models merge image features after
-   * their embedding's scale).
+   * their embedding's scale). A hybrid model's recurrent state cannot rewind: there pos is the
+   * length, or 0 (which starts over).
    */
   forward(token: number, pos: number, embedding?: Float32Array): Float32Array {
     const c = this.config;
@@ -121,6 +135,9 @@ export class ReferenceModel {
     const group = numHeads / numKvHeads; // query heads per kv head (GQA)
     if (!Number.isInteger(token) || token < 0 || token >= c.vocabSize) throw new RangeError(`token ${token} is outside the vocabulary (0..${c.vocabSize - 1})`);
     if (!Number.isInteger(pos) || pos < 0 || pos > this.length) throw new RangeError(`position ${pos} must be in 0..${this.length} (the KV cache holds ${this.length})`);
+    if (pos !== 0 && pos !== this.length && this.convState.some((st) => st.length > 0))
+      throw new RangeError(`position ${pos}: a hybrid model's recurrent state cannot rewind (give ${this.length}, or 0 to start over)`);
+    if (pos === 0) for (const st of this.convState) st.fill(0);
     if (pos >= this.capacity) this.grow(Math.max(2 * this.capacity, pos + 1));
     const { x, xb, xb2, q, k, v, attOut, hb, hb2 } = this;
 
@@ -143,66 +160,72 @@ export class ReferenceModel {
         input = xb;
       }
 
-      // qkv matmuls (+ biases)
-      matmul(q, input, lw.wq, lw.bq);
-      matmul(k, input, lw.wk, lw.bk);
-      matmul(v, input, lw.wv, lw.bv);
+      // the layer's token mixer (layerBlocks): LFM2's gated short convolution into xb2, or attention
+      if (layerBlocks(c, l).mixer === 'shortconv') this.shortConv(l, lw, input, xb2);
+      else {
+        // qkv matmuls (+ biases)
+        matmul(q, input, lw.wq, lw.bq);
+        matmul(k, input, lw.wk, lw.bk);
+        matmul(v, input, lw.wv, lw.bv);
 
-      // q/k rmsnorm before RoPE: per head (Qwen3) or over the whole projection (OLMo 2)
-      if (lw.qNorm && lw.kNorm) {
-        if (c.qkNormScope === 'full') {
-          norm(q, null, lw.qNorm);
-          norm(k, null, lw.kNorm);
-        } else {
-          for (let h = 0; h < numHeads; h++) norm(q.subarray(h * headDim, (h + 1) * headDim), null, lw.qNorm);
-          for (let h = 0; h < numKvHeads; h++) norm(k.subarray(h * headDim, (h + 1) * headDim), null, lw.kNorm);
+        // q/k rmsnorm before RoPE: per head (Qwen3) or over the whole projection (OLMo 2)
+        if (lw.qNorm && lw.kNorm) {
+          if (c.qkNormScope === 'full') {
+            norm(q, null, lw.qNorm);
+            norm(k, null, lw.kNorm);
+          } else {
+            for (let h = 0; h < numHeads; h++) norm(q.subarray(h * headDim, (h + 1) * headDim), null, lw.qNorm);
+            for (let h = 0; h < numKvHeads; h++) norm(k.subarray(h * headDim, (h + 1) * headDim), null, lw.kNorm);
+          }
         }
+
+        // RoPE on q and k (each head's first rotaryDim dimensions, cos/sin times LongRoPE's or YaRN's attention
+        // factor), except on NoPE layers (SmolLM3); windowed layers may have their own (Gemma 3)
+        if (layerUsesRope(c, l)) {
+          const invFreq = layerRope(c, l) === 'local' ? this.invFreqLocal : this.invFreq;
+          applyRope(q, numHeads, headDim, pos, invFreq, c.ropeStyle, this.mscale);
+          applyRope(k, numKvHeads, headDim, pos, invFreq, c.ropeStyle, this.mscale);
+        }
+
+        // store k, v in the cache
+        this.keyCache[l].set(k, pos * kvDim);
+        this.valueCache[l].set(v, pos * kvDim);
+
+        // attention: each query head reads its kv head over positions first..pos, where a
+        // sliding window of w keys starts at pos - w + 1 and full attention at 0
+        const keys = this.keyCache[l];
+        const values = this.valueCache[l];
+        const scale = attentionScale(c);
+        const cap = c.attnLogitSoftcap;
+        const att = this.att; // att[t - first]: score of position t
+        const window = layerWindow(c, l);
+        const first = window === null ? 0 : Math.max(0, pos + 1 - window);
+        for (let h = 0; h < numHeads; h++) {
+          const qOff = h * headDim;
+          const kvOff = Math.floor(h / group) * headDim;
+          // scores
+          for (let t = first; t <= pos; t++) {
+            let s = 0;
+            const kOff = t * kvDim + kvOff;
+            for (let i = 0; i < headDim; i++) s += q[qOff + i] * keys[kOff + i];
+            // scaled, then soft-capped (Gemma 2): tanh(s / cap) * cap
+            att[t - first] = cap === null ? s * scale : Math.tanh((s * scale) / cap) * cap;
+          }
+          // softmax
+          softmax(att, pos + 1 - first);
+          // weighted sum of values
+          for (let i = 0; i < headDim; i++) {
+            let s = 0;
+            for (let t = first; t <= pos; t++) s += att[t - first] * values[t * kvDim + kvOff + i];
+            attOut[qOff + i] = s;
+          }
+        }
+
+        // output projection
+        matmul(xb2, attOut, lw.wo, lw.bo);
       }
 
-      // RoPE on q and k (each head's first rotaryDim dimensions, cos/sin times LongRoPE's or YaRN's attention
-      // factor), except on NoPE layers (SmolLM3); windowed layers may have their own (Gemma 3)
-      if (layerUsesRope(c, l)) {
-        const invFreq = layerRope(c, l) === 'local' ? this.invFreqLocal : this.invFreq;
-        applyRope(q, numHeads, headDim, pos, invFreq, c.ropeStyle, this.mscale);
-        applyRope(k, numKvHeads, headDim, pos, invFreq, c.ropeStyle, this.mscale);
-      }
-
-      // store k, v in the cache
-      this.keyCache[l].set(k, pos * kvDim);
-      this.valueCache[l].set(v, pos * kvDim);
-
-      // attention: each query head reads its kv head over positions first..pos, where a
-      // sliding window of w keys starts at pos - w + 1 and full attention at 0
-      const keys = this.keyCache[l];
-      const values = this.valueCache[l];
-      const scale = attentionScale(c);
-      const cap = c.attnLogitSoftcap;
-      const att = this.att; // att[t - first]: score of position t
-      const window = layerWindow(c, l);
-      const first = window === null ? 0 : Math.max(0, pos + 1 - window);
-      for (let h = 0; h < numHeads; h++) {
-        const qOff = h * headDim;
-        const kvOff = Math.floor(h / group) * headDim;
-        // scores
-        for (let t = first; t <= pos; t++) {
-          let s = 0;
-          const kOff = t * kvDim + kvOff;
-          for (let i = 0; i < headDim; i++) s += q[qOff + i] * keys[kOff + i];
-          // scaled, then soft-capped (Gemma 2): tanh(s / cap) * cap
-          att[t - first] = cap === null ? s * scale : Math.tanh((s * scale) / cap) * cap;
-        }
-        // softmax
-        softmax(att, pos + 1 - first);
-        // weighted sum of values
-        for (let i = 0; i < headDim; i++) {
-          let s = 0;
-          for (let t = first; t <= pos; t++) s += att[t - first] * values[t * kvDim + kvOff + i];
-          attOut[qOff + i] = s;
-        }
-      }
-
-      // output projection, its post-norm (OLMo 2, Gemma), and residual, the branch scaled (Granite)
-      matmul(xb2, attOut, lw.wo, lw.bo);
+      // the mixer's post-norm (OLMo 2, Gemma), and residual, the branch scaled (Granite)
       if (lw.postAttnNorm) norm(xb2, null, lw.postAttnNorm);
       for (let i = 0; i < dim; i++) x[i] += c.residualScale * xb2[i];
 
@@ -242,6 +265,21 @@ export class ReferenceModel {
     if (finalCap !== null) for (let i = 0; i < this.logits.length; i++) this.logits[i] = Math.tanh(this.logits[i] / finalCap) * finalCap;
     this.filled = pos + 1;
     return this.logits.slice();
+  }
+
+  /**
+   * LFM2's gated short convolution of one token into `out` (dim): in_proj's rows B, C, x; the
+   * causal depthwise conv of B ⊙ x over this layer's state (its last kernel - 1 inputs), which it
+   * then advances; C ⊙ the conv; out_proj.
+   */
+  private shortConv(l: number, lw: Weights['layers'][number], input: Float32Array, out: Float32Array): void {
+    const dim = this.config.hiddenSize;
+    const { bcx, bx, convOut } = this;
+    matmul(bcx, input, lw.convIn!);
+    for (let i = 0; i < dim; i++) bx[i] = bcx[i] * bcx[2 * dim + i];
+    shortConvStep(this.convState[l], bx, lw.convKernel!, this.config.shortConv!.kernel, convOut);
+    for (let i = 0; i < dim; i++) convOut[i] *= bcx[dim + i];
+    matmul(out, convOut, lw.convOut!);
   }
 
   /**

@@ -18,6 +18,7 @@ import { matvecDotRef, quantizeActivationRef } from '../kernels/matvec-dot';
 import type { Op, OpContext } from '../kernels/op';
 import { createRmsNormOp, rmsNormRef } from '../kernels/rms-norm';
 import { createRopeOp, ropeRef } from '../kernels/rope';
+import { createShortConvOp, shortConvRef } from '../kernels/short-conv';
 import { createSoftcapOp, softcapRef } from '../kernels/softcap';
 import { createSwigluOp, swigluRef } from '../kernels/swiglu';
 import { uploadWeight } from '../kernels/weights';
@@ -319,5 +320,34 @@ const elementwise: KernelCheck = {
   },
 };
 
+/**
+ * LFM2's gated short convolution: one step of a 5-token row and a 1-token row over nonzero states
+ * (3 taps), y and the advanced states against the reference.
+ */
+const shortConv: KernelCheck = {
+  name: 'short_conv',
+  async run({ ctx, precision }) {
+    const { device } = ctx;
+    const [n, taps, lastToken, rowSlot] = [1000, 3, [4, 5], [1, 0]];
+    const bcx = actRound(random(6 * 3 * n, 61, 2), precision);
+    const w = random(n * taps, 62);
+    const initial = random(2 * (taps - 1) * n, 63);
+    const u32 = (xs: number[]) => uploadBuffer(device, Uint32Array.from(xs), STORAGE);
+    const buffers = [uploadAct(device, bcx, precision), uploadBuffer(device, w, STORAGE), uploadBuffer(device, initial, STORAGE), createBuffer(device, 6 * n * 4, STORAGE), u32(lastToken), u32(rowSlot), uploadBuffer(device, Uint32Array.from([6, 2, 0, 0]), UNIFORM)];
+    const [bcxBuf, wBuf, state, y, last, slot, counts] = buffers as [GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer];
+    const op = await createShortConvOp(ctx, { bcx: bcxBuf, weight: wBuf, state, y, lastToken: last, rowSlot: slot, counts, n, taps });
+    try {
+      await runPass(device, (pass) => op.encode(pass, 2));
+    } finally {
+      op.destroy();
+    }
+    const got = await readAct(device, y, 6 * n, precision);
+    free(buffers);
+    const states = [0, 1].map((s) => initial.slice(s * (taps - 1) * n, (s + 1) * (taps - 1) * n));
+    const want = actRound(shortConvRef(bcx, w, n, taps, lastToken, rowSlot, states), precision);
+    return [{ name: 'short_conv', maxError: maxRelDiff(got, want), tolerance: KERNEL_TOLERANCE.shortConv[precision] }];
+  },
+};
+
 /** Every kernel check, in the order selfcheck runs and prints them. */
-export const KERNEL_CHECKS: readonly KernelCheck[] = [linear, attention, rmsNorm, rope, embed, elementwise];
+export const KERNEL_CHECKS: readonly KernelCheck[] = [linear, attention, rmsNorm, rope, embed, elementwise, shortConv];

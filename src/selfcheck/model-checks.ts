@@ -42,6 +42,7 @@ export const MODEL_CHECKS: readonly ModelCheck[] = [
   { arch: 'smollm3', format: 'Q8_0', emulated: false, covers: 'layers without RoPE (NoPE)' },
   { arch: 'granite', format: 'Q8_0', emulated: true, covers: 'embedding, residual, attention and logit multipliers' },
   { arch: 'qwen3moe', format: 'Q4_K_M', emulated: true, covers: 'mixture of experts: routing, expert matvecs' },
+  { arch: 'lfm2', format: 'Q8_0', emulated: false, covers: 'gated short convolutions with per-sequence state beside attention (hybrid)' },
 ];
 
 /** Steps after the 20-token prompt: decode crosses no page boundary here, the engine tests' grid does. */

@@ -20,7 +20,7 @@ import { KERNEL_CHECKS } from './kernel-checks';
 import { MODEL_CHECKS } from './model-checks';
 import { passes, runSelfCheck } from './run';
 
-const SAMPLE = ['kernel rope', 'kernel rms_norm', 'kernel elementwise', 'engine qwen3 Q8_0'];
+const SAMPLE = ['kernel rope', 'kernel rms_norm', 'kernel elementwise', 'kernel short_conv', 'engine qwen3 Q8_0'];
 
 describe('selfcheck', () => {
   it('passes a sample of its kernel and model checks on the test GPU, with errors within the tests\' tolerances', async () => {
@@ -30,13 +30,13 @@ describe('selfcheck', () => {
     expect(r.adapter.description).toBe(gpu.info.description);
     expect(r.adapter.features).toEqual([...gpu.device.features].map(String).sort());
     expect(r.adapter.limits.maxStorageBufferBindingSize).toBe(gpu.device.limits.maxStorageBufferBindingSize);
-    // rope (2 layouts), rms_norm, glu ×2, add, softcap, and the model.
+    // rope (2 layouts), rms_norm, glu ×2, add, softcap, short_conv, and the model.
     expect(r.results.map((x) => `${x.check} ${x.name}`)).toEqual(seen);
-    expect(r.results.length).toBe(8);
+    expect(r.results.length).toBe(9);
     for (const x of r.results) expect(x.maxError, `${x.check} ${x.name}`).toBeLessThanOrEqual(x.tolerance);
     expect(r.results.find((x) => x.group === 'model')!.tolerance).toBe(LOGIT_TOLERANCE);
     expect(r.pass).toBe(true);
-    expect(formatReport(r)).toMatch(/^PASS: 8 of 8 checks passed/m);
+    expect(formatReport(r)).toMatch(/^PASS: 9 of 9 checks passed/m);
   });
 
   it('passes in f16 where the adapter has shader-f16 (lavapipe)', async (ctx) => {
@@ -44,7 +44,7 @@ describe('selfcheck', () => {
     if (!gpu.info.f16) ctx.skip();
     const r = await runSelfCheck(gpu, { precision: 'f16', only: SAMPLE });
     expect(r.precisions).toEqual(['f16']);
-    expect(r.results.length).toBe(8);
+    expect(r.results.length).toBe(9);
     expect(r.results.filter((x) => !x.pass)).toEqual([]);
     expect(r.pass).toBe(true);
   });

@@ -30,6 +30,8 @@ export const KERNEL_TOLERANCE = {
   gelu: { f32: 1e-6, f16: 2e-3 },
   // An f32 sum of ≤ 40 rows and one division, stored f32 at every precision (f16 inputs are rounded alike on both sides).
   poolMean: { f32: 1e-6, f16: 1e-6 },
+  // A few f32 multiply-adds per output (LFM2's 3 taps), times C; f16: y's own rounding.
+  shortConv: { f32: 1e-6, f16: 2e-3 },
 } as const satisfies Record<string, Record<Precision, number>>;
 
 /**

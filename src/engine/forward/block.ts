@@ -150,6 +150,8 @@ export interface LinearCall {
   /** Interleaved (gate, up) rows stored apart (`pairs`) or as act(gate)·up (`glu`; matvec steps only). */
   pairs?: boolean;
   glu?: GluActivation;
+  /** false: never the integer dot-product path, whatever the engine asks (a recurrent block's linears: issue #29). */
+  integerDot?: false;
 }
 
 /** What the blocks build with: the model, the step's buffers, the run state and the op builders. */
@@ -193,7 +195,7 @@ export class BlockBuilder {
     const norm = a.foldNorm && { x: this.state.x, weight: a.foldNorm, eps: this.config.rmsNormEps, xF32: isF32(this.state.x) };
     const epilogue = { ...(a.pairs ? { pairs: a.pairs } : {}), ...(a.glu ? { glu: a.glu } : {}) };
     return createLinearOp(
-      this.ctx,
+      a.integerDot === false ? { ...this.ctx, integerDot: false } : this.ctx,
       { weight: m.parts, dtype: m.dtype, n: m.rows, k: m.cols, bias: a.bias, x, y, xF32: isF32(x), yF32: isF32(y), step: this.step.counts, maxTokens: this.limits.maxTokens, label: a.label, norm, residual: a.addInto ?? false, segments: a.segments, ...epilogue },
       this.specs,
     );

@@ -8,9 +8,11 @@ import { createAttentionBlock } from './attention';
 import type { Block, BlockBuilder } from './block';
 import { createMlpBlock } from './mlp';
 import { createMoeBlock } from './moe';
+import { createShortConvBlock } from './shortconv';
 
 export const BLOCK_KINDS: Readonly<Record<MixerKind | FfnKind, (b: BlockBuilder, layer: number) => Promise<Block>>> = {
   attention: createAttentionBlock,
+  shortconv: createShortConvBlock,
   mlp: createMlpBlock,
   moe: createMoeBlock,
 };

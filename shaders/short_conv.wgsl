@@ -1,0 +1,59 @@
+// LFM2's gated short convolution over a ragged step, with each sequence's state (src/kernels/short-conv.ts):
+//   u[t, c] = B[t, c] · x[t, c]                     (in_proj's rows B, C, x of token t)
+//   y[t, c] = C[t, c] · Σ_j w[c, j] · u[t − (taps − 1) + j, c]
+// where the inputs before the step are the sequence's state (its last taps − 1 inputs u, oldest
+// first, zero for a new sequence), which the step then advances. One invocation per (channel, row
+// of the step): it walks the row's tokens in order with the window in registers, so a prefill
+// chunk and a one-token decode are the same dispatch. u, the sums and the state stay f32.
+alias act = f32;
+
+override WG: u32 = 64;
+// The longest kernel the window array holds (LFM2: 3 taps).
+const MAX_TAPS: u32 = 8u;
+
+struct Params {
+  n: u32,     // channels (the hidden size)
+  taps: u32,  // kernel taps, 1 ..= MAX_TAPS
+}
+
+struct Counts {
+  T: u32,  // tokens in the step
+  S: u32,  // rows (sequences) in the step
+}
+
+@group(0) @binding(0) var<storage, read> bcx: array<act>;           // [T, 3n] B, C, x per token
+@group(0) @binding(1) var<storage, read> w: array<f32>;             // [n, taps]
+@group(0) @binding(2) var<storage, read_write> state: array<f32>;   // [maxSeqs, taps − 1, n] per sequence slot
+@group(0) @binding(3) var<storage, read_write> y: array<act>;       // [T, n]
+@group(0) @binding(4) var<storage, read> lastToken: array<u32>;     // [maxSeqs] each row's last token in the step
+@group(0) @binding(5) var<storage, read> rowSlot: array<u32>;       // [maxSeqs] each row's sequence slot
+@group(0) @binding(6) var<uniform> counts: Counts;
+@group(0) @binding(7) var<uniform> p: Params;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3u) {
+  let c = gid.x;
+  let s = gid.y;
+  if (c >= p.n || s >= counts.S) { return; }
+  // A row's tokens are contiguous in the step, after the previous row's.
+  var first = 0u;
+  if (s > 0u) { first = lastToken[s - 1u] + 1u; }
+  let last = lastToken[s];
+  let k = p.taps - 1u;
+  let base = rowSlot[s] * k * p.n + c;
+  var wk: array<f32, MAX_TAPS>;
+  var win: array<f32, MAX_TAPS>;
+  for (var j = 0u; j < p.taps; j++) { wk[j] = w[c * p.taps + j]; }
+  for (var j = 0u; j < k; j++) { win[j] = state[base + j * p.n]; }
+  let n3 = 3u * p.n;
+  for (var t = first; t <= last; t++) {
+    let u = f32(bcx[t * n3 + c]) * f32(bcx[t * n3 + 2u * p.n + c]);
+    var acc = wk[k] * u;
+    for (var j = 0u; j < k; j++) { acc += wk[j] * win[j]; }
+    // The window moves on by one input.
+    for (var j = 0u; j + 1u < k; j++) { win[j] = win[j + 1u]; }
+    if (k > 0u) { win[k - 1u] = u; }
+    y[t * p.n + c] = act(f32(bcx[t * n3 + p.n + c]) * acc);
+  }
+  for (var j = 0u; j < k; j++) { state[base + j * p.n] = win[j]; }
+}

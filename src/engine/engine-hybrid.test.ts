@@ -1,0 +1,82 @@
+/**
+ * The GPU engine on a hybrid model (LFM2: gated short convolutions on layers 0 and 2, attention on
+ * layer 1), where each sequence keeps a conv state in its slot: state carried across prefill
+ * chunks, rows of one step each over their own slot, a slot reused after an abort and after a
+ * preemption starting from zero, prompts never served from the prefix cache (the state at a page
+ * boundary is not kept: a repeated prompt is computed whole and reports no cached tokens), and no
+ * speculation (the state cannot roll back the rows a verify step fed past a miss).
+ * The grid's lfm2 cases (engine-matrix.ts) check the model itself over 16 steps.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { GPUContext } from '../gpu/device';
+import { openModel, type OpenedModel } from '../model/open';
+import { greedy, ReferenceModel } from '../reference/forward';
+import { expectEngineMatchesReference } from '../testing/engine-check';
+import { LOGIT_TOLERANCE } from '../testing/engine-matrix';
+import { ensureFixture } from '../testing/fixtures/shared';
+import { testGPU } from '../testing/gpu';
+import { drainGeneration, greedyRequest } from '../testing/sampling';
+import { GpuEngine } from './engine';
+
+let gpu: GPUContext;
+let opened: OpenedModel;
+let ref: ReferenceModel;
+let engine: GpuEngine;
+
+beforeAll(async () => {
+  gpu = await testGPU();
+  const paths = await ensureFixture({ arch: 'lfm2', preset: 'tiny' });
+  opened = await openModel(paths.gguf.Q8_0!);
+  ref = await ReferenceModel.load(opened);
+  engine = await GpuEngine.load(opened, { gpu, precision: 'f32', contextLength: 96, pageSize: 4, prefillChunk: 16, maxBatch: 4 });
+});
+afterAll(() => engine?.dispose());
+
+const prompt = (seed: number, n: number) => Array.from({ length: n }, (_, i) => (seed * 131 + i * 17 + 3) % engine.config.vocabSize);
+
+describe('the GPU engine on a hybrid model (LFM2)', () => {
+  it('carries the conv state over a 40-token prompt in three prefill chunks, then decodes as the reference', async () => {
+    expect(engine.config.shortConv?.layers).toEqual([0, 2]);
+    await expectEngineMatchesReference(engine, ref, prompt(1, 40), 6, LOGIT_TOLERANCE);
+  });
+
+  it('runs concurrent requests (the same prompt twice, as n choices) each as the reference, never from the prefix cache', async () => {
+    const prompts = [prompt(2, 21), prompt(3, 7), prompt(2, 21)];
+    const outs = await Promise.all(prompts.map((p) => drainGeneration(engine.generate(greedyRequest(p, 8)))));
+    prompts.forEach((p, i) => expect(outs[i]!.ids, `request ${i}`).toEqual(greedy(ref, p, 8)));
+    // Asked again, the prompt is computed whole: no state is kept at its cached pages.
+    const again = await drainGeneration(engine.generate(greedyRequest(prompts[0]!, 8)));
+    expect(again.ids).toEqual(outs[0]!.ids);
+    expect([...outs.map((o) => o.result.cachedTokens), again.result.cachedTokens]).toEqual([0, 0, 0, 0]);
+  });
+
+  it('does not speculate: a prediction that misses midway leaves the output as the reference', async () => {
+    const want = greedy(ref, prompt(10, 11), 8);
+    // Right for three tokens, then wrong: a verify step would feed rows the conv state cannot roll back.
+    const prediction = [...want.slice(0, 3), (want[3]! + 1) % engine.config.vocabSize, ...want.slice(4)];
+    expect((await drainGeneration(engine.generate(greedyRequest(prompt(10, 11), 8, {}, { speculation: { prediction } })))).ids).toEqual(want);
+  });
+
+  it('starts a slot from zero after an abort mid-sequence', async () => {
+    const ctl = new AbortController();
+    const aborted = drainGeneration(engine.generate({ ...greedyRequest(prompt(4, 12), 30), signal: ctl.signal }), (n) => n === 3 && ctl.abort());
+    const other = drainGeneration(engine.generate(greedyRequest(prompt(5, 9), 10)));
+    expect((await aborted).result.finishReason).toBe('abort');
+    expect((await other).ids).toEqual(greedy(ref, prompt(5, 9), 10));
+    // The aborted sequence's slot, taken again.
+    expect((await drainGeneration(engine.generate(greedyRequest(prompt(6, 13), 6)))).ids).toEqual(greedy(ref, prompt(6, 13), 6));
+  });
+
+  it('recomputes a preempted sequence from zero state and finishes every request as the reference', async () => {
+    // 48 tokens of KV for 3 sequences of up to 34 tokens each.
+    const small = await GpuEngine.load(opened, { gpu, precision: 'f32', contextLength: 48, pageSize: 4, prefillChunk: 16, kvCacheTokens: 48, maxBatch: 3 });
+    try {
+      const prompts = [prompt(7, 14), prompt(8, 10), prompt(9, 18)];
+      const outs = await Promise.all(prompts.map((p) => drainGeneration(small.generate(greedyRequest(p, 16)))));
+      prompts.forEach((p, i) => expect(outs[i]!.ids, `request ${i}`).toEqual(greedy(ref, p, 16)));
+      expect(small.kvStats.preemptions).toBeGreaterThan(0);
+    } finally {
+      await small.dispose();
+    }
+  });
+});
