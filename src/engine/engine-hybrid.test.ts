@@ -29,7 +29,8 @@ beforeAll(async () => {
   opened = await openModel(paths.gguf.Q8_0!);
   ref = await ReferenceModel.load(opened);
   engine = await GpuEngine.load(opened, { gpu, precision: 'f32', contextLength: 96, pageSize: 4, prefillChunk: 16, maxBatch: 4 });
-});
+  // The load compiles every pipeline: over a minute on SwiftShader beside the other engine files.
+}, 300_000);
 afterAll(() => engine?.dispose());
 
 const prompt = (seed: number, n: number) => Array.from({ length: n }, (_, i) => (seed * 131 + i * 17 + 3) % engine.config.vocabSize);

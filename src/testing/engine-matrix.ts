@@ -47,16 +47,18 @@ export const NEW_MIXES = ['Q4_K_M', 'Q5_K_M', 'Q4_K_S', 'Q3_K_M', 'Q2_K_MIX', 'I
 /** Issue #16's formats on each family added after the first four (its HF folder and five GGUF). */
 export const FAMILY_FORMATS = ['hf-F32', 'F32', 'F16', 'Q8_0', 'Q4_K', 'Q4_K_M'];
 
-/** Families with recurrent layers (issue #29): the HF folder, F32, Q8_0 and a K-quant (their own files test their state handling). */
+/**
+ * Families with recurrent layers (issue #29): the HF folder (F32), Q8_0 and a K-quant; a weight
+ * type changes only their linears, and engine-hybrid.test.ts tests their state handling.
+ */
 const HYBRID_FAMILIES: readonly Arch[] = ['lfm2'];
-const HYBRID_FORMATS = ['hf-F32', 'F32', 'Q8_0', 'Q4_K'];
+const HYBRID_FORMATS = ['hf-F32', 'Q8_0', 'Q4_K'];
 
 /**
  * What issues #15 and #16 ask of every architecture: the new types and mixes everywhere, the
  * first four's base formats, and the later families' #16 formats.
  */
 export function requiredFormats(arch: Arch): string[] {
-  // Hybrids (issue #29): a weight type changes only their linears, which the families above cover.
   if (HYBRID_FAMILIES.includes(arch)) return HYBRID_FORMATS;
   const base = FIRST_FAMILIES.includes(arch) ? BASE_FORMATS : FAMILY_FORMATS;
   return [...new Set([...base, ...NEW_TYPES, ...NEW_MIXES])];
@@ -91,9 +93,10 @@ export const MAIN_GRID: ReadonlyArray<[Arch, readonly string[]]> = [
   ['qwen3moe', LONG],
   ['qwen2moe', ['hf-F32', 'Q4_K_M']],
   ['olmoe', ['hf-F32', 'Q4_K_M']],
-  // Gated short convolutions on two of three layers (their state carried over 36 positions): the
-  // HF folder (LFM2's names, the squeezed conv kernel) and Q8_0 (token_embd_norm, per-layer KV heads).
-  ['lfm2', ['hf-F32', 'Q8_0']],
+  // Gated short convolutions on two of three layers, their state carried over 36 positions: the HF
+  // folder (LFM2's names, the squeezed conv kernel); its GGUF files (token_embd_norm, per-layer KV
+  // heads) take the short check.
+  ['lfm2', ['hf-F32']],
 ];
 
 /**
