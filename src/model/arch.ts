@@ -208,6 +208,25 @@ const ARCH_ROWS = {
   llama: {
     hfClass: 'LlamaForCausalLM',
     hfDefaults: { maxPositionEmbeddings: 2048, rmsNormEps: 1e-6 },
+    // Idefics3ForConditionalGeneration (SmolVLM, Idefics3): a Llama text model under
+    // `model.text_model.`; its text_config over transformers' LlamaConfig defaults (Idefics3Config
+    // sets rms_norm_eps 1e-5). The vision tower is read apart (model/vision-open.ts).
+    hfMultimodal: {
+      modelType: 'idefics3',
+      hfClass: 'Idefics3ForConditionalGeneration',
+      textDefaults: {
+        vocab_size: 32000,
+        hidden_size: 4096,
+        intermediate_size: 11008,
+        num_hidden_layers: 32,
+        num_attention_heads: 32,
+        max_position_embeddings: 2048,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10000.0,
+        tie_word_embeddings: false,
+        hidden_act: 'silu',
+      },
+    },
     hfSlidingWindow: null,
     gguf: 'llama',
     ggufSlidingWindow: 'every_layer',

@@ -331,7 +331,8 @@ export function canonicalName(name: string, config?: ModelConfig): string | null
   // Multimodal checkpoints (Gemma 3 4B+) keep the text model under `language_model.` (or, as
   // newer transformers save them, `model.language_model.`); the vision tower and projector have
   // no row, so they are skipped like any unused tensor.
-  const mm = name.replace(/^language_model\./, '').replace(/^model\.language_model\./, 'model.');
+  // Idefics3's (SmolVLM) under `model.text_model.`.
+  const mm = name.replace(/^language_model\./, '').replace(/^model\.(language_model|text_model)\./, 'model.');
   // Embedding checkpoints saved from the bare model (Qwen3-Embedding, sentence-transformers'
   // folders) name its tensors without the `model.` prefix.
   const hfName = mm.startsWith('model.') || HF_MODEL_NAMES.has(mm) ? mm : `model.${mm}`;
