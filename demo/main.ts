@@ -137,6 +137,8 @@ async function load(choice: ModelChoice): Promise<void> {
       worker: $<HTMLInputElement>('#opt-worker').checked,
       cache: cacheOn,
       signal: abort.signal,
+      // The page shows a loss and its way back (e2e/demo.spec.ts) rather than the library's recovery.
+      deviceRecovery: false,
     });
     if (abort.signal.aborted) {
       await e.unload();

@@ -10,6 +10,7 @@
  * shared `Sequence` (./sequence.ts, as the reference backend's).
  */
 import { acquireGPU, type GPUContext } from '../gpu/device';
+import { WebGPUError } from '../gpu/errors';
 import type { MemoryUse } from '../gpu/memory';
 import { createBuffer, STORAGE } from '../gpu/buffers';
 import type { Precision } from '../gpu/pipelines';
@@ -36,7 +37,8 @@ import { BackendDisposedError, ContextLengthError, LoraExistsError, PrecisionUns
 import { BreakerTable, Sequence, type SequenceEnv } from './sequence';
 import { KvPages } from './kv-pages';
 import { layerCacheKinds, pageBytes, pagesPerBinding } from './layer-cache';
-import { Scheduler } from './scheduler';
+import { Scheduler, type BatchRunner } from './scheduler';
+import { DeviceRecovery, type RecoveryOptions } from './recovery';
 import { StepRunner, type Sampler, type StepProfiler } from './step-runner';
 
 export type { StepProfiler } from './step-runner';
@@ -104,6 +106,29 @@ export interface EngineOptions {
    * SmolVLM folder): requests may then carry images. Idefics3 projectors (SmolVLM) only.
    */
   mmproj?: ModelLocation | OpenedVisionTower;
+  /**
+   * Recovery from a lost device (./recovery.ts): how to get a new one, and how many losses to
+   * recover from in a window. Absent: a loss ends every sequence with `device_lost`, for good.
+   */
+  recovery?: RecoveryOptions;
+}
+
+/** What the engine keeps on one GPU device: made at load, and again on a new device after a loss. */
+interface GpuParts {
+  gpu: GPUContext;
+  ctx: OpContext;
+  weights: GpuWeights;
+  forward: GpuForward;
+  sampler: Sampler;
+  step: StepBuffers;
+}
+
+/** What the parts are built from, fixed at load: a new device gets the same sizes (the KV pool's page count among them). */
+interface PartsSpec {
+  precision: Precision;
+  integerDot: boolean;
+  limits: { maxTokens: number; maxSeqs: number; numPages: number; pageSize: number; maxPagesPerSeq: number; contextLength: number };
+  maxWeightPartBytes?: number;
 }
 
 /** An adapter to load: where it is (anything a model load takes), or that with a multiplier on its own scale. */
@@ -136,13 +161,15 @@ export class GpuEngine implements Backend {
 
   private readonly kv: KvPages;
   private readonly scheduler: Scheduler;
-  private readonly stepBuffers: StepBuffers;
-  /** Runs the scheduler's steps (./step-runner.ts; the bench's hooks wrap its `submit`). */
-  readonly runner: StepRunner;
+  private parts: GpuParts;
+  private stepRunner: StepRunner;
+  private readonly recovery: DeviceRecovery;
   private disposed = false;
   /** The processor and <image> id of a model loaded with a vision tower (EngineOptions.mmproj). */
   vision?: VisionInputs;
   private tower?: GpuVisionTower;
+  /** The tower as opened, to make it again on a new device (`rebuild`). */
+  private towerSource?: OpenedVisionTower;
   /** Requests' image encodings, one at a time (the tower's buffers are shared). */
   private towerQueue: Promise<void> = Promise.resolve();
   private readonly env: SequenceEnv;
@@ -170,38 +197,44 @@ export class GpuEngine implements Backend {
   private readonly speculation: SpeculationRequest | undefined;
 
   private constructor(
-    readonly gpu: GPUContext,
-    private readonly weights: GpuWeights,
-    private readonly forward: GpuForward,
-    private readonly sampler: Sampler,
+    parts: GpuParts,
     text: { tokenizer: TextTokenizer; chatTemplate: ChatTemplateConfig },
-    opened: OpenedModel,
-    opts: { id?: string; contextLength: number; precision: Precision; step: StepBuffers; ctx: OpContext; loraPool?: Partial<LoraPoolOptions>; speculative?: EngineOptions['speculative'] },
+    private readonly opened: OpenedModel,
+    private readonly spec: PartsSpec,
+    opts: { id?: string; contextLength: number; loraPool?: Partial<LoraPoolOptions>; recovery?: RecoveryOptions; speculative?: EngineOptions['speculative'] },
   ) {
     if (opts.speculative) this.speculation = { ngram: { n: opts.speculative.n, k: opts.speculative.k } };
-    const { maxSeqs, maxTokens, numPages, pageSize } = forward.limits;
+    const { maxSeqs, maxTokens, numPages, pageSize } = parts.forward.limits;
     this.id = opts.id ?? opened.config.arch;
     this.config = opened.config;
     this.tokenizer = text.tokenizer;
     this.chatTemplate = text.chatTemplate;
     this.contextLength = opts.contextLength;
     this.generationConfig = opened.generationConfig as GenerationDefaults | undefined;
-    this.precision = opts.precision;
-    this.stepBuffers = opts.step;
+    this.precision = spec.precision;
+    this.parts = parts;
     this.limits = { maxSeqs, maxTokens, numPages, pageSize };
     this.kv = new KvPages(numPages, pageSize);
-    this.runner = new StepRunner(gpu, this.config, { maxSeqs }, forward, sampler, opts.step, this.kv);
-    this.scheduler = new Scheduler(this.kv, this.runner, { maxSeqs, prefillTokens: maxTokens - maxSeqs });
+    this.stepRunner = this.runnerFor(parts);
+    // The scheduler reaches the runner of the device now (a new one after a loss).
+    const runner: BatchRunner = {
+      place: (seq, slot) => this.stepRunner.place(seq, slot),
+      submit: (items) => this.stepRunner.submit(items),
+      isLoss: (e) => e instanceof WebGPUError && e.code === 'device_lost',
+      recover: () => this.recovery.recover(),
+    };
+    this.scheduler = new Scheduler(this.kv, runner, { maxSeqs, prefillTokens: maxTokens - maxSeqs });
+    this.recovery = new DeviceRecovery(parts.gpu, opts.recovery, { lost: () => this.scheduler.deviceLost(), rebuild: (gpu) => this.rebuild(gpu), disposed: () => this.disposed });
     const breakers = new BreakerTable(this.tokenizer);
     this.env = { eosIds: this.tokenizer.eosIds, contextLength: this.contextLength, breakers: (list) => breakers.of(list), moe: this.config.moe !== null };
     this.adapters = new LoraRegistry(
-      (floats, rank) => (this.loraPool ??= this.makeLoraPool(opts.ctx, floats, rank, opts.loraPool ?? {})),
+      (floats, rank) => (this.loraPool ??= this.makeLoraPool(floats, rank, opts.loraPool ?? {})),
       (key) => this.scheduler.prefix.drop(key),
     );
   }
 
   /** The adapter pool and the forward pass's LoRA ops, made once, on the first adapter load. */
-  private async makeLoraPool(ctx: OpContext, floats: number, rank: number, o: Partial<LoraPoolOptions>): Promise<LoraPool> {
+  private async makeLoraPool(floats: number, rank: number, o: Partial<LoraPoolOptions>): Promise<LoraPool> {
     const { limits } = this.gpu.device;
     const cap = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
     const bytes = Math.min(cap, o.bytes ?? Math.max(LORA_POOL_DEFAULTS.bytes, 2 * floats * 4));
@@ -212,8 +245,63 @@ export class GpuEngine implements Backend {
       bytes,
       numLayers: this.config.numLayers,
     });
-    await this.forward.enableLora(ctx, pool, this.stepBuffers);
+    await this.parts.forward.enableLora(this.parts.ctx, pool, this.parts.step);
     return pool;
+  }
+
+  /** The GPU the engine runs on now (another one after a recovered loss). */
+  get gpu(): GPUContext {
+    return this.recovery.gpu;
+  }
+
+  /** Runs the scheduler's steps (./step-runner.ts; the bench's hooks wrap its `submit`); a new one after a recovered loss. */
+  get runner(): StepRunner {
+    return this.stepRunner;
+  }
+
+  /** Recoveries from a lost device since load. */
+  get recoveries(): number {
+    return this.recovery.recoveries;
+  }
+
+  /** Set once the engine stopped recovering (or had no recovery): every request ends with it. */
+  get failure(): WebGPUError | null {
+    return this.recovery.failure;
+  }
+
+  private runnerFor(parts: GpuParts): StepRunner {
+    return new StepRunner(parts.gpu, this.config, { maxSeqs: this.spec.limits.maxSeqs }, parts.forward, parts.sampler, parts.step, this.kv);
+  }
+
+  /**
+   * After a loss (./recovery.ts): frees what lived on the lost device, builds it all on `gpu`
+   * (the weights read again from the model's source: the loader's cache), and loads the LoRA
+   * adapters again into a pool of the same size. The scheduler already set every sequence aside.
+   */
+  private async rebuild(gpu: GPUContext): Promise<void> {
+    const pool = this.loraPool && (await this.loraPool.catch(() => null));
+    const { profiler, trace, cpuSteps, prefillSteps, speculated, imageRows } = this.stepRunner;
+    destroyParts(this.parts);
+    this.tower?.destroy();
+    this.tower = undefined;
+    this.stepRunner.destroy();
+    const parts = await buildParts(gpu, this.opened, this.spec, new ProgressEmitter(undefined));
+    if (this.disposed) {
+      destroyParts(parts);
+      throw new BackendDisposedError('GpuEngine');
+    }
+    this.parts = parts;
+    // Requests' image embeddings (by sequence) stay: a sequence fed again splices them again.
+    this.stepRunner = Object.assign(this.runnerFor(parts), { profiler, trace, cpuSteps, prefillSteps, imageRows });
+    Object.assign(this.stepRunner.speculated, speculated);
+    this.loraPool = null;
+    if (pool) {
+      const again = LoraPool.create(gpu.device, pool.limits);
+      this.loraPool = Promise.resolve(again);
+      await parts.forward.enableLora(parts.ctx, again, parts.step);
+      this.adapters.reload(again);
+    }
+    if (this.towerSource) await this.loadVision(parts.ctx, this.towerSource);
   }
 
   /**
@@ -248,46 +336,23 @@ export class GpuEngine implements Backend {
     const opened = isOpened(model) ? model : await openModel(model);
     const gpu = await toContext(opts.gpu);
     const precision: Precision = opts.precision === 'f32' || opts.precision === 'f16' ? opts.precision : gpu.info.f16 ? 'f16' : 'f32';
-    if (precision === 'f16' && !gpu.info.f16) throw new PrecisionUnsupportedError();
     const config = opened.config;
     const contextLength = defaultContextLength(config, opts.contextLength);
     const pageSize = opts.pageSize ?? 16;
     const maxPagesPerSeq = Math.ceil(contextLength / pageSize);
     const maxSeqs = Math.max(1, Math.floor(opts.maxBatch ?? DEFAULT_MAX_BATCH));
-    const weightBytes = [...opened.tensors.values()].reduce((n, t) => n + t.info.byteLength, 0);
-    const numPages = kvPoolPages({ config, precision, pageSize, contextLength, maxSeqs, weightBytes, limits: gpu.device.limits, tokens: opts.kvCacheTokens });
+    const numPages = kvPoolPages({ config, precision, pageSize, contextLength, maxSeqs, weightBytes: weightBytesOf(opened), limits: gpu.device.limits, tokens: opts.kvCacheTokens });
     // A step holds a decode token for every sequence plus prefill chunks of `prefillChunk` tokens in all.
-    const ctx = engineOpContext(gpu, precision, opts.integerDot === true);
-    const prefillChunk = Math.max(1, Math.floor(opts.prefillChunk ?? defaultPrefillChunk(gpu.info, ctx.emulated)));
+    const integerDot = opts.integerDot === true;
+    const prefillChunk = Math.max(1, Math.floor(opts.prefillChunk ?? defaultPrefillChunk(gpu.info, engineOpContext(gpu, precision, integerDot).emulated)));
     const limits = { maxTokens: prefillChunk + maxSeqs, maxSeqs, numPages, pageSize, maxPagesPerSeq, contextLength };
+    const spec: PartsSpec = { precision, integerDot, limits, maxWeightPartBytes: opts.maxWeightPartBytes };
     const text = loadTextModel(opened);
     const progress = opts.onProgress instanceof ProgressEmitter ? opts.onProgress : new ProgressEmitter(opts.onProgress);
-    const upload = progress.phase('upload').file('weights', weightBytes);
-    let uploaded = 0;
-    const weights = await uploadWeights(gpu.device, opened, (name, done, total) => {
-      upload.add(done - uploaded);
-      uploaded = done;
-      opts.onUpload?.(name, done, total);
-    }, Math.min(maxWeightPartBytes(gpu.device.limits), opts.maxWeightPartBytes ?? Infinity));
-    upload.done();
-    const step = new StepBuffers(gpu.device, { ...limits, samplingWords: SAMPLE_PARAM_WORDS });
-    // The sampler's token of each slot, which the next step's FEED tokens read, then of each verify row (u32 [2 × maxSeqs], StepBuffers.drawSlot).
-    const tokens = createBuffer(gpu.device, 2 * maxSeqs * 4, STORAGE, 'sampled tokens');
-    // Compile progress counts layers whose pipelines and bind groups are ready (+ embedding and head).
-    const compile = progress.phase('compile').file('kernels', config.numLayers + 2);
-    const forward = await GpuForward.create(ctx, config, weights, step, tokens, limits, opened.ropeFreqFactors, () => compile.add(1));
-    const params = step.sampling;
-    const logprobs = createBuffer(gpu.device, maxSeqs * LOGPROB_WORDS * 4, STORAGE, 'sampled logprobs'); // u32 [maxSeqs, LOGPROB_WORDS] by row
-    const { logits } = forward;
-    const op = await createSampleOp(ctx, { logits, params, tokens, logprobs, vocab: config.vocabSize, rowSlot: step.drawSlot, maxSeqs });
-    // Bias rows, counts and prompt bits per slot; they count the sampler's `tokens` (by slot too).
-    const penalties = await createPenaltiesOp(ctx, { logits, lastToken: tokens, vocab: config.vocabSize, maxSeqs, rowSlot: step.rowSlot });
-    // Structured output's token mask (by row), applied before the penalties and the sampler.
-    const mask = await createApplyMaskOp(ctx, { logits, vocab: config.vocabSize, maxSeqs });
-    compile.done();
-    const engine = new GpuEngine(gpu, weights, forward, { op, params, tokens, logprobs, penalties, mask }, text, opened, { id: opts.id, contextLength, precision, step, ctx, loraPool: opts.loraPool, speculative: opts.speculative });
+    const parts = await buildParts(gpu, opened, spec, progress, opts.onUpload);
+    const engine = new GpuEngine(parts, text, opened, spec, { id: opts.id, contextLength, loraPool: opts.loraPool, recovery: opts.recovery, speculative: opts.speculative });
     try {
-      if (opts.mmproj) await engine.loadVision(ctx, opts.mmproj);
+      if (opts.mmproj) await engine.loadVision(parts.ctx, opts.mmproj);
       for (const [name, source] of Object.entries(opts.lora ?? {})) await engine.loadLora(name, source);
     } catch (e) {
       await engine.dispose();
@@ -306,7 +371,8 @@ export class GpuEngine implements Backend {
     const weights = new Map<string, Float32Array>();
     for (const t of towerTensors(opened.config)) weights.set(t.name, await opened.readTensorF32(t.name));
     this.tower = await GpuVisionTower.create(ctx, opened.config, weights, VISION_BATCH_TILES);
-    this.runner.images = await this.forward.enableImages(ctx);
+    this.towerSource = opened;
+    this.runner.images = await this.parts.forward.enableImages(ctx);
     this.vision = { processor: opened.processor, imageTokenId };
   }
 
@@ -338,12 +404,13 @@ export class GpuEngine implements Backend {
 
   /** Bench hook: GPU bytes of the weight matrices (what a decode step reads at least) and of the KV cache. */
   get footprint(): { matrixBytes: number; kvCacheBytes: number } {
-    return { matrixBytes: this.weights.matrixBytes, kvCacheBytes: this.forward.kvCacheBytes };
+    return { matrixBytes: this.parts.weights.matrixBytes, kvCacheBytes: this.parts.forward.kvCacheBytes };
   }
 
   /** GPU memory the engine allocated at load, by use (the memory warning's figures: src/gpu/memory.ts). */
   get memoryUse(): MemoryUse {
-    return { weights: this.weights.bytes, kvCache: this.forward.kvCacheBytes, other: this.forward.stateBytes + this.stepBuffers.buffer.size + this.runner.readbackBytes };
+    const { weights, forward, step } = this.parts;
+    return { weights: weights.bytes, kvCache: forward.kvCacheBytes, other: forward.stateBytes + step.buffer.size + this.stepRunner.readbackBytes };
   }
 
   /** The page pool and the scheduler now: pages used by sequences, held by the prefix cache, free; sequences running and waiting. */
@@ -357,7 +424,9 @@ export class GpuEngine implements Backend {
       steps,
       preemptions,
       ...this.served,
-      speculative: { ...this.runner.speculated },
+      speculative: { ...this.stepRunner.speculated },
+      recovering: this.recovery.active,
+      recoveries: this.recovery.recoveries,
     };
   }
 
@@ -459,17 +528,61 @@ export class GpuEngine implements Backend {
     this.disposed = true;
     // Sequences in flight end with the error; the step under way finishes first.
     await this.scheduler.stop(new BackendDisposedError('GpuEngine'));
-    this.forward.destroy();
+    destroyParts(this.parts);
     this.tower?.destroy();
-    this.weights.destroy();
-    this.stepBuffers.destroy();
-    const { op, tokens, logprobs, penalties, mask } = this.sampler;
-    op.destroy();
-    penalties.destroy();
-    mask.destroy();
-    for (const b of [tokens, logprobs]) b.destroy();
-    this.runner.destroy();
+    this.stepRunner.destroy();
   }
+}
+
+/** Bytes of the model's weights as stored. */
+function weightBytesOf(opened: OpenedModel): number {
+  return [...opened.tensors.values()].reduce((n, t) => n + t.info.byteLength, 0);
+}
+
+/** Uploads the weights and makes every buffer and pipeline of the engine on `gpu`. */
+async function buildParts(gpu: GPUContext, opened: OpenedModel, spec: PartsSpec, progress: ProgressEmitter, onUpload?: UploadProgress): Promise<GpuParts> {
+  if (spec.precision === 'f16' && !gpu.info.f16) throw new PrecisionUnsupportedError();
+  const { config } = opened;
+  const { limits } = spec;
+  const ctx = engineOpContext(gpu, spec.precision, spec.integerDot);
+  const weightBytes = weightBytesOf(opened);
+  const upload = progress.phase('upload').file('weights', weightBytes);
+  let uploaded = 0;
+  const weights = await uploadWeights(gpu.device, opened, (name, done, total) => {
+    upload.add(done - uploaded);
+    uploaded = done;
+    onUpload?.(name, done, total);
+  }, Math.min(maxWeightPartBytes(gpu.device.limits), spec.maxWeightPartBytes ?? Infinity));
+  upload.done();
+  const step = new StepBuffers(gpu.device, { ...limits, samplingWords: SAMPLE_PARAM_WORDS });
+  const { maxSeqs } = limits;
+  // The sampler's token of each slot, which the next step's FEED tokens read, then of each verify row (u32 [2 × maxSeqs], StepBuffers.drawSlot).
+  const tokens = createBuffer(gpu.device, 2 * maxSeqs * 4, STORAGE, 'sampled tokens');
+  // Compile progress counts layers whose pipelines and bind groups are ready (+ embedding and head).
+  const compile = progress.phase('compile').file('kernels', config.numLayers + 2);
+  const forward = await GpuForward.create(ctx, config, weights, step, tokens, limits, opened.ropeFreqFactors, () => compile.add(1));
+  const params = step.sampling;
+  const logprobs = createBuffer(gpu.device, maxSeqs * LOGPROB_WORDS * 4, STORAGE, 'sampled logprobs'); // u32 [maxSeqs, LOGPROB_WORDS] by row
+  const { logits } = forward;
+  const op = await createSampleOp(ctx, { logits, params, tokens, logprobs, vocab: config.vocabSize, rowSlot: step.drawSlot, maxSeqs });
+  // Bias rows, counts and prompt bits per slot; they count the sampler's `tokens` (by slot too).
+  const penalties = await createPenaltiesOp(ctx, { logits, lastToken: tokens, vocab: config.vocabSize, maxSeqs, rowSlot: step.rowSlot });
+  // Structured output's token mask (by row), applied before the penalties and the sampler.
+  const mask = await createApplyMaskOp(ctx, { logits, vocab: config.vocabSize, maxSeqs });
+  compile.done();
+  return { gpu, ctx, weights, forward, step, sampler: { op, params, tokens, logprobs, penalties, mask } };
+}
+
+/** Frees every buffer of the parts (on a lost device too: its objects are dropped). */
+function destroyParts(parts: GpuParts): void {
+  parts.forward.destroy();
+  parts.weights.destroy();
+  parts.step.destroy();
+  const { op, tokens, logprobs, penalties, mask } = parts.sampler;
+  op.destroy();
+  penalties.destroy();
+  mask.destroy();
+  for (const b of [tokens, logprobs]) b.destroy();
 }
 
 /** The serving state of an engine at one moment (`EngineHandle.stats()`). */
@@ -491,6 +604,10 @@ export interface EngineStats {
   generationTokens: number;
   /** Speculative decoding since load: tokens proposed and verified, and those accepted into outputs. */
   speculative: { proposed: number; accepted: number };
+  /** The GPU device was lost and the engine is rebuilding on a new one (sequences wait meanwhile). */
+  recovering: boolean;
+  /** Recoveries from a lost device since load. */
+  recoveries: number;
 }
 
 /** Sequences decoded together by default. */

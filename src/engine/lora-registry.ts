@@ -20,6 +20,8 @@ export interface LoraLease {
 
 interface Entry {
   info: LoraInfo;
+  /** Kept to load it again into a new device's pool (`reload`). */
+  adapter: LoraAdapter;
   id: number;
   key: string;
   inFlight: number;
@@ -66,7 +68,7 @@ export class LoraRegistry {
     }
     const targets = LORA_TARGETS.filter((t) => adapter.weights.some((w) => w.target === t));
     const info: LoraInfo = { name, source, format: adapter.format, rank: Math.max(0, ...adapter.weights.map((w) => w.rank)), targets, scale };
-    this.entries.set(name, { info, id, key: `lora:${name}#${++this.loads}`, inFlight: 0, closing: false, idle: null });
+    this.entries.set(name, { info, adapter, id, key: `lora:${name}#${++this.loads}`, inFlight: 0, closing: false, idle: null });
     return { ...info, targets: [...targets] };
   }
 
@@ -77,7 +79,10 @@ export class LoraRegistry {
     e.inFlight++;
     let released = false;
     return {
-      id: e.id,
+      // Read at each step: a new device's pool may place the adapter elsewhere (`reload`).
+      get id() {
+        return e.id;
+      },
       key: e.key,
       release: () => {
         if (released) return;
@@ -85,6 +90,14 @@ export class LoraRegistry {
         if (--e.inFlight === 0) e.idle?.();
       },
     };
+  }
+
+  /**
+   * Loads every adapter again into `pool`, a new device's (the old one was lost with its device),
+   * in the order they were placed; requests in flight follow their adapter to its new place.
+   */
+  reload(pool: LoraPool): void {
+    for (const e of [...this.entries.values()].sort((a, b) => a.id - b.id)) e.id = pool.load(e.adapter, e.info.name, e.info.scale);
   }
 
   /**

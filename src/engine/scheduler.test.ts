@@ -315,3 +315,62 @@ describe('Scheduler', () => {
     });
   });
 });
+
+/** The simulated GPU, lost at step `at` (its completion rejects with the loss): every cell and kept draw is gone, as on a new device. */
+class LosingKv extends SimulatedKv {
+  recovered = 0;
+  constructor(
+    kv: KvPages,
+    private readonly at: number,
+    private readonly outcome: 'recover' | 'fail',
+  ) {
+    super(kv);
+  }
+  override async submit(items: BatchItem[]): Promise<StepCompletion> {
+    const complete = await super.submit(items);
+    if (this.steps.length !== this.at) return complete;
+    return async () => {
+      this.cells.fill(-1);
+      this.drawn.clear();
+      throw Object.assign(new Error('lost'), { code: 'device_lost' });
+    };
+  }
+  isLoss(e: unknown): boolean {
+    return (e as { code?: string }).code === 'device_lost';
+  }
+  async recover(): Promise<void> {
+    await new Promise((ok) => setTimeout(ok, 5));
+    if (this.outcome === 'fail') throw Object.assign(new Error('gave up'), { code: 'device_lost' });
+    this.recovered++;
+  }
+}
+
+describe('Scheduler after a lost device', () => {
+  it('feeds every sequence again, decoding or in its prefill, and each output is what it would have been', async () => {
+    const kv = new KvPages(64, 4);
+    const runner = new LosingKv(kv, 6, 'recover');
+    const scheduler = new Scheduler(kv, runner, { maxSeqs: 8, prefillTokens: 8 });
+    runner.readBack.add(new Sequence(request([0], 1), env)); // (none of ours: every draw stays on the GPU)
+    const reqs = [
+      { p: prompt(1, 3), n: 12 },
+      { p: prompt(2, 5), n: 12 },
+      { p: prompt(3, 40), n: 4 }, // still in its prefill (chunks of 8) at step 6
+    ];
+    const outs = await Promise.all(reqs.map(({ p, n }) => drain(scheduler, new Sequence(request(p, n), env))));
+    outs.forEach((o, i) => expect(o.ids).toEqual(alone(reqs[i]!.p, reqs[i]!.n)));
+    expect(runner.recovered).toBe(1);
+    expect(kv.stats.used).toBe(0);
+    // The prefix cache forgot the lost pages: all its pages now are from after the loss.
+    expect(kv.stats.free + kv.stats.cached).toBe(64);
+  });
+
+  it('ends every sequence with the error when recovery fails, and refuses new ones', async () => {
+    const kv = new KvPages(64, 4);
+    const runner = new LosingKv(kv, 3, 'fail');
+    const scheduler = new Scheduler(kv, runner, { maxSeqs: 8, prefillTokens: 8 });
+    const outs = await Promise.all([prompt(1, 3), prompt(2, 20)].map((p) => drain(scheduler, new Sequence(request(p, 10), env)).catch((e: unknown) => e)));
+    for (const o of outs) expect(o).toMatchObject({ message: 'gave up' });
+    expect(() => scheduler.submit(new Sequence(request(prompt(3, 3), 2), env), true)).toThrow('gave up');
+    expect(kv.stats.used).toBe(0);
+  });
+});

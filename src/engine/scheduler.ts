@@ -46,6 +46,13 @@ export interface BatchRunner {
    * failed; one sequence's failure goes in its item's `error`.
    */
   submit(items: BatchItem[]): Promise<StepCompletion>;
+  /** Whether a whole step's failure is the loss of the GPU device (its sequences then wait for `recover` instead of ending). */
+  isLoss?(error: unknown): boolean;
+  /**
+   * After a loss: resolves once steps run again on a new device (every K/V gone), or rejects with
+   * the error every sequence then ends with.
+   */
+  recover?(): Promise<void>;
 }
 
 /** Waits for a submitted step's results and records them into its sequences. */
@@ -123,6 +130,8 @@ export class Scheduler {
   private readonly freeSlots: number[] = [];
   private loop: Promise<void> | null = null;
   private stopped: Error | null = null;
+  /** The device was lost: the loop sets every sequence aside and waits for the runner's recovery (`recoverLoss`). */
+  private lossSeen = false;
   /** Steps run, and preemptions (tests and the bench read them). */
   readonly counters = { steps: 0, preemptions: 0, batchedRows: 0 };
 
@@ -162,6 +171,13 @@ export class Scheduler {
     });
   }
 
+  /** The GPU device was lost (the runner's recovery says so at once, before a step fails). */
+  deviceLost(): void {
+    if (!this.runner.recover) return;
+    this.lossSeen = true;
+    this.wakeUp();
+  }
+
   /** Ends every sequence with `error` and refuses new ones; resolves when the loop has stopped. */
   async stop(error: Error): Promise<void> {
     this.stopped = error;
@@ -176,6 +192,13 @@ export class Scheduler {
     let inFlight: InFlight | null = null;
     try {
       while (!this.stopped) {
+        if (this.lossSeen) {
+          // The step still in flight ran after the lost one (or on the lost device): its draws
+          // follow draws never recorded, so it is dropped, not completed.
+          inFlight = null;
+          await this.recoverLoss();
+          continue;
+        }
         this.reap();
         if (!this.waiting.length && !this.running.length) break;
         const items = this.plan(inFlight !== null);
@@ -200,8 +223,9 @@ export class Scheduler {
             if (r) this.offer(r);
           }
         } catch (e) {
-          // The step as a whole failed (e.g. the device was lost): every sequence in it ends with the error.
-          for (const item of items) item.error ??= e;
+          // The step as a whole failed: every sequence in it ends with the error (the device's loss: they wait for the recovery).
+          if (this.runner.isLoss?.(e)) this.lossSeen = true;
+          else for (const item of items) item.error ??= e;
           next = { items, complete: async () => {} };
         }
         if (inFlight) await this.complete(inFlight);
@@ -219,6 +243,11 @@ export class Scheduler {
     try {
       await step.complete();
     } catch (e) {
+      if (this.runner.isLoss?.(e)) {
+        // Its sequences wait for the recovery (the loop's next turn), their draws not taken.
+        this.lossSeen = true;
+        return;
+      }
       for (const item of step.items) item.error ??= e;
     }
     this.counters.steps++;
@@ -270,6 +299,29 @@ export class Scheduler {
     if (keep) this.offer(r);
     this.kv.release(r.slot);
     this.freeSlots.push(r.slot);
+  }
+
+  /**
+   * After the device was lost (no step in flight): every K/V is gone, so each running sequence
+   * goes back to the head of the queue in admission order, to be fed its tokens again, and the
+   * prefix cache forgets its pages; then the loop waits for the runner's recovery. If that fails,
+   * every sequence ends with its error and no new one is taken.
+   */
+  private async recoverLoss(): Promise<void> {
+    this.lossSeen = false;
+    for (const r of this.running.splice(0).reverse()) {
+      this.kv.release(r.slot);
+      this.freeSlots.push(r.slot);
+      r.seq.lose();
+      this.waiting.unshift({ seq: r.seq, stream: r.stream, useCache: r.useCache });
+    }
+    this.prefix.clear();
+    try {
+      await this.runner.recover!();
+    } catch (e) {
+      this.stopped = e instanceof Error ? e : new Error(String(e));
+      for (const w of this.waiting.splice(0)) w.stream.close(e);
+    }
   }
 
   /** Frees a running sequence's pages and puts it back at the head of the queue, to be fed again. */

@@ -224,6 +224,18 @@ export class Sequence {
     this.fed = 0;
   }
 
+  /**
+   * The backend lost this sequence's K/V and the draws it had not read back (the GPU device was
+   * lost, ./recovery.ts): it is fed its prompt and output again from the start, and those draws
+   * are drawn again. A draw follows (seed, draws before it) and the grammar moved only on
+   * recorded tokens, so they come out as they would have.
+   */
+  lose(): void {
+    this.fed = 0;
+    this.drawn = 0;
+    this.drawnOnGpu = false;
+  }
+
   /** Tokens still to feed before the next draw: the rest of the prompt (and, after a restart, of the output), else the last token. */
   get pending(): number {
     return this.ids.length + this.drawn - this.fed;

@@ -6,7 +6,7 @@
  * routed experts), each row saying its buffer's size, its copies after the pass and how a row's
  * value is unpacked. A new per-row output is one row there.
  */
-import type { GPUContext } from '../gpu/device';
+import { lostSoon, type GPUContext } from '../gpu/device';
 import { createBuffer, READBACK } from '../gpu/buffers';
 import type { ApplyMaskOp } from '../kernels/apply-mask';
 import { maskWords } from '../kernels/mask-ref';
@@ -285,6 +285,7 @@ export class StepRunner implements BatchRunner {
 
     if (!sampling) {
       const done = this.untilLost(device.queue.onSubmittedWorkDone());
+      done.catch(() => {}); // awaited by the scheduler a step later; a loss must not count as unhandled meanwhile
       return () => done;
     }
     return () => this.collect(ring, out, wanted);
@@ -399,9 +400,16 @@ export class StepRunner implements BatchRunner {
     };
   }
 
-  /** `p`, or a rejection once the device is lost (a lost device may never report work done). */
-  private untilLost<T>(p: Promise<T>): Promise<T> {
-    return Promise.race([p, this.gpu.lost.then((e) => Promise.reject(e))]);
+  /**
+   * `p`, or a rejection with the loss once the device is lost: a lost device may never report
+   * work done, and its failed calls (a mapAsync) reject with errors of their own first.
+   */
+  private async untilLost<T>(p: Promise<T>): Promise<T> {
+    try {
+      return await Promise.race([p, this.gpu.lost.then((e) => Promise.reject(e))]);
+    } catch (e) {
+      throw (await lostSoon(this.gpu)) ?? e;
+    }
   }
 
   /** Frees the readback buffers. */

@@ -134,3 +134,12 @@ function adapterType(info: GPUAdapterInfo | undefined): string {
   const type = (info as { type?: unknown } | undefined)?.type;
   return typeof type === 'string' ? type : '';
 }
+
+/**
+ * The device's loss if it is lost within `ms`, else null. A loss shows first as a failed call (a
+ * mapAsync rejects with an error of its own); `device.lost` resolves a moment later.
+ */
+export function lostSoon(gpu: Pick<GPUContext, 'lost'>, ms = 200): Promise<WebGPUError | null> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([gpu.lost, new Promise<null>((ok) => (timer = setTimeout(() => ok(null), ms)))]).finally(() => clearTimeout(timer));
+}

@@ -139,26 +139,32 @@ describe('createEngine in a worker', () => {
   });
 
   // Last: it loses the shared engine's device.
-  it('reports a lost GPU device, answers 500 with the cause, and a new engine works', async () => {
+  it('recovers from a lost GPU device (reported, answers as before); without recovery a loss answers 500 with the cause', async () => {
     const errors: StructuredError[] = [];
     engine.onError((e) => errors.push(e));
+    const client = clientFor(engine.fetch);
+    const before = await client.completions.create({ ...GREEDY, prompt: 'Hi' });
     await simulateDeviceLoss(engine);
     await expect.poll(() => errors.length).toBeGreaterThan(0);
     expect(errors[0]).toMatchObject({ name: 'WebGPUError', code: 'device_lost' });
-    const err = await clientFor(engine.fetch)
-      .completions.create({ ...GREEDY, prompt: 'Hi' })
-      .catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(OpenAI.InternalServerError);
-    expect((err as InstanceType<typeof OpenAI.APIError>).code).toBe('device_lost');
+    const after = await client.completions.create({ ...GREEDY, prompt: 'Hi' });
+    expect(after.choices[0]!.text).toBe(before.choices[0]!.text);
+    expect((await engine.stats()).recoveries).toBe(1);
     await engine.unload();
     await expect(engine.stats()).rejects.toMatchObject({ code: 'engine_unloaded' });
     const unloaded = await engine.fetch('http://localhost/v1/models');
     expect(unloaded.status).toBe(503);
     expect((await unloaded.json()).error.code).toBe('engine_unloaded');
-    const again = await createEngine({ model: fixture('Q4_0'), cache: false });
+    const again = await createEngine({ model: fixture('Q4_0'), cache: false, deviceRecovery: false });
     try {
       const reply = await clientFor(again.fetch).completions.create({ ...GREEDY, prompt: 'Hi', max_tokens: 1 });
       expect(reply.choices).toHaveLength(1);
+      await simulateDeviceLoss(again);
+      const err = await clientFor(again.fetch)
+        .completions.create({ ...GREEDY, prompt: 'Hi' })
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(OpenAI.InternalServerError);
+      expect((err as InstanceType<typeof OpenAI.APIError>).code).toBe('device_lost');
     } finally {
       await again.unload();
     }

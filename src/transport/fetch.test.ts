@@ -86,7 +86,7 @@ describe('installFetchShim', () => {
       return Response.json({ from: 'engine' });
     },
     info: {} as EngineHandle['info'],
-    stats: async () => ({ pageSize: 16, pages: { total: 0, used: 0, cached: 0, free: 0 }, running: 0, waiting: 0, steps: 0, preemptions: 0, requests: 0, promptTokens: 0, cachedPromptTokens: 0, generationTokens: 0, speculative: { proposed: 0, accepted: 0 } }),
+    stats: async () => ({ pageSize: 16, pages: { total: 0, used: 0, cached: 0, free: 0 }, running: 0, waiting: 0, steps: 0, preemptions: 0, requests: 0, promptTokens: 0, cachedPromptTokens: 0, generationTokens: 0, speculative: { proposed: 0, accepted: 0 }, recovering: false, recoveries: 0 }),
     loadLora: () => Promise.reject(new Error('no adapters here')),
     unloadLora: () => Promise.reject(new Error('no adapters here')),
     loras: async () => [],

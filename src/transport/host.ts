@@ -5,9 +5,9 @@
  */
 import { createApp } from '../api/app';
 import type { RequestLimits } from '../api/limits';
-import { acquireGPU, type GPUContext } from '../gpu/device';
+import { acquireGPU, lostSoon, type GPUContext } from '../gpu/device';
+import { RECOVERY_DEFAULTS, type RecoveryOptions } from '../engine/recovery';
 import { memoryKind, memoryWarning, systemMemory } from '../gpu/memory';
-import type { WebGPUError } from '../gpu/errors';
 import { GpuEngine, type EngineStats } from '../engine/engine';
 import type { Backend, GenerateRequest, LoraInfo } from '../engine/types';
 import type { EngineOptions, LoraPoolOptions, LoraSource } from '../engine/engine';
@@ -16,7 +16,7 @@ import { openModelWithCache } from '../loader/open';
 import { ProgressEmitter, type LoadProgress } from '../loader/progress';
 import type { ModelInput } from '../loader/resolve';
 import { faultError, toStructured, unloadedError, type StructuredError } from './errors';
-import type { EngineInfo, FaultSpec } from './types';
+import type { DeviceRecoverySpec, EngineInfo, FaultSpec } from './types';
 
 export interface HostOptions {
   model: ModelInput;
@@ -42,10 +42,14 @@ export interface HostOptions {
   faultInjection?: boolean;
   /** CreateEngineOptions.mmproj: the vision tower's file. */
   mmproj?: string | URL;
+  /** CreateEngineOptions.deviceRecovery. */
+  deviceRecovery?: DeviceRecoverySpec | false;
 }
 
 export interface EngineHost {
   readonly info: EngineInfo;
+  /** The engine itself (tests watch its steps). */
+  readonly engine: GpuEngine;
   /** The engine now (throws `engine_unloaded` once unloaded). */
   stats(): EngineStats;
   loadLora(name: string, source: LoraSource, options?: { scale?: number }): Promise<LoraInfo>;
@@ -70,58 +74,76 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
     progress,
     signal: options.signal,
   });
+  const listeners = new Set<(e: StructuredError) => void>();
+  // Each device's uncaptured errors and its loss (reported once, also when the engine recovers).
+  const listen = (gpu: GPUContext) => void gpu.onError((e) => listeners.forEach((l) => l(toStructured(e))));
+  const acquire = async () => {
+    const gpu = await acquireGPU({ gpu: options.gpu });
+    listen(gpu);
+    return gpu;
+  };
+  const policy = options.deviceRecovery;
+  const recovery: RecoveryOptions | undefined = policy === false ? undefined : { acquire, maxLosses: policy?.maxLosses, windowMs: policy?.windowMs };
   // No binding-size check here: tensors larger than a binding are split (src/engine/gpu-weights.ts).
-  const gpu = await acquireGPU({ gpu: options.gpu });
-  let engine: GpuEngine;
-  try {
-    engine = await GpuEngine.load(opened, {
-      gpu,
-      precision: options.precision ?? 'auto',
-      contextLength: options.contextLength,
-      maxBatch: options.maxBatch,
-      kvCacheTokens: options.kvCacheTokens,
-      integerDot: options.integerDot,
-      speculative: options.speculative,
-      id: options.id,
-      onProgress: progress,
-      lora: options.lora,
-      loraPool: options.loraPool,
-      ...(options.mmproj ? { mmproj: options.mmproj } : {}),
-    });
-    if (options.signal?.aborted) {
-      await engine.dispose();
-      throw abortedError(String(options.model));
+  for (let losses = 0; ; losses++) {
+    const gpu = await acquire();
+    let engine: GpuEngine;
+    try {
+      engine = await GpuEngine.load(opened, {
+        gpu,
+        precision: options.precision ?? 'auto',
+        contextLength: options.contextLength,
+        maxBatch: options.maxBatch,
+        kvCacheTokens: options.kvCacheTokens,
+        integerDot: options.integerDot,
+        speculative: options.speculative,
+        id: options.id,
+        onProgress: progress,
+        lora: options.lora,
+        loraPool: options.loraPool,
+        recovery,
+        ...(options.mmproj ? { mmproj: options.mmproj } : {}),
+      });
+      if (options.signal?.aborted) {
+        await engine.dispose();
+        throw abortedError(String(options.model));
+      }
+    } catch (e) {
+      // The device was lost during the load: load again on a new one, as the engine would recover.
+      const lost = await lostSoon(gpu);
+      gpu.destroy();
+      if (lost && recovery && losses < (recovery.maxLosses ?? RECOVERY_DEFAULTS.maxLosses) && !options.signal?.aborted) continue;
+      throw lost ?? e;
     }
-  } catch (e) {
-    gpu.destroy();
-    throw e;
+    return hostOf(engine, listeners, warningsFor(engine, gpu, options), options.cache, options.faultInjection === true);
   }
-  return hostOf(engine, gpu, warningsFor(engine, gpu, options), options.cache, options.faultInjection === true);
 }
 
 /** The loader's cache option from createEngine's `cache` flag (false: none; else the default store). */
 const cacheFor = (cache: boolean | undefined): false | undefined => (cache === false ? false : undefined);
 
-function hostOf(engine: GpuEngine, gpu: GPUContext, warnings: string[], hostCache: boolean | undefined, faultInjection: boolean): EngineHost {
-  const listeners = new Set<(e: StructuredError) => void>();
-  const emit = (e: StructuredError) => {
-    for (const l of listeners) l(e);
-  };
-  let lost: WebGPUError | null = null;
+function hostOf(engine: GpuEngine, listeners: Set<(e: StructuredError) => void>, warnings: string[], hostCache: boolean | undefined, faultInjection: boolean): EngineHost {
   let unloaded = false;
-  void gpu.lost.then((e) => {
-    lost = e;
-    emit(toStructured(e));
-  });
-  gpu.onError((e) => emit(toStructured(e)));
-
-  const backend = guardedBackend(engine, () => lost, gpu.lost, cacheFor(hostCache));
+  const gpuInfo = engine.gpu.info;
+  const backend = guardedBackend(engine, cacheFor(hostCache));
   const backends = () => (unloaded ? [] : [backend]);
   const handler = (apiKey?: string, limits?: Partial<RequestLimits>) => createApp({ backends, apiKey, limits }).handle;
   const handle = handler();
 
   return {
-    info: { model: engine.id, gpu: gpu.info, precision: engine.precision, contextLength: engine.contextLength, maxBatch: engine.limits.maxSeqs, kvCacheTokens: engine.limits.numPages * engine.limits.pageSize, warnings },
+    engine,
+    info: {
+      model: engine.id,
+      gpu: gpuInfo,
+      precision: engine.precision,
+      contextLength: engine.contextLength,
+      maxBatch: engine.limits.maxSeqs,
+      kvCacheTokens: engine.limits.numPages * engine.limits.pageSize,
+      warnings,
+      get recoveries() {
+        return engine.recoveries;
+      },
+    },
     handle,
     handler,
     stats() {
@@ -146,7 +168,7 @@ function hostOf(engine: GpuEngine, gpu: GPUContext, warnings: string[], hostCach
     },
     loseDevice() {
       // Not gpu.destroy(): the context must see a loss that is not ours.
-      gpu.device.destroy();
+      engine.gpu.device.destroy();
     },
     injectFault(fault) {
       const refused = faultError(fault, faultInjection);
@@ -159,28 +181,26 @@ function hostOf(engine: GpuEngine, gpu: GPUContext, warnings: string[], hostCach
       unloaded = true;
       listeners.clear();
       try {
-        if (!lost) await engine.dispose();
+        if (!engine.failure) await engine.dispose();
       } finally {
-        gpu.destroy();
+        engine.gpu.destroy();
       }
     },
   };
 }
 
 /**
- * The engine as the API sees it, except that once the device is lost every request fails with
- * the loss (a 500 naming `device_lost`) instead of whatever a dead device's calls reject with.
+ * The engine as the API sees it, except that once the engine stopped recovering from a lost
+ * device every request fails with the loss (a 500 naming `device_lost`) instead of whatever a
+ * dead device's calls reject with. While it recovers, requests wait in its queue.
  */
-function guardedBackend(engine: GpuEngine, lost: () => WebGPUError | null, lostPromise: Promise<WebGPUError>, cache: false | undefined): Backend {
-  // A loss shows first as a failed mapAsync; device.lost resolves a moment later.
-  const lossSoon = () => Promise.race([lostPromise, new Promise<null>((ok) => setTimeout(() => ok(null), 200))]);
+function guardedBackend(engine: GpuEngine, cache: false | undefined): Backend {
   async function* generate(request: GenerateRequest) {
-    const dead = lost();
-    if (dead) throw dead;
+    if (engine.failure) throw engine.failure;
     try {
       return yield* engine.generate(request);
     } catch (e) {
-      throw (await lossSoon()) ?? e;
+      throw engine.failure ?? e;
     }
   }
   return {
@@ -195,12 +215,11 @@ function guardedBackend(engine: GpuEngine, lost: () => WebGPUError | null, lostP
     unloadLora: (name) => engine.unloadLora(name),
     loras: () => engine.loras(),
     async scorePrompt(ids, top, lora) {
-      const dead = lost();
-      if (dead) throw dead;
+      if (engine.failure) throw engine.failure;
       try {
         return await engine.scorePrompt(ids, top, lora);
       } catch (e) {
-        throw (await lossSoon()) ?? e;
+        throw engine.failure ?? e;
       }
     },
     dispose: () => engine.dispose(),

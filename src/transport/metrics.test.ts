@@ -14,6 +14,8 @@ const STATS: EngineStats = {
   pages: { total: 100, used: 7, cached: 3, free: 90 },
   running: 2,
   waiting: 1,
+  recovering: false,
+  recoveries: 0,
   steps: 345,
   preemptions: 4,
   requests: 12,

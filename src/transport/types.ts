@@ -78,6 +78,18 @@ export interface CreateEngineOptions {
    * lost as a driver reset would, to see the engine recover (see docs/api.md).
    */
   faultInjection?: boolean;
+  /**
+   * Recovery from a lost GPU device: a new device, the model rebuilt from its cache, running
+   * requests resumed (default `{ maxLosses: 3, windowMs: 60000 }`: a fourth loss within 60 s ends
+   * the engine); `false`: a loss ends the engine at once.
+   */
+  deviceRecovery?: DeviceRecoverySpec | false;
+}
+
+/** How many device losses the engine recovers from: more than `maxLosses` within `windowMs` ends it. */
+export interface DeviceRecoverySpec {
+  maxLosses?: number;
+  windowMs?: number;
 }
 
 /** A fault `injectFault` makes: `device_lost` destroys the GPU device as a driver reset would. */
@@ -93,6 +105,8 @@ export interface EngineInfo {
   /** Sequences generated together, and the KV pool's size in tokens (all sequences and the prefix cache). */
   maxBatch: number;
   kvCacheTokens: number;
+  /** Recoveries from a lost GPU device since load (live in this thread; through a Worker, as at load: read `stats().recoveries`). */
+  readonly recoveries: number;
   /** Things that work but not as well as they could (a software adapter, no shader-f16, a clamped context, a model close to the device's memory). */
   warnings: string[];
 }

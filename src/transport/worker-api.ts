@@ -32,6 +32,7 @@ export interface WorkerLoadOptions {
   faultInjection?: boolean;
   /** CreateEngineOptions.mmproj, as a string (a URL crosses as its text). */
   mmproj?: string;
+  deviceRecovery?: { maxLosses?: number; windowMs?: number } | false;
 }
 
 /** selfCheck()'s options as they cross (the result listener comes apart, as a comlink proxy). */
@@ -101,6 +102,7 @@ export function createWorkerApi(): EngineWorkerApi {
           memoryBytes: options.memoryBytes,
           faultInjection: options.faultInjection,
           ...(options.mmproj ? { mmproj: options.mmproj } : {}),
+          deviceRecovery: options.deviceRecovery,
           cache: options.cache,
           id: options.id,
           lora: options.lora && Object.fromEntries(Object.entries(options.lora).map(([k, v]) => [k, { source: toModelInput(v.source), scale: v.scale }])),
@@ -110,7 +112,7 @@ export function createWorkerApi(): EngineWorkerApi {
         });
         abort?.close();
         host.onError((e) => listeners.forEach((l) => void l(e)));
-        return host.info;
+        return { ...host.info };
       });
     },
 

@@ -88,6 +88,7 @@ export async function createWorkerEngine(options: CreateEngineOptions, given?: W
           memoryBytes: options.memoryBytes,
           faultInjection: options.faultInjection,
           ...(options.mmproj ? { mmproj: String(options.mmproj) } : {}),
+          deviceRecovery: options.deviceRecovery,
           lora: options.lora && Object.fromEntries(Object.entries(options.lora).map(([k, v]) => [k, toWireLora(v)])),
           loraPool: options.loraPool,
         },
