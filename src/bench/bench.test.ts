@@ -5,7 +5,8 @@ import { benchPrompt } from './batching';
 import { bytesPerDecodedToken, type ModelBenchResult } from './run';
 import { aggregateByKernel, aggregateByOp, gbps, kernelName, stepTotals, UNLABELLED, type ProfiledStep } from './profiler';
 import { fittingContexts, summarizeProfile } from './decode';
-import { formatContexts, formatOps, formatToolCall } from './report';
+import { formatContexts, formatOps, formatSpeculative, formatToolCall } from './report';
+import { edited } from './speculative';
 import { benchConstraintSpec, maskOverhead, msPerGeneratedToken } from './structured';
 import { chromiumVerdict, defaultPreset, EMULATED_SETTINGS, FULL_SETTINGS, resolveSettings } from './target';
 
@@ -204,6 +205,18 @@ describe('the bench report', () => {
     expect(text).toMatch(/^unconstrained +40 +40 +1\.00 +30\.0 +length$/m);
     expect(text).not.toMatch(/CHANGED/);
     expect(formatToolCall('x', { ...b, identical: false })[0]).toMatch(/JUMP-FORWARD CHANGED THE TOKENS/);
+  });
+
+  it('prints speculative decoding per proposer with its ratios to no speculation, and flags changed tokens', () => {
+    const none = { tokens: 33, steps: 33, tokensPerStep: 1, msPerToken: 20, proposed: 0, accepted: 0 };
+    const b = { none, copy: { ...none, steps: 3, tokensPerStep: 16, msPerToken: 5, proposed: 30, accepted: 30 }, edited: { ...none, steps: 9, tokensPerStep: 4, msPerToken: 8, proposed: 40, accepted: 24 }, ngram: none, identical: true };
+    const text = formatSpeculative('node Q8_0', b, false).join('\n');
+    expect(text).toMatch(/^none +33 +33 +1\.00 +1\.00 +50\.0 +1\.00 +0 +0$/m);
+    expect(text).toMatch(/^prediction = output +33 +3 +16\.00 +16\.00 +200\.0 +4\.00 +30 +30$/m);
+    expect(text).toMatch(/^prediction, 1\/16 edited +33 +9 +4\.00 +4\.00 +125\.0 +2\.50 +40 +24$/m);
+    expect(text).not.toMatch(/CHANGED|emulated/);
+    expect(formatSpeculative('x', { ...b, identical: false }, true)[0]).toMatch(/emulated GPU.*SPECULATION CHANGED THE TOKENS/);
+    expect(edited([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 100)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 10, 10]);
   });
 
   it('prints the CPU mask timing per vocabulary size when the report has it', () => {

@@ -97,6 +97,9 @@ export function formatReport(report: BenchReport): string {
       if (m.toolCall) out.push('', ...formatToolCall(`${t.target} ${m.format}`, m.toolCall));
     }
     for (const m of t.models.filter(ok)) {
+      if (m.speculative) out.push('', ...formatSpeculative(`${t.target} ${m.format}`, m.speculative, t.emulated));
+    }
+    for (const m of t.models.filter(ok)) {
       if (m.contexts) out.push('', ...formatContexts(`${t.target} ${m.format}`, m.contexts));
     }
     for (const m of t.models.filter(ok)) {
@@ -128,6 +131,29 @@ export function formatToolCall(title: string, b: NonNullable<ModelBenchResult['t
     table(
       ['run', 'tokens', 'steps', 'tokens/step', 'ms/token', 'finish'],
       [row('token by token', b.tokenByToken), row('jump-forward', b.jumpForward), row('unconstrained', b.free)],
+    ),
+  ];
+}
+
+/** One stream without speculation and with each proposer; ratios to the first run. */
+export function formatSpeculative(title: string, b: NonNullable<ModelBenchResult['speculative']>, emulated: boolean): string[] {
+  const tps = (r: typeof b.none) => 1000 / r.msPerToken;
+  const row = (name: string, r: typeof b.none) => [
+    name,
+    String(r.tokens),
+    String(r.steps),
+    f(r.tokensPerStep, 2),
+    f(r.tokensPerStep / b.none.tokensPerStep, 2),
+    f(tps(r), 1),
+    f(tps(r) / tps(b.none), 2),
+    String(r.proposed),
+    String(r.accepted),
+  ];
+  return [
+    `${title}: speculative decoding, one stream, greedy; after the first token (the prompt's step)${emulated ? '; emulated GPU: tokens/step only, tok/s is not what a GPU gives' : ''}${b.identical ? '' : ' — SPECULATION CHANGED THE TOKENS'}`,
+    table(
+      ['run', 'tokens', 'steps', 'tokens/step', '× none', 'tok/s', '× none', 'proposed', 'accepted'],
+      [row('none', b.none), row('prediction = output', b.copy), row('prediction, 1/16 edited', b.edited), row('n-gram (n 3, k 8)', b.ngram)],
     ),
   ];
 }

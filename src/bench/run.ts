@@ -15,6 +15,7 @@ import { actBytes } from '../kernels/op';
 import { openModel, type ModelLocation } from '../model/open';
 import { GREEDY } from '../testing/sampling';
 import { trackBuffers } from './memory';
+import { benchSpeculative, type SpeculativeBench } from './speculative';
 import { BENCH_CONSTRAINT_LABEL, benchConstraintSpec, benchToolCall, maskOverhead, msPerGeneratedToken, type ToolCallBench } from './structured';
 import { aggregateByKernel, aggregateByOp, TimestampProfiler, type KernelTime, type OpTime } from './profiler';
 import { benchBatching, benchPrompt, type BatchingResult } from './batching';
@@ -71,6 +72,8 @@ export interface ModelBenchResult {
   structured: { constraint: string; tokens: number; finishReason: string; tokensPerSecond: number; msPerToken: number; maskMsPerToken: number };
   /** A forced tool call token by token, with jump-forward decoding, and unconstrained (./structured.ts). Absent in older reports. */
   toolCall?: ToolCallBench;
+  /** One stream without speculation and with each proposer (./speculative.ts). Absent in older reports. */
+  speculative?: SpeculativeBench;
   memory: {
     /** Peak bytes of all GPU buffers alive during load, prefill and decode. */
     peakBytes: number;
@@ -215,6 +218,8 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
     const toolCall = await benchToolCall(engine, benchPrompt(16, c.vocabSize, 97), s.decodeTokens);
     const tc = (r: ToolCallBench['free']) => `${r.tokens} tokens in ${r.steps} steps, ${r.msPerToken.toFixed(1)} ms/token`;
     log(`${format}: forced tool call token by token ${tc(toolCall.tokenByToken)}; jump-forward ${tc(toolCall.jumpForward)}; unconstrained ${tc(toolCall.free)}`);
+    const speculative = await benchSpeculative(engine, benchPrompt(16, c.vocabSize, 98), s.decodeTokens, c.vocabSize);
+    log(`${format}: speculative decoding, tokens/step: none ${speculative.none.tokensPerStep.toFixed(2)}, prediction ${speculative.copy.tokensPerStep.toFixed(2)}, edited prediction ${speculative.edited.tokensPerStep.toFixed(2)}, n-gram ${speculative.ngram.tokensPerStep.toFixed(2)}`);
     const peakBytes = tracker.peak;
     tracker.stop();
 
@@ -270,6 +275,7 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
       decode,
       structured,
       toolCall,
+      speculative,
       memory: { peakBytes, matrixBytes, kvCacheBytes },
       ggufBytes,
       bandwidth: { copyGBps: copy.gbPerSecond, copyTimestampGBps, bytesPerToken, decodeGBps, ratio: decodeGBps / copy.gbPerSecond },

@@ -4,6 +4,7 @@
  * and a forced tool call token by token and with jump-forward decoding (steps and ms per token).
  */
 import type { GpuEngine } from '../engine/engine';
+import type { GenerateRequest, GenerationResult } from '../engine/types';
 import { compileConstraint, type Constraint, type ConstraintSpec } from '../structured/grammar';
 import { GREEDY } from '../testing/sampling';
 
@@ -84,20 +85,30 @@ export interface ToolCallBench {
 
 type BenchEngine = Pick<GpuEngine, 'generate' | 'kvStats' | 'tokenizer' | 'config'>;
 
-async function toolCallRun(engine: BenchEngine, promptIds: number[], maxTokens: number, constraint: Constraint | undefined, jumpForward: boolean): Promise<ToolCallRun & { ids: number[] }> {
+/**
+ * One greedy generation counted: its ids, the engine's steps, tokens per step after the first
+ * (the prompt's), wall ms per token (a step that hands out several tokens gives each the time it
+ * reached the CPU) and its result.
+ */
+export async function countedRun(engine: Pick<GpuEngine, 'generate' | 'kvStats'>, request: Omit<GenerateRequest, 'sampling' | 'stopTokenIds' | 'minTokens'>): Promise<ToolCallRun & { ids: number[]; result: GenerationResult }> {
   const steps = engine.kvStats.steps;
   const t0 = performance.now();
   const at: number[] = [];
   const ids: number[] = [];
-  const gen = engine.generate({ promptIds, maxTokens, sampling: GREEDY, stopTokenIds: [], ignoreEos: !constraint, minTokens: 0, cachePrompt: false, constraint, jumpForward });
+  const gen = engine.generate({ sampling: GREEDY, stopTokenIds: [], minTokens: 0, ...request });
   for (let r = await gen.next(); ; r = await gen.next()) {
     if (r.done) {
       const n = engine.kvStats.steps - steps;
-      return { ids, tokens: ids.length, steps: n, tokensPerStep: (ids.length - 1) / (n - 1), msPerToken: msPerGeneratedToken(at), finishReason: r.value.finishReason };
+      return { ids, tokens: ids.length, steps: n, tokensPerStep: (ids.length - 1) / (n - 1), msPerToken: msPerGeneratedToken(at), finishReason: r.value.finishReason, result: r.value };
     }
     ids.push(r.value.id);
     at.push(performance.now() - t0);
   }
+}
+
+async function toolCallRun(engine: BenchEngine, promptIds: number[], maxTokens: number, constraint: Constraint | undefined, jumpForward: boolean): Promise<ToolCallRun & { ids: number[] }> {
+  const { result: _, ...run } = await countedRun(engine, { promptIds, maxTokens, ignoreEos: !constraint, cachePrompt: false, constraint, jumpForward });
+  return run;
 }
 
 /** The forced tool call token by token, then with jump-forward, then unconstrained (greedy, one warm-up run first). */
