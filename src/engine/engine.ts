@@ -226,7 +226,9 @@ export class GpuEngine implements Backend {
     this.scheduler = new Scheduler(this.kv, runner, { maxSeqs, prefillTokens: maxTokens - maxSeqs });
     this.recovery = new DeviceRecovery(parts.gpu, opts.recovery, { lost: () => this.scheduler.deviceLost(), rebuild: (gpu) => this.rebuild(gpu), disposed: () => this.disposed });
     const breakers = new BreakerTable(this.tokenizer);
-    this.env = { eosIds: this.tokenizer.eosIds, contextLength: this.contextLength, breakers: (list) => breakers.of(list), moe: this.config.moe !== null };
+    // Recurrent layers keep one state per slot that every row advances: no verify rows there.
+    const verifies = !layerCacheKinds(this.config).some((k) => k.kind === 'slot-state');
+    this.env = { eosIds: this.tokenizer.eosIds, contextLength: this.contextLength, breakers: (list) => breakers.of(list), moe: this.config.moe !== null, verifies };
     this.adapters = new LoraRegistry(
       (floats, rank) => (this.loraPool ??= this.makeLoraPool(floats, rank, opts.loraPool ?? {})),
       (key) => this.scheduler.prefix.drop(key),

@@ -300,6 +300,15 @@ describe('Scheduler', () => {
       expect(r.kv.stats.used).toBe(0);
     });
 
+    it('proposes nothing where the backend cannot verify (recurrent state): the same output, a step a token', async () => {
+      const { scheduler, runner } = rig(64, 4, 17, 32);
+      const p = prompt(6, 5);
+      const out = await drain(scheduler, new Sequence({ ...request(p, 12), speculation: { prediction: alone(p, 12) } }, { ...env, verifies: false }));
+      expect(out.ids).toEqual(alone(p, 12));
+      expect(out.result.speculation).toEqual({ proposed: 0, accepted: 0 });
+      expect(runner.steps.length).toBe(12);
+    });
+
     it('ends a sequence aborted while its verify step runs, with its pages back', async () => {
       const { scheduler, runner, kv } = rig(64, 4, 17, 32);
       const p = prompt(5, 5);

@@ -37,6 +37,12 @@ export interface SequenceEnv {
   breakers(list: readonly string[]): (id: number) => boolean;
   /** The model routes tokens to experts (`return_routed_experts` is refused otherwise). */
   moe?: boolean;
+  /**
+   * Whether a step may verify proposals as rows of their own (speculative decoding; default true).
+   * False where a rejected row could not be rolled back: the GPU engine on a model with recurrent
+   * layers, whose per-slot state each row would advance in place.
+   */
+  verifies?: boolean;
 }
 
 /**
@@ -149,7 +155,7 @@ export class Sequence {
     this.wantsHidden = request.returnHiddenStates ?? false;
     this.wantsRouted = request.returnRoutedExperts ?? false;
     this.jumpsForward = request.constraint !== undefined && (request.jumpForward ?? true) && drawIsForced(sampling) && !this.wantsHidden && !this.wantsRouted;
-    this.proposer = canSpeculate(request) ? proposerFor(request.speculation) : null;
+    this.proposer = env.verifies !== false && canSpeculate(request) ? proposerFor(request.speculation) : null;
     this.speculates = request.speculation !== undefined;
     if (this.wantsRouted && !env.moe)
       throw new BackendError('routed_experts_unavailable', 400, 'return_routed_experts needs a mixture-of-experts model; this model has no experts', 'return_routed_experts');
