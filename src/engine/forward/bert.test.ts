@@ -1,0 +1,48 @@
+/**
+ * The BERT encoder on the GPU (Dawn, f32) against the CPU reference on the same file's weights:
+ * the tiny fixture (src/testing/fixtures/bert.ts) from its GGUFs (F32, F16, Q8_0) and its HF
+ * folder, three inputs of different lengths in one step (each its own sequence for the attention
+ * and the mean), then a step of one: each vector within cosine 0.999 of the reference's, and an
+ * input's vector the same alone as in a batch.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { engineOpContext } from '../../kernels/op';
+import { openEncoder, type OpenedEncoder } from '../../model/encoder-open';
+import { bertForward, loadBertWeights, meanPoolNormalized } from '../../reference/bert';
+import { ensureBertFixture, type BertFixturePaths } from '../../testing/fixtures/bert-write';
+import { testGPU } from '../../testing/gpu';
+import { GpuBertEncoder } from './bert';
+
+const TEXTS = ['The lighthouse keeper wrote in her logbook every evening at seven.', 'hello', 'Café-style zebras, 中!'];
+let paths: BertFixturePaths;
+beforeAll(async () => {
+  paths = await ensureBertFixture();
+});
+
+const cosine = (a: Float32Array, b: Float32Array) => a.reduce((s, v, i) => s + v * b[i]!, 0);
+
+async function reference(model: OpenedEncoder, ids: number[][]): Promise<Float32Array[]> {
+  const w = await loadBertWeights(model.config, model.readTensorF32);
+  return ids.map((x) => meanPoolNormalized(bertForward(model.config, w, x), x.length, model.config.hiddenSize));
+}
+
+describe('the BERT encoder on the GPU (tiny fixture, f32)', () => {
+  const encoders: GpuBertEncoder[] = [];
+  afterAll(() => encoders.forEach((e) => e.destroy()));
+
+  for (const form of ['gguf F32', 'gguf F16', 'gguf Q8_0', 'hf F32'] as const) {
+    it(`${form}: a batch of three and one alone, each within cosine 0.999 of the reference`, async () => {
+      const [kind, type] = form.split(' ') as ['gguf' | 'hf', 'F32' | 'F16' | 'Q8_0'];
+      const model = await openEncoder(kind === 'gguf' ? paths.gguf[type]! : paths.hf[type as 'F32']!);
+      const gpu = await testGPU();
+      const enc = await GpuBertEncoder.create(engineOpContext(gpu, 'f32'), model, 64, 4);
+      encoders.push(enc);
+      const ids = TEXTS.map((t) => model.tokenizer.encode(t));
+      const want = await reference(model, ids);
+      const got = await enc.embed(ids);
+      got.forEach((v, i) => expect(cosine(v, want[i]!), `input ${i}`).toBeGreaterThan(0.999));
+      const alone = (await enc.embed([ids[1]!]))[0]!;
+      expect(cosine(alone, got[1]!)).toBeGreaterThan(0.99999);
+    });
+  }
+});

@@ -1,0 +1,95 @@
+/**
+ * openEncoder(): a BERT sentence encoder (all-MiniLM, bge, gte, e5) from its GGUF (arch `bert`) or
+ * its Hugging Face sentence-transformers folder (config.json `model_type` "bert"). An encoder is
+ * not a decoder: it has its own config (./bert.ts), no chat template, no generation config, and
+ * runs through its own forward (src/engine/forward/bert.ts). Tensors are keyed by llama.cpp name,
+ * read on demand. Pooling is what the files say (sentence-transformers' Pooling module, GGUF
+ * `bert.pooling_type`); a BERT file that says none pools by mean, as all of these models do.
+ */
+import { readGGUF } from '../formats/gguf';
+import { dequantize } from '../formats/quants';
+import { readSafetensors } from '../formats/safetensors';
+import { fileSource, httpSource, type ByteSource } from '../formats/source';
+import { elementCount } from '../formats/types';
+import { loadGGUFTokenizer } from '../text/gguf-tokenizer';
+import { loadTokenizer, type TextTokenizer } from '../text/tokenizer';
+import { bertCanonicalName, bertConfigFromGGUF, bertConfigFromHF, BERT_HEAD_TENSORS, BERT_LAYER_TENSORS, type BertConfig } from './bert';
+import { embeddingFromFolder, embeddingFromGGUF, type EmbeddingConfig } from './embedding';
+import { ModelError } from './errors';
+import { isLocalPath, openFolder, readJson, toLocalPath, type Folder } from './folder';
+import type { ModelLocation, OpenedTensor } from './open';
+
+export interface OpenedEncoder {
+  kind: 'bert';
+  config: BertConfig;
+  embedding: EmbeddingConfig;
+  format: 'gguf' | 'safetensors';
+  /** Keyed by llama.cpp name. */
+  tensors: Map<string, OpenedTensor>;
+  tokenizer: TextTokenizer;
+  readTensor(name: string): Promise<Uint8Array>;
+  readTensorF32(name: string): Promise<Float32Array>;
+}
+
+/** Whether a GGUF's metadata or a folder's config.json is a BERT encoder's. */
+export const isBertGGUF = (metadata: Map<string, unknown>): boolean => metadata.get('general.architecture') === 'bert';
+export const isBertConfig = (json: Record<string, unknown> | null): boolean => json?.model_type === 'bert';
+
+export async function openEncoder(location: ModelLocation): Promise<OpenedEncoder> {
+  if (typeof location === 'object' && !(location instanceof URL)) {
+    if (typeof (location as Folder).source === 'function') return openBertFolder(location as Folder);
+    return openBertGGUF(location as ByteSource);
+  }
+  const loc = location.toString();
+  if (/\.gguf$/i.test(loc.replace(/[?#].*$/, ''))) return openBertGGUF(isLocalPath(loc) ? fileSource(await toLocalPath(loc)) : httpSource(loc));
+  return openBertFolder(await openFolder(loc));
+}
+
+async function openBertGGUF(src: ByteSource): Promise<OpenedEncoder> {
+  const gguf = await readGGUF(src);
+  if (!isBertGGUF(gguf.metadata))
+    throw new ModelError('unsupported_arch', `${src.name}: general.architecture ${JSON.stringify(gguf.metadata.get('general.architecture'))} is not a BERT encoder`, 'general.architecture');
+  const config = bertConfigFromGGUF(gguf.metadata);
+  const tensors = new Map<string, OpenedTensor>(gguf.tensors.map((info) => [info.name, { info, source: src }]));
+  const embedding = embeddingFromGGUF(gguf.metadata, 'bert') ?? { pooling: 'mean' as const, maxSeqLength: null };
+  return finish(config, embedding, 'gguf', tensors, loadGGUFTokenizer(gguf.metadata));
+}
+
+async function openBertFolder(folder: Folder): Promise<OpenedEncoder> {
+  const [configJson, tokenizerJson, tokenizerConfig, embedding] = await Promise.all([
+    readJson(folder, 'config.json', true),
+    readJson(folder, 'tokenizer.json', false),
+    readJson(folder, 'tokenizer_config.json', false),
+    embeddingFromFolder(folder),
+  ]);
+  if (!isBertConfig(configJson)) throw new ModelError('unsupported_arch', `config.json: model_type ${JSON.stringify(configJson!.model_type)} is not a BERT encoder`, 'model_type');
+  if (!tokenizerJson) throw new ModelError('missing_file', `${folder.name}: a BERT folder needs its tokenizer.json`, 'tokenizer.json');
+  const config = bertConfigFromHF(configJson!);
+  const source = folder.source('model.safetensors');
+  const tensors = new Map<string, OpenedTensor>();
+  for (const info of (await readSafetensors(source)).tensors) {
+    const name = bertCanonicalName(info.name);
+    if (name) tensors.set(name, { info, source });
+  }
+  return finish(config, embedding ?? { pooling: 'mean', maxSeqLength: null }, 'safetensors', tensors, loadTokenizer(tokenizerJson, tokenizerConfig ?? {}));
+}
+
+function finish(config: BertConfig, embedding: EmbeddingConfig, format: 'gguf' | 'safetensors', tensors: Map<string, OpenedTensor>, tokenizer: TextTokenizer): OpenedEncoder {
+  const want = [
+    ...BERT_HEAD_TENSORS.map((t) => [t.gguf, t.shape(config)] as const),
+    ...Array.from({ length: config.numLayers }, (_, l) => BERT_LAYER_TENSORS.map((t) => [`blk.${l}.${t.gguf}`, t.shape(config)] as const)).flat(),
+  ];
+  for (const [name, shape] of want) {
+    const t = tensors.get(name);
+    if (!t) throw new ModelError('missing_tensor', `BERT encoder: tensor ${name} is missing`, name);
+    if (elementCount(t.info.shape) !== elementCount(shape)) throw new ModelError('tensor_shape', `BERT encoder: tensor ${name} has shape [${t.info.shape.join(', ')}], expected [${shape.join(', ')}]`, name);
+  }
+  if (embedding.pooling === 'last') throw new ModelError('invalid_field', 'a BERT encoder pools by mean or [CLS], not by the last token', 'pooling');
+  const readTensor = async (name: string) => {
+    const t = tensors.get(name);
+    if (!t) throw new ModelError('missing_tensor', `BERT encoder: tensor ${name} is not in this model`, name);
+    return t.source.read(t.info.offset, t.info.byteLength);
+  };
+  const readTensorF32 = async (name: string) => dequantize(tensors.get(name)!.info.dtype, await readTensor(name), elementCount(tensors.get(name)!.info.shape));
+  return { kind: 'bert', config, embedding, format, tensors, tokenizer, readTensor, readTensorF32 };
+}
