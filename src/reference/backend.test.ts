@@ -81,3 +81,24 @@ describe('ReferenceBackend', () => {
     }
   });
 });
+
+describe('ReferenceBackend on a hybrid model (LFM2: conv state, no rewind)', () => {
+  it('computes a prompt that extends the last one whole (cached_tokens 0); a prediction verifies one position at a time', async () => {
+    const paths = await ensureFixture({ arch: 'lfm2', preset: 'tiny' }, { hf: ['F32'], gguf: [] });
+    const opened = await openModel(paths.hf.F32!);
+    const hybrid = await ReferenceBackend.create(opened);
+    const ref = await ReferenceModel.load(opened);
+    const run = (promptIds: number[], extra: Partial<GenerateRequest> = {}) =>
+      drainGeneration(hybrid.generate({ promptIds, maxTokens: 6, sampling, stopTokenIds: [], ignoreEos: true, minTokens: 0, ...extra }));
+    const prompt = hybrid.tokenizer.encode('one two three four');
+    expect((await run(prompt)).ids).toEqual(greedy(ref, prompt, 6));
+    const longer = [...prompt, ...hybrid.tokenizer.encode(' five', { addSpecialTokens: false })];
+    const second = await run(longer);
+    expect(second.result.cachedTokens).toBe(0);
+    expect(second.ids).toEqual(greedy(ref, longer, 6));
+    // A prediction wrong after two tokens: the CPU verifies one position at a time, feeding only what it accepts.
+    const want = greedy(ref, prompt, 6);
+    const prediction = [...want.slice(0, 2), (want[2]! + 1) % opened.config.vocabSize, ...want.slice(3)];
+    expect((await run(prompt, { speculation: { prediction } })).ids).toEqual(want);
+  });
+});

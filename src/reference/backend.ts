@@ -95,9 +95,7 @@ export class ReferenceBackend implements Backend, StepRunner {
   async *generate(request: ReferenceGenerateRequest): AsyncGenerator<GeneratedToken, GenerationResult, void> {
     if (this.disposed) throw new BackendDisposedError('ReferenceBackend');
     checkPromptIds(request.promptIds, this.config.vocabSize);
-    // A hybrid's recurrent state cannot roll back past a missed proposal: it never speculates.
-    const { speculation, ...rest } = request;
-    const seq = new Sequence(hasRecurrentLayers(this.config) || !speculation ? rest : { ...rest, speculation }, this.env);
+    const seq = new Sequence(request, this.env);
     const images = this.imageEmbeddings(request);
     if (images.size) this.imageRows.set(seq, images);
     // Aborted while waiting for its turn: it ends without waiting for the request ahead.
