@@ -320,6 +320,8 @@ export class GpuEngine implements Backend {
     if (!Number.isFinite(scale)) throw new TypeError(`LoRA scale must be a finite number, got ${scale}`);
     if (this.adapters.names.includes(name)) throw new LoraExistsError(name);
     const adapter = await openLoraWithCache(input, this.config, opts);
+    // Not into a pool being rebuilt on a new device (a lost device's recovery reloads the adapters it knows).
+    await this.recovery.recover();
     return this.adapters.add(name, adapter, sourceName(input), scale);
   }
 
