@@ -453,14 +453,13 @@ export class GpuEngine implements Backend {
     }
     const lease = request.lora !== undefined ? this.adapters.acquire(request.lora, request.loraParam ?? 'model') : null;
     try {
-      // A hybrid model's recurrent layers hold no state at a cached page boundary, and cannot roll
-      // back the rows a verify step fed past a miss: its prompts are always computed whole
-      // (cached_tokens 0, `n` choices each computing theirs) and it never speculates.
+      // A hybrid model's recurrent layers hold no state at a cached page boundary: its prompts are
+      // always computed whole (cached_tokens 0, `n` choices each computing theirs). It does not
+      // speculate either (SequenceEnv.verifies).
       const recurrent = hasRecurrentLayers(this.config);
-      const { speculation: asked, ...rest } = request;
-      const speculation = recurrent ? undefined : (asked ?? this.speculation);
+      const speculation = request.speculation ?? this.speculation;
       const images = await this.imageRows(request);
-      const seq = new Sequence({ ...rest, ...(speculation ? { speculation } : {}) }, this.env, lease ?? undefined);
+      const seq = new Sequence({ ...request, ...(speculation ? { speculation } : {}) }, this.env, lease ?? undefined);
       if (images.size) this.runner.imageRows.set(seq, images);
       try {
         // The prefix cache keys K/V by ids: an image's ids are the same for every image, so a prompt
