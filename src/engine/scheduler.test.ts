@@ -281,16 +281,16 @@ describe('Scheduler', () => {
       expect(kv.stats.used).toBe(0);
     });
 
-    it('needs four steps for 40 tokens it predicted (a prefill, then up to 16 proposals a step), and stops within a run at max_tokens or a stop id', async () => {
+    it('needs three steps for 40 tokens it predicted (up to 16 proposals a step, the prompt step too), and stops within a run at max_tokens or a stop id', async () => {
       const p = prompt(4, 5);
       const want = alone(p, 40);
       let r = rig(64, 4, 17, 32);
       expect((await drain(r.scheduler, spec(p, 40, { prediction: want }))).ids).toEqual(want);
-      expect(r.runner.steps.length).toBe(4);
+      expect(r.runner.steps.length).toBe(3);
       // A prediction longer than max_tokens: proposals stop where output must.
       r = rig(64, 4, 17, 32);
       const short = await drain(r.scheduler, spec(p, 10, { prediction: want }));
-      expect(short).toMatchObject({ ids: want.slice(0, 10), result: { finishReason: 'length', speculation: { proposed: 8, accepted: 8 } } });
+      expect(short).toMatchObject({ ids: want.slice(0, 10), result: { finishReason: 'length', speculation: { proposed: 9, accepted: 9 } } });
       // A stop id inside an accepted run ends it there.
       r = rig(64, 4, 17, 32);
       const at = want.findIndex((id, i) => i > 3 && !want.slice(0, i).includes(id));

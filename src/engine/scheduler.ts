@@ -355,8 +355,8 @@ export class Scheduler {
       const decodes = r.seq.pending === 1;
       if (!this.running.includes(r) || !r.seq.ready || (!decodes && budget === 0)) continue;
       const n = decodes ? 1 : Math.min(r.seq.pending, budget);
-      // Its proposals' K/V rows need pages too (rolled back once verified).
-      const proposed = decodes ? (r.seq.work(n, spareRows).proposed?.length ?? 0) : 0;
+      // Its proposals' K/V rows need pages too (rolled back once verified); a prefill chunk that samples may have them.
+      const proposed = r.seq.work(n, spareRows).proposed?.length ?? 0;
       let need = this.kv.pagesNeeded(r.slot, n + proposed);
       if (pages + need > this.kv.availablePages && pipelined) return null;
       // Not enough pages: preempt the newest running sequence not yet in this batch (or this one).
@@ -386,9 +386,11 @@ export class Scheduler {
       const cached = matched.length * this.kv.pageSize;
       const left = w.seq.tokens.length - cached;
       const n = left === 1 ? 1 : Math.min(left, budget);
+      // A prompt prefilled in one step verifies proposals with its first draw (a prediction's first tokens).
+      const proposed = n === left ? w.seq.proposals(spareRows).length : 0;
       // Adopting cached pages takes them out of what can be reclaimed.
       const adoptedReclaimable = matched.filter((p) => this.kv.refCount(p) === 0).length;
-      const need = Math.ceil((cached + n) / this.kv.pageSize) - matched.length;
+      const need = Math.ceil((cached + n + proposed) / this.kv.pageSize) - matched.length;
       if (pages + need + adoptedReclaimable > this.kv.availablePages) break; // keep the queue's order
       this.waiting.splice(i, 1);
       const slot = this.freeSlots.pop()!;
@@ -398,7 +400,8 @@ export class Scheduler {
       r.cursor = this.prefix.extend(w.seq.tokens, matched, r.cursor, cached);
       this.running.push(r);
       this.runner.place(w.seq, slot);
-      const work = w.seq.work(n);
+      const work = w.seq.work(n, proposed);
+      spareRows -= work.proposed?.length ?? 0;
       items.push({ seq: w.seq, slot, work });
       planned.add(r);
       pages += need;

@@ -257,10 +257,18 @@ export class Sequence {
     if (this.drawn > 0) return { tokens: [FEED], samples: true };
     const tokens = this.ids.slice(this.fed, this.fed + chunk);
     const samples = this.fed + tokens.length === this.ids.length;
-    // Speculation: proposals only where every one could still be output (max_tokens, hence the context).
-    const room = Math.min(maxProposed, this.maxTokens - this.generated - 1);
-    const proposed = samples && this.proposer && room > 0 ? this.proposer.propose(this.ids, this.generated, room).slice(0, room) : [];
+    const proposed = samples ? this.proposals(maxProposed) : [];
     return proposed.length ? { tokens, samples, proposed } : { tokens, samples };
+  }
+
+  /**
+   * What the step that samples next would verify (`work`), at most `max`: proposals only where
+   * every one could still be output (max_tokens, hence the context). The same until a token is
+   * recorded (a proposer's guess follows the tokens so far).
+   */
+  proposals(max: number): readonly number[] {
+    const room = Math.min(max, this.maxTokens - this.generated - 1);
+    return this.proposer && room > 0 ? this.proposer.propose(this.ids, this.generated, room).slice(0, room) : [];
   }
 
   /**

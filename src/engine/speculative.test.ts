@@ -52,17 +52,17 @@ describe('speculative decoding on the GPU engine', () => {
   it.each([
     ['dense qwen3 (F32)', () => dense],
     ['qwen3moe (Q8_0)', () => moe],
-  ])('%s: a prediction of its own greedy output takes it in 2 steps, a wrong one changes nothing, logprobs as without', async (_, engine) => {
+  ])('%s: a prediction of its own greedy output takes it in 1 step, a wrong one changes nothing, logprobs as without', async (_, engine) => {
     const e = engine();
     const start = e.kvStats;
     const off = await run(e, 12, undefined, { logprobs: true, topLogprobs: 2 });
     const used = e.kvStats.pages.used;
     const own = await run(e, 12, { prediction: off.ids }, { logprobs: true, topLogprobs: 2 });
     expect(own.ids).toEqual(off.ids);
-    // The prefill draws the first token; one step verifies the 10 proposals and draws the 12th.
-    expect(own.steps).toBe(2);
+    // The prompt's step verifies 11 proposals with its draw and draws the 12th.
+    expect(own.steps).toBe(1);
     expect(off.steps).toBe(12);
-    expect(own.result.speculation).toEqual({ proposed: 10, accepted: 10 });
+    expect(own.result.speculation).toEqual({ proposed: 11, accepted: 11 });
     // The verify rows' logprobs (read back by row) are those of one-token steps.
     own.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(off.logprobs[i]!, 3));
     // Its own output backwards: proposals re-aligned on each token drawn, mostly wrong.
@@ -76,8 +76,8 @@ describe('speculative decoding on the GPU engine', () => {
     expect(end.requests - start.requests).toBe(3);
     expect(end.promptTokens - start.promptTokens).toBe(3 * PROMPT.length);
     expect(end.generationTokens - start.generationTokens).toBe(36);
-    expect(end.speculative.proposed - start.speculative.proposed).toBe(10 + unrelated.result.speculation!.proposed);
-    expect(end.speculative.accepted - start.speculative.accepted).toBe(10 + unrelated.result.speculation!.accepted);
+    expect(end.speculative.proposed - start.speculative.proposed).toBe(11 + unrelated.result.speculation!.proposed);
+    expect(end.speculative.accepted - start.speculative.accepted).toBe(11 + unrelated.result.speculation!.accepted);
   });
 
   it('gives the same seeded draws with n-gram lookup and with a prediction of them', async () => {
@@ -85,7 +85,7 @@ describe('speculative decoding on the GPU engine', () => {
     const off = await run(dense, 12, undefined, sampling);
     const own = await run(dense, 12, { prediction: off.ids }, sampling);
     expect(own.ids).toEqual(off.ids);
-    expect(own.result.speculation).toEqual({ proposed: 10, accepted: 10 });
+    expect(own.result.speculation).toEqual({ proposed: 11, accepted: 11 });
     const ngram = await run(dense, 12, { ngram: { n: 2, k: 4 } }, sampling);
     expect(ngram.ids).toEqual(off.ids);
   });
@@ -98,7 +98,6 @@ describe('speculative decoding on the CPU reference', () => {
       const off = await drainGeneration(ref.generate(greedyRequest(PROMPT, 12, sampling)));
       const own = await drainGeneration(ref.generate(greedyRequest(PROMPT, 12, sampling, { speculation: { prediction: off.ids } })));
       expect(own.ids).toEqual(off.ids);
-      // The reference proposes from its first draw (the prefill's step) on.
       expect(own.result.speculation).toEqual({ proposed: 11, accepted: 11 });
       const ngram = await drainGeneration(ref.generate(greedyRequest(PROMPT, 12, sampling, { speculation: { ngram: { n: 2, k: 3 } } })));
       expect(ngram.ids).toEqual(off.ids);
