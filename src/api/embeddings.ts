@@ -5,7 +5,8 @@
  * token comes back over the hidden-states channel (`returnHiddenStates`); the head of an
  * embedding model stops at the final norm (src/engine/forward/head.ts), and the draw that step
  * makes is dropped. That row is the last-token pooling of Qwen3-Embedding; it is cut to
- * `dimensions` and L2-normalised here.
+ * `dimensions` and L2-normalised here. An encoder (BERT: src/engine/encoder-backend.ts) has
+ * `embed` instead: its pooled vectors come back whole, and are cut and normalised the same way.
  */
 import type { Backend, GenerateRequest } from '../engine/types';
 import { GREEDY } from '../engine/sequence';
@@ -29,22 +30,23 @@ export function refuseEmbeddingModel(b: Backend): void {
 }
 
 /**
- * Tokens an input may have: the model's `max_seq_length`, within the engine's context (a prompt
- * leaves one position for the draw the engine makes after it).
+ * Tokens an input may have: the model's `max_seq_length`, within the engine's context (a decoder's
+ * prompt leaves one position for the draw the engine makes after it; an encoder's `embed` none).
  */
 export function embeddingInputLimit(b: Backend): number {
-  return Math.min(b.config.embedding?.maxSeqLength ?? Infinity, b.contextLength - 1);
+  return Math.min(b.config.embedding?.maxSeqLength ?? Infinity, b.embed ? b.contextLength : b.contextLength - 1);
 }
 
 export async function createEmbeddings(req: EmbeddingRequest, backend: Backend, signal?: AbortSignal): Promise<EmbeddingResponse> {
   const e = backend.config.embedding;
   if (!e) throw notEmbeddingModel(backend);
-  if (e.pooling !== 'last') throw invalid('model', `the model \`${backend.id}\` pools by ${e.pooling}, which this engine does not run yet`, 'unsupported_pooling');
+  if (e.pooling !== 'last' && !backend.embed) throw invalid('model', `the model \`${backend.id}\` pools by ${e.pooling}, which this engine does not run yet`, 'unsupported_pooling');
   const size = backend.config.hiddenSize;
   if (req.dimensions !== undefined && req.dimensions > size) throw invalid('dimensions', `dimensions must be at most the model's ${size}; got ${req.dimensions}`);
   const limit = embeddingInputLimit(backend);
   const inputs = await Promise.all(req.input.map((x, i) => tokens(backend, x, i, limit)));
-  const vectors = await Promise.all(inputs.map((ids) => lastHidden(backend, ids, signal)));
+  // An encoder pools and batches itself; a decoder's inputs are sequences of its engine, batched there.
+  const vectors = backend.embed ? await backend.embed(inputs, signal) : await Promise.all(inputs.map((ids) => lastHidden(backend, ids, signal)));
   const data = vectors.map((v, index): EmbeddingData => {
     const out = normalized(v.subarray(0, req.dimensions ?? size));
     return { object: 'embedding', index, embedding: req.encoding_format === 'base64' ? base64Of(new Uint8Array(out.buffer)) : Array.from(out) };

@@ -125,10 +125,16 @@ export interface GenerationResult {
   speculation?: { proposed: number; accepted: number };
 }
 
+/**
+ * What the API reads of a backend's model: a decoder's whole ModelConfig, or an encoder's
+ * (src/engine/encoder-backend.ts) width, vocabulary and pooling.
+ */
+export type BackendConfig = Pick<ModelConfig, 'vocabSize' | 'hiddenSize' | 'embedding'>;
+
 /** A loaded model ready to generate. */
 export interface Backend {
   readonly id: string;
-  readonly config: ModelConfig;
+  readonly config: BackendConfig;
   readonly tokenizer: TextTokenizer;
   readonly chatTemplate: ChatTemplateConfig;
   /** The model's generation_config.json sampling defaults (HF names), if it has any. */
@@ -152,6 +158,11 @@ export interface Backend {
   loadLora?(name: string, source: string, opts?: { scale?: number }): Promise<LoraInfo>;
   unloadLora?(name: string): Promise<void>;
   loras?(): LoraInfo[];
+  /**
+   * An encoder's embeddings (BERT): each input's pooled, L2-normalised vector, inputs batched by
+   * the encoder. Absent: /v1/embeddings reads the last token's hidden state through `generate`.
+   */
+  embed?(inputs: readonly (readonly number[])[], signal?: AbortSignal): Promise<Float32Array[]>;
   dispose(): Promise<void>;
 }
 

@@ -5,11 +5,19 @@
  * which the engine runs in one step. Each vector is within cosine 0.999 of the reference's on the
  * same weights, and a batch gives an input the vector it gets alone. (The folder form, its
  * bare-model names and sentence-transformers files, is src/api/embeddings.test.ts's, on the reference.)
+ * Beside it, on the same device, the tiny BERT's Q8_0 GGUF (WordPiece, mean pooling, max_seq_length
+ * 64 in its folder; the GGUF's limit is its 128 positions) served by its encoder backend: two
+ * concurrent requests (queued into the encoder's steps), each within cosine 0.999 of the reference, `dimensions`, an
+ * input past the limit refused, chat refused.
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../api/app';
+import { EncoderBackend } from '../engine/encoder-backend';
 import { GpuEngine } from '../engine/engine';
+import { openEncoder } from '../model/encoder-open';
+import { bertForward, loadBertWeights, meanPoolNormalized } from '../reference/bert';
+import { ensureBertFixture } from '../testing/fixtures/bert-write';
 import { openModel } from '../model/open';
 import { ReferenceModel } from '../reference/forward';
 import { ensureFixture } from '../testing/fixtures/shared';
@@ -19,13 +27,19 @@ import { listen, type Listener } from './node-server';
 let engine: GpuEngine;
 let server: Listener;
 let gguf: string;
+let bert: EncoderBackend;
+let bertServer: Listener;
 
 beforeAll(async () => {
+  bert = await EncoderBackend.load((await ensureBertFixture({ hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!, { gpu: await testGPU(), maxBatch: 4, id: 'tiny-bert' });
+  bertServer = await listen(createApp({ backends: [bert] }).handle, { port: 0 });
   gguf = (await ensureFixture({ arch: 'qwen3', preset: 'tiny', embedding: true }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!;
   engine = await GpuEngine.load(gguf, { gpu: await testGPU(), precision: 'f32', maxBatch: 4, contextLength: 256 });
   server = await listen(createApp({ backends: [engine] }).handle, { port: 0 });
 });
 afterAll(async () => {
+  await bertServer?.close();
+  await bert?.dispose();
   await server?.close();
   await engine?.dispose();
 });
@@ -61,5 +75,27 @@ describe('/v1/embeddings on the GPU engine over HTTP (tiny Qwen3-Embedding, Q8_0
     batch.data.forEach((d, i) => expect(cosine(d.embedding, want[i]!), TEXTS[i]).toBeGreaterThanOrEqual(0.999));
     const alone = await client.embeddings.create({ model: 'default', input: TEXTS[1]!, encoding_format: 'float' });
     expect(cosine(alone.data[0]!.embedding, batch.data[1]!.embedding)).toBeGreaterThanOrEqual(0.9999);
+  });
+});
+
+describe('/v1/embeddings on the BERT encoder over HTTP (tiny BERT, Q8_0)', () => {
+  it('the openai client: concurrent requests each within cosine 0.999 of the reference; dimensions; the limits', async () => {
+    const client = new OpenAI({ baseURL: `${bertServer.url}/v1`, apiKey: 'none', maxRetries: 0 });
+    const model = await openEncoder(bert.model.tensors.get('token_embd.weight')!.source);
+    const w = await loadBertWeights(model.config, model.readTensorF32);
+    const ids = TEXTS.map((t) => bert.tokenizer.encode(t));
+    const want = ids.map((x) => meanPoolNormalized(bertForward(model.config, w, x), x.length, model.config.hiddenSize));
+    const [batch, one] = await Promise.all([client.embeddings.create({ model: 'tiny-bert', input: TEXTS }), client.embeddings.create({ model: 'tiny-bert', input: TEXTS[2]!, encoding_format: 'float' })]);
+    expect(batch.usage.prompt_tokens).toBe(ids.flat().length);
+    batch.data.forEach((d, i) => expect(cosine(d.embedding, want[i]!), TEXTS[i]).toBeGreaterThanOrEqual(0.999));
+    expect(cosine(one.data[0]!.embedding, want[2]!)).toBeGreaterThanOrEqual(0.999);
+    const cut = await client.embeddings.create({ model: 'tiny-bert', input: TEXTS[0]!, dimensions: 16, encoding_format: 'float' });
+    const head = want[0]!.subarray(0, 16);
+    const n = Math.hypot(...head);
+    expect(cosine(cut.data[0]!.embedding, Array.from(head, (v) => v / n))).toBeGreaterThanOrEqual(0.999);
+    // A GGUF carries no max_seq_length: the limit is its learned positions (128), [CLS] and [SEP] counted.
+    await expect(client.embeddings.create({ model: 'tiny-bert', input: 'the '.repeat(126) })).resolves.toBeTruthy();
+    await expect(client.embeddings.create({ model: 'tiny-bert', input: 'the '.repeat(127) })).rejects.toMatchObject({ status: 400, param: 'input' });
+    await expect(client.chat.completions.create({ model: 'tiny-bert', messages: [{ role: 'user', content: 'hi' }] })).rejects.toMatchObject({ status: 400, code: 'model_is_embedding' });
   });
 });
