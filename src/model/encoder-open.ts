@@ -9,15 +9,15 @@
 import { readGGUF } from '../formats/gguf';
 import { dequantize } from '../formats/quants';
 import { readSafetensors } from '../formats/safetensors';
-import { fileSource, httpSource, type ByteSource } from '../formats/source';
+import type { ByteSource } from '../formats/source';
 import { elementCount } from '../formats/types';
 import { loadGGUFTokenizer } from '../text/gguf-tokenizer';
 import { loadTokenizer, type TextTokenizer } from '../text/tokenizer';
 import { bertCanonicalName, bertConfigFromGGUF, bertConfigFromHF, BERT_HEAD_TENSORS, BERT_LAYER_TENSORS, type BertConfig } from './bert';
 import { embeddingFromFolder, embeddingFromGGUF, type EmbeddingConfig } from './embedding';
 import { ModelError } from './errors';
-import { isLocalPath, openFolder, readJson, toLocalPath, type Folder } from './folder';
-import type { ModelLocation, OpenedTensor } from './open';
+import { readJson, type Folder } from './folder';
+import { resolveLocation, type ModelLocation, type OpenedTensor } from './open';
 
 export interface OpenedEncoder {
   kind: 'bert';
@@ -36,13 +36,8 @@ export const isBertGGUF = (metadata: Map<string, unknown>): boolean => metadata.
 export const isBertConfig = (json: Record<string, unknown> | null): boolean => json?.model_type === 'bert';
 
 export async function openEncoder(location: ModelLocation): Promise<OpenedEncoder> {
-  if (typeof location === 'object' && !(location instanceof URL)) {
-    if (typeof (location as Folder).source === 'function') return openBertFolder(location as Folder);
-    return openBertGGUF(location as ByteSource);
-  }
-  const loc = location.toString();
-  if (/\.gguf$/i.test(loc.replace(/[?#].*$/, ''))) return openBertGGUF(isLocalPath(loc) ? fileSource(await toLocalPath(loc)) : httpSource(loc));
-  return openBertFolder(await openFolder(loc));
+  const at = await resolveLocation(location);
+  return 'folder' in at ? openBertFolder(at.folder) : openBertGGUF(at.gguf);
 }
 
 async function openBertGGUF(src: ByteSource): Promise<OpenedEncoder> {

@@ -54,17 +54,24 @@ export interface OpenedModel {
 export type ModelLocation = string | URL | ByteSource | Folder;
 
 export async function openModel(location: ModelLocation): Promise<OpenedModel> {
+  const at = await resolveLocation(location);
+  return 'folder' in at ? openHFFolder(at.folder) : openGGUF(at.gguf);
+}
+
+/**
+ * What a location holds, opened: a GGUF file's byte source (a `.gguf` URL or path, or a
+ * ByteSource) or a folder (any other URL or path, or a Folder). The encoder's reader shares it.
+ */
+export async function resolveLocation(location: ModelLocation): Promise<{ gguf: ByteSource } | { folder: Folder }> {
   if (typeof location === 'object' && !(location instanceof URL)) {
-    if (isFolder(location)) return openHFFolder(location);
+    if (isFolder(location)) return { folder: location };
     if (typeof location.read !== 'function' || typeof location.size !== 'function')
       throw new ModelError('bad_location', 'openModel() takes a URL, a path, a ByteSource or a Folder');
-    return openGGUF(location);
+    return { gguf: location };
   }
   const loc = location.toString();
-  if (/\.gguf$/i.test(loc.replace(/[?#].*$/, ''))) {
-    return openGGUF(isLocalPath(loc) ? fileSource(await toLocalPath(loc)) : httpSource(loc));
-  }
-  return openHFFolder(await openFolder(loc));
+  if (/\.gguf$/i.test(loc.replace(/[?#].*$/, ''))) return { gguf: isLocalPath(loc) ? fileSource(await toLocalPath(loc)) : httpSource(loc) };
+  return { folder: await openFolder(loc) };
 }
 
 function isFolder(x: ByteSource | Folder): x is Folder {
