@@ -54,7 +54,6 @@ export class EncoderBackend implements Backend {
 
   static async load(model: ModelLocation | OpenedEncoder, opts: EncoderBackendOptions): Promise<EncoderBackend> {
     const opened = isOpened(model) ? model : await openEncoder(model);
-    if (opened.embedding.pooling !== 'mean') throw new RangeError(`the BERT encoder pools by mean; this model asks for ${opened.embedding.pooling} pooling`);
     const limit = Math.min(opened.embedding.maxSeqLength ?? Infinity, opened.config.maxPositionEmbeddings);
     const maxSeqs = Math.max(1, Math.floor(opts.maxBatch ?? 8));
     const encoder = await GpuBertEncoder.create(engineOpContext(opts.gpu, opts.precision ?? 'f32'), opened, limit * maxSeqs, maxSeqs);

@@ -3,7 +3,7 @@
  * the tiny fixture (src/testing/fixtures/bert.ts) from its GGUFs (F32, F16, Q8_0) and its HF
  * folder, three inputs of different lengths in one step (each its own sequence for the attention
  * and the mean), then a step of one: each vector within cosine 0.999 of the reference's, and an
- * input's vector the same alone as in a batch.
+ * input's vector the same alone as in a batch; [CLS] pooling on the folder's weights.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { engineOpContext } from '../../kernels/op';
@@ -45,4 +45,21 @@ describe('the BERT encoder on the GPU (tiny fixture, f32)', () => {
       expect(cosine(alone, got[1]!)).toBeGreaterThan(0.99999);
     });
   }
+
+  it('pools by [CLS] where the model says so (bge): each input\'s first row, L2-normalised', async () => {
+    const opened = await openEncoder(paths.hf.F32!);
+    const model: OpenedEncoder = { ...opened, embedding: { pooling: 'cls', maxSeqLength: null } };
+    const enc = await GpuBertEncoder.create(engineOpContext(await testGPU(), 'f32'), model, 64, 4);
+    encoders.push(enc);
+    const ids = TEXTS.map((t) => model.tokenizer.encode(t));
+    const w = await loadBertWeights(model.config, model.readTensorF32);
+    const H = model.config.hiddenSize;
+    const got = await enc.embed(ids);
+    ids.forEach((x, i) => {
+      const rows = bertForward(model.config, w, x);
+      expect(cosine(got[i]!, meanPoolNormalized(rows.subarray(0, H), 1, H)), `input ${i}`).toBeGreaterThan(0.999);
+      // Not the mean: the two poolings differ on these inputs.
+      expect(cosine(got[i]!, meanPoolNormalized(rows, x.length, H))).toBeLessThan(0.99);
+    });
+  });
 });

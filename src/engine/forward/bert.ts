@@ -5,7 +5,7 @@
  *   x = word[id] + position[p] + tokenType[0]            (on the CPU: a gather, uploaded as the step's f32 rows)
  *   x = LayerNorm(x)
  *   per layer (post-norm):  x = LN(x + o(attn(q, k, v of x)));  x = LN(x + down(gelu(up(x))))
- *   mean of each input's rows (pool_mean), then L2 on the CPU.
+ *   mean of each input's rows (pool_mean), or its first row ([CLS] pooling: bge), then L2 on the CPU.
  * The stream is f32 at every precision and ping-pongs between two buffers (a LayerNorm cannot
  * write the buffer it reads); the linears read it as f32 and add their output into it. The
  * matrices stay in the file's type (F32, F16, Q8_0, ...). The word table is held on the CPU as f32
@@ -31,11 +31,14 @@ export class GpuBertEncoder {
     readonly maxSeqs: number,
     private readonly table: { word: Float32Array; pos: Float32Array; type: Float32Array },
     private readonly input: GPUBuffer,
+    /** The stream after the last layer (f32 [T, d]). */
+    private readonly output: GPUBuffer,
     private readonly counts: GPUBuffer,
     private readonly lastToken: GPUBuffer,
     private readonly pooled: GPUBuffer,
     private readonly ops: Op[],
-    private readonly pool: Op,
+    /** Mean pooling; null: [CLS] pooling, a copy of each input's first row. */
+    private readonly pool: Op | null,
     private readonly owned: GPUBuffer[],
   ) {}
 
@@ -91,13 +94,15 @@ export class GpuBertEncoder {
       ops.push(await linear(`${p}.ffn_down`, ffn, a, d, f, { residual: true }));
       ops.push(await norm(`${p}.layer_output_norm`, a, b));
     }
-    const pool = await createPoolMeanOp(ctx, { x: b, lastToken, y: pooled, n: d, xF32: true });
+    // [CLS] pooling (bge) copies each input's first row out of the stream instead (see `step`).
+    const pool = model.embedding.pooling === 'mean' ? await createPoolMeanOp(ctx, { x: b, lastToken, y: pooled, n: d, xF32: true }) : null;
+    if (model.embedding.pooling !== 'mean' && model.embedding.pooling !== 'cls') throw new RangeError(`a BERT encoder pools by mean or [CLS], not by ${model.embedding.pooling}`);
     const table = { word: await model.readTensorF32('token_embd.weight'), pos: await model.readTensorF32('position_embd.weight'), type: await model.readTensorF32('token_types.weight') };
-    return new GpuBertEncoder(ctx, c, maxTokens, maxSeqs, table, a, counts, lastToken, pooled, ops, pool, owned);
+    return new GpuBertEncoder(ctx, c, maxTokens, maxSeqs, table, a, b, counts, lastToken, pooled, ops, pool, owned);
   }
 
   /**
-   * Each input's embedding: the mean of its last layer's rows, L2-normalised (float32). Inputs go
+   * Each input's embedding: the mean of its last layer's rows (or its [CLS] row), L2-normalised (float32). Inputs go
    * in steps of up to maxTokens tokens and maxSeqs inputs, in order; each must fit one step.
    */
   async embed(inputs: readonly (readonly number[])[]): Promise<Float32Array[]> {
@@ -144,15 +149,17 @@ export class GpuBertEncoder {
     const encoder = device.createCommandEncoder();
     const pass = encoder.beginComputePass();
     for (const op of this.ops) op.encode(pass, T);
-    this.pool.encode(pass, batch.length);
+    this.pool?.encode(pass, batch.length);
     pass.end();
+    if (!this.pool) batch.forEach((_, s) => encoder.copyBufferToBuffer(this.output, (last[s]! + 1 - batch[s]!.length) * d * 4, this.pooled, s * d * 4, d * 4));
     device.queue.submit([encoder.finish()]);
     const all = new Float32Array(await readBuffer(device, this.pooled, batch.length * d * 4));
     return batch.map((_, s) => normalized(all.subarray(s * d, (s + 1) * d)));
   }
 
   destroy(): void {
-    for (const op of [...this.ops, this.pool]) op.destroy();
+    for (const op of this.ops) op.destroy();
+    this.pool?.destroy();
     for (const b of this.owned) b.destroy();
   }
 }
