@@ -3,7 +3,7 @@
  * the tiny fixture (src/testing/fixtures/bert.ts) from its GGUFs (F32, F16, Q8_0) and its HF
  * folder, three inputs of different lengths in one step (each its own sequence for the attention
  * and the mean), then a step of one: each vector within cosine 0.999 of the reference's, and an
- * input's vector the same alone as in a batch; [CLS] pooling on the folder's weights.
+ * input's vector the same alone as in a batch; [CLS] pooling on the folder's weights; one f16 sample.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { engineOpContext } from '../../kernels/op';
@@ -18,6 +18,13 @@ let paths: BertFixturePaths;
 beforeAll(async () => {
   paths = await ensureBertFixture();
 });
+
+/**
+ * f16 rounds q/k/v, the attention output and the FFN rows to 2^-11 relative; the stream, norms and
+ * pooling stay f32, so a whole vector's direction moves far less (the Qwen3-Embedding f16 sample's
+ * bar, src/engine/embedding.f16.test.ts). Measured on lavapipe: 1 - 3.3e-8 at worst on these inputs.
+ */
+const F16_COSINE = 0.9999;
 
 const cosine = (a: Float32Array, b: Float32Array) => a.reduce((s, v, i) => s + v * b[i]!, 0);
 
@@ -45,6 +52,18 @@ describe('the BERT encoder on the GPU (tiny fixture, f32)', () => {
       expect(cosine(alone, got[1]!)).toBeGreaterThan(0.99999);
     });
   }
+
+  // f16 activations (the stream stays f32): runs where the device has shader-f16 (lavapipe in npm test's f16 step).
+  it('f16: gguf Q8_0, a batch of three within cosine 0.9999 of the reference', { timeout: 300_000 }, async ({ skip }) => {
+    const gpu = await testGPU();
+    if (!gpu.info.f16) skip();
+    const model = await openEncoder(paths.gguf.Q8_0!);
+    const enc = await GpuBertEncoder.create(engineOpContext(gpu, 'f16'), model, 64, 4);
+    encoders.push(enc);
+    const ids = TEXTS.map((t) => model.tokenizer.encode(t));
+    const want = await reference(model, ids);
+    (await enc.embed(ids)).forEach((v, i) => expect(cosine(v, want[i]!), `input ${i}`).toBeGreaterThan(F16_COSINE));
+  });
 
   it('pools by [CLS] where the model says so (bge): each input\'s first row, L2-normalised', async () => {
     const opened = await openEncoder(paths.hf.F32!);
