@@ -9,6 +9,7 @@ import type { GPUContext } from '../gpu/device';
 import { engineOpContext } from '../kernels/op';
 import { openEncoder, type OpenedEncoder } from '../model/encoder-open';
 import type { ModelLocation } from '../model/open';
+import { tokenizerOf } from '../text/from-model';
 import type { TextTokenizer } from '../text/tokenizer';
 import { BackendDisposedError } from './errors';
 import { GpuBertEncoder } from './forward/bert';
@@ -48,7 +49,7 @@ export class EncoderBackend implements Backend {
   ) {
     this.id = id;
     this.config = { vocabSize: model.config.vocabSize, hiddenSize: model.config.hiddenSize, embedding: model.embedding };
-    this.tokenizer = model.tokenizer;
+    this.tokenizer = tokenizerOf(model.tokenizer);
     this.contextLength = encoder.maxTokens / encoder.maxSeqs;
   }
 

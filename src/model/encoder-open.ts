@@ -11,13 +11,11 @@ import { dequantize } from '../formats/quants';
 import { readSafetensors } from '../formats/safetensors';
 import type { ByteSource } from '../formats/source';
 import { elementCount } from '../formats/types';
-import { loadGGUFTokenizer } from '../text/gguf-tokenizer';
-import { loadTokenizer, type TextTokenizer } from '../text/tokenizer';
 import { bertCanonicalName, bertConfigFromGGUF, bertConfigFromHF, BERT_HEAD_TENSORS, BERT_LAYER_TENSORS, type BertConfig } from './bert';
 import { embeddingFromFolder, embeddingFromGGUF, type EmbeddingConfig } from './embedding';
 import { ModelError } from './errors';
 import { readJson, type Folder } from './folder';
-import { resolveLocation, type ModelLocation, type OpenedTensor } from './open';
+import { resolveLocation, type ModelLocation, type OpenedModel, type OpenedTensor } from './open';
 
 export interface OpenedEncoder {
   kind: 'bert';
@@ -26,7 +24,8 @@ export interface OpenedEncoder {
   format: 'gguf' | 'safetensors';
   /** Keyed by llama.cpp name. */
   tensors: Map<string, OpenedTensor>;
-  tokenizer: TextTokenizer;
+  /** Its tokenizer's files (tokenizer.json and tokenizer_config.json, or the GGUF's metadata): text/from-model.ts `tokenizerOf`. */
+  tokenizer: OpenedModel['tokenizer'];
   readTensor(name: string): Promise<Uint8Array>;
   readTensorF32(name: string): Promise<Float32Array>;
 }
@@ -47,7 +46,7 @@ async function openBertGGUF(src: ByteSource): Promise<OpenedEncoder> {
   const config = bertConfigFromGGUF(gguf.metadata);
   const tensors = new Map<string, OpenedTensor>(gguf.tensors.map((info) => [info.name, { info, source: src }]));
   const embedding = embeddingFromGGUF(gguf.metadata, 'bert') ?? { pooling: 'mean' as const, maxSeqLength: null };
-  return finish(config, embedding, 'gguf', tensors, loadGGUFTokenizer(gguf.metadata));
+  return finish(config, embedding, 'gguf', tensors, { gguf: gguf.metadata });
 }
 
 async function openBertFolder(folder: Folder): Promise<OpenedEncoder> {
@@ -66,10 +65,10 @@ async function openBertFolder(folder: Folder): Promise<OpenedEncoder> {
     const name = bertCanonicalName(info.name);
     if (name) tensors.set(name, { info, source });
   }
-  return finish(config, embedding ?? { pooling: 'mean', maxSeqLength: null }, 'safetensors', tensors, loadTokenizer(tokenizerJson, tokenizerConfig ?? {}));
+  return finish(config, embedding ?? { pooling: 'mean', maxSeqLength: null }, 'safetensors', tensors, { json: tokenizerJson, ...(tokenizerConfig ? { config: tokenizerConfig } : {}) });
 }
 
-function finish(config: BertConfig, embedding: EmbeddingConfig, format: 'gguf' | 'safetensors', tensors: Map<string, OpenedTensor>, tokenizer: TextTokenizer): OpenedEncoder {
+function finish(config: BertConfig, embedding: EmbeddingConfig, format: 'gguf' | 'safetensors', tensors: Map<string, OpenedTensor>, tokenizer: OpenedModel['tokenizer']): OpenedEncoder {
   const want = [
     ...BERT_HEAD_TENSORS.map((t) => [t.gguf, t.shape(config)] as const),
     ...Array.from({ length: config.numLayers }, (_, l) => BERT_LAYER_TENSORS.map((t) => [`blk.${l}.${t.gguf}`, t.shape(config)] as const)).flat(),

@@ -11,6 +11,7 @@ import { openEncoder, type OpenedEncoder } from '../../model/encoder-open';
 import { bertForward, loadBertWeights, meanPoolNormalized } from '../../reference/bert';
 import { ensureBertFixture, type BertFixturePaths } from '../../testing/fixtures/bert-write';
 import { testGPU } from '../../testing/gpu';
+import { tokenizerOf } from '../../text/from-model';
 import { GpuBertEncoder } from './bert';
 
 const TEXTS = ['The lighthouse keeper wrote in her logbook every evening at seven.', 'hello', 'Café-style zebras, 中!'];
@@ -44,7 +45,7 @@ describe('the BERT encoder on the GPU (tiny fixture, f32)', () => {
       const gpu = await testGPU();
       const enc = await GpuBertEncoder.create(engineOpContext(gpu, 'f32'), model, 64, 4);
       encoders.push(enc);
-      const ids = TEXTS.map((t) => model.tokenizer.encode(t));
+      const ids = TEXTS.map((t) => tokenizerOf(model.tokenizer).encode(t));
       const want = await reference(model, ids);
       const got = await enc.embed(ids);
       got.forEach((v, i) => expect(cosine(v, want[i]!), `input ${i}`).toBeGreaterThan(0.999));
@@ -60,7 +61,7 @@ describe('the BERT encoder on the GPU (tiny fixture, f32)', () => {
     const model = await openEncoder(paths.gguf.Q8_0!);
     const enc = await GpuBertEncoder.create(engineOpContext(gpu, 'f16'), model, 64, 4);
     encoders.push(enc);
-    const ids = TEXTS.map((t) => model.tokenizer.encode(t));
+    const ids = TEXTS.map((t) => tokenizerOf(model.tokenizer).encode(t));
     const want = await reference(model, ids);
     (await enc.embed(ids)).forEach((v, i) => expect(cosine(v, want[i]!), `input ${i}`).toBeGreaterThan(F16_COSINE));
   });
@@ -70,7 +71,7 @@ describe('the BERT encoder on the GPU (tiny fixture, f32)', () => {
     const model: OpenedEncoder = { ...opened, embedding: { pooling: 'cls', maxSeqLength: null } };
     const enc = await GpuBertEncoder.create(engineOpContext(await testGPU(), 'f32'), model, 64, 4);
     encoders.push(enc);
-    const ids = TEXTS.map((t) => model.tokenizer.encode(t));
+    const ids = TEXTS.map((t) => tokenizerOf(model.tokenizer).encode(t));
     const w = await loadBertWeights(model.config, model.readTensorF32);
     const H = model.config.hiddenSize;
     const got = await enc.embed(ids);
