@@ -27,6 +27,8 @@ const CUSTOM_EXAMPLES: Record<string, unknown> = {
   regex: 'a+',
   ebnf: 'root ::= "a"',
   grammar: 'root ::= "a"',
+  prediction: { type: 'content', content: 'hi' },
+  speculative: { type: 'ngram', n: 3, k: 4 },
 };
 
 /** What a field needs beside it to be valid at all. */
