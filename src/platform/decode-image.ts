@@ -92,10 +92,12 @@ type Sharp = (input: Uint8Array, options: { limitInputPixels: number | false; pa
 let sharpModule: Promise<Sharp> | undefined;
 
 function loadSharp(): Promise<Sharp> {
-  // A name in a variable: bundlers leave the import to Node, and the types stay this file's own.
-  const name = 'sharp';
-  sharpModule ??= import(/* @vite-ignore */ name).then(
-    (m: { default: Sharp }) => m.default,
+  // Required through node:module's createRequire, as xgrammar's Node loader does: the library
+  // build folded a name in a variable back into a literal import("sharp"), which app bundlers
+  // then tried to resolve for the browser (Vite's dev server and webpack 5 failed on it), while
+  // node:module is stubbed in the browser parts (vite.config.ts nodeOnlyModules).
+  sharpModule ??= import('node:module').then(
+    ({ createRequire }) => createRequire(import.meta.url)('sharp') as Sharp,
     (cause) => {
       sharpModule = undefined;
       throw new ImageDecodeError('no_decoder', `images need the \`sharp\` package in Node: run \`npm install sharp\` (${String(cause)})`);
