@@ -96,13 +96,13 @@ function loadSharp(): Promise<Sharp> {
   // build folded a name in a variable back into a literal import("sharp"), which app bundlers
   // then tried to resolve for the browser (Vite's dev server and webpack 5 failed on it), while
   // node:module is stubbed in the browser parts (vite.config.ts nodeOnlyModules).
-  sharpModule ??= import('node:module').then(
-    ({ createRequire }) => createRequire(import.meta.url)('sharp') as Sharp,
-    (cause) => {
+  // .catch, not then's second argument: a missing sharp throws in the require, inside the then.
+  sharpModule ??= import('node:module')
+    .then(({ createRequire }) => createRequire(import.meta.url)('sharp') as Sharp)
+    .catch((cause) => {
       sharpModule = undefined;
       throw new ImageDecodeError('no_decoder', `images need the \`sharp\` package in Node: run \`npm install sharp\` (${String(cause)})`);
-    },
-  );
+    });
   return sharpModule;
 }
 
