@@ -7,6 +7,7 @@ import { f16ArrayToF32, f32ArrayToF16 } from '../formats/halfs';
 import { dequantize, quantize } from '../formats/quants';
 import { DTYPE_INFO, DTYPES, type DType } from '../formats/types';
 import { KERNEL_TYPES, testGPU } from '../testing/gpu';
+import { COVERAGE } from '../selfcheck/kernel-checks';
 import {
   chooseDecodeSpec,
   createLinearOp,
@@ -286,8 +287,7 @@ describe('f16 activations', () => {
   // two at the others: the f16 activation path is the same code for every type, and a cold
   // lavapipe compiles each f16 pipeline for about 20 s (91 cases took 1878 s in a fresh-clone
   // run). Selfcheck runs every type in f16 on a GPU that has it.
-  const F16_SAMPLE = new Set<DType>(['F16', 'Q8_0', 'Q4_0', 'IQ4_NL', 'Q4_K', 'Q6_K']);
-  const f16TypesAt = (spec: MatvecSpec | PrefillSpec) => KERNEL_TYPES.filter((d) => (spec === DECODE_SPEC || spec === PREFILL_SPEC ? F16_SAMPLE.has(d) : d === 'Q8_0' || d === 'Q4_K'));
+  const f16TypesAt = (spec: MatvecSpec | PrefillSpec) => KERNEL_TYPES.filter((d) => (spec === DECODE_SPEC || spec === PREFILL_SPEC ? COVERAGE.emulated.types.includes(d) : d === 'Q8_0' || d === 'Q4_K'));
   cases.forEach(([kernel, spec, tokens], i) => {
     const withBias = i % 2 === 1;
     for (const dtype of f16TypesAt(spec)) {
