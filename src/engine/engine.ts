@@ -103,7 +103,8 @@ export interface EngineOptions {
   loraPool?: Partial<Pick<LoraPoolOptions, 'maxAdapters' | 'maxRank' | 'bytes'>>;
   /**
    * A vision tower for the model (llama.cpp's `--mmproj`: an mmproj GGUF; or an HF Idefics3 /
-   * SmolVLM folder): requests may then carry images. Idefics3 projectors (SmolVLM) only.
+   * SmolVLM folder): requests may then carry images. Idefics3 projectors (SmolVLM) only. A model
+   * opened from such a folder carries its own tower (OpenedModel.vision), used when this is absent.
    */
   mmproj?: ModelLocation | OpenedVisionTower;
   /**
@@ -356,7 +357,9 @@ export class GpuEngine implements Backend {
     const parts = await buildParts(gpu, opened, spec, progress, opts.onUpload);
     const engine = new GpuEngine(parts, text, opened, spec, { id: opts.id, contextLength, loraPool: opts.loraPool, recovery: opts.recovery, speculative: opts.speculative });
     try {
-      if (opts.mmproj) await engine.loadVision(parts.ctx, opts.mmproj);
+      // An HF SmolVLM folder carries its tower (OpenedModel.vision); an mmproj given wins.
+      const tower = opts.mmproj ?? opened.vision;
+      if (tower) await engine.loadVision(parts.ctx, tower);
       for (const [name, source] of Object.entries(opts.lora ?? {})) await engine.loadLora(name, source);
     } catch (e) {
       await engine.dispose();

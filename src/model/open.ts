@@ -16,12 +16,12 @@ import { ModelError } from './errors';
 import { isLocalPath, openFolder, readJson, toLocalPath, type Folder } from './folder';
 import { ARCH } from './arch';
 import { canonicalName, expertPiece, fusedTensors, layerRow, validateTensors } from './tensors';
+import { openVisionInFolder, type OpenedVisionTower } from './vision-open';
+import { towerConfigFromHF } from '../vision/tower';
+import type { ModelLocation, OpenedTensor } from './location';
 
-export interface OpenedTensor {
-  /** `info.name` is the name in the file; the map key is the canonical name. */
-  info: TensorInfo;
-  source: ByteSource;
-}
+export type { ModelLocation, OpenedTensor } from './location';
+
 
 export interface OpenedModel {
   config: ModelConfig;
@@ -41,17 +41,17 @@ export interface OpenedModel {
   generationConfig?: Record<string, unknown>;
   /** Llama 3 rope scaling as GGUF stores it (`rope_freqs.weight`): per-frequency divisors. */
   ropeFreqFactors?: Float32Array;
+  /**
+   * The vision tower an HF Idefics3 / SmolVLM folder carries (`model.vision_model.*`,
+   * `model.connector.*`, preprocessor_config.json): engines load it as they would an mmproj.
+   */
+  vision?: OpenedVisionTower;
   /** The tensor's bytes as stored. */
   readTensor(name: string): Promise<Uint8Array>;
   /** The tensor's values as float32, dequantised. */
   readTensorF32(name: string): Promise<Float32Array>;
 }
 
-/**
- * A URL or path to a `.gguf` file or a Hugging Face folder, a byte source over a GGUF file, or a
- * Folder whose files come from elsewhere (the loader's cache, files the user picked).
- */
-export type ModelLocation = string | URL | ByteSource | Folder;
 
 export async function openModel(location: ModelLocation): Promise<OpenedModel> {
   const at = await resolveLocation(location);
@@ -113,11 +113,14 @@ async function openHFFolder(folder: Folder): Promise<OpenedModel> {
   const tensors = new Map<string, OpenedTensor>();
   // Mixture-of-experts checkpoints store each expert's matrices apart: stacked below.
   const pieces = new Map<string, OpenedTensor[]>();
+  // Every tensor as stored, for the vision tower (its names are not the text model's).
+  const stored: OpenedTensor[] = [];
   await Promise.all(
     shardFiles.map(async (file) => {
       const source = folder.source(file);
       const { tensors: infos } = await readSafetensors(source);
       for (const info of infos) {
+        stored.push({ info, source });
         const name = canonicalName(info.name, config);
         // A depthwise Conv1d's [channels, 1, taps] reads as the table's [channels, taps] (hfSqueezed).
         const squeeze = name && layerRow(name)?.hfSqueezed && info.shape.length === 3 && info.shape[1] === 1;
@@ -132,6 +135,7 @@ async function openHFFolder(folder: Folder): Promise<OpenedModel> {
     }),
   );
   for (const [name, list] of pieces) tensors.set(name, stackExperts(name, list, config.moe!.numExperts));
+  const vision = configJson && towerConfigFromHF(configJson) ? await openVisionInFolder(folder, configJson, stored) : undefined;
 
   return finish({
     config,
@@ -140,6 +144,7 @@ async function openHFFolder(folder: Folder): Promise<OpenedModel> {
     tokenizer: { json: tokenizerJson ?? undefined, config: tokenizerConfig ?? undefined },
     chatTemplate: templateFile ?? hfChatTemplate(tokenizerConfig),
     generationConfig: generationJson ?? undefined,
+    ...(vision ? { vision } : {}),
   });
 }
 
@@ -210,7 +215,7 @@ function hfChatTemplate(tokenizerConfig: Record<string, unknown> | null): string
   return null;
 }
 
-type Parts = Pick<OpenedModel, 'config' | 'format' | 'tensors' | 'tokenizer' | 'chatTemplate' | 'generationConfig'>;
+type Parts = Pick<OpenedModel, 'config' | 'format' | 'tensors' | 'tokenizer' | 'chatTemplate' | 'generationConfig' | 'vision'>;
 
 /**
  * Splits the fused matrices some checkpoints hold (Phi-3's q/k/v and gate/up) by rows into the

@@ -14,7 +14,7 @@ import { settingsFromGGUF, settingsFromHF, type ImageProcessorSettings } from '.
 import { towerConfigFromGGUF, towerConfigFromHF, towerTensors, type VisionTowerConfig } from '../vision/tower';
 import { ModelError } from './errors';
 import { isLocalPath, openFolder, readJson, toLocalPath, type Folder } from './folder';
-import type { ModelLocation, OpenedTensor } from './open';
+import type { ModelLocation, OpenedTensor } from './location';
 
 export interface OpenedVisionTower {
   config: VisionTowerConfig;
@@ -47,26 +47,32 @@ async function openGGUF(src: ByteSource): Promise<OpenedVisionTower> {
 }
 
 async function openHF(folder: Folder): Promise<OpenedVisionTower> {
-  const [configJson, pre, indexJson] = await Promise.all([
-    readJson(folder, 'config.json', true),
-    readJson(folder, 'preprocessor_config.json', false),
-    readJson(folder, 'model.safetensors.index.json', false),
-  ]);
-  const config = towerConfigFromHF(configJson!);
-  if (!config) throw new ModelError('unsupported_arch', `config.json: model_type ${JSON.stringify(configJson!.model_type)} has no Idefics3 vision tower`, 'model_type');
-  const byHf = new Map(towerTensors(config).map((t) => [t.hf, t.name]));
+  const [configJson, indexJson] = await Promise.all([readJson(folder, 'config.json', true), readJson(folder, 'model.safetensors.index.json', false)]);
   const shards = indexJson ? [...new Set(Object.values((indexJson.weight_map ?? {}) as Record<string, string>))] : ['model.safetensors'];
-  const tensors = new Map<string, OpenedTensor>();
-  await Promise.all(
+  const stored = await Promise.all(
     shards.map(async (file) => {
       const source = folder.source(file);
-      for (const info of (await readSafetensors(source)).tensors) {
-        const name = byHf.get(info.name);
-        if (name) tensors.set(name, { info, source });
-      }
+      return (await readSafetensors(source)).tensors.map((info) => ({ info, source }));
     }),
   );
-  return finish(config, settingsFromHF(pre ?? {}, configJson!), 'safetensors', tensors);
+  return openVisionInFolder(folder, configJson!, stored.flat());
+}
+
+/**
+ * The tower of an HF folder whose config.json and tensor headers are read already (openModel reads
+ * them for the text model): its tensors picked from those by HF name, preprocessor_config.json read.
+ */
+export async function openVisionInFolder(folder: Folder, configJson: Record<string, unknown>, stored: readonly OpenedTensor[]): Promise<OpenedVisionTower> {
+  const config = towerConfigFromHF(configJson);
+  if (!config) throw new ModelError('unsupported_arch', `config.json: model_type ${JSON.stringify(configJson.model_type)} has no Idefics3 vision tower`, 'model_type');
+  const pre = await readJson(folder, 'preprocessor_config.json', false);
+  const byHf = new Map(towerTensors(config).map((t) => [t.hf, t.name]));
+  const tensors = new Map<string, OpenedTensor>();
+  for (const t of stored) {
+    const name = byHf.get(t.info.name);
+    if (name) tensors.set(name, t);
+  }
+  return finish(config, settingsFromHF(pre ?? {}, configJson), 'safetensors', tensors);
 }
 
 function finish(config: VisionTowerConfig, processor: ImageProcessorSettings, format: 'gguf' | 'safetensors', tensors: Map<string, OpenedTensor>): OpenedVisionTower {

@@ -22,7 +22,7 @@ import type { ChatTemplateConfig, TextTokenizer } from '../text/index';
 import type { ImageProcessorSettings } from '../vision/settings';
 import { tokensPerTile } from '../vision/tower';
 import { ReferenceModel } from './forward';
-import type { ReferenceVisionTower } from './vision';
+import { ReferenceVisionTower } from './vision';
 
 export interface ReferenceBackendOptions {
   /** The model id the API answers to (default: the config's arch, e.g. `qwen3`). */
@@ -79,7 +79,10 @@ export class ReferenceBackend implements Backend, StepRunner {
 
   static async create(opened: OpenedModel, opts: ReferenceBackendOptions = {}): Promise<ReferenceBackend> {
     const { tokenizer } = loadTextModel(opened);
-    return new ReferenceBackend(await ReferenceModel.load(opened), opened, tokenizer, opts);
+    // An HF SmolVLM folder carries its tower (OpenedModel.vision): loaded unless one is given.
+    const carried = opened.vision && { processor: opened.vision.processor, tower: await ReferenceVisionTower.load(opened.vision) };
+    const vision = opts.vision ?? carried;
+    return new ReferenceBackend(await ReferenceModel.load(opened), opened, tokenizer, { ...opts, ...(vision ? { vision } : {}) });
   }
 
   /**

@@ -29,7 +29,8 @@ export interface CreateEngineOptions {
   /**
    * The model's vision tower as llama.cpp ships it beside a text GGUF (`--mmproj`): a URL or, in
    * Node, a path to an mmproj GGUF (Idefics3 projectors: SmolVLM). Chat requests may then carry
-   * `image_url` parts. Read without the model cache.
+   * `image_url` parts. Read without the model cache. An HF Idefics3 / SmolVLM folder as `model`
+   * carries its own tower (`model.vision_model.*`): no mmproj needed.
    */
   mmproj?: string | URL;
   /** Download, cache, upload and compile progress (throttled to about 20 events per second). */
