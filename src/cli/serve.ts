@@ -27,6 +27,9 @@ Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, ...) f
   --integer-dot            one-token decode steps by int8 dot products where the GPU has them (default off)
   --speculative-ngram N,K  n-gram speculative decoding for requests that ask for none: propose up to K tokens
                            that followed the last N tokens earlier in the prompt and output (default off)
+  --draft-model PATH       a draft model for speculative decoding: a smaller model with the same tokenizer
+                           (file, folder, URL or repo id) guesses tokens the model verifies (default none)
+  --draft-tokens K         tokens the draft model guesses per step (1 to 32; default 8)
   --no-cache               read remote models without keeping a copy
   --fault-injection        POST /debug/fault {"kind": "device_lost"} loses the GPU device as a driver reset
                            would, to watch the engine recover (loopback clients only; default off)
@@ -45,6 +48,8 @@ export interface ServeArgs {
   integerDot?: boolean;
   /** `--speculative-ngram N,K`: EngineOptions.speculative. */
   speculative?: { type: 'ngram'; n: number; k: number };
+  /** `--draft-model F --draft-tokens K`: CreateEngineOptions.draft. */
+  draft?: { model: string; tokens?: number };
   cache: boolean;
   maxBodyBytes?: number;
   grammarCompileMs?: number;
@@ -138,6 +143,12 @@ export function parseServeArgs(args: string[], env: Record<string, string | unde
         out.speculative = { type: 'ngram', n, k };
         break;
       }
+      case '--draft-model':
+        out.draft = { ...out.draft, model: need() };
+        break;
+      case '--draft-tokens':
+        out.draft = { model: '', ...out.draft, tokens: int(1, 32) };
+        break;
       case '--max-lora-rank':
         out.maxLoraRank = int(1, 1024);
         break;
@@ -151,6 +162,7 @@ export function parseServeArgs(args: string[], env: Record<string, string | unde
         throw new UsageError(`unknown option ${args[i]} (see --help)`);
     }
   }
+  if (out.draft && !out.draft.model) throw new UsageError('--draft-tokens needs --draft-model: the draft model that guesses them');
   if (!out.model) throw new UsageError('--model is required: a .gguf file, a model folder, a URL or a Hugging Face repo id');
   return { port: 8080, host: '127.0.0.1', apiKey: env.WEBGPU_LLM_API_KEY || undefined, ...out, model: out.model } as ServeArgs;
 }
@@ -183,6 +195,7 @@ export async function serveCommand(args: string[], log: (line: string) => void =
     contextLength: a.contextLength,
     ...(a.integerDot ? { integerDot: true } : {}),
     ...(a.speculative ? { speculative: a.speculative } : {}),
+    ...(a.draft ? { draft: a.draft } : {}),
     ...(a.faultInjection ? { faultInjection: true } : {}),
     maxBodyBytes: a.maxBodyBytes,
     grammarCompileMs: a.grammarCompileMs,

@@ -52,6 +52,7 @@ import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, TokenL
 import { BackendError } from './errors';
 import { scaledSource, type Scaled } from './lora-source';
 import type { SpeculationRequest } from './proposers';
+import { checkDraftVocab, draftTokens, DraftModel } from './draft';
 
 /** Tiles the GPU tower encodes in one batch (its buffers hold this many). */
 const VISION_BATCH_TILES = 4;
@@ -82,6 +83,13 @@ export interface EngineOptions {
    * lookup over the prompt and output (src/engine/proposers.ts). Off by default until measured on GPUs.
    */
   speculative?: { type: 'ngram'; n: number; k: number };
+  /**
+   * A draft model for speculative decoding (./draft.ts): a smaller model with the same tokenizer
+   * (refused otherwise), loaded on the same GPU with its own KV pages, guesses up to `tokens`
+   * (default 8) tokens per step greedily for every request that asks for no speculation of its
+   * own; the model verifies them. Wins over `speculative`.
+   */
+  draft?: { model: ModelLocation | OpenedModel; tokens?: number };
   /** Sequences decoded together: requests, `n` choices and batched prompts in flight at once (default 16). */
   maxBatch?: number;
   /** Tokens the KV page pool holds for all sequences and the prefix cache (default: see kvPoolPages). */
@@ -194,8 +202,10 @@ export class GpuEngine implements Backend {
   private loraPool: Promise<LoraPool> | null = null;
   /** Requests ended since load (finished, stopped or aborted) and their tokens (EngineStats). */
   private readonly served = { requests: 0, promptTokens: 0, cachedPromptTokens: 0, generationTokens: 0 };
-  /** What a request that names no speculation of its own gets (EngineOptions.speculative). */
-  private readonly speculation: SpeculationRequest | undefined;
+  /** What a request that names no speculation of its own gets (EngineOptions.speculative or draft). */
+  private speculation: SpeculationRequest | undefined;
+  /** The draft model (EngineOptions.draft), disposed with the engine. */
+  private draft?: DraftModel;
 
   private constructor(
     parts: GpuParts,
@@ -353,10 +363,20 @@ export class GpuEngine implements Backend {
     const limits = { maxTokens: prefillChunk + maxSeqs, maxSeqs, numPages, pageSize, maxPagesPerSeq, contextLength };
     const spec: PartsSpec = { precision, integerDot, limits, maxWeightPartBytes: opts.maxWeightPartBytes };
     const text = loadTextModel(opened);
+    // The draft's vocabulary is checked before anything goes to the GPU.
+    const draftOpened = opts.draft && (isOpened(opts.draft.model) ? opts.draft.model : await openModel(opts.draft.model));
+    if (draftOpened) checkDraftVocab(text.tokenizer, loadTextModel(draftOpened).tokenizer);
+    const drafted = opts.draft && draftTokens(opts.draft.tokens);
     const progress = opts.onProgress instanceof ProgressEmitter ? opts.onProgress : new ProgressEmitter(opts.onProgress);
     const parts = await buildParts(gpu, opened, spec, progress, opts.onUpload);
     const engine = new GpuEngine(parts, text, opened, spec, { id: opts.id, contextLength, loraPool: opts.loraPool, recovery: opts.recovery, speculative: opts.speculative });
     try {
+      if (draftOpened) {
+        // On the same device, as large a batch and context: every sequence may draft at once.
+        const backend = await GpuEngine.load(draftOpened, { gpu, precision, contextLength, maxBatch: maxSeqs, pageSize, id: `${engine.id}-draft` });
+        engine.draft = new DraftModel(backend, drafted!);
+        engine.speculation = { draft: engine.draft };
+      }
       // An HF SmolVLM folder carries its tower (OpenedModel.vision); an mmproj given wins.
       const tower = opts.mmproj ?? opened.vision;
       if (tower) await engine.loadVision(parts.ctx, tower);
@@ -432,6 +452,7 @@ export class GpuEngine implements Backend {
       preemptions,
       ...this.served,
       speculative: { ...this.stepRunner.speculated },
+      ...(this.draft ? { draftSteps: this.draft.steps } : {}),
       recovering: this.recovery.active,
       recoveries: this.recovery.recoveries,
     };
@@ -537,6 +558,7 @@ export class GpuEngine implements Backend {
     destroyParts(this.parts);
     this.tower?.destroy();
     this.stepRunner.destroy();
+    await this.draft?.dispose();
   }
 }
 
@@ -610,6 +632,8 @@ export interface EngineStats {
   generationTokens: number;
   /** Speculative decoding since load: tokens proposed and verified, and those accepted into outputs. */
   speculative: { proposed: number; accepted: number };
+  /** With a draft model (EngineOptions.draft): its steps since load, apart from the model's `steps`. */
+  draftSteps?: number;
   /** The GPU device was lost and the engine is rebuilding on a new one (sequences wait meanwhile). */
   recovering: boolean;
   /** Recoveries from a lost device since load. */

@@ -1,6 +1,6 @@
 /** The proposers of speculative decoding: their lookups on small sequences. */
 import { describe, expect, it } from 'vitest';
-import { findAfter, NgramProposer, PredictionProposer, proposerFor } from './proposers';
+import { DraftProposer, findAfter, NgramProposer, PredictionProposer, proposerFor } from './proposers';
 
 describe('proposers', () => {
   it('finds where a tail occurs: the first end at or after `from`, else the last before it', () => {
@@ -36,5 +36,19 @@ describe('proposers', () => {
     expect(proposerFor({ prediction: [] })).toBeNull();
     expect(proposerFor({ prediction: [1], ngram: { n: 2, k: 2 } })).toBeInstanceOf(PredictionProposer);
     expect(proposerFor({ ngram: { n: 2, k: 2 } })).toBeInstanceOf(NgramProposer);
+  });
+
+  it("hands out a draft model's guess only for the tokens it was prepared for, at most its own count", async () => {
+    const asked: Array<[number, number]> = [];
+    const drafter = { tokens: 3, draft: async (ids: readonly number[], count: number) => (asked.push([ids.length, count]), Array.from({ length: count }, (_, i) => 100 + ids.length + i)) };
+    const p = proposerFor({ draft: drafter })!;
+    expect(p).toBeInstanceOf(DraftProposer);
+    expect(p.propose([1, 2], 0, 8)).toEqual([]);
+    await p.prepare!([1, 2], 0, 8);
+    await p.prepare!([1, 2], 0, 8);
+    expect(asked).toEqual([[2, 3]]);
+    expect(p.propose([1, 2], 0, 8)).toEqual([102, 103, 104]);
+    expect(p.propose([1, 2], 0, 2)).toEqual([102, 103]);
+    expect(p.propose([1, 2, 102], 1, 8)).toEqual([]);
   });
 });

@@ -10,7 +10,11 @@
  *     it again (re-alignment), as prompt-lookup decoding does.
  *   - `ngram` (prompt-lookup decoding): the last n tokens of the prompt and output so far, found
  *     earlier in them; the tokens that followed are the guess.
+ * The third, a draft model (`DraftProposer`, the model in ./draft.ts), guesses by running a smaller model greedily: its guess
+ * too is one token per position given the tokens before (greedy is a function of them), so the
+ * same comparison keeps the target's distribution. It guesses asynchronously (`prepare`).
  */
+
 
 /** What a request asks to speculate with (GenerateRequest.speculation). */
 export interface SpeculationRequest {
@@ -18,6 +22,16 @@ export interface SpeculationRequest {
   prediction?: readonly number[];
   /** Prompt-lookup decoding: match up to `n` tokens, propose up to `k`. */
   ngram?: { n: number; k: number };
+  /** A draft model's greedy guesses (EngineOptions.draft): up to `k` tokens per step. */
+  draft?: Drafter;
+}
+
+/** A draft model as a proposer sees it (./draft.ts `DraftModel`). */
+export interface Drafter {
+  /** Tokens it guesses per step at most (EngineOptions.draft.tokens). */
+  readonly tokens: number;
+  /** Its greedy continuation of `ids`, `count` tokens (fewer where its context ends; [] when it cannot run). */
+  draft(ids: readonly number[], count: number): Promise<number[]>;
 }
 
 /** Tokens a prediction proposes per step at most (llama.cpp's default draft length). */
@@ -31,18 +45,25 @@ export interface Proposer {
    * when it has no guess.
    */
   propose(ids: readonly number[], generated: number, max: number): number[];
+  /**
+   * A proposer that guesses asynchronously (a draft model) computes its guess for `ids` here,
+   * before the step is planned; `propose` then hands it out (and [] for ids it has not prepared).
+   */
+  prepare?(ids: readonly number[], generated: number, max: number): Promise<void>;
 }
 
 /** One row per proposer kind: how a request's field becomes its proposer. */
 const PROPOSERS: { [K in keyof Required<SpeculationRequest>]: (spec: NonNullable<SpeculationRequest[K]>) => Proposer } = {
   prediction: (tokens) => new PredictionProposer(tokens),
   ngram: ({ n, k }) => new NgramProposer(n, k),
+  draft: (spec) => new DraftProposer(spec),
 };
 
-/** The request's proposer, or null when it asks for none (a prediction wins over n-gram lookup). */
+/** The request's proposer, or null when it asks for none (a prediction wins over n-gram lookup, which wins over a draft model). */
 export function proposerFor(spec: SpeculationRequest | undefined): Proposer | null {
   if (spec?.prediction?.length) return PROPOSERS.prediction(spec.prediction);
   if (spec?.ngram) return PROPOSERS.ngram(spec.ngram);
+  if (spec?.draft) return PROPOSERS.draft(spec.draft);
   return null;
 }
 
@@ -106,5 +127,29 @@ export class NgramProposer implements Proposer {
       if (at >= 0) return ids.slice(at, at + want);
     }
     return [];
+  }
+}
+
+/**
+ * A draft model's guesses: before each step that samples, the draft model continues the sequence
+ * greedily by up to its `tokens` (`prepare`), and the step verifies them (`propose` hands out the
+ * guess made for exactly these ids). A greedy draft is a function of the tokens before each
+ * guess, so, as for lookups, accepting a row when the target's draw equals the guess keeps the
+ * target's distribution.
+ */
+export class DraftProposer implements Proposer {
+  /** The guess and the length of the ids it continues. */
+  private guess: { at: number; tokens: number[] } = { at: -1, tokens: [] };
+
+  constructor(private readonly drafter: Drafter) {}
+
+  async prepare(ids: readonly number[], _generated: number, max: number): Promise<void> {
+    if (this.guess.at === ids.length) return;
+    const tokens = await this.drafter.draft(ids, Math.min(max, this.drafter.tokens));
+    this.guess = { at: ids.length, tokens };
+  }
+
+  propose(ids: readonly number[], _generated: number, max: number): number[] {
+    return this.guess.at === ids.length ? this.guess.tokens.slice(0, max) : [];
   }
 }

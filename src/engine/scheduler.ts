@@ -201,6 +201,12 @@ export class Scheduler {
         }
         this.reap();
         if (!this.waiting.length && !this.running.length) break;
+        // A draft model guesses before the step that verifies its guess is planned (time passes: aborts may be due).
+        const drafting = this.drafting();
+        if (drafting.length) {
+          await Promise.all(drafting.map((seq) => seq.prepare(this.limits.maxSeqs)));
+          this.reap();
+        }
         const items = this.plan(inFlight !== null);
         if (!items?.length) {
           if (inFlight) {
@@ -236,6 +242,11 @@ export class Scheduler {
     } finally {
       if (inFlight) await this.complete(inFlight);
     }
+  }
+
+  /** Running sequences about to decode whose proposer guesses asynchronously (a draft model): they guess all at once, which a draft engine batches. */
+  private drafting(): Sequence[] {
+    return this.running.filter((r) => r.seq.prepares && r.seq.ready && r.seq.pending === 1).map((r) => r.seq);
   }
 
   /** Waits for a step's results and hands them out (`afterStep`). */

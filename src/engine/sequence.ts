@@ -271,6 +271,20 @@ export class Sequence {
     return this.proposer && room > 0 ? this.proposer.propose(this.ids, this.generated, room).slice(0, room) : [];
   }
 
+  /** Whether its proposer guesses asynchronously (a draft model): the scheduler awaits `prepare` before planning its step. */
+  get prepares(): boolean {
+    return this.proposer?.prepare !== undefined;
+  }
+
+  /**
+   * Lets an asynchronous proposer (a draft model) compute its guess for the tokens so far, which
+   * `proposals` then returns; at most `max` tokens, within max_tokens as `proposals`.
+   */
+  async prepare(max: number): Promise<void> {
+    const room = Math.min(max, this.maxTokens - this.generated - 1);
+    if (this.proposer?.prepare && room > 0 && !this.result) await this.proposer.prepare(this.ids, this.generated, room);
+  }
+
   /**
    * The step that feeds `work` is submitted; `onGpu`: the token it draws stays on the GPU for the
    * next step to feed. A sequence that speculates reads every draw back: its next proposal

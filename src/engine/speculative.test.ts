@@ -91,6 +91,38 @@ describe('speculative decoding on the GPU engine', () => {
   });
 });
 
+describe('a draft model', () => {
+  it('the same model in Q8_0 drafting for F32: the greedy output unchanged, several tokens per step, its steps counted apart', async () => {
+    const paths = await ensureFixture({ arch: 'qwen3', preset: 'tiny' }, { hf: [], gguf: ['Q8_0'] });
+    const target = await GpuEngine.load(rig.qwen.opened, { gpu: await testGPU(), contextLength: 256, draft: { model: paths.gguf.Q8_0!, tokens: 4 } });
+    try {
+      const off = await run(dense, 16);
+      const drafted = await run(target, 16);
+      expect(drafted.ids).toEqual(off.ids);
+      const { proposed, accepted } = drafted.result.speculation!;
+      expect(accepted).toBeGreaterThan(0);
+      expect(drafted.steps).toBe(16 - accepted);
+      // Measured: 11 of 12 guesses taken, 16 tokens in 5 steps (a Q4_0 draft of this random model: 5 of 32, 11 steps).
+      expect(drafted.steps).toBeLessThanOrEqual(8);
+      // The draft's own steps: at least one per step that verified a guess.
+      const stats = target.kvStats;
+      expect(stats.draftSteps).toBeGreaterThanOrEqual(Math.ceil(proposed / 4));
+      expect(stats.speculative).toEqual({ proposed, accepted });
+      // A request's own speculation wins over the draft: a prediction of the output, one step.
+      const own = await run(target, 16, { prediction: off.ids });
+      expect(own.ids).toEqual(off.ids);
+      expect(own.steps).toBe(1);
+      expect(target.kvStats.pages.used).toBe(0);
+    } finally {
+      await target.dispose();
+    }
+  });
+
+  it("is refused, before anything loads, when its vocabulary is not the model's", async () => {
+    await expect(GpuEngine.load(rig.qwen.opened, { gpu: await testGPU(), draft: { model: rig.llama.opened } })).rejects.toThrow(/draft model.*must share the model's tokenizer/);
+  });
+});
+
 describe('speculative decoding on the CPU reference', () => {
   it('verifies one position at a time: the same greedy and seeded output, its own prediction all accepted', async () => {
     const ref: ReferenceBackend = rig.qwen.backend as ReferenceBackend;

@@ -29,6 +29,8 @@ export interface HostOptions {
   integerDot?: boolean;
   /** CreateEngineOptions.speculative. */
   speculative?: EngineOptions['speculative'];
+  /** CreateEngineOptions.draft. */
+  draft?: { model: ModelInput; tokens?: number };
   /** What the GPU may use, when known better than the estimate (CreateEngineOptions.memoryBytes). */
   memoryBytes?: number;
   cache?: boolean;
@@ -74,6 +76,10 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
     progress,
     signal: options.signal,
   });
+  const draft = options.draft && {
+    model: await openModelWithCache(options.draft.model, { cache: options.cache === false ? false : undefined, progress, signal: options.signal }),
+    ...(options.draft.tokens !== undefined ? { tokens: options.draft.tokens } : {}),
+  };
   const listeners = new Set<(e: StructuredError) => void>();
   // Each device's uncaptured errors and its loss (reported once, also when the engine recovers).
   const listen = (gpu: GPUContext) => void gpu.onError((e) => listeners.forEach((l) => l(toStructured(e))));
@@ -97,6 +103,7 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
         kvCacheTokens: options.kvCacheTokens,
         integerDot: options.integerDot,
         speculative: options.speculative,
+        ...(draft ? { draft } : {}),
         id: options.id,
         onProgress: progress,
         lora: options.lora,

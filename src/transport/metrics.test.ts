@@ -23,6 +23,7 @@ const STATS: EngineStats = {
   cachedPromptTokens: 64,
   generationTokens: 410,
   speculative: { proposed: 120, accepted: 95 },
+  draftSteps: 30,
 };
 
 function standIn(unloaded = false): EngineHandle {
@@ -75,6 +76,7 @@ describe('/metrics', () => {
       [`webgpu_llm_prompt_tokens_cached_total{${m}}`]: 64,
       [`webgpu_llm_generation_tokens_total{${m}}`]: 410,
       [`webgpu_llm_steps_total{${m}}`]: 345,
+      [`webgpu_llm_draft_steps_total{${m}}`]: 30,
       [`webgpu_llm_preemptions_total{${m}}`]: 4,
       [`webgpu_llm_kv_pages{${m},state="used"}`]: 7,
       [`webgpu_llm_kv_pages{${m},state="cached"}`]: 3,
@@ -105,6 +107,6 @@ describe('/metrics', () => {
   });
 
   it('writes one line per sample', () => {
-    expect(metricsText(STATS, 'm').split('\n').filter((l) => l && !l.startsWith('#'))).toHaveLength(13);
+    expect(metricsText(STATS, 'm').split('\n').filter((l) => l && !l.startsWith('#'))).toHaveLength(14);
   });
 });

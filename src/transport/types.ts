@@ -61,6 +61,13 @@ export interface CreateEngineOptions {
    */
   speculative?: { type: 'ngram'; n: number; k: number };
   /**
+   * A draft model for speculative decoding (as llama.cpp's `--model-draft`): a smaller model with
+   * the same tokenizer (refused otherwise), on the same GPU, guesses up to `tokens` (default 8)
+   * tokens per step for requests that ask for no speculation of their own; the model verifies
+   * them (the output is the same). Wins over `speculative`.
+   */
+  draft?: { model: ModelSpec; tokens?: number };
+  /**
    * Bytes of memory the GPU may use, when you know it better than the engine's estimate (WebGPU
    * reports none; see src/gpu/memory.ts): `info.warnings` says when the model takes more.
    */

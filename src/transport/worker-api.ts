@@ -24,6 +24,7 @@ export interface WorkerLoadOptions {
   kvCacheTokens?: number;
   integerDot?: boolean;
   speculative?: { type: 'ngram'; n: number; k: number };
+  draft?: { model: WireModel; tokens?: number };
   cache?: boolean;
   id?: string;
   lora?: Record<string, { source: WireModel; scale?: number }>;
@@ -99,6 +100,7 @@ export function createWorkerApi(): EngineWorkerApi {
           kvCacheTokens: options.kvCacheTokens,
           integerDot: options.integerDot,
           speculative: options.speculative,
+          ...(options.draft ? { draft: { ...options.draft, model: toModelInput(options.draft.model) } } : {}),
           memoryBytes: options.memoryBytes,
           faultInjection: options.faultInjection,
           ...(options.mmproj ? { mmproj: options.mmproj } : {}),
