@@ -22,6 +22,7 @@ describe('the GPU engine with a vision tower (tiny SmolVLM)', () => {
   let gpuClient: OpenAI;
   let refClient: OpenAI;
   let url: string;
+  let other: string;
 
   beforeAll(async () => {
     const paths = await ensureFixture({ arch: 'llama', preset: 'tiny', vision: true }, { hf: ['F32'], gguf: ['F32'] });
@@ -32,8 +33,11 @@ describe('the GPU engine with a vision tower (tiny SmolVLM)', () => {
     const reference = await ReferenceBackend.create(opened, { vision: { processor: mmproj.processor, tower: await ReferenceVisionTower.load(mmproj) } });
     gpuClient = clientFor(appFor([engine]));
     refClient = clientFor(appFor([reference]));
-    const raw = Uint8Array.from({ length: 40 * 30 * 3 }, (_, i) => (i * 37 + ((i * i) % 251)) % 256);
-    url = `data:image/png;base64,${(await sharp(raw, { raw: { width: 40, height: 30, channels: 3 } }).png().toBuffer()).toString('base64')}`;
+    const png = async (salt: number) => {
+      const raw = Uint8Array.from({ length: 40 * 30 * 3 }, (_, i) => (i * 37 + salt * i + ((i * i) % 251)) % 256);
+      return `data:image/png;base64,${(await sharp(raw, { raw: { width: 40, height: 30, channels: 3 } }).png().toBuffer()).toString('base64')}`;
+    };
+    [url, other] = await Promise.all([png(0), png(5)]);
   }, 300_000);
   afterAll(() => engine?.dispose());
 
@@ -53,5 +57,24 @@ describe('the GPU engine with a vision tower (tiny SmolVLM)', () => {
     expect(gpu.choices[0]!.message.content).toBe(ref.choices[0]!.message.content);
     const first = (r: typeof gpu) => r.choices[0]!.logprobs!.content![0]!.top_logprobs.map((t) => t.logprob);
     first(gpu).forEach((v, i) => expect(v).toBeCloseTo(first(ref)[i]!, 3));
+  }, 300_000);
+
+  it('keys the prefix cache by the image: a follow-up turn encodes it no more, another image with the same text never hits', async () => {
+    type Messages = OpenAI.Chat.Completions.ChatCompletionMessageParam[];
+    const ask = (client: OpenAI, messages: Messages) => client.chat.completions.create({ model: 'default', messages, max_tokens: 3, temperature: 0 });
+    const turn = (u: string): Messages => [{ role: 'user', content: [{ type: 'image_url', image_url: { url: u } }, { type: 'text', text: 'What is this?' }] }];
+    const first = await ask(gpuClient, turn(url));
+    const encoded = engine.tilesEncoded;
+    // The image (13 tiles, 52 tokens, from position 4) sits in pages the first turn left in the cache.
+    const follow: Messages = [...turn(url), { role: 'assistant', content: first.choices[0]!.message.content! }, { role: 'user', content: 'And then?' }];
+    const [gpu, ref] = [await ask(gpuClient, follow), await ask(refClient, follow)];
+    expect(engine.tilesEncoded).toBe(encoded);
+    expect(gpu.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThan(56);
+    expect(gpu.choices[0]!.message.content).toBe(ref.choices[0]!.message.content);
+    // The same text with another image: nothing past the text before the image is reused, and its tiles are encoded.
+    const [gpu2, ref2] = [await ask(gpuClient, turn(other)), await ask(refClient, turn(other))];
+    expect(gpu2.usage!.prompt_tokens_details!.cached_tokens).toBeLessThan(8);
+    expect(engine.tilesEncoded).toBe(encoded + 13);
+    expect(gpu2.choices[0]!.message.content).toBe(ref2.choices[0]!.message.content);
   }, 300_000);
 });

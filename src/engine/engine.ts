@@ -34,6 +34,7 @@ import { tokensPerTile, towerTensors } from '../vision/tower';
 import { maxWeightPartBytes, uploadWeights, type GpuWeights, type UploadProgress } from './gpu-weights';
 import { checkPromptIds } from './backend-util';
 import { BackendDisposedError, ContextLengthError, LoraExistsError, PrecisionUnsupportedError } from './errors';
+import { SeqImages } from './seq-images';
 import { BreakerTable, Sequence, type SequenceEnv } from './sequence';
 import { KvPages } from './kv-pages';
 import { layerCacheKinds, pageBytes, pagesPerBinding } from './layer-cache';
@@ -179,8 +180,6 @@ export class GpuEngine implements Backend {
   private tower?: GpuVisionTower;
   /** The tower as opened, to make it again on a new device (`rebuild`). */
   private towerSource?: OpenedVisionTower;
-  /** Requests' image encodings, one at a time (the tower's buffers are shared). */
-  private towerQueue: Promise<void> = Promise.resolve();
   private readonly env: SequenceEnv;
 
   /** Bench hook: while set, steps record through it (more passes; same results). */
@@ -293,7 +292,7 @@ export class GpuEngine implements Backend {
    */
   private async rebuild(gpu: GPUContext): Promise<void> {
     const pool = this.loraPool && (await this.loraPool.catch(() => null));
-    const { profiler, trace, cpuSteps, prefillSteps, speculated, imageRows } = this.stepRunner;
+    const { profiler, trace, cpuSteps, prefillSteps, speculated, tilesEncoded } = this.stepRunner;
     destroyParts(this.parts);
     this.tower?.destroy();
     this.tower = undefined;
@@ -304,8 +303,8 @@ export class GpuEngine implements Backend {
       throw new BackendDisposedError('GpuEngine');
     }
     this.parts = parts;
-    // Requests' image embeddings (by sequence) stay: a sequence fed again splices them again.
-    this.stepRunner = Object.assign(this.runnerFor(parts), { profiler, trace, cpuSteps, prefillSteps, imageRows });
+    // Requests' image embeddings stay with their sequences (Sequence.images): a sequence fed again splices them again.
+    this.stepRunner = Object.assign(this.runnerFor(parts), { profiler, trace, cpuSteps, prefillSteps, tilesEncoded });
     Object.assign(this.stepRunner.speculated, speculated);
     this.loraPool = null;
     if (pool) {
@@ -400,33 +399,32 @@ export class GpuEngine implements Backend {
     this.tower = await GpuVisionTower.create(ctx, opened.config, weights, VISION_BATCH_TILES);
     this.towerSource = opened;
     this.runner.images = await this.parts.forward.enableImages(ctx);
+    const tower = this.tower;
+    this.runner.encodeTiles = (tiles) => tower.embedTiles(tiles);
     this.vision = { processor: opened.processor, imageTokenId };
   }
 
   /**
-   * The embeddings of a request's images by prompt position (each tile's rows at the next
-   * image-token positions), encoded on the GPU tower one request at a time (its buffers are shared).
+   * A request's images as its sequence carries them (positions, content-hash keys for the prefix
+   * cache); the tower encodes them in the step that first feeds their positions (StepRunner).
    */
-  private async imageRows(request: GenerateRequest): Promise<Map<number, Float32Array>> {
-    const out = new Map<number, Float32Array>();
+  private async promptImages(request: GenerateRequest): Promise<SeqImages | undefined> {
     const images = request.images ?? [];
-    if (images.length === 0) return out;
+    if (images.length === 0) return undefined;
     if (!this.tower || !this.vision) throw new BackendError('invalid_prompt', 400, `the model ${this.id} takes no images`);
-    const tower = this.tower;
-    const positions: number[] = [];
-    request.promptIds.forEach((id, pos) => id === this.vision!.imageTokenId && positions.push(pos));
-    const per = tokensPerTile(tower.config);
-    const tiles = images.flatMap((im) => im.tiles);
-    if (positions.length !== tiles.length * per)
-      throw new BackendError('invalid_prompt', 400, `the prompt has ${positions.length} image tokens for ${images.length} images of ${tiles.length} tiles (${tiles.length * per} tokens)`);
-    const run = this.towerQueue.then(() => tower.embedTiles(tiles));
-    this.towerQueue = run.then(() => undefined, () => undefined);
-    const rows = await run;
-    const dim = tower.config.projectionDim;
-    rows.forEach((r, t) => {
-      for (let i = 0; i < per; i++) out.set(positions[t * per + i]!, r.subarray(i * dim, (i + 1) * dim));
-    });
+    const per = tokensPerTile(this.tower.config);
+    const out = await SeqImages.of(request.promptIds, this.vision.imageTokenId, images, per, this.tower.config.projectionDim);
+    if (!out) {
+      const tiles = images.reduce((n, im) => n + im.tiles.length, 0);
+      const found = request.promptIds.filter((id) => id === this.vision!.imageTokenId).length;
+      throw new BackendError('invalid_prompt', 400, `the prompt has ${found} image tokens for ${images.length} images of ${tiles} tiles (${tiles * per} tokens)`);
+    }
     return out;
+  }
+
+  /** Tiles the vision tower encoded since load (tests: a cached image is not encoded again). */
+  get tilesEncoded(): number {
+    return this.runner.tilesEncoded;
   }
 
   /** Bench hook: GPU bytes of the weight matrices (what a decode step reads at least) and of the KV cache. */
@@ -482,13 +480,12 @@ export class GpuEngine implements Backend {
       // speculate either (SequenceEnv.verifies).
       const recurrent = hasRecurrentLayers(this.config);
       const speculation = request.speculation ?? this.speculation;
-      const images = await this.imageRows(request);
+      const images = await this.promptImages(request);
       const seq = new Sequence({ ...request, ...(speculation ? { speculation } : {}) }, this.env, lease ?? undefined);
-      if (images.size) this.runner.imageRows.set(seq, images);
+      if (images) seq.images = images;
       try {
-        // The prefix cache keys K/V by ids: an image's ids are the same for every image, so a prompt
-        // with images neither reuses a cached prefix nor leaves one (content-hash keys: to do).
-        return yield* this.run(seq, images.size || recurrent ? false : (request.cachePrompt ?? true), request.signal);
+        // Image positions are keyed by the image's content hash in the prefix cache (SeqImages.keys).
+        return yield* this.run(seq, recurrent ? false : (request.cachePrompt ?? true), request.signal);
       } finally {
         // run() ended it whichever way it went.
         const r = seq.finish!;

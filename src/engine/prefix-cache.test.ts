@@ -18,6 +18,19 @@ describe('PrefixCache', () => {
     expect(cache.match(ids(12, 1), 11)).toEqual([]);
   });
 
+  it('keys image-token positions by their marks (an image’s content hash): the same image matches, another never does', () => {
+    const kv = new KvPages(8, 4);
+    const cache = new PrefixCache(kv);
+    kv.append(1, 8);
+    // Ids 0..7 with an "image" at positions 2..5 (the same id for every image, as <image> is).
+    const prompt = [0, 1, 9, 9, 9, 9, 6, 7];
+    const marks = (hash: string) => new Map([2, 3, 4, 5].map((p, i) => [p, `${hash}:${i}`]));
+    cache.extend(prompt, kv.table(1), cache.cursor(), 8, marks('a'));
+    expect(cache.match([...prompt, 8], 8, '', marks('a'))).toEqual(kv.table(1));
+    expect(cache.match([...prompt, 8], 8, '', marks('b'))).toEqual([]);
+    expect(cache.match([...prompt, 8], 8)).toEqual([]);
+  });
+
   it('keeps each adapter’s pages in its own namespace, and drops a namespace whole', () => {
     const kv = new KvPages(8, 4);
     const cache = new PrefixCache(kv);

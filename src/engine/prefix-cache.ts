@@ -11,6 +11,9 @@
  * kept. Because a sequence references every page of its path, an unreferenced node's descendants
  * are unreferenced too: all of them can be evicted, leaf by leaf.
  *
+ * A page holding image tokens is keyed by the image's content hash at those positions (`marks`):
+ * the ids are the same `<image>` for every image, so without it another image would match.
+ *
  * K/V depend on the weights that computed them: a sequence run with a LoRA adapter keys its pages
  * under that adapter's namespace (one tree each), so two adapters, or an adapter and the base
  * model, never share a page even for the same tokens.
@@ -55,22 +58,24 @@ export class PrefixCache implements PageReclaimer {
     return root;
   }
 
-  private keyOf(ids: readonly number[], page: number): string {
+  /** A page's key: its ids, an image token's replaced by its key in `marks` (the image's content hash and index). */
+  private keyOf(ids: readonly number[], page: number, marks?: ReadonlyMap<number, string>): string {
     const ps = this.kv.pageSize;
-    return ids.slice(page * ps, (page + 1) * ps).join(',');
+    const part = ids.slice(page * ps, (page + 1) * ps);
+    return (marks ? part.map((id, i) => marks.get(page * ps + i) ?? id) : part).join(',');
   }
 
   /**
    * The cached pages of `ids`' longest prefix of whole pages, at most `maxTokens` tokens long
    * (a prompt keeps at least its last token to compute, for its logits). Marks them used now.
    */
-  match(ids: readonly number[], maxTokens: number, namespace = ''): number[] {
+  match(ids: readonly number[], maxTokens: number, namespace = '', marks?: ReadonlyMap<number, string>): number[] {
     const ps = this.kv.pageSize;
     const pages: number[] = [];
     let node = this.rootOf(namespace);
     const now = ++this.clock;
     for (let p = 0; (p + 1) * ps <= Math.min(maxTokens, ids.length); p++) {
-      const child = node.children.get(this.keyOf(ids, p));
+      const child = node.children.get(this.keyOf(ids, p, marks));
       if (!child) break;
       child.lastUse = now;
       pages.push(child.page);
@@ -92,7 +97,7 @@ export class PrefixCache implements PageReclaimer {
    * it already holds the same prefix in another page (two sequences computed it side by side), the
    * tree keeps its own and the sequence's copy stays private to it. Returns the new cursor.
    */
-  extend(ids: readonly number[], table: readonly number[], cursor: PrefixCursor, limit = ids.length): PrefixCursor {
+  extend(ids: readonly number[], table: readonly number[], cursor: PrefixCursor, limit = ids.length, marks?: ReadonlyMap<number, string>): PrefixCursor {
     const ps = this.kv.pageSize;
     const full = Math.min(table.length, Math.floor(Math.min(limit, ids.length) / ps));
     let { node, pages } = cursor;
@@ -101,7 +106,7 @@ export class PrefixCache implements PageReclaimer {
     if (node !== root && this.byPage.get(node.page) !== node) (node = root), (pages = 0);
     const now = ++this.clock;
     for (let p = pages; p < full; p++) {
-      const key = this.keyOf(ids, p);
+      const key = this.keyOf(ids, p, marks);
       let child = node.children.get(key);
       if (!child) {
         const page = table[p]!;

@@ -283,7 +283,7 @@ export class Scheduler {
 
   /** Offers a running sequence's full pages of known tokens to the prefix cache. */
   private offer(r: Running): void {
-    r.cursor = this.prefix.extend(r.seq.tokens, this.kv.table(r.slot), r.cursor, r.seq.keyedLength);
+    r.cursor = this.prefix.extend(r.seq.tokens, this.kv.table(r.slot), r.cursor, r.seq.keyedLength, r.seq.images?.keys);
   }
 
   /** Ends running and waiting sequences that were aborted (or may not sample at all). */
@@ -393,7 +393,7 @@ export class Scheduler {
         i++;
         continue;
       }
-      const matched = w.useCache ? this.prefix.match(w.seq.tokens, w.seq.tokens.length - 1, w.seq.adapter?.key) : [];
+      const matched = w.useCache ? this.prefix.match(w.seq.tokens, w.seq.tokens.length - 1, w.seq.adapter?.key, w.seq.images?.keys) : [];
       const cached = matched.length * this.kv.pageSize;
       const left = w.seq.tokens.length - cached;
       const n = left === 1 ? 1 : Math.min(left, budget);
@@ -408,7 +408,7 @@ export class Scheduler {
       this.kv.adopt(slot, matched);
       w.seq.reuse(cached);
       const r: Running = { seq: w.seq, slot, stream: w.stream, cursor: this.prefix.cursor(w.seq.adapter?.key), useCache: w.useCache };
-      r.cursor = this.prefix.extend(w.seq.tokens, matched, r.cursor, cached);
+      r.cursor = this.prefix.extend(w.seq.tokens, matched, r.cursor, cached, w.seq.images?.keys);
       this.running.push(r);
       this.runner.place(w.seq, slot);
       const work = w.seq.work(n, proposed);
@@ -437,7 +437,8 @@ export class Scheduler {
       if (fed >= r.seq.promptIds.length) continue; // done with its prompt: what it shares is cached
       let common = 0;
       const max = Math.min(ids.length - 1, theirs.length);
-      while (common < max && ids[common] === theirs[common]) common++;
+      const [mine, its] = [w.seq.images?.keys, r.seq.images?.keys];
+      while (common < max && ids[common] === theirs[common] && mine?.get(common) === its?.get(common)) common++;
       // It will compute at least one whole page we could adopt.
       if (Math.floor(common / ps) > Math.floor(fed / ps)) return true;
     }

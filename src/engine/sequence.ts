@@ -10,6 +10,7 @@
  * the previous one's draws are recorded (`drawCount`, `ready`); the CPU reference runs one
  * sequence at a time through `runSequence` and its `StepRunner.step`.
  */
+import type { SeqImages } from './seq-images';
 import { FEED } from '../kernels/feed';
 import { needsPenalties } from '../kernels/penalties';
 import type { SeqSampling } from '../kernels/sample';
@@ -86,6 +87,8 @@ export class Sequence {
   readonly jumpsForward: boolean;
   /** Prompt tokens whose KV was reused (set by the backend when it first places the sequence). */
   cachedTokens = 0;
+  /** Its prompt images (a model with a vision tower): their positions, prefix-cache keys and embeddings. */
+  images?: SeqImages;
   /** Speculative decoding's guesser (null: none asked for, or the request cannot speculate: see `canSpeculate`). */
   private readonly proposer: Proposer | null;
   /** Tokens proposed and verified, and those of them the output took. */

@@ -140,10 +140,12 @@ export class StepRunner implements BatchRunner {
   cpuSteps = 0;
   /** Prefill chunks run that only filled the KV (no sampling). */
   prefillSteps = 0;
-  /** Each sequence's image-token embeddings by prompt position (a model with a vision tower). */
-  readonly imageRows = new WeakMap<Sequence, ReadonlyMap<number, Float32Array>>();
   /** The forward pass's image splice, once enabled (GpuForward.enableImages). */
   images: ImageSplice | null = null;
+  /** The vision tower: each tile's image-token embeddings (a model with one; set with `images`). */
+  encodeTiles: ((tiles: readonly Float32Array[]) => Promise<Float32Array[]>) | null = null;
+  /** Tiles the tower encoded (tests: an image the prefix cache holds is not encoded again). */
+  tilesEncoded = 0;
   /** Speculative decoding: tokens proposed and verified, and those accepted into outputs. */
   readonly speculated = { proposed: 0, accepted: 0 };
   private readonly channels: Channel[];
@@ -233,6 +235,7 @@ export class StepRunner implements BatchRunner {
       return r.verify ? { ...p, step: p.step + r.verify } : p;
     });
     if (params.length) packSamplingParams(params, this.samplingParams);
+    await this.encodeImages(rows);
     const { tokens, seqs, adapted } = this.stepBuffers.write(
       rows.map((r) => ({ seq: r.item.slot, tokens: r.tokens, adapter: r.item.seq.adapter?.id, verifies: r.verify > 0 })),
       this.kv,
@@ -292,6 +295,25 @@ export class StepRunner implements BatchRunner {
   }
 
   /**
+   * Encodes, in one batch on the tower, the images whose positions this step feeds and that are
+   * not encoded yet (an image the prefix cache held is fed by none): image requests take part in
+   * the same steps as text ones, their tiles encoded as the step that needs them is recorded.
+   */
+  private async encodeImages(rows: readonly Row[]): Promise<void> {
+    if (!this.encodeTiles) return;
+    const pending = rows.flatMap((r) => {
+      const from = r.item.seq.kvLength;
+      return r.verify === 0 ? (r.item.seq.images?.pending(from, from + r.tokens.length) ?? []) : [];
+    });
+    if (!pending.length) return;
+    const tiles = pending.flatMap((im) => im.tiles);
+    const encoded = await this.encodeTiles(tiles);
+    this.tilesEncoded += tiles.length;
+    let at = 0;
+    for (const im of pending) im.rows = encoded.slice(at, (at += im.tiles.length));
+  }
+
+  /**
    * The image rows of the step's prompt positions that are image tokens, with each step row's
    * index into them, written for the splice after the embedding; false when the step has none.
    * A row's tokens sit at its sequence's positions from kvLength on (before this step's advance).
@@ -303,11 +325,11 @@ export class StepRunner implements BatchRunner {
     const data: Float32Array[] = [];
     let at = 0;
     for (const r of rows) {
-      const images = r.verify === 0 ? this.imageRows.get(r.item.seq) : undefined;
+      const images = r.verify === 0 ? r.item.seq.images : undefined;
       if (images) {
         const from = r.item.seq.kvLength;
         r.tokens.forEach((_, j) => {
-          const e = images.get(from + j);
+          const e = images.rowAt(from + j);
           if (!e) return;
           index ??= new Uint32Array(tokens).fill(SPLICE_NONE);
           index[at + j] = data.length;

@@ -12,7 +12,7 @@
  * Everything is built once: buffers for `maxTiles` tiles, pipelines, bind groups.
  */
 import { f32ArrayToF16 } from '../../formats/halfs';
-import { createBuffer, readBuffer, STORAGE, UNIFORM, uploadBuffer, writeBuffer } from '../../gpu/buffers';
+import { createBuffer, READBACK, STORAGE, UNIFORM, uploadBuffer, writeBuffer } from '../../gpu/buffers';
 import { createAddOp } from '../../kernels/add';
 import { createEncoderAttentionOp } from '../../kernels/attention-encoder';
 import { createGeluOp } from '../../kernels/gelu';
@@ -43,6 +43,8 @@ export class GpuVisionTower {
     private readonly projCounts: GPUBuffer,
     private readonly lastToken: GPUBuffer,
     private readonly out: GPUBuffer,
+    /** The embeddings' way back to the CPU, made once (a batch's readback allocates nothing). */
+    private readonly staging: GPUBuffer,
     private readonly ops: Op[],
     owned: GPUBuffer[],
   ) {
@@ -94,6 +96,8 @@ export class GpuVisionTower {
     const ffn = buf(T * f * act, 'vision ffn'); // act [T, f]
     const rows = T / c.scaleFactor ** 2;
     const out = buf(rows * c.projectionDim * 4, 'vision out'); // f32 [T / s², projectionDim]
+    const staging = createBuffer(device, rows * c.projectionDim * 4, READBACK, 'vision readback');
+    owned.push(staging);
     // u32 {T, S}: the step's tokens (the linear ops read T at offset 0) and tiles.
     const counts = createBuffer(device, 16, UNIFORM, 'vision counts');
     // u32 {T / s²}: the projection's rows.
@@ -136,7 +140,7 @@ export class GpuVisionTower {
     const kProj = d * c.scaleFactor ** 2;
     ops.push(await createLinearOp(ctx, { step: projCounts, maxTokens: rows, weight: matrix('mm.model.fc.weight', kProj), dtype: 'F32', n: c.projectionDim, k: kProj, x: h, y: out, yF32: true }));
     if (towerTensors(c).length !== weights.size) throw new Error(`vision tower: ${weights.size} tensors given, ${towerTensors(c).length} expected`);
-    return new GpuVisionTower(ctx, c, maxTiles, order, patches, counts, projCounts, lastToken, out, ops, owned);
+    return new GpuVisionTower(ctx, c, maxTiles, order, patches, counts, projCounts, lastToken, out, staging, ops, owned);
   }
 
   /** Each tile's image-token embeddings (tokensPerTile × projectionDim), tiles in batches of maxTiles. */
@@ -175,9 +179,13 @@ export class GpuVisionTower {
     const rows = T / c.scaleFactor ** 2;
     this.ops.forEach((op, i) => op.encode(pass, i === this.ops.length - 1 ? rows : T));
     pass.end();
+    const bytes = rows * c.projectionDim * 4;
+    encoder.copyBufferToBuffer(this.out, 0, this.staging, 0, bytes);
     device.queue.submit([encoder.finish()]);
     const per = tokensPerTile(c) * c.projectionDim;
-    const all = new Float32Array(await readBuffer(device, this.out, rows * c.projectionDim * 4));
+    await this.staging.mapAsync(0x0001 /* GPUMapMode.READ */, 0, bytes);
+    const all = new Float32Array(this.staging.getMappedRange(0, bytes).slice(0));
+    this.staging.unmap();
     return tiles.map((_, n) => all.slice(n * per, (n + 1) * per));
   }
 
