@@ -4,6 +4,10 @@
  * `maxBatch` inputs a step), so concurrent requests share steps as the decoder engine's sequences
  * do. An encoder generates nothing: the API refuses the generating routes on an embedding model
  * before they reach `generate`.
+ *
+ * It also has the face the host (src/transport/host.ts) reads of GpuEngine (gpu, precision, limits,
+ * kvStats, memoryUse, failure, recoveries, the LoRA calls), so createEngine, `serve`, the Worker,
+ * the service worker and the fetch shim serve either through one host.
  */
 import type { GPUContext } from '../gpu/device';
 import { engineOpContext } from '../kernels/op';
@@ -11,16 +15,20 @@ import { openEncoder, type OpenedEncoder } from '../model/encoder-open';
 import type { ModelLocation } from '../model/open';
 import { tokenizerOf } from '../text/from-model';
 import type { TextTokenizer } from '../text/tokenizer';
-import { BackendDisposedError } from './errors';
+import type { MemoryUse } from '../gpu/memory';
+import type { EngineStats } from './engine';
+import { BackendDisposedError, LoraUnsupportedError } from './errors';
 import { GpuBertEncoder } from './forward/bert';
-import type { Backend, BackendConfig, GeneratedToken, GenerationResult } from './types';
+import type { Backend, BackendConfig, GeneratedToken, GenerationResult, LoraInfo } from './types';
 
 export interface EncoderBackendOptions {
   gpu: GPUContext;
-  /** The stream is f32 either way; 'f16' keeps q/k/v and the FFN rows in f16. Default f32. */
-  precision?: 'f32' | 'f16';
+  /** The stream is f32 either way; 'f16' keeps q/k/v and the FFN rows in f16; 'auto': f16 where the GPU has it. Default f32. */
+  precision?: 'f32' | 'f16' | 'auto';
   /** Inputs per step (default 8). */
   maxBatch?: number;
+  /** Tokens an input may have, below the model's own limit. */
+  contextLength?: number;
   /** The model id the API answers to (default `bert`). */
   id?: string;
 }
@@ -38,33 +46,83 @@ export class EncoderBackend implements Backend {
   readonly chatTemplate = null;
   /** Tokens an input may have: `max_seq_length`, within the learned positions. */
   readonly contextLength: number;
+  /** Inputs per step; an encoder keeps no KV cache (no pages). */
+  readonly limits: { maxSeqs: number; numPages: number; pageSize: number };
+  /** An encoder does not rebuild on a lost device: its requests fail with the loss. */
+  readonly recoveries = 0;
+  readonly failure = null;
   private readonly queue: Pending[] = [];
   private running = false;
   private disposed = false;
+  private readonly counts = { running: 0, requests: 0, promptTokens: 0 };
 
   private constructor(
     readonly model: OpenedEncoder,
     private readonly encoder: GpuBertEncoder,
     id: string,
+    readonly gpu: GPUContext,
+    readonly precision: 'f32' | 'f16',
   ) {
     this.id = id;
     this.config = { vocabSize: model.config.vocabSize, hiddenSize: model.config.hiddenSize, embedding: model.embedding };
     this.tokenizer = tokenizerOf(model.tokenizer);
     this.contextLength = encoder.maxTokens / encoder.maxSeqs;
+    this.limits = { maxSeqs: encoder.maxSeqs, numPages: 0, pageSize: 0 };
   }
 
   static async load(model: ModelLocation | OpenedEncoder, opts: EncoderBackendOptions): Promise<EncoderBackend> {
     const opened = isOpened(model) ? model : await openEncoder(model);
-    const limit = Math.min(opened.embedding.maxSeqLength ?? Infinity, opened.config.maxPositionEmbeddings);
+    const limit = Math.min(opened.embedding.maxSeqLength ?? Infinity, opened.config.maxPositionEmbeddings, opts.contextLength ?? Infinity);
     const maxSeqs = Math.max(1, Math.floor(opts.maxBatch ?? 8));
-    const encoder = await GpuBertEncoder.create(engineOpContext(opts.gpu, opts.precision ?? 'f32'), opened, limit * maxSeqs, maxSeqs);
-    return new EncoderBackend(opened, encoder, opts.id ?? 'bert');
+    const precision = opts.precision === 'auto' ? (opts.gpu.info.f16 ? 'f16' : 'f32') : (opts.precision ?? 'f32');
+    const encoder = await GpuBertEncoder.create(engineOpContext(opts.gpu, precision), opened, limit * maxSeqs, maxSeqs);
+    return new EncoderBackend(opened, encoder, opts.id ?? 'bert', opts.gpu, precision);
+  }
+
+  /** As GpuEngine's: a step is one encoder call, a request one embed() call; no pages, nothing generated. */
+  get kvStats(): EngineStats {
+    const { running, requests, promptTokens } = this.counts;
+    return {
+      pageSize: 0,
+      pages: { total: 0, used: 0, cached: 0, free: 0 },
+      running,
+      waiting: this.queue.length,
+      steps: this.encoder.steps,
+      preemptions: 0,
+      requests,
+      promptTokens,
+      cachedPromptTokens: 0,
+      generationTokens: 0,
+      speculative: { proposed: 0, accepted: 0 },
+      recovering: false,
+      recoveries: 0,
+    };
+  }
+
+  /** GPU memory held: the weights as uploaded, and the step's buffers as `other`. */
+  get memoryUse(): MemoryUse {
+    const weights = [...this.model.tensors.values()].reduce((n, t) => n + t.info.byteLength, 0);
+    return { weights, kvCache: 0, other: Math.max(0, this.encoder.bytes - weights) };
+  }
+
+  loadLora(): Promise<LoraInfo> {
+    return Promise.reject(new LoraUnsupportedError(this.id));
+  }
+
+  unloadLora(): Promise<void> {
+    return Promise.reject(new LoraUnsupportedError(this.id));
+  }
+
+  loras(): LoraInfo[] {
+    return [];
   }
 
   /** Each input's embedding; inputs of requests waiting together run in the same steps. */
   embed(inputs: readonly (readonly number[])[], signal?: AbortSignal): Promise<Float32Array[]> {
     if (this.disposed) return Promise.reject(new BackendDisposedError(this.id));
     signal?.throwIfAborted();
+    this.counts.requests++;
+    this.counts.promptTokens += inputs.reduce((n, ids) => n + ids.length, 0);
     const all = inputs.map((ids) => new Promise<Float32Array>((resolve, reject) => this.queue.push({ ids, resolve, reject })));
     void this.pump();
     return Promise.all(all);
@@ -77,11 +135,14 @@ export class EncoderBackend implements Backend {
     try {
       while (this.queue.length) {
         const batch = this.queue.splice(0, this.queue.length);
+        this.counts.running = batch.length;
         try {
           const vectors = await this.encoder.embed(batch.map((p) => p.ids));
           batch.forEach((p, i) => p.resolve(vectors[i]!));
         } catch (e) {
           batch.forEach((p) => p.reject(e));
+        } finally {
+          this.counts.running = 0;
         }
       }
     } finally {

@@ -15,6 +15,7 @@ export type BackendErrorCode =
   | 'lora_not_found' // a request or an unload names an adapter that is not loaded
   | 'lora_exists' // a load names an adapter already loaded
   | 'lora_pool_full' // the adapter pool has no room (or no id) for another adapter
+  | 'lora_unsupported' // an adapter for a model that takes none (an encoder)
   | 'routed_experts_unavailable'; // return_routed_experts on a model without experts
 
 export class BackendError extends Error {
@@ -113,6 +114,14 @@ export class LoraExistsError extends BackendError {
   override name = 'LoraExistsError';
   constructor(adapter: string) {
     super('lora_exists', 409, `A LoRA adapter named "${adapter}" is loaded already: unload it first, or choose another name`, 'lora_name');
+  }
+}
+
+/** An adapter for a model that takes none: the BERT encoder runs its own weights only. */
+export class LoraUnsupportedError extends BackendError {
+  override name = 'LoraUnsupportedError';
+  constructor(model: string) {
+    super('lora_unsupported', 400, `the model ${model} takes no LoRA adapters (only the decoder engine does)`, 'model');
   }
 }
 

@@ -8,7 +8,8 @@
 import { blobSource, fileSource, httpSource, type ByteSource } from '../formats/source';
 import { FormatError } from '../formats/types';
 import type { Folder } from '../model/folder';
-import { openModel, type OpenedModel } from '../model/open';
+import { openAnyModel, type OpenedEncoder } from '../model/encoder-open';
+import { openModel, type ModelLocation, type OpenedModel } from '../model/open';
 import type { ModelCache } from './cache';
 import { cachedSource, cachedText, lazySource, type CachedSourceOptions } from './download';
 import { abortedError, throwIfAborted, toLoadError } from './errors';
@@ -27,10 +28,11 @@ export interface LoadOptions extends ResolveOptions {
   signal?: AbortSignal;
 }
 
-export interface LoadedModel extends OpenedModel {
+/** An opened model (a decoder's OpenedModel, or an encoder's) with where it was found. */
+export type LoadedModel<M = OpenedModel> = M & {
   /** Where the model was found. */
   resolved: ResolvedModel;
-}
+};
 
 /** The cache a load uses when none is given: the best store this environment has, or none. */
 export async function defaultModelCache(): Promise<ModelCache | null> {
@@ -44,7 +46,13 @@ export async function defaultModelCache(): Promise<ModelCache | null> {
   return null;
 }
 
-export async function openModelWithCache(input: ModelInput, opts: LoadOptions = {}): Promise<LoadedModel> {
+export const openModelWithCache = (input: ModelInput, opts: LoadOptions = {}): Promise<LoadedModel> => openWithCache(input, opts, openModel);
+
+/** As openModelWithCache, and a BERT encoder's files open as the encoder (what createEngine serves). */
+export const openAnyModelWithCache = (input: ModelInput, opts: LoadOptions = {}): Promise<LoadedModel<OpenedModel | OpenedEncoder>> =>
+  openWithCache(input, opts, openAnyModel);
+
+async function openWithCache<M extends object>(input: ModelInput, opts: LoadOptions, open: (location: ModelLocation) => Promise<M>): Promise<LoadedModel<M>> {
   const { signal } = opts;
   const label = describeInput(input);
   let resolved: ResolvedModel;
@@ -59,7 +67,7 @@ export async function openModelWithCache(input: ModelInput, opts: LoadOptions = 
   const where = { file: locationName(resolved), folder: resolved.kind.startsWith('folder') };
 
   try {
-    const model = await openModel(location(resolved, cache, { signal, progress, init: opts.init }));
+    const model = await open(location(resolved, cache, { signal, progress, init: opts.init }));
     throwIfAborted(signal, where.file);
     return Object.assign(model, { resolved });
   } catch (e) {

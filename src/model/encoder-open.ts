@@ -6,7 +6,7 @@
  * read on demand. Pooling is what the files say (sentence-transformers' Pooling module, GGUF
  * `bert.pooling_type`); a BERT file that says none pools by mean, as all of these models do.
  */
-import { readGGUF } from '../formats/gguf';
+import { readGGUF, type GGUFFile } from '../formats/gguf';
 import { dequantize } from '../formats/quants';
 import { readSafetensors } from '../formats/safetensors';
 import type { ByteSource } from '../formats/source';
@@ -15,7 +15,7 @@ import { bertCanonicalName, bertConfigFromGGUF, bertConfigFromHF, BERT_HEAD_TENS
 import { embeddingFromFolder, embeddingFromGGUF, type EmbeddingConfig } from './embedding';
 import { ModelError } from './errors';
 import { readJson, type Folder } from './folder';
-import { resolveLocation, type ModelLocation, type OpenedModel, type OpenedTensor } from './open';
+import { openModel, openParsedGGUF, resolveLocation, type ModelLocation, type OpenedModel, type OpenedTensor } from './open';
 
 export interface OpenedEncoder {
   kind: 'bert';
@@ -39,8 +39,23 @@ export async function openEncoder(location: ModelLocation): Promise<OpenedEncode
   return 'folder' in at ? openBertFolder(at.folder) : openBertGGUF(at.gguf);
 }
 
-async function openBertGGUF(src: ByteSource): Promise<OpenedEncoder> {
-  const gguf = await readGGUF(src);
+/**
+ * Any model the engine serves: an encoder (OpenedEncoder, `kind` set) when the GGUF's
+ * architecture or the folder's config.json says BERT, else the decoder's openModel. A GGUF's
+ * header is read once either way.
+ */
+export async function openAnyModel(location: ModelLocation): Promise<OpenedModel | OpenedEncoder> {
+  const at = await resolveLocation(location);
+  if ('folder' in at) return isBertConfig(await readJson(at.folder, 'config.json', false)) ? openBertFolder(at.folder) : openModel(at.folder);
+  const gguf = await readGGUF(at.gguf);
+  return isBertGGUF(gguf.metadata) ? openBertGGUF(at.gguf, gguf) : openParsedGGUF(at.gguf, gguf);
+}
+
+/** Whether an opened model is an encoder's (openAnyModel's answer). */
+export const isEncoder = (m: OpenedModel | OpenedEncoder): m is OpenedEncoder => (m as OpenedEncoder).kind === 'bert';
+
+async function openBertGGUF(src: ByteSource, header?: GGUFFile): Promise<OpenedEncoder> {
+  const gguf = header ?? (await readGGUF(src));
   if (!isBertGGUF(gguf.metadata))
     throw new ModelError('unsupported_arch', `${src.name}: general.architecture ${JSON.stringify(gguf.metadata.get('general.architecture'))} is not a BERT encoder`, 'general.architecture');
   const config = bertConfigFromGGUF(gguf.metadata);

@@ -3,7 +3,7 @@
  * source) or a Hugging Face folder of safetensors. It reads headers only; tensors are read on
  * demand through each tensor's own byte source.
  */
-import { readGGUF } from '../formats/gguf';
+import { readGGUF, type GGUFFile } from '../formats/gguf';
 import { dequantize } from '../formats/quants';
 import { readSafetensors, readSafetensorsIndex } from '../formats/safetensors';
 import { fileSource, httpSource, type ByteSource } from '../formats/source';
@@ -78,8 +78,10 @@ function isFolder(x: ByteSource | Folder): x is Folder {
   return typeof (x as Folder).source === 'function' && typeof (x as Folder).text === 'function';
 }
 
-async function openGGUF(src: ByteSource): Promise<OpenedModel> {
-  const gguf = await readGGUF(src);
+const openGGUF = async (src: ByteSource): Promise<OpenedModel> => openParsedGGUF(src, await readGGUF(src));
+
+/** A GGUF whose header was read already (the encoder's reader looks at its architecture first). */
+export async function openParsedGGUF(src: ByteSource, gguf: GGUFFile): Promise<OpenedModel> {
   const config = configFromGGUF(gguf.metadata, gguf.tensors);
   const tensors = new Map<string, OpenedTensor>();
   // A family's own names (ArchInfo.ggufTensorNames: LFM2's final norm is token_embd_norm) under the canonical ones.

@@ -13,6 +13,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureLoraFixture } from '../testing/fixtures/lora-write';
+import type { GpuEngine } from '../engine/engine';
 import { internalsOf } from './internals';
 import { createLocalEngine } from './local';
 import type { StructuredError } from './errors';
@@ -138,7 +139,7 @@ describe('recovery from a lost GPU device', () => {
     const before = devices.at(-1)!;
     const liveBefore = before.live.size;
     const recoveriesBefore = engine.info.recoveries;
-    const host = internalsOf(engine)!.host!;
+    const host = internalsOf(engine)!.host! as { engine: GpuEngine };
     let recovering = false;
     const lost = await runAll(() => {
       // Once the long prompt's first chunk is submitted: it is lost mid-prefill, the streams mid-decode.
@@ -165,7 +166,7 @@ describe('recovery from a lost GPU device', () => {
   }, 600_000);
 
   it('past the limit of losses, ends requests in flight and later ones with device_lost, for good', async () => {
-    const host = internalsOf(engine)!.host!;
+    const host = internalsOf(engine)!.host! as { engine: GpuEngine };
     host.engine.trace = (event) => {
       if (event !== 'submit') return;
       host.engine.trace = null;

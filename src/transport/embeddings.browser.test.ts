@@ -2,12 +2,15 @@
  * /v1/embeddings in Chromium: the tiny Qwen3-Embedding folder (its sentence-transformers files and
  * bare-model tensors fetched over HTTP) in the engine's Worker, asked through the fetch shim by the
  * real `openai` client (base64, decoded by the SDK); each vector within cosine 0.999 of the CPU
- * reference's run in the page.
+ * reference's run in the page. The tiny BERT's folder the same way: createEngine opens it as the
+ * encoder, and the shim's answers are within cosine 0.999 of the BERT reference's.
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createEngine, installFetchShim, type EngineHandle } from '../index';
+import { openEncoder } from '../model/encoder-open';
 import { openModel } from '../model/open';
+import { bertForward, loadBertWeights, meanPoolNormalized } from '../reference/bert';
 import { ReferenceModel } from '../reference/forward';
 
 const url = `${inject('fixturesURL')}/${inject('fixtures')['qwen3-embed']!['hf-F32']}`;
@@ -36,6 +39,29 @@ describe('/v1/embeddings in the page', () => {
       });
     } finally {
       uninstall();
+    }
+  });
+});
+
+describe('/v1/embeddings on a BERT encoder in the page', () => {
+  it('answers the openai client through the fetch shim within cosine 0.999 of the reference', async () => {
+    const bertURL = `${inject('fixturesURL')}/${inject('fixtures').bert!['hf-F32']}`;
+    const bert = await createEngine({ model: bertURL, cache: false, maxBatch: 2 });
+    const uninstall = installFetchShim(bert);
+    try {
+      const client = new OpenAI({ baseURL: `${location.origin}/v1`, apiKey: 'unused', dangerouslyAllowBrowser: true, maxRetries: 0 });
+      const texts = ['hello', 'WebGPU runs in the page'];
+      const { tokens } = await client.post<{ tokens: number[][] }>('/tokenize', { body: { prompt: texts } });
+      const got = await client.embeddings.create({ model: 'default', input: texts });
+      const model = await openEncoder(bertURL);
+      const w = await loadBertWeights(model.config, model.readTensorF32);
+      got.data.forEach((d, i) => {
+        const want = meanPoolNormalized(bertForward(model.config, w, tokens[i]!), tokens[i]!.length, model.config.hiddenSize);
+        expect(d.embedding.reduce((s, x, j) => s + x * want[j]!, 0)).toBeGreaterThanOrEqual(0.999);
+      });
+    } finally {
+      uninstall();
+      await bert.unload();
     }
   });
 });

@@ -1,7 +1,8 @@
 /**
  * The engine where it runs (a Worker, the page, or Node): loads the model, owns the GPU device,
  * answers `handle(Request)` through the API app, and reports GPU faults. Every transport wraps
- * one of these.
+ * one of these. The model is the decoder engine (GpuEngine), or for a BERT encoder's files the
+ * encoder (EncoderBackend), which has the same face where the host reads it.
  */
 import { createApp } from '../api/app';
 import type { RequestLimits } from '../api/limits';
@@ -9,10 +10,14 @@ import { acquireGPU, lostSoon, type GPUContext } from '../gpu/device';
 import { RECOVERY_DEFAULTS, type RecoveryOptions } from '../engine/recovery';
 import { memoryKind, memoryWarning, systemMemory } from '../gpu/memory';
 import { GpuEngine, type EngineStats } from '../engine/engine';
+import { EncoderBackend } from '../engine/encoder-backend';
+import { LoraUnsupportedError } from '../engine/errors';
+import { isEncoder, type OpenedEncoder } from '../model/encoder-open';
+import { ModelError } from '../model/errors';
 import type { Backend, GenerateRequest, LoraInfo } from '../engine/types';
 import type { EngineOptions, LoraPoolOptions, LoraSource } from '../engine/engine';
 import { abortedError } from '../loader/errors';
-import { openModelWithCache } from '../loader/open';
+import { openAnyModelWithCache, openModelWithCache } from '../loader/open';
 import { ProgressEmitter, type LoadProgress } from '../loader/progress';
 import type { ModelInput } from '../loader/resolve';
 import { faultError, toStructured, unloadedError, type StructuredError } from './errors';
@@ -48,10 +53,13 @@ export interface HostOptions {
   deviceRecovery?: DeviceRecoverySpec | false;
 }
 
+/** What a host serves: the decoder engine, or a BERT encoder (embeddings only). */
+export type HostedEngine = GpuEngine | EncoderBackend;
+
 export interface EngineHost {
   readonly info: EngineInfo;
   /** The engine itself (tests watch its steps). */
-  readonly engine: GpuEngine;
+  readonly engine: HostedEngine;
   /** The engine now (throws `engine_unloaded` once unloaded). */
   stats(): EngineStats;
   loadLora(name: string, source: LoraSource, options?: { scale?: number }): Promise<LoraInfo>;
@@ -71,7 +79,7 @@ export interface EngineHost {
 
 export async function loadHost(options: HostOptions): Promise<EngineHost> {
   const progress = new ProgressEmitter(options.onProgress);
-  const opened = await openModelWithCache(options.model, {
+  const opened = await openAnyModelWithCache(options.model, {
     cache: options.cache === false ? false : undefined,
     progress,
     signal: options.signal,
@@ -93,9 +101,9 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
   // No binding-size check here: tensors larger than a binding are split (src/engine/gpu-weights.ts).
   for (let losses = 0; ; losses++) {
     const gpu = await acquire();
-    let engine: GpuEngine;
+    let engine: HostedEngine;
     try {
-      engine = await GpuEngine.load(opened, {
+      engine = isEncoder(opened) ? await loadEncoder(opened, gpu, options) : await GpuEngine.load(opened, {
         gpu,
         precision: options.precision ?? 'auto',
         contextLength: options.contextLength,
@@ -126,13 +134,21 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
   }
 }
 
+/** A BERT encoder's host engine: createEngine's batch, context and precision; it takes no adapters. */
+async function loadEncoder(opened: OpenedEncoder, gpu: GPUContext, options: HostOptions): Promise<EncoderBackend> {
+  if (options.lora && Object.keys(options.lora).length) throw new LoraUnsupportedError(options.id ?? 'bert');
+  if (options.draft) throw new ModelError('invalid_field', 'an encoder generates nothing: it takes no draft model', 'draft');
+  return EncoderBackend.load(opened, { gpu, precision: options.precision ?? 'auto', maxBatch: options.maxBatch, contextLength: options.contextLength, id: options.id });
+}
+
 /** The loader's cache option from createEngine's `cache` flag (false: none; else the default store). */
 const cacheFor = (cache: boolean | undefined): false | undefined => (cache === false ? false : undefined);
 
-function hostOf(engine: GpuEngine, listeners: Set<(e: StructuredError) => void>, warnings: string[], hostCache: boolean | undefined, faultInjection: boolean): EngineHost {
+function hostOf(engine: HostedEngine, listeners: Set<(e: StructuredError) => void>, warnings: string[], hostCache: boolean | undefined, faultInjection: boolean): EngineHost {
   let unloaded = false;
   const gpuInfo = engine.gpu.info;
-  const backend = guardedBackend(engine, cacheFor(hostCache));
+  // The encoder does not recover from a lost device: it is its own backend.
+  const backend = engine instanceof EncoderBackend ? engine : guardedBackend(engine, cacheFor(hostCache));
   const backends = () => (unloaded ? [] : [backend]);
   const handler = (apiKey?: string, limits?: Partial<RequestLimits>) => createApp({ backends, apiKey, limits }).handle;
   const handle = handler();
@@ -233,7 +249,7 @@ function guardedBackend(engine: GpuEngine, cache: false | undefined): Backend {
   };
 }
 
-function warningsFor(engine: GpuEngine, gpu: GPUContext, options: HostOptions): string[] {
+function warningsFor(engine: HostedEngine, gpu: GPUContext, options: HostOptions): string[] {
   const w: string[] = [];
   if (gpu.info.isFallbackAdapter || gpu.info.architecture === 'swiftshader')
     w.push('The GPU adapter is a software fallback (e.g. SwiftShader): generation will be very slow.');

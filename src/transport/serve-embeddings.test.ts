@@ -5,15 +5,15 @@
  * which the engine runs in one step. Each vector is within cosine 0.999 of the reference's on the
  * same weights, and a batch gives an input the vector it gets alone. (The folder form, its
  * bare-model names and sentence-transformers files, is src/api/embeddings.test.ts's, on the reference.)
- * Beside it, on the same device, the tiny BERT's Q8_0 GGUF (WordPiece, mean pooling, max_seq_length
- * 64 in its folder; the GGUF's limit is its 128 positions) served by its encoder backend: two
- * concurrent requests (queued into the encoder's steps), each within cosine 0.999 of the reference, `dimensions`, an
- * input past the limit refused, chat refused.
+ * Beside it, the tiny BERT's Q8_0 GGUF (WordPiece, mean pooling, max_seq_length 64 in its folder;
+ * the GGUF's limit is its 128 positions) through serve() as `webgpu-llm serve --model` runs it
+ * (createEngine's host opening it as an encoder): two concurrent requests (queued into the
+ * encoder's steps), each within cosine 0.999 of the reference, `dimensions`, an input past the
+ * limit refused, chat and adapters refused, /v1/models marking it.
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../api/app';
-import { EncoderBackend } from '../engine/encoder-backend';
 import { GpuEngine } from '../engine/engine';
 import { openEncoder } from '../model/encoder-open';
 import { bertForward, loadBertWeights, meanPoolNormalized } from '../reference/bert';
@@ -22,24 +22,24 @@ import { openModel } from '../model/open';
 import { ReferenceModel } from '../reference/forward';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
-import { listen, type Listener } from './node-server';
+import { tokenizerOf } from '../text/from-model';
+import { listen, serve, type Listener, type Server } from './node-server';
 
 let engine: GpuEngine;
 let server: Listener;
 let gguf: string;
-let bert: EncoderBackend;
-let bertServer: Listener;
+let bertGGUF: string;
+let bertServer: Server;
 
 beforeAll(async () => {
-  bert = await EncoderBackend.load((await ensureBertFixture({ hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!, { gpu: await testGPU(), maxBatch: 4, id: 'tiny-bert' });
-  bertServer = await listen(createApp({ backends: [bert] }).handle, { port: 0 });
+  bertGGUF = (await ensureBertFixture({ hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!;
+  bertServer = await serve({ model: bertGGUF, port: 0, maxBatch: 4, precision: 'f32', id: 'tiny-bert' });
   gguf = (await ensureFixture({ arch: 'qwen3', preset: 'tiny', embedding: true }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!;
   engine = await GpuEngine.load(gguf, { gpu: await testGPU(), precision: 'f32', maxBatch: 4, contextLength: 256 });
   server = await listen(createApp({ backends: [engine] }).handle, { port: 0 });
 });
 afterAll(async () => {
   await bertServer?.close();
-  await bert?.dispose();
   await server?.close();
   await engine?.dispose();
 });
@@ -81,9 +81,10 @@ describe('/v1/embeddings on the GPU engine over HTTP (tiny Qwen3-Embedding, Q8_0
 describe('/v1/embeddings on the BERT encoder over HTTP (tiny BERT, Q8_0)', () => {
   it('the openai client: concurrent requests each within cosine 0.999 of the reference; dimensions; the limits', async () => {
     const client = new OpenAI({ baseURL: `${bertServer.url}/v1`, apiKey: 'none', maxRetries: 0 });
-    const model = await openEncoder(bert.model.tensors.get('token_embd.weight')!.source);
+    const model = await openEncoder(bertGGUF);
     const w = await loadBertWeights(model.config, model.readTensorF32);
-    const ids = TEXTS.map((t) => bert.tokenizer.encode(t));
+    const tokenizer = tokenizerOf(model.tokenizer);
+    const ids = TEXTS.map((t) => tokenizer.encode(t));
     const want = ids.map((x) => meanPoolNormalized(bertForward(model.config, w, x), x.length, model.config.hiddenSize));
     const [batch, one] = await Promise.all([client.embeddings.create({ model: 'tiny-bert', input: TEXTS }), client.embeddings.create({ model: 'tiny-bert', input: TEXTS[2]!, encoding_format: 'float' })]);
     expect(batch.usage.prompt_tokens).toBe(ids.flat().length);
@@ -97,5 +98,10 @@ describe('/v1/embeddings on the BERT encoder over HTTP (tiny BERT, Q8_0)', () =>
     await expect(client.embeddings.create({ model: 'tiny-bert', input: 'the '.repeat(126) })).resolves.toBeTruthy();
     await expect(client.embeddings.create({ model: 'tiny-bert', input: 'the '.repeat(127) })).rejects.toMatchObject({ status: 400, param: 'input' });
     await expect(client.chat.completions.create({ model: 'tiny-bert', messages: [{ role: 'user', content: 'hi' }] })).rejects.toMatchObject({ status: 400, code: 'model_is_embedding' });
+    await expect(client.completions.create({ model: 'tiny-bert', prompt: 'hi' })).rejects.toMatchObject({ status: 400, code: 'model_is_embedding' });
+    expect((await client.models.list()).data[0]).toMatchObject({ id: 'tiny-bert', type: 'embedding', dimensions: model.config.hiddenSize });
+    await expect(bertServer.engine.loadLora('a', 'nowhere')).rejects.toMatchObject({ code: 'lora_unsupported' });
+    // Four requests reached the encoder (the over-long one was refused before it).
+    expect((await bertServer.engine.stats()).requests).toBe(4);
   });
 });

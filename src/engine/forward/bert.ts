@@ -126,7 +126,11 @@ export class GpuBertEncoder {
     return out;
   }
 
+  /** Steps run since it was built (the host's stats). */
+  steps = 0;
+
   private async step(batch: readonly (readonly number[])[]): Promise<Float32Array[]> {
+    this.steps++;
     const { device } = this.ctx;
     const d = this.config.hiddenSize;
     const { word, pos, type } = this.table;
@@ -155,6 +159,11 @@ export class GpuBertEncoder {
     device.queue.submit([encoder.finish()]);
     const all = new Float32Array(await readBuffer(device, this.pooled, batch.length * d * 4));
     return batch.map((_, s) => normalized(all.subarray(s * d, (s + 1) * d)));
+  }
+
+  /** GPU bytes the encoder allocated (weights, activations, staging). */
+  get bytes(): number {
+    return this.owned.reduce((n, b) => n + b.size, 0);
   }
 
   destroy(): void {
