@@ -38,6 +38,7 @@ import { SeqImages } from './seq-images';
 import { BreakerTable, Sequence, type SequenceEnv } from './sequence';
 import { KvPages } from './kv-pages';
 import { layerCacheKinds, pageBytes, pagesPerBinding } from './layer-cache';
+import { refuseGpuPending } from './forward/blocks';
 import { Scheduler, type BatchRunner } from './scheduler';
 import { DeviceRecovery, type RecoveryOptions } from './recovery';
 import { StepRunner, type Sampler, type StepProfiler } from './step-runner';
@@ -348,6 +349,8 @@ export class GpuEngine implements Backend {
   /** Opens (if needed), uploads and prepares a model: every buffer and pipeline is made here. */
   static async load(model: ModelLocation | OpenedModel, opts: EngineOptions = {}): Promise<GpuEngine> {
     const opened = isOpened(model) ? model : await openModel(model);
+    // Before any GPU work: a model with layers the GPU pass does not run yet is refused.
+    refuseGpuPending(opened.config);
     const gpu = await toContext(opts.gpu);
     const precision: Precision = opts.precision === 'f32' || opts.precision === 'f16' ? opts.precision : gpu.info.f16 ? 'f16' : 'f32';
     const config = opened.config;

@@ -7,7 +7,7 @@
  * paged layers alone, and a sequence taking a slot starts from a zeroed state.
  */
 import { createBuffer, STORAGE } from '../gpu/buffers';
-import { layerBlocks, type MixerKind, type ModelConfig } from '../model/config';
+import { deltaNetConvDim, layerBlocks, type MixerKind, type ModelConfig } from '../model/config';
 
 export type LayerCacheKind =
   /** K and V rows of `kvHeads × headDim` act elements per token, in pages. */
@@ -15,10 +15,15 @@ export type LayerCacheKind =
   /** `floats` f32 values per sequence slot (a recurrent layer's state). */
   | { kind: 'slot-state'; floats: number };
 
-/** What each kind of token mixer keeps per sequence: attention its K and V rows, paged; LFM2's short conv its last kernel − 1 inputs. */
+/** What each kind of token mixer keeps per sequence: attention its K and V rows, paged; the recurrent mixers a state per slot. */
 const MIXER_CACHE: Readonly<Record<MixerKind, (config: ModelConfig) => LayerCacheKind>> = {
   attention: (c) => ({ kind: 'paged-kv', kvHeads: c.numKvHeads, headDim: c.headDim }),
   shortconv: (c) => ({ kind: 'slot-state', floats: (c.shortConv!.kernel - 1) * c.hiddenSize }),
+  // Qwen3.5's DeltaNet: its conv's last kernel − 1 inputs, and a headKDim × headVDim matrix per value head.
+  deltanet: (c) => {
+    const d = c.deltaNet!;
+    return { kind: 'slot-state', floats: (d.convKernel - 1) * deltaNetConvDim(d) + d.numVHeads * d.headKDim * d.headVDim };
+  },
 };
 
 /** Each layer's cache kind, from its mixer (`layerBlocks`). */

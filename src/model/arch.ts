@@ -43,7 +43,14 @@ export interface ArchInfo {
    */
   hfHybrid?: { modelType: string; hfClass: string };
   /** Defaults of that transformers config class for keys a config.json may leave out. */
-  hfDefaults: { maxPositionEmbeddings: number; rmsNormEps: number; /** When config.json leaves it out (default false). */ tieWordEmbeddings?: boolean };
+  hfDefaults: {
+    maxPositionEmbeddings: number;
+    rmsNormEps: number;
+    /** When config.json leaves it out (default false). */
+    tieWordEmbeddings?: boolean;
+    /** When config.json (or its rope_parameters) leaves it out (default 1: the whole head rotates). */
+    partialRotaryFactor?: number;
+  };
   /**
    * How config.json asks for sliding-window attention (transformers' own reading):
    * - null: never (LlamaConfig has no window);
@@ -135,11 +142,23 @@ export interface ArchInfo {
    */
   shortConv: boolean;
   /**
+   * Qwen3.5's gated DeltaNet on the layers that do not attend (the `deltanet` mixer,
+   * DeltaNetConfig), and gated attention on those that do (ModelConfig.attnOutputGate):
+   * config.json's `layer_types` ("linear_attention" / "full_attention"; else every
+   * `full_attention_interval`-th layer attends) and `linear_*` sizes; GGUF's
+   * `full_attention_interval` and `ssm.*` keys, its value heads in llama.cpp's tiled order and the
+   * decay stored as −exp(A_log). false: attention on every layer, ungated.
+   */
+  gatedDeltaNet: boolean;
+  /**
    * The family's own Hugging Face tensor names where they differ from the table's (tensors.ts's
    * `hf`, the part after `model.layers.N.` for a layer's): standard name -> the family's.
    */
   hfTensorNames?: Readonly<Record<string, string>>;
-  /** The family's own GGUF tensor names where they differ from the canonical ones: canonical -> the family's. */
+  /**
+   * The family's own GGUF tensor names where they differ from the canonical ones: canonical -> the
+   * family's (a layer's without its `blk.N.`, as tensors.ts's ggufFileName places them).
+   */
   ggufTensorNames?: Readonly<Record<string, string>>;
   /**
    * Mixture-of-experts FFN (every layer): a router picks `expert_used_count` of `expert_count`
@@ -177,6 +196,7 @@ const LLAMA_MATH = {
   multipliers: false,
   fusedProjections: false,
   shortConv: false,
+  gatedDeltaNet: false,
 } as const;
 
 /** The dense families' FFN: one SwiGLU/GeGLU MLP per layer. */
@@ -201,6 +221,7 @@ const GEMMA = {
   multipliers: false,
   fusedProjections: false,
   shortConv: false,
+  gatedDeltaNet: false,
   ...DENSE,
 } as const;
 
@@ -498,6 +519,55 @@ const ARCH_ROWS = {
       'model.norm.weight': 'model.embedding_norm.weight',
     },
     ggufTensorNames: { 'output_norm.weight': 'token_embd_norm.weight' },
+    ...DENSE,
+  },
+  // Qwen3.5 (dense text): three gated DeltaNet layers to one gated-attention layer (q_proj's rows
+  // [query | gate] per head, output times sigmoid(gate)), per-head q/k norms, partial rotary 0.25
+  // (NEOX; the mRoPE sections coincide for text), heads × head_dim ≠ hidden; every RMSNorm (1 + w)
+  // in HF, stored w + 1 by llama.cpp's converter, but the DeltaNet's output norm (the plain w in
+  // both). The pre-FFN norm is GGUF's attn_post_norm. Qwen3_5ForConditionalGeneration folders hold
+  // the text model under `model.language_model.` (the vision tower is skipped).
+  qwen35: {
+    hfClass: 'Qwen3_5ForCausalLM',
+    hfModelType: 'qwen3_5_text',
+    // Qwen3_5TextConfig's defaults (Qwen3NextConfig's, sizes of the 9B) for what a text_config leaves out.
+    hfMultimodal: {
+      modelType: 'qwen3_5',
+      hfClass: 'Qwen3_5ForConditionalGeneration',
+      textDefaults: {
+        vocab_size: 248320,
+        hidden_size: 4096,
+        intermediate_size: 12288,
+        num_hidden_layers: 32,
+        num_attention_heads: 16,
+        num_key_value_heads: 4,
+        head_dim: 256,
+        rms_norm_eps: 1e-6,
+        max_position_embeddings: 32768,
+        tie_word_embeddings: false,
+        partial_rotary_factor: 0.25,
+        linear_conv_kernel_dim: 4,
+        linear_key_head_dim: 128,
+        linear_value_head_dim: 128,
+        linear_num_key_heads: 16,
+        linear_num_value_heads: 32,
+      },
+    },
+    hfDefaults: { maxPositionEmbeddings: 32768, rmsNormEps: 1e-6, partialRotaryFactor: 0.25 },
+    hfSlidingWindow: null,
+    gguf: 'qwen35',
+    ggufSlidingWindow: 'every_layer',
+    swaPattern: null,
+    ggufRopeStyle: 'neox',
+    attentionBias: 'attention_bias',
+    qkNorm: true,
+    qkNormScope: 'head',
+    normPlacement: 'pre',
+    noRopeLayerStep: null,
+    ...LLAMA_MATH,
+    normOnePlus: true,
+    gatedDeltaNet: true,
+    ggufTensorNames: { 'ffn_norm.weight': 'attn_post_norm.weight' },
     ...DENSE,
   },
 } satisfies Record<string, ArchInfo>;

@@ -3,7 +3,7 @@
  * its row of the architecture table (./arch.ts) says.
  */
 import { ARCH, ARCHES, type ArchInfo } from './arch';
-import { everyNth, patternLayers, unique, type ModelConfig, type MoeConfig, type RopeScaling } from './config';
+import { everyNth, patternLayers, unique, type DeltaNetConfig, type ModelConfig, type MoeConfig, type RopeScaling } from './config';
 import { embeddingFromGGUF } from './embedding';
 import { ModelError } from './errors';
 import { yarnMscale } from './rope';
@@ -136,6 +136,8 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     // llama.cpp's keys; renormalisation is fixed per architecture (no key).
     moe: row.moe === null ? null : ggufMoe(row.moe, get, numLayers, prefix, metadata),
     shortConv: perLayerKv?.convLayers.length ? { kernel: get('shortconv.l_cache'), layers: perLayerKv.convLayers } : null,
+    deltaNet: row.gatedDeltaNet ? ggufDeltaNet(get, numLayers, prefix) : null,
+    attnOutputGate: row.gatedDeltaNet,
     bosTokenId: bos ?? null,
     eosTokenIds: unique(eos),
     ...(embedding ? { embedding } : {}),
@@ -220,6 +222,24 @@ function ggufMoe(moe: NonNullable<ArchInfo['moe']>, get: (key: string, fallback?
     sharedExpertIntermediateSize: moe.sharedExpert ? get('expert_shared_feed_forward_length') : null,
     denseLayers: Array.from({ length: leading }, (_, l) => l),
   };
+}
+
+/**
+ * Qwen3.5's DeltaNet from llama.cpp's keys: every `full_attention_interval`-th layer (default 4)
+ * attends, the others are linear; `ssm.conv_kernel` taps, `ssm.group_count` key heads of
+ * `ssm.state_size`, `ssm.time_step_rank` value heads sharing `ssm.inner_size`. The converter
+ * reorders the value heads (tiled over the key heads) and stores ssm_a = −exp(A_log).
+ */
+function ggufDeltaNet(get: (key: string, fallback?: number) => number, numLayers: number, prefix: string): DeltaNetConfig | null {
+  const every = get('full_attention_interval', 4);
+  const layers = Array.from({ length: numLayers }, (_, l) => l).filter((l) => (l + 1) % every !== 0);
+  if (layers.length === 0) return null;
+  const numKHeads = get('ssm.group_count');
+  const numVHeads = get('ssm.time_step_rank');
+  const inner = get('ssm.inner_size');
+  if (numVHeads % numKHeads !== 0 || inner % numVHeads !== 0)
+    throw new ModelError('invalid_field', `GGUF ${prefix}.ssm.group_count (${numKHeads}) must divide ssm.time_step_rank (${numVHeads}), which must divide ssm.inner_size (${inner})`, `${prefix}.ssm.time_step_rank`);
+  return { layers, convKernel: get('ssm.conv_kernel'), numKHeads, numVHeads, headKDim: get('ssm.state_size'), headVDim: inner / numVHeads, vHeadOrder: 'tiled', aStored: 'neg' };
 }
 
 /**

@@ -3,7 +3,7 @@
  * as its row of the architecture table (./arch.ts) says.
  */
 import { ARCH, ARCHES, type Arch, type ArchInfo } from './arch';
-import { everyNth, patternLayers, unique, type ModelConfig, type MoeConfig, type RopeScaling, type ShortConvConfig, type SlidingWindow } from './config';
+import { everyNth, patternLayers, unique, type DeltaNetConfig, type ModelConfig, type MoeConfig, type RopeScaling, type ShortConvConfig, type SlidingWindow } from './config';
 import { ModelError } from './errors';
 import { yarnMscale } from './rope';
 
@@ -62,9 +62,11 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
 
   const numLayers = positive('num_hidden_layers');
   const gen = isObject(generationConfigJson) ? generationConfigJson : {};
-  // Partial rotary (Phi-4-mini's partial_rotary_factor 0.75): the leading dimensions of each head.
-  // int(head_dim * partial_rotary_factor), as transformers truncates it.
-  const rotary = Math.trunc(headDim * positiveReal('partial_rotary_factor', 1));
+  // Partial rotary (Phi-4-mini's partial_rotary_factor 0.75; Qwen3.5's 0.25, which transformers v5
+  // keeps in rope_parameters): the leading dimensions of each head. int(head_dim * factor), as
+  // transformers truncates it.
+  const factor = positiveRealAt(c.partial_rotary_factor ?? ropeParams?.partial_rotary_factor, 'partial_rotary_factor', row.hfDefaults.partialRotaryFactor ?? 1);
+  const rotary = Math.trunc(headDim * factor);
   if (rotary % 2 !== 0 || rotary > headDim)
     throw new ModelError('invalid_field', `${field('partial_rotary_factor')} must rotate an even number of dimensions up to head_dim (${headDim}), got ${rotary}`, 'partial_rotary_factor');
   const maxPositionEmbeddings = positive('max_position_embeddings', row.hfDefaults.maxPositionEmbeddings);
@@ -110,6 +112,8 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     noRopeLayers: hfNoRopeLayers(c, row.noRopeLayerStep, numLayers),
     moe: hfMoe(c, row.moe, positive, numLayers),
     shortConv: row.shortConv ? hfShortConv(c, positive, numLayers) : null,
+    deltaNet: row.gatedDeltaNet ? hfDeltaNet(c, positive, numLayers) : null,
+    attnOutputGate: row.gatedDeltaNet,
     bosTokenId: typeof bos === 'number' ? bos : null,
     eosTokenIds: unique([...tokenIds(gen.eos_token_id), ...tokenIds(c.eos_token_id)]),
   };
@@ -278,6 +282,40 @@ function hfShortConv(c: Json, positive: (key: string, fallback?: number) => numb
     layers = Array.from({ length: numLayers }, (_, l) => l).filter((l) => !attn.includes(l));
   }
   return layers.length ? { kernel: positive('conv_L_cache', 3), layers } : null;
+}
+
+/**
+ * Qwen3.5's DeltaNet layers as transformers reads config.json (Qwen3NextConfig): `layer_types`
+ * ("linear_attention" or "full_attention" per layer), else every `full_attention_interval`-th
+ * layer (default 4) attends and the others are linear; the `linear_*` sizes (Qwen3_5TextConfig's
+ * defaults). HF groups the value heads by key head and stores A_log.
+ */
+function hfDeltaNet(c: Json, positive: (key: string, fallback?: number) => number, numLayers: number): DeltaNetConfig | null {
+  const types = c.layer_types;
+  let layers: number[];
+  if (types !== undefined && types !== null) {
+    if (!Array.isArray(types) || types.length !== numLayers || !types.every((t) => t === 'linear_attention' || t === 'full_attention'))
+      throw new ModelError('invalid_field', `config.json: layer_types must list "linear_attention" or "full_attention" for each of the ${numLayers} layers`, 'layer_types');
+    layers = types.flatMap((t, l) => (t === 'linear_attention' ? [l] : []));
+  } else {
+    const every = positive('full_attention_interval', 4);
+    layers = Array.from({ length: numLayers }, (_, l) => l).filter((l) => (l + 1) % every !== 0);
+  }
+  const numKHeads = positive('linear_num_key_heads', 16);
+  const numVHeads = positive('linear_num_value_heads', 32);
+  if (numVHeads % numKHeads !== 0)
+    throw new ModelError('invalid_field', `config.json: linear_num_key_heads (${numKHeads}) must divide linear_num_value_heads (${numVHeads})`, 'linear_num_value_heads');
+  if (layers.length === 0) return null;
+  return {
+    layers,
+    convKernel: positive('linear_conv_kernel_dim', 4),
+    numKHeads,
+    numVHeads,
+    headKDim: positive('linear_key_head_dim', 128),
+    headVDim: positive('linear_value_head_dim', 128),
+    vHeadOrder: 'grouped',
+    aStored: 'log',
+  };
 }
 
 /**

@@ -2,7 +2,8 @@
  * LFM2's config as transformers (Lfm2Config, Lfm2MLP) and llama.cpp's converter state it: conv
  * layers from layer_types or full_attn_idxs, the derived FFN width, norm_eps and tie_embedding in
  * config.json; GGUF's per-layer head_count_kv (0 on a conv layer), shortconv.l_cache and the
- * stored FFN width.
+ * stored FFN width. Qwen3.5's as transformers (Qwen3_5TextConfig over Qwen3NextConfig) and
+ * llama.cpp's qwen35 loader read them.
  */
 import { describe, expect, it } from 'vitest';
 import { hasRecurrentLayers, layerBlocks } from './config';
@@ -91,5 +92,98 @@ describe('LFM2 configs', () => {
   it('refuses a per-layer count of the wrong length or with two attention counts, naming the key', () => {
     expect(() => configFromGGUF(gguf(perLayer.slice(1)))).toThrow(expect.objectContaining({ field: 'lfm2.attention.head_count_kv' }));
     expect(() => configFromGGUF(gguf(perLayer.map((n, l) => (l === 2 ? 4 : n))))).toThrow(expect.objectContaining({ field: 'lfm2.attention.head_count_kv' }));
+  });
+});
+
+// A Qwen3.5-0.8B-shaped Qwen3_5ForConditionalGeneration config.json: the text model in text_config
+// (rope_theta and partial_rotary_factor in rope_parameters, with the mRoPE sections), tied at the top level.
+const QWEN35_LAYERS = Array.from({ length: 24 }, (_, l) => ((l + 1) % 4 === 0 ? 'full_attention' : 'linear_attention'));
+const QWEN35_VL = {
+  architectures: ['Qwen3_5ForConditionalGeneration'],
+  model_type: 'qwen3_5',
+  tie_word_embeddings: true,
+  text_config: {
+    model_type: 'qwen3_5_text',
+    vocab_size: 248320,
+    hidden_size: 1024,
+    intermediate_size: 3584,
+    num_hidden_layers: 24,
+    num_attention_heads: 8,
+    num_key_value_heads: 2,
+    head_dim: 256,
+    rms_norm_eps: 1e-6,
+    max_position_embeddings: 262144,
+    layer_types: QWEN35_LAYERS,
+    full_attention_interval: 4,
+    linear_conv_kernel_dim: 4,
+    linear_key_head_dim: 128,
+    linear_value_head_dim: 128,
+    linear_num_key_heads: 16,
+    linear_num_value_heads: 16,
+    rope_parameters: { rope_type: 'default', rope_theta: 10000000, partial_rotary_factor: 0.25, mrope_section: [11, 11, 10], mrope_interleaved: true },
+    eos_token_id: 248044,
+  },
+  vision_config: { model_type: 'qwen3_5', depth: 12 },
+};
+const QWEN35_LINEAR = QWEN35_LAYERS.flatMap((t, l) => (t === 'linear_attention' ? [l] : []));
+
+describe('Qwen3.5 configs', () => {
+  it('reads the Qwen3_5ForConditionalGeneration folder: DeltaNet layers, gated attention, a quarter rotary, (1 + w) norms, tied', () => {
+    const c = configFromHF(QWEN35_VL);
+    expect(c).toMatchObject({ arch: 'qwen35', hiddenSize: 1024, numHeads: 8, numKvHeads: 2, headDim: 256, rotaryDim: 64, ropeTheta: 1e7, ropeScaling: null, normWeightOffset: 1, attnOutputGate: true, qkNorm: true, tieWordEmbeddings: true, ropeStyle: 'neox' });
+    // heads × head_dim (2048) is not the hidden size (1024)
+    expect(c.numHeads * c.headDim).not.toBe(c.hiddenSize);
+    expect(c.deltaNet).toEqual({ layers: QWEN35_LINEAR, convKernel: 4, numKHeads: 16, numVHeads: 16, headKDim: 128, headVDim: 128, vHeadOrder: 'grouped', aStored: 'log' });
+    expect(layerBlocks(c, 0).mixer).toBe('deltanet');
+    expect(layerBlocks(c, 3).mixer).toBe('attention');
+    expect(hasRecurrentLayers(c)).toBe(true);
+  });
+
+  it("takes Qwen3_5TextConfig's defaults for what a config leaves out: every 4th layer attends, 16 key and 32 value heads of 128, 4 taps, rotary 0.25", () => {
+    const c = configFromHF({ model_type: 'qwen3_5_text', vocab_size: 100, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 8, num_attention_heads: 4, head_dim: 256 });
+    expect(c.rotaryDim).toBe(64);
+    expect(c.deltaNet).toEqual({ layers: [0, 1, 2, 4, 5, 6], convKernel: 4, numKHeads: 16, numVHeads: 32, headKDim: 128, headVDim: 128, vHeadOrder: 'grouped', aStored: 'log' });
+    expect(configFromHF({ model_type: 'qwen3_5_text', vocab_size: 100, hidden_size: 64, intermediate_size: 128, num_hidden_layers: 4, num_attention_heads: 4, full_attention_interval: 2 }).deltaNet?.layers).toEqual([0, 2]);
+  });
+
+  it('refuses a malformed layer_types and value heads the key heads do not divide, naming the key', () => {
+    const text = QWEN35_VL.text_config;
+    expect(() => configFromHF({ ...QWEN35_VL, text_config: { ...text, layer_types: ['linear_attention'] } })).toThrow(expect.objectContaining({ field: 'layer_types' }));
+    expect(() => configFromHF({ ...QWEN35_VL, text_config: { ...text, layer_types: QWEN35_LAYERS.map((t) => (t === 'linear_attention' ? 'mamba' : t)) } })).toThrow(expect.objectContaining({ field: 'layer_types' }));
+    expect(() => configFromHF({ ...QWEN35_VL, text_config: { ...text, linear_num_value_heads: 24 } })).toThrow(expect.objectContaining({ field: 'linear_num_value_heads' }));
+  });
+
+  const gguf = (extra: [string, unknown][] = []) =>
+    new Map<string, unknown>([
+      ['general.architecture', 'qwen35'],
+      ['qwen35.embedding_length', 1024],
+      ['qwen35.feed_forward_length', 3584],
+      ['qwen35.block_count', 24],
+      ['qwen35.attention.head_count', 8],
+      ['qwen35.attention.head_count_kv', 2],
+      ['qwen35.attention.key_length', 256],
+      ['qwen35.attention.value_length', 256],
+      ['qwen35.attention.layer_norm_rms_epsilon', 1e-6],
+      ['qwen35.rope.freq_base', 1e7],
+      ['qwen35.rope.dimension_count', 64],
+      ['qwen35.rope.dimension_sections', [11, 11, 10, 0]],
+      ['qwen35.ssm.conv_kernel', 4],
+      ['qwen35.ssm.state_size', 128],
+      ['qwen35.ssm.group_count', 16],
+      ['qwen35.ssm.time_step_rank', 16],
+      ['qwen35.ssm.inner_size', 2048],
+      ['qwen35.full_attention_interval', 4],
+      ['qwen35.vocab_size', 248320],
+      ...extra,
+    ]);
+
+  it("reads llama.cpp's keys: layers by full_attention_interval, ssm.* sizes, tiled value heads and ssm_a, norms as stored", () => {
+    const c = configFromGGUF(gguf());
+    expect(c).toMatchObject({ arch: 'qwen35', headDim: 256, rotaryDim: 64, normWeightOffset: 0, attnOutputGate: true });
+    expect(c.deltaNet).toEqual({ layers: QWEN35_LINEAR, convKernel: 4, numKHeads: 16, numVHeads: 16, headKDim: 128, headVDim: 128, vHeadOrder: 'tiled', aStored: 'neg' });
+  });
+
+  it('refuses value heads the key heads do not divide, naming the key', () => {
+    expect(() => configFromGGUF(gguf([['qwen35.ssm.time_step_rank', 24]]))).toThrow(expect.objectContaining({ field: 'qwen35.ssm.time_step_rank' }));
   });
 });

@@ -714,6 +714,12 @@ describe('the architecture table', () => {
       [`${g}.expert_count`, 4],
       [`${g}.expert_used_count`, 2],
       [`${g}.expert_shared_feed_forward_length`, 64],
+      // Qwen3.5's DeltaNet layers (both of two, at the default interval 4)
+      [`${g}.ssm.conv_kernel`, 4],
+      [`${g}.ssm.state_size`, 16],
+      [`${g}.ssm.group_count`, 2],
+      [`${g}.ssm.time_step_rank`, 4],
+      [`${g}.ssm.inner_size`, 64],
     ]);
     const c = configFromGGUF(meta);
     expect(c.moe === null).toBe(row.moe === null);
@@ -775,13 +781,13 @@ describe('the architecture table', () => {
 
   it('lists the supported families in its errors', () => {
     expect(thrown(() => configFromHF({ ...sizes, model_type: 'falcon' })).message).toBe(
-      'config.json: model_type "falcon" is not supported (supported: llama, qwen2, qwen3, mistral, smollm3, olmo2, gemma2, gemma3_text, granite, qwen2_moe, qwen3_moe, olmoe, phi3, lfm2)',
+      'config.json: model_type "falcon" is not supported (supported: llama, qwen2, qwen3, mistral, smollm3, olmo2, gemma2, gemma3_text, granite, qwen2_moe, qwen3_moe, olmoe, phi3, lfm2, qwen3_5_text)',
     );
     expect(thrown(() => configFromHF({ ...sizes, architectures: ['FalconForCausalLM'] })).message).toBe(
-      'config.json: architectures ["FalconForCausalLM"] are not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, GraniteForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM, Lfm2ForCausalLM)',
+      'config.json: architectures ["FalconForCausalLM"] are not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM, SmolLM3ForCausalLM, Olmo2ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, GraniteForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, OlmoeForCausalLM, Phi3ForCausalLM, Lfm2ForCausalLM, Qwen3_5ForCausalLM)',
     );
     expect(thrown(() => configFromGGUF(new Map([['general.architecture', 'falcon']]))).message).toBe(
-      'GGUF general.architecture "falcon" is not supported (supported: llama (also mistral), qwen2, qwen3, smollm3, olmo2, gemma2, gemma3, granite, qwen2moe, qwen3moe, olmoe, phi3, lfm2)',
+      'GGUF general.architecture "falcon" is not supported (supported: llama (also mistral), qwen2, qwen3, smollm3, olmo2, gemma2, gemma3, granite, qwen2moe, qwen3moe, olmoe, phi3, lfm2, qwen35)',
     );
   });
 });

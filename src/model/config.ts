@@ -126,6 +126,13 @@ export interface ModelConfig {
   moe: MoeConfig | null;
   /** LFM2's gated short convolutions in place of attention on some layers; null: attention on every layer. */
   shortConv: ShortConvConfig | null;
+  /** Qwen3.5's gated DeltaNet in place of attention on some layers; null: attention on every layer. */
+  deltaNet: DeltaNetConfig | null;
+  /**
+   * Gated attention (Qwen3.5): q_proj's rows are, per head, its query then a gate of as many rows;
+   * the attention output of each head is multiplied by sigmoid(gate) before o_proj.
+   */
+  attnOutputGate: boolean;
   bosTokenId: number | null;
   eosTokenIds: number[];
   /**
@@ -149,6 +156,8 @@ export const PLAIN_MATH = {
   finalLogitSoftcap: null,
   moe: null,
   shortConv: null,
+  deltaNet: null,
+  attnOutputGate: false,
 } as const satisfies Partial<ModelConfig>;
 
 /**
@@ -162,6 +171,47 @@ export interface ShortConvConfig {
   kernel: number;
   /** The layers that convolve instead of attending, ascending. */
   layers: readonly number[];
+}
+
+/**
+ * Qwen3.5's gated DeltaNet (the `deltanet` mixer), per token x (HF's Qwen3_5GatedDeltaNet,
+ * llama.cpp's qwen35 graph):
+ * - qkv = conv(in_proj_qkv · x) with SiLU: a causal depthwise conv over `convKernel` taps of the
+ *   2·kDim + vDim channels (q, k, v rows in that order), the state its last convKernel − 1 inputs;
+ * - per key head q and k L2-normalised, x·rsqrt(Σx² + eps) with eps the RMSNorm eps, q times 1/√headKDim;
+ * - per value head h (numVHeads of them, reading key head `keyHead(c, h)`): β = sigmoid(b_h),
+ *   g = −A·softplus(a_h + dt_bias_h) with A = exp(A_log); the state S (headKDim × headVDim) becomes
+ *   S·exp(g), then S += k ⊗ β(v − Sᵀk); the head's output is Sᵀq;
+ * - each head's output RMSNorm'd by the plain w (never 1 + w), times SiLU(z_h), z = in_proj_z · x;
+ * - out_proj into the stream.
+ */
+export interface DeltaNetConfig {
+  /** The layers that run the DeltaNet instead of attention, ascending. */
+  layers: readonly number[];
+  /** Taps of the conv: config.json's `linear_conv_kernel_dim`, GGUF's `ssm.conv_kernel` (4). */
+  convKernel: number;
+  numKHeads: number;
+  numVHeads: number;
+  headKDim: number;
+  headVDim: number;
+  /**
+   * Which key head value head h reads: HF groups the value heads by key head (h reads h // r,
+   * r = numVHeads / numKHeads: 'grouped'); llama.cpp's converter reorders every per-value-head
+   * tensor so that h reads h % numKHeads ('tiled').
+   */
+  vHeadOrder: 'grouped' | 'tiled';
+  /** What the decay tensor holds: HF's A_log ('log': A = exp(A_log)), or GGUF's ssm_a = −exp(A_log) ('neg'). */
+  aStored: 'log' | 'neg';
+}
+
+/** The key head that value head `h` of a DeltaNet reads (DeltaNetConfig.vHeadOrder). */
+export function deltaNetKeyHead(d: DeltaNetConfig, h: number): number {
+  return d.vHeadOrder === 'tiled' ? h % d.numKHeads : Math.floor(h / (d.numVHeads / d.numKHeads));
+}
+
+/** Channels of a DeltaNet's conv: q and k (numKHeads · headKDim each), then v (numVHeads · headVDim). */
+export function deltaNetConvDim(d: DeltaNetConfig): number {
+  return 2 * d.numKHeads * d.headKDim + d.numVHeads * d.headVDim;
 }
 
 /**
@@ -201,8 +251,8 @@ export function layerIsMoe(config: Pick<ModelConfig, 'moe'>, layer: number): boo
  * mixer kind, named here per layer.
  */
 export interface LayerBlocks {
-  /** Attention, or LFM2's gated short convolution (ShortConvConfig). */
-  mixer: 'attention' | 'shortconv';
+  /** Attention, LFM2's gated short convolution (ShortConvConfig) or Qwen3.5's gated DeltaNet (DeltaNetConfig). */
+  mixer: 'attention' | 'shortconv' | 'deltanet';
   /** The dense MLP, or the mixture of experts (a MoE model's layers not among its dense ones). */
   ffn: 'mlp' | 'moe';
 }
@@ -211,12 +261,13 @@ export type MixerKind = LayerBlocks['mixer'];
 export type FfnKind = LayerBlocks['ffn'];
 
 /** Layer `layer`'s blocks (LayerBlocks). */
-export function layerBlocks(config: Pick<ModelConfig, 'moe' | 'shortConv'>, layer: number): LayerBlocks {
-  return { mixer: config.shortConv?.layers.includes(layer) ? 'shortconv' : 'attention', ffn: layerIsMoe(config, layer) ? 'moe' : 'mlp' };
+export function layerBlocks(config: Pick<ModelConfig, 'moe' | 'shortConv' | 'deltaNet'>, layer: number): LayerBlocks {
+  const mixer = config.shortConv?.layers.includes(layer) ? 'shortconv' : config.deltaNet?.layers.includes(layer) ? 'deltanet' : 'attention';
+  return { mixer, ffn: layerIsMoe(config, layer) ? 'moe' : 'mlp' };
 }
 
 /** Whether some layer keeps a recurrent state per sequence instead of K/V rows (a hybrid model): its prefix cannot be rewound or shared. */
-export function hasRecurrentLayers(config: Pick<ModelConfig, 'moe' | 'shortConv' | 'numLayers'>): boolean {
+export function hasRecurrentLayers(config: Pick<ModelConfig, 'moe' | 'shortConv' | 'deltaNet' | 'numLayers'>): boolean {
   return Array.from({ length: config.numLayers }, (_, l) => layerBlocks(config, l).mixer).some((m) => m !== 'attention');
 }
 

@@ -14,8 +14,7 @@ import { configFromHF } from './config-hf';
 import { embeddingFromFolder } from './embedding';
 import { ModelError } from './errors';
 import { isLocalPath, openFolder, readJson, toLocalPath, type Folder } from './folder';
-import { ARCH } from './arch';
-import { canonicalName, expertPiece, fusedTensors, layerRow, validateTensors } from './tensors';
+import { canonicalName, expertPiece, fusedTensors, ggufCanonicalName, layerRow, validateTensors } from './tensors';
 import { openVisionInFolder, type OpenedVisionTower } from './vision-open';
 import { towerConfigFromHF } from '../vision/tower';
 import type { ModelLocation, OpenedTensor } from './location';
@@ -85,8 +84,7 @@ export async function openParsedGGUF(src: ByteSource, gguf: GGUFFile): Promise<O
   const config = configFromGGUF(gguf.metadata, gguf.tensors);
   const tensors = new Map<string, OpenedTensor>();
   // A family's own names (ArchInfo.ggufTensorNames: LFM2's final norm is token_embd_norm) under the canonical ones.
-  const own = new Map(Object.entries(ARCH[config.arch].ggufTensorNames ?? {}).map(([canonical, name]) => [name, canonical]));
-  for (const info of gguf.tensors) tensors.set(own.get(info.name) ?? info.name, { info, source: src });
+  for (const info of gguf.tensors) tensors.set(ggufCanonicalName(config.arch, info.name), { info, source: src });
   const template = gguf.metadata.get('tokenizer.chat_template');
   return finish({
     config,

@@ -5,8 +5,8 @@
  * and the fixture writer all read it, so a new tensor is one row here (plus the step of the
  * forward pass that uses it).
  */
-import { ARCH } from './arch';
-import { layerBlocks, layerIsMoe, rotaryDim, type MixerKind, type ModelConfig } from './config';
+import { ARCH, type Arch } from './arch';
+import { deltaNetConvDim, layerBlocks, layerIsMoe, rotaryDim, type MixerKind, type ModelConfig } from './config';
 import { ModelError } from './errors';
 
 /**
@@ -56,6 +56,8 @@ export interface TensorRow {
   mixer?: MixerKind;
   /** Hugging Face stores it [n, 1, k] (a depthwise Conv1d's weight), llama.cpp's converter squeezed to [n, k]: read as [n, k]. */
   hfSqueezed?: true;
+  /** A norm applied by the plain w in every file, never ModelConfig.normWeightOffset + w (Qwen3.5's DeltaNet output norm). */
+  plainNorm?: true;
   /** The rows are q or k heads, rotated by RoPE (llama.cpp permutes them in `llama` files). */
   rotary?: 'q' | 'k';
   /**
@@ -73,6 +75,9 @@ export interface TensorRow {
 }
 
 const qDim = (c: ModelConfig) => c.numHeads * c.headDim;
+// Gated attention (Qwen3.5): q_proj holds each head's query and gate rows.
+const qRows = (c: ModelConfig) => qDim(c) * (c.attnOutputGate ? 2 : 1);
+const dnVDim = (c: ModelConfig) => c.deltaNet!.numVHeads * c.deltaNet!.headVDim;
 const kvDim = (c: ModelConfig) => c.numKvHeads * c.headDim;
 // The dense MLP on a dense model's layers and a MoE model's dense ones (MoeConfig.denseLayers); the experts on the others.
 const anyLayer = (c: ModelConfig, holds: (l: number) => boolean) => Array.from({ length: c.numLayers }, (_, l) => l).some(holds);
@@ -84,12 +89,13 @@ const expertSize = (c: ModelConfig) => c.moe!.expertIntermediateSize;
 const sharedSize = (c: ModelConfig) => c.moe!.sharedExpertIntermediateSize!;
 const preNorm = (c: ModelConfig) => c.normPlacement !== 'post';
 const conv = (c: ModelConfig, l?: number) => c.shortConv !== null && (l === undefined || layerBlocks(c, l).mixer === 'shortconv');
+const deltaNet = (c: ModelConfig, l?: number) => c.deltaNet !== null && (l === undefined || layerBlocks(c, l).mixer === 'deltanet');
 const postNorm = (c: ModelConfig) => c.normPlacement !== 'pre';
 
 /** One layer's tensors, in file order. */
 export const LAYER_TENSORS = [
   { field: 'attnNorm', hf: 'input_layernorm.weight', gguf: 'attn_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize], when: preNorm },
-  { field: 'wq', mixer: 'attention', hf: 'self_attn.q_proj.weight', gguf: 'attn_q.weight', kind: 'linear', shape: (c) => [qDim(c), c.hiddenSize], rotary: 'q', fuse: 'qkv' },
+  { field: 'wq', mixer: 'attention', hf: 'self_attn.q_proj.weight', gguf: 'attn_q.weight', kind: 'linear', shape: (c) => [qRows(c), c.hiddenSize], rotary: 'q', fuse: 'qkv' },
   { field: 'wk', mixer: 'attention', hf: 'self_attn.k_proj.weight', gguf: 'attn_k.weight', kind: 'linear', shape: (c) => [kvDim(c), c.hiddenSize], rotary: 'k', fuse: 'qkv' },
   { field: 'wv', mixer: 'attention', hf: 'self_attn.v_proj.weight', gguf: 'attn_v.weight', kind: 'linear', shape: (c) => [kvDim(c), c.hiddenSize], fuse: 'qkv' },
   { field: 'bq', mixer: 'attention', hf: 'self_attn.q_proj.bias', gguf: 'attn_q.bias', kind: 'bias', shape: (c) => [qDim(c)], when: (c) => c.attentionBias, rotary: 'q', fuse: 'qkv' },
@@ -105,6 +111,19 @@ export const LAYER_TENSORS = [
   { field: 'convIn', hf: 'conv.in_proj.weight', gguf: 'shortconv.in_proj.weight', kind: 'linear', shape: (c) => [3 * c.hiddenSize, c.hiddenSize], when: conv },
   { field: 'convKernel', hf: 'conv.conv.weight', gguf: 'shortconv.conv.weight', kind: 'conv', shape: (c) => [c.hiddenSize, c.shortConv!.kernel], when: conv, hfSqueezed: true },
   { field: 'convOut', hf: 'conv.out_proj.weight', gguf: 'shortconv.out_proj.weight', kind: 'attn_out', shape: (c) => [c.hiddenSize, c.hiddenSize], when: conv },
+  // Qwen3.5's gated DeltaNet (DeltaNetConfig): q, k, v rows (conv'd together); z; β's and α's rows
+  // (kept F32 in llama.cpp's files); the conv; dt_bias; the decay (HF A_log, GGUF ssm_a =
+  // −exp(A_log)); the output norm (plain w); out_proj into the stream. GGUF orders every
+  // per-value-head tensor's heads its own way (DeltaNetConfig.vHeadOrder).
+  { field: 'dnQkv', hf: 'linear_attn.in_proj_qkv.weight', gguf: 'attn_qkv.weight', kind: 'linear', shape: (c) => [deltaNetConvDim(c.deltaNet!), c.hiddenSize], when: deltaNet },
+  { field: 'dnZ', hf: 'linear_attn.in_proj_z.weight', gguf: 'attn_gate.weight', kind: 'linear', shape: (c) => [dnVDim(c), c.hiddenSize], when: deltaNet },
+  { field: 'dnBeta', hf: 'linear_attn.in_proj_b.weight', gguf: 'ssm_beta.weight', kind: 'linear', shape: (c) => [c.deltaNet!.numVHeads, c.hiddenSize], when: deltaNet },
+  { field: 'dnAlpha', hf: 'linear_attn.in_proj_a.weight', gguf: 'ssm_alpha.weight', kind: 'linear', shape: (c) => [c.deltaNet!.numVHeads, c.hiddenSize], when: deltaNet },
+  { field: 'dnConv', hf: 'linear_attn.conv1d.weight', gguf: 'ssm_conv1d.weight', kind: 'conv', shape: (c) => [deltaNetConvDim(c.deltaNet!), c.deltaNet!.convKernel], hfSqueezed: true, when: deltaNet },
+  { field: 'dnDtBias', hf: 'linear_attn.dt_bias', gguf: 'ssm_dt.bias', kind: 'bias', shape: (c) => [c.deltaNet!.numVHeads], when: deltaNet },
+  { field: 'dnDecay', hf: 'linear_attn.A_log', gguf: 'ssm_a', kind: 'bias', shape: (c) => [c.deltaNet!.numVHeads], when: deltaNet },
+  { field: 'dnNorm', hf: 'linear_attn.norm.weight', gguf: 'ssm_norm.weight', kind: 'norm', shape: (c) => [c.deltaNet!.headVDim], plainNorm: true, when: deltaNet },
+  { field: 'dnOut', hf: 'linear_attn.out_proj.weight', gguf: 'ssm_out.weight', kind: 'attn_out', shape: (c) => [c.hiddenSize, dnVDim(c)], when: deltaNet },
   // HF calls Llama's pre-FFN norm `post_attention_layernorm`; with post-norms (OLMo 2, and
   // Gemma's sandwich) the same name is the attention output's norm, llama.cpp's
   // post_attention_norm, and Gemma's pre-FFN norm is `pre_feedforward_layernorm`.
@@ -344,6 +363,22 @@ export function canonicalName(name: string, config?: ModelConfig): string | null
   if (!m) return null;
   const local = (config ? hfNames([...LAYER_TENSORS, ...FUSED_LAYER_TENSORS], config) : HF_LAYER_NAMES).get(own?.get(m[2]!) ?? m[2]!);
   return local ? `blk.${m[1]}.${local}` : null;
+}
+
+/**
+ * A canonical tensor name as the family's GGUF files write it (ArchInfo.ggufTensorNames: LFM2's
+ * token_embd_norm, Qwen3.5's blk.N.attn_post_norm), and back (`ggufCanonicalName`).
+ */
+export function ggufFileName(arch: Arch, canonical: string): string {
+  const own = ARCH[arch].ggufTensorNames ?? {};
+  const m = /^(blk\.\d+\.)(.+)$/.exec(canonical);
+  return m ? m[1]! + (own[m[2]!] ?? m[2]!) : (own[canonical] ?? canonical);
+}
+
+export function ggufCanonicalName(arch: Arch, fileName: string): string {
+  const back = new Map(Object.entries(ARCH[arch].ggufTensorNames ?? {}).map(([canonical, own]) => [own, canonical]));
+  const m = /^(blk\.\d+\.)(.+)$/.exec(fileName);
+  return m ? m[1]! + (back.get(m[2]!) ?? m[2]!) : (back.get(fileName) ?? fileName);
 }
 
 /** The family's own HF names -> the table's (ArchInfo.hfTensorNames reversed). */

@@ -227,7 +227,11 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
     // NoPE layers leave q and k where they are; Gemma 3's windowed layers rotate with their own base
     const theta = c.ropeLocalTheta !== null && (c.slidingWindow?.layers ?? []).includes(l) ? c.ropeLocalTheta : c.ropeTheta;
     const rot = (v: number[], t: number) => (c.noRopeLayers.includes(l) ? v : rope(v, t, theta, c.ropeStyle, c.rotaryDim ?? hd, div, m));
-    const Q = heads(H.map((x) => fullQn(linear(x, W(p + 'attn_q.weight', d), w.get(p + 'attn_q.bias')), 'attn_q_norm.weight')), c.numHeads)
+    // gated attention (Qwen3.5): q_proj's rows are each head's query then its gate
+    const qg = H.map((x) => linear(x, W(p + 'attn_q.weight', d), w.get(p + 'attn_q.bias')));
+    const qOnly = c.attnOutputGate ? qg.map((r) => Array.from({ length: c.numHeads }, (_, h) => r.slice(2 * h * hd, (2 * h + 1) * hd)).flat()) : qg;
+    const gates = qg.map((r) => Array.from({ length: c.numHeads }, (_, h) => r.slice((2 * h + 1) * hd, (2 * h + 2) * hd)).flat());
+    const Q = heads(qOnly.map((x) => fullQn(x, 'attn_q_norm.weight')), c.numHeads)
       .map((hs, t) => hs.map((v) => rot(qn(v, 'attn_q_norm.weight'), t)));
     const K = heads(H.map((x) => fullQn(linear(x, W(p + 'attn_k.weight', d), w.get(p + 'attn_k.bias')), 'attn_k_norm.weight')), c.numKvHeads)
       .map((hs, t) => hs.map((v) => rot(qn(v, 'attn_k_norm.weight'), t)));
@@ -247,14 +251,15 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
         return Array.from({ length: hd }, (_, i) => e.reduce((s, p2, u) => s + (p2 / z) * V[from + u][kv][i], 0));
       }),
     );
-      return A;
+      return c.attnOutputGate ? A.map((a, t) => a.map((v, i) => v / (1 + Math.exp(-gates[t][i])))) : A;
     };
     const isConv = c.shortConv?.layers.includes(l) ?? false;
-    const mixed = isConv ? convNaive(c, w, p, H) : attend();
+    const isDelta = c.deltaNet?.layers.includes(l) ?? false;
+    const mixed = isConv ? convNaive(c, w, p, H) : isDelta ? deltaNetNaive(c, w, p, H) : attend();
     // post-norm: the block's output is normed before the residual add
     const out = (y: number[], g: string) => (post ? norm(y, w.get(p + g)!, eps) : y);
     // Granite scales each branch before the residual add
-    const Wout = isConv ? W(p + 'shortconv.out_proj.weight', d) : W(p + 'attn_output.weight', c.numHeads * hd);
+    const Wout = isConv ? W(p + 'shortconv.out_proj.weight', d) : isDelta ? W(p + 'ssm_out.weight', c.deltaNet!.numVHeads * c.deltaNet!.headVDim) : W(p + 'attn_output.weight', c.numHeads * hd);
     X = X.map((x, t) => out(linear(mixed[t], Wout), 'post_attention_norm.weight').map((v, i) => c.residualScale * v + x[i]));
     X = X.map((x) => {
       const h = pre ? norm(x, w.get(p + 'ffn_norm.weight')!, c.rmsNormEps) : x;
@@ -284,6 +289,63 @@ function convNaive(c: ModelConfig, w: Map<string, Float32Array>, p: string, H: M
   const k = w.get(p + 'shortconv.conv.weight')!;
   const padded = [...Array.from({ length: L - 1 }, () => new Array<number>(d).fill(0)), ...Bx];
   return Bx.map((_, t) => Array.from({ length: d }, (_, i) => BCx[t][d + i] * Array.from({ length: L }, (_, j) => k[i * L + j] * padded[t + j][i]).reduce((a, b) => a + b, 0)));
+}
+
+/**
+ * Qwen3.5's gated DeltaNet over the whole sequence in closed form: the conv as a padded Conv1d
+ * then SiLU; per value head, with A_r = exp(g_r)·(I − β_r k_r k_rᵀ) (dk × dk), the state after
+ * token t is S_t = Σ_{s ≤ t} A_t ⋯ A_{s+1} · β_s k_s v_sᵀ and the output S_tᵀ q_t (the transition
+ * matrices formed explicitly, never the token-by-token update); then RMSNorm by the plain w
+ * times SiLU(z).
+ */
+function deltaNetNaive(c: ModelConfig, w: Map<string, Float32Array>, p: string, H: Mat): Mat {
+  const dn = c.deltaNet!;
+  const { numKHeads: nk, numVHeads: nv, headKDim: dk, headVDim: dv, convKernel: L } = dn;
+  const d = c.hiddenSize;
+  const channels = 2 * nk * dk + nv * dv;
+  const silu = (v: number) => v / (1 + Math.exp(-v));
+  const mixedQkv = H.map((x) => linear(x, rows(w.get(p + 'attn_qkv.weight')!, d)));
+  const Z = H.map((x) => linear(x, rows(w.get(p + 'attn_gate.weight')!, d)));
+  const B = H.map((x) => linear(x, rows(w.get(p + 'ssm_beta.weight')!, d)));
+  const Al = H.map((x) => linear(x, rows(w.get(p + 'ssm_alpha.weight')!, d)));
+  const k = w.get(p + 'ssm_conv1d.weight')!;
+  const padded = [...Array.from({ length: L - 1 }, () => new Array<number>(channels).fill(0)), ...mixedQkv];
+  const conv = mixedQkv.map((_, t) => Array.from({ length: channels }, (_, i) => silu(Array.from({ length: L }, (_, j) => k[i * L + j] * padded[t + j][i]).reduce((a, b) => a + b, 0))));
+  const unit = (v: number[]) => {
+    const n = Math.sqrt(v.reduce((s, x) => s + x * x, 0) + c.rmsNormEps);
+    return v.map((x) => x / n);
+  };
+  const Qh = conv.map((r) => Array.from({ length: nk }, (_, h) => unit(r.slice(h * dk, (h + 1) * dk)).map((x) => x / Math.sqrt(dk))));
+  const Kh = conv.map((r) => Array.from({ length: nk }, (_, h) => unit(r.slice(nk * dk + h * dk, nk * dk + (h + 1) * dk))));
+  const Vh = conv.map((r) => Array.from({ length: nv }, (_, h) => r.slice(2 * nk * dk + h * dv, 2 * nk * dk + (h + 1) * dv)));
+  const dt = w.get(p + 'ssm_dt.bias')!;
+  const a = w.get(p + 'ssm_a')!;
+  const softplus = (x: number) => Math.log(1 + Math.exp(x));
+  const matmulSq = (X: Mat, Y: Mat) => X.map((row) => Y[0].map((_, j) => row.reduce((s, v, i) => s + v * Y[i][j], 0)));
+  const normW = w.get(p + 'ssm_norm.weight')!;
+  return H.map((_, t) =>
+    Array.from({ length: nv }, (_, h) => {
+      // which key head this value head reads: grouped (HF) or tiled (llama.cpp's files)
+      const kh = dn.vHeadOrder === 'grouped' ? Math.floor((h * nk) / nv) : h % nk;
+      const rate = dn.aStored === 'log' ? Math.exp(a[h]) : -a[h];
+      const transition = (r: number): Mat => {
+        const beta = 1 / (1 + Math.exp(-B[r][h]));
+        const decay = Math.exp(-rate * softplus(Al[r][h] + dt[h]));
+        const kr = Kh[r][kh];
+        return kr.map((ki, i) => kr.map((kj, j) => decay * ((i === j ? 1 : 0) - beta * ki * kj)));
+      };
+      let P: Mat = Array.from({ length: dk }, (_, i) => Array.from({ length: dk }, (_, j) => (i === j ? 1 : 0)));
+      const S: Mat = Array.from({ length: dk }, () => new Array<number>(dv).fill(0));
+      for (let s = t; s >= 0; s--) {
+        const beta = 1 / (1 + Math.exp(-B[s][h]));
+        const Pk = P.map((row) => row.reduce((acc, v, i) => acc + v * Kh[s][kh][i], 0));
+        for (let i = 0; i < dk; i++) for (let j = 0; j < dv; j++) S[i][j] += beta * Pk[i] * Vh[s][h][j];
+        P = matmulSq(P, transition(s));
+      }
+      const o = Array.from({ length: dv }, (_, j) => S.reduce((acc, row, i) => acc + row[j] * Qh[t][kh][i], 0));
+      return normOf(o, normW, c.rmsNormEps).map((v, j) => v * silu(Z[t][h * dv + j]));
+    }).flat(),
+  );
 }
 
 /** llama.cpp's converter permutation of q/k rows: within a head, rows (i, i + d/2) become (2i, 2i+1). */
@@ -334,6 +396,21 @@ const PHI3: Partial<ModelConfig> = {
   ropeScaling: { type: 'longrope', longFactor: [1, 7], shortFactor: [1, 1.5], originalMaxPositionEmbeddings: 16, attentionFactor: 1.3 },
 };
 
+const QWEN35: Partial<ModelConfig> = {
+  arch: 'qwen35',
+  numLayers: 3,
+  qkNorm: true,
+  numHeads: 2,
+  numKvHeads: 1,
+  headDim: 6,
+  rotaryDim: 2,
+  hiddenSize: 8,
+  normWeightOffset: 1,
+  tieWordEmbeddings: true,
+  attnOutputGate: true,
+  deltaNet: { layers: [0, 2], convKernel: 3, numKHeads: 2, numVHeads: 4, headKDim: 4, headVDim: 3, vHeadOrder: 'grouped', aStored: 'log' },
+};
+
 const cases: [string, Partial<ModelConfig>][] = [
   ['llama with GQA', { numHeads: 4, numKvHeads: 2, headDim: 4, hiddenSize: 8 }],
   ['qwen2 with q/k/v biases and tied embeddings', { arch: 'qwen2', attentionBias: true, tieWordEmbeddings: true, numHeads: 2, numKvHeads: 1 }],
@@ -351,6 +428,11 @@ const cases: [string, Partial<ModelConfig>][] = [
   ['qwen3 with YaRN (its ramp and attention factor)', { arch: 'qwen3', qkNorm: true, numHeads: 2, numKvHeads: 2, headDim: 6, ropeScaling: { type: 'yarn', factor: 4, originalMaxPositionEmbeddings: 64, betaFast: 32, betaSlow: 1, attentionFactor: 1.2, truncate: true } }],
   // Conv on layers 0 and 2 (before and after attention), 3 taps over 6 positions: the state carries past the kernel.
   ['lfm2 with gated short convolutions on layers 0 and 2 and per-head q/k norms on its attention layer', { arch: 'lfm2', numLayers: 3, qkNorm: true, numHeads: 2, numKvHeads: 1, headDim: 4, hiddenSize: 8, tieWordEmbeddings: true, shortConv: { kernel: 3, layers: [0, 2] } }],
+  // DeltaNet on layers 0 and 2 around a gated-attention layer (heads × head_dim 12 ≠ hidden 8, a
+  // quarter rotary, (1 + w) norms), 3 taps over 6 positions, two value heads per key head, head
+  // dims 4 (keys) and 3 (values): HF's grouped value heads and A_log, then llama.cpp's tiled heads.
+  ['qwen35 with gated DeltaNet layers (grouped value heads, A_log) and gated attention', { ...QWEN35 }],
+  ['qwen35 with tiled value heads', { ...QWEN35, deltaNet: { ...QWEN35.deltaNet!, vHeadOrder: 'tiled' } }],
   ['gemma2 with sandwich (1 + w) norms, scaled embeddings, GeGLU, its own query scale, both soft-caps and a 2-key window on layer 0', { ...GEMMA2 }],
 ];
 

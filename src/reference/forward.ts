@@ -3,13 +3,14 @@
  * purpose. Buffers are float32 like the GPU's; dot products accumulate in float64 so that the
  * reference's own rounding stays far below any tolerance a test states. Each paragraph of a
  * layer is one block of the GPU pass (src/engine/forward/: attention.ts, shortconv.ts, mlp.ts, moe.ts,
- * head.ts).
+ * head.ts); Qwen3.5's DeltaNet runs here alone so far.
  */
-import { attentionScale, layerBlocks, layerRope, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
+import { attentionScale, deltaNetConvDim, layerBlocks, layerRope, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
 import { assembleWeights, modelTensors, type ModelWeights } from '../model/tensors';
 import { routeTopK } from '../model/moe';
 import { shortConvStep } from '../model/short-conv';
+import { deltaNetState, deltaNetToken, type DeltaNetState } from '../model/delta-net';
 import { applyRope, ropeAttentionFactor, ropeInvFreqs } from '../model/rope';
 
 // Every weight float32, named and shaped as src/model/tensors.ts's table says; output is
@@ -31,6 +32,7 @@ export class ReferenceModel {
   private readonly xb: Float32Array; // (dim) normed input of a block
   private readonly xb2: Float32Array; // (dim) output of a block before the residual add
   private readonly q: Float32Array; // (numHeads * headDim)
+  private readonly qGate: Float32Array; // (2 * numHeads * headDim) gated attention's q_proj: each head's query, then its gate
   private readonly k: Float32Array; // (numKvHeads * headDim)
   private readonly v: Float32Array; // (numKvHeads * headDim)
   private readonly attOut: Float32Array; // (numHeads * headDim)
@@ -51,6 +53,14 @@ export class ReferenceModel {
   private readonly convOut: Float32Array;
   // Per conv layer its state, the last kernel - 1 inputs B ⊙ x ((kernel - 1) * dim, oldest first); empty elsewhere.
   private readonly convState: Float32Array[];
+  // Qwen3.5's DeltaNet: per layer its conv and delta-rule state (null on other layers); the
+  // projections' outputs (qkv before the conv, z, b, a) and the core's output (numVHeads * headVDim).
+  private readonly dnState: (DeltaNetState | null)[];
+  private readonly dnQkv: Float32Array;
+  private readonly dnZ: Float32Array;
+  private readonly dnB: Float32Array;
+  private readonly dnA: Float32Array;
+  private readonly dnOut: Float32Array;
   private att: Float32Array; // (capacity) scores of one head
   // KV cache, grown by doubling: per layer (capacity, numKvHeads * headDim).
   private keyCache: Float32Array[];
@@ -71,6 +81,7 @@ export class ReferenceModel {
     this.xb = new Float32Array(dim);
     this.xb2 = new Float32Array(dim);
     this.q = new Float32Array(numHeads * headDim);
+    this.qGate = new Float32Array(config.attnOutputGate ? 2 * numHeads * headDim : 0);
     this.k = new Float32Array(numKvHeads * headDim);
     this.v = new Float32Array(numKvHeads * headDim);
     this.attOut = new Float32Array(numHeads * headDim);
@@ -88,6 +99,13 @@ export class ReferenceModel {
     this.bx = new Float32Array(sc ? dim : 0);
     this.convOut = new Float32Array(sc ? dim : 0);
     this.convState = Array.from({ length: config.numLayers }, (_, l) => new Float32Array(sc && layerBlocks(config, l).mixer === 'shortconv' ? (sc.kernel - 1) * dim : 0));
+    const dn = config.deltaNet;
+    this.dnState = Array.from({ length: config.numLayers }, (_, l) => (dn && layerBlocks(config, l).mixer === 'deltanet' ? deltaNetState(dn) : null));
+    this.dnQkv = new Float32Array(dn ? deltaNetConvDim(dn) : 0);
+    this.dnZ = new Float32Array(dn ? dn.numVHeads * dn.headVDim : 0);
+    this.dnB = new Float32Array(dn ? dn.numVHeads : 0);
+    this.dnA = new Float32Array(dn ? dn.numVHeads : 0);
+    this.dnOut = new Float32Array(dn ? dn.numVHeads * dn.headVDim : 0);
     this.att = new Float32Array(0);
     this.keyCache = [];
     this.valueCache = [];
@@ -135,9 +153,13 @@ export class ReferenceModel {
     const group = numHeads / numKvHeads; // query heads per kv head (GQA)
     if (!Number.isInteger(token) || token < 0 || token >= c.vocabSize) throw new RangeError(`token ${token} is outside the vocabulary (0..${c.vocabSize - 1})`);
     if (!Number.isInteger(pos) || pos < 0 || pos > this.length) throw new RangeError(`position ${pos} must be in 0..${this.length} (the KV cache holds ${this.length})`);
-    if (pos !== 0 && pos !== this.length && this.convState.some((st) => st.length > 0))
+    const recurrent = this.convState.some((st) => st.length > 0) || this.dnState.some((st) => st !== null);
+    if (pos !== 0 && pos !== this.length && recurrent)
       throw new RangeError(`position ${pos}: a hybrid model's recurrent state cannot rewind (give ${this.length}, or 0 to start over)`);
-    if (pos === 0) for (const st of this.convState) st.fill(0);
+    if (pos === 0) {
+      for (const st of this.convState) st.fill(0);
+      for (const st of this.dnState) if (st) (st.conv.fill(0), st.s.fill(0));
+    }
     if (pos >= this.capacity) this.grow(Math.max(2 * this.capacity, pos + 1));
     const { x, xb, xb2, q, k, v, attOut, hb, hb2 } = this;
 
@@ -160,11 +182,16 @@ export class ReferenceModel {
         input = xb;
       }
 
-      // the layer's token mixer (layerBlocks): LFM2's gated short convolution into xb2, or attention
-      if (layerBlocks(c, l).mixer === 'shortconv') this.shortConv(l, lw, input, xb2);
+      // the layer's token mixer (layerBlocks): LFM2's gated short convolution or Qwen3.5's DeltaNet into xb2, or attention
+      const mixer = layerBlocks(c, l).mixer;
+      if (mixer === 'shortconv') this.shortConv(l, lw, input, xb2);
+      else if (mixer === 'deltanet') this.deltaNet(l, lw, input, xb2);
       else {
-        // qkv matmuls (+ biases)
-        matmul(q, input, lw.wq, lw.bq);
+        // qkv matmuls (+ biases); gated attention's q_proj gives each head's query then its gate
+        if (c.attnOutputGate) {
+          matmul(this.qGate, input, lw.wq, lw.bq);
+          for (let h = 0; h < numHeads; h++) q.set(this.qGate.subarray(2 * h * headDim, (2 * h + 1) * headDim), h * headDim);
+        } else matmul(q, input, lw.wq, lw.bq);
         matmul(k, input, lw.wk, lw.bk);
         matmul(v, input, lw.wv, lw.bv);
 
@@ -220,6 +247,11 @@ export class ReferenceModel {
             attOut[qOff + i] = s;
           }
         }
+
+        // gated attention (Qwen3.5): each head's output times sigmoid(its gate)
+        if (c.attnOutputGate)
+          for (let h = 0; h < numHeads; h++)
+            for (let i = 0; i < headDim; i++) attOut[h * headDim + i] *= 1 / (1 + Math.exp(-this.qGate[(2 * h + 1) * headDim + i]));
 
         // output projection
         matmul(xb2, attOut, lw.wo, lw.bo);
@@ -280,6 +312,21 @@ export class ReferenceModel {
     shortConvStep(this.convState[l], bx, lw.convKernel!, this.config.shortConv!.kernel, convOut);
     for (let i = 0; i < dim; i++) convOut[i] *= bcx[dim + i];
     matmul(out, convOut, lw.convOut!);
+  }
+
+  /**
+   * Qwen3.5's gated DeltaNet of one token into `out` (dim): the qkv, z, b and a projections, the
+   * conv, norms, gates and delta rule over this layer's state (model/delta-net.ts), out_proj.
+   */
+  private deltaNet(l: number, lw: Weights['layers'][number], input: Float32Array, out: Float32Array): void {
+    const c = this.config;
+    matmul(this.dnQkv, input, lw.dnQkv!);
+    matmul(this.dnZ, input, lw.dnZ!);
+    matmul(this.dnB, input, lw.dnBeta!);
+    matmul(this.dnA, input, lw.dnAlpha!);
+    const vectors = { conv: lw.dnConv!, dtBias: lw.dnDtBias!, decay: lw.dnDecay!, norm: lw.dnNorm! };
+    deltaNetToken(c.deltaNet!, c.rmsNormEps, vectors, this.dnState[l]!, this.dnQkv, this.dnZ, this.dnB, this.dnA, this.dnOut);
+    matmul(out, this.dnOut, lw.dnOut!);
   }
 
   /**
