@@ -8,24 +8,10 @@
 import { relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openModel } from '../model/open';
+import { maxAbsDiffAll as maxAbsDiff, relativeError } from '../testing/compare';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { serveDirectory, type StaticServer } from '../testing/server';
 import { logitsFor, ReferenceModel } from './forward';
-
-/** max over steps of rms(a − b) / std(b), as forward.test.ts measures the weight types. */
-function relativeError(got: Float32Array[], want: Float32Array[]): number {
-  let worst = 0;
-  want.forEach((w, t) => {
-    const mean = w.reduce((s, v) => s + v, 0) / w.length;
-    const std = Math.sqrt(w.reduce((s, v) => s + (v - mean) ** 2, 0) / w.length);
-    let sq = 0;
-    for (let i = 0; i < w.length; i++) sq += (got[t]![i]! - w[i]!) ** 2;
-    worst = Math.max(worst, Math.sqrt(sq / w.length) / std);
-  });
-  return worst;
-}
-
-const maxAbsDiff = (got: Float32Array[], want: Float32Array[]) => Math.max(...want.map((w, t) => Math.max(...w.map((v, i) => Math.abs(got[t]![i]! - v)))));
 
 describe('Qwen3.5 from its HF folder and from GGUF', () => {
   let servers: StaticServer[] = [];

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ARCH, type Arch } from '../model/arch';
 import { attentionScale } from '../model/config';
 import { openModel } from '../model/open';
+import { relativeError } from '../testing/compare';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { serveDirectory, type StaticServer } from '../testing/server';
 import { greedy, logitsFor, ReferenceModel } from './forward';
@@ -51,23 +52,6 @@ const TOLERANCE = {
   // (measured 0.23 .. 1.15).
 } as const;
 type Variant = keyof typeof TOLERANCE;
-
-/**
- * max over steps of rms(a - b) / std(b): the logit error relative to the logits' spread. RMS rather
- * than max so that one unlucky logit does not decide; a wrong dequantiser gives about 1.4
- * (uncorrelated logits), far above every bound below.
- */
-function relativeError(got: Float32Array[], want: Float32Array[]): number {
-  let worst = 0;
-  want.forEach((w, t) => {
-    const mean = w.reduce((s, v) => s + v, 0) / w.length;
-    const std = Math.sqrt(w.reduce((s, v) => s + (v - mean) ** 2, 0) / w.length);
-    let sq = 0;
-    for (let i = 0; i < w.length; i++) sq += (got[t][i] - w[i]) ** 2;
-    worst = Math.max(worst, Math.sqrt(sq / w.length) / std);
-  });
-  return worst;
-}
 
 function maxAbsDiff(got: Float32Array[], want: Float32Array[]): number {
   let worst = 0;
