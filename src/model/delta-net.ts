@@ -72,18 +72,27 @@ export function l2normalize(x: Float32Array, eps: number): void {
   for (let i = 0; i < x.length; i++) x[i] *= inv;
 }
 
-const silu = (x: number) => x / (1 + Math.exp(-x));
+/** x·sigmoid(x). */
+export const silu = (x: number): number => x / (1 + Math.exp(-x));
 
 /**
  * One token of the mixer from its projections (qkv before the conv, z, b, a) to the input of
- * out_proj (`out`, numVHeads × headVDim), advancing `state`: conv + SiLU, q/k L2 norms, q·1/√dk,
- * β and g, the delta rule, then each head's RMSNorm by the plain w times SiLU(z).
+ * out_proj (`out`, numVHeads × headVDim), advancing `state`: the conv + SiLU, then deltaNetCore.
  */
 export function deltaNetToken(d: DeltaNetConfig, eps: number, w: DeltaNetVectors, state: DeltaNetState, qkv: Float32Array, z: Float32Array, b: Float32Array, a: Float32Array, out: Float32Array): void {
-  const { numKHeads, numVHeads, headKDim: dk, headVDim: dv } = d;
   const conv = new Float32Array(qkv.length);
   shortConvStep(state.conv, qkv, w.conv, d.convKernel, conv);
   for (let i = 0; i < conv.length; i++) conv[i] = silu(conv[i]);
+  deltaNetCore(d, eps, w, state.s, conv, z, b, a, out);
+}
+
+/**
+ * The mixer after its conv (`conv`: q, k, v after SiLU; the conv's state is not touched): q/k L2
+ * norms, q·1/√dk, β and g, the delta rule over `s`, then each head's RMSNorm by the plain w times
+ * SiLU(z). `conv` is normalised in place.
+ */
+export function deltaNetCore(d: DeltaNetConfig, eps: number, w: Omit<DeltaNetVectors, 'conv'>, s: Float32Array, conv: Float32Array, z: Float32Array, b: Float32Array, a: Float32Array, out: Float32Array): void {
+  const { numKHeads, numVHeads, headKDim: dk, headVDim: dv } = d;
   const q = conv.subarray(0, numKHeads * dk);
   const k = conv.subarray(numKHeads * dk, 2 * numKHeads * dk);
   const v = conv.subarray(2 * numKHeads * dk);
@@ -100,7 +109,7 @@ export function deltaNetToken(d: DeltaNetConfig, eps: number, w: DeltaNetVectors
     g[h] = deltaNetLogDecay(d, w.decay, w.dtBias, a[h], h);
     beta[h] = 1 / (1 + Math.exp(-b[h]));
   }
-  deltaRuleStep(d, state.s, q, k, v, g, beta, out);
+  deltaRuleStep(d, s, q, k, v, g, beta, out);
   for (let h = 0; h < numVHeads; h++) {
     const o = out.subarray(h * dv, (h + 1) * dv);
     let ss = 0;

@@ -32,6 +32,10 @@ export const KERNEL_TOLERANCE = {
   poolMean: { f32: 1e-6, f16: 1e-6 },
   // A few f32 multiply-adds per output (LFM2's 3 taps), times C; f16: y's own rounding.
   shortConv: { f32: 1e-6, f16: 2e-3 },
+  // Qwen3.5's conv + SiLU: a few f32 multiply-adds and an exp per output; f16: y's own rounding.
+  causalConvSilu: { f32: 1e-6, f16: 2e-3 },
+  // The delta rule: f32 sums over a head dim per output, carried in an f32 state over a row's tokens; f16: inputs and y rounded.
+  deltaRule: { f32: 1e-5, f16: 3e-3 },
 } as const satisfies Record<string, Record<Precision, number>>;
 
 /**

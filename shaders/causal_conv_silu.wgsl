@@ -1,0 +1,54 @@
+// A causal depthwise convolution then SiLU over a ragged step, with each sequence's state
+// (Qwen3.5's DeltaNet conv over q, k, v; src/kernels/delta-net.ts):
+//   y[t, c] = silu(Σ_j w[c, j] · x[t − (taps − 1) + j, c])
+// the inputs before the step being the sequence's state (its last taps − 1 inputs, oldest first,
+// zero for a new sequence), which the step advances. One invocation per (channel, row of the
+// step), walking the row's tokens in order: prefill chunks and one-token decode alike. The sums and
+// the state stay f32.
+alias act = f32;
+
+override WG: u32 = 64;
+const MAX_TAPS: u32 = 8u;
+
+struct Params {
+  n: u32,     // channels
+  taps: u32,  // 1 ..= MAX_TAPS
+}
+
+struct Counts {
+  T: u32,
+  S: u32,
+}
+
+@group(0) @binding(0) var<storage, read> x: array<act>;             // [T, n]
+@group(0) @binding(1) var<storage, read> w: array<f32>;             // [n, taps]
+@group(0) @binding(2) var<storage, read_write> state: array<f32>;   // [maxSeqs, taps − 1, n]
+@group(0) @binding(3) var<storage, read_write> y: array<act>;       // [T, n]
+@group(0) @binding(4) var<storage, read> lastToken: array<u32>;     // [maxSeqs]
+@group(0) @binding(5) var<storage, read> rowSlot: array<u32>;       // [maxSeqs]
+@group(0) @binding(6) var<uniform> counts: Counts;
+@group(0) @binding(7) var<uniform> p: Params;
+
+@compute @workgroup_size(WG)
+fn main(@builtin(global_invocation_id) gid: vec3u) {
+  let c = gid.x;
+  let s = gid.y;
+  if (c >= p.n || s >= counts.S) { return; }
+  var first = 0u;
+  if (s > 0u) { first = lastToken[s - 1u] + 1u; }
+  let k = p.taps - 1u;
+  let base = rowSlot[s] * k * p.n + c;
+  var win: array<f32, MAX_TAPS>;
+  for (var j = 0u; j < k; j++) { win[j] = state[base + j * p.n]; }
+  for (var t = first; t <= lastToken[s]; t++) {
+    let u = f32(x[t * p.n + c]);
+    var acc = w[c * p.taps + k] * u;
+    for (var j = 0u; j < k; j++) {
+      acc += w[c * p.taps + j] * win[j];
+      // The window moves on by one input as it is read.
+      if (j + 1u < k) { win[j] = win[j + 1u]; } else { win[j] = u; }
+    }
+    y[t * p.n + c] = act(acc / (1.0 + exp(-acc)));
+  }
+  for (var j = 0u; j < k; j++) { state[base + j * p.n] = win[j]; }
+}

@@ -1,0 +1,105 @@
+/**
+ * Qwen3.5's DeltaNet kernels (causal_conv_silu, delta_rule) against their references
+ * (src/model/delta-net.ts's functions, which the CPU reference forward pass runs): two ragged steps
+ * over the same slots (a prefill row longer than the conv, a one-token decode row, a two-token
+ * row), each slot starting from a nonzero state, the second step continuing from the first's
+ * states with the rows in another order; y of both steps and the states after them.
+ */
+import { describe, expect, it } from 'vitest';
+import { readBuffer, STORAGE, UNIFORM, uploadBuffer, createBuffer } from '../gpu/buffers';
+import { deltaNetConvDim, type DeltaNetConfig } from '../model/config';
+import { testGPU } from '../testing/gpu';
+import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } from '../testing/kernel-helpers';
+import { KERNEL_TOLERANCE } from '../testing/tolerances';
+import { causalConvSiluRef, createCausalConvSiluOp, createDeltaRuleOp, DELTA_NET_WG, deltaRuleRef } from './delta-net';
+
+const STEPS = [
+  { lastToken: [4, 5, 7], rowSlot: [2, 0, 3] },
+  { lastToken: [0, 3, 4], rowSlot: [3, 2, 0] },
+];
+const MAX_TOKENS = 8;
+const MAX_SEQS = 4;
+// Two value heads per key head; head dims not multiples of the workgroup (the column loops' bounds matter).
+const D: DeltaNetConfig = { layers: [0], convKernel: 4, numKHeads: 2, numVHeads: 4, headKDim: 8, headVDim: 12, vHeadOrder: 'grouped', aStored: 'log' };
+const EPS = 1e-6;
+
+async function stepRows(device: GPUDevice, step: (typeof STEPS)[number]) {
+  const meta = (xs: number[]) => uploadBuffer(device, Uint32Array.from([...xs, ...new Array(MAX_SEQS - xs.length).fill(0)]), STORAGE);
+  const T = step.lastToken[step.lastToken.length - 1]! + 1;
+  return { T, lastToken: meta(step.lastToken), rowSlot: meta(step.rowSlot), counts: uploadBuffer(device, Uint32Array.from([T, step.lastToken.length, 0, 0]), UNIFORM) };
+}
+
+describe('causal_conv_silu kernel', () => {
+  const n = 80; // Qwen3.5's q, k, v channels at D's sizes
+  async function run(precision: 'f32' | 'f16', wg: number) {
+    const { device } = await testGPU();
+    const taps = D.convKernel;
+    const w = random(n * taps, 3, 1);
+    const initial = random(MAX_SEQS * (taps - 1) * n, 4, 2);
+    const states = Array.from({ length: MAX_SEQS }, (_, s) => initial.slice(s * (taps - 1) * n, (s + 1) * (taps - 1) * n));
+    const stateBuf = uploadBuffer(device, initial, STORAGE);
+    const wBuf = uploadBuffer(device, w, STORAGE);
+    const yBuf = createBuffer(device, MAX_TOKENS * n * 4, STORAGE);
+    const results: { got: Float32Array; want: Float32Array }[] = [];
+    for (const [i, step] of STEPS.entries()) {
+      const rows = await stepRows(device, step);
+      const x = actRound(random(MAX_TOKENS * n, 10 + i, 2), precision);
+      const op = await createCausalConvSiluOp(opContext(device, precision), { ...rows, x: uploadAct(device, x, precision), weight: wBuf, state: stateBuf, y: yBuf, n, taps, wg });
+      await runPass(device, (pass) => op.encode(pass, step.lastToken.length));
+      results.push({ got: await readAct(device, yBuf, rows.T * n, precision), want: actRound(causalConvSiluRef(x, w, n, taps, step.lastToken, step.rowSlot, states), precision) });
+    }
+    const gotState = new Float32Array(await readBuffer(device, stateBuf, initial.length * 4));
+    return { results, gotState, wantState: Float32Array.from(states.flatMap((s) => [...s])) };
+  }
+
+  for (const [precision, wg] of [['f32', 64], ['f16', 64]] as const) {
+    it(`matches the reference over two ragged steps in ${precision}, its states carried`, async (ctx) => {
+      if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
+      const { results, gotState, wantState } = await run(precision, wg);
+      for (const { got, want } of results) expect(maxRelDiff(got, want)).toBeLessThan(KERNEL_TOLERANCE.causalConvSilu[precision]);
+      expect(maxRelDiff(gotState, wantState)).toBeLessThan(1e-6);
+    });
+  }
+});
+
+describe('delta_rule kernel', () => {
+  async function run(precision: 'f32' | 'f16', wg: number, d: DeltaNetConfig) {
+    const { device } = await testGPU();
+    const { numVHeads: nv, headKDim: dk, headVDim: dv } = d;
+    const C = deltaNetConvDim(d);
+    const Z = nv * dv + 2 * nv;
+    // dt_bias, the decay tensor (A_log about 0, or −exp of it), the norm about 1
+    const aLog = random(nv, 5, 0.5);
+    const vecs = Float32Array.from([...random(nv, 6, 0.5), ...(d.aStored === 'log' ? aLog : aLog.map((v) => -Math.exp(v))), ...random(dv, 7, 0.2).map((v) => 1 + v)]);
+    const initial = random(MAX_SEQS * nv * dk * dv, 8, 0.5);
+    const states = Array.from({ length: MAX_SEQS }, (_, s) => initial.slice(s * nv * dk * dv, (s + 1) * nv * dk * dv));
+    const stateBuf = uploadBuffer(device, initial, STORAGE);
+    const vecBuf = uploadBuffer(device, vecs, STORAGE);
+    const yBuf = createBuffer(device, MAX_TOKENS * nv * dv * 4, STORAGE);
+    const results: { got: Float32Array; want: Float32Array }[] = [];
+    for (const [i, step] of STEPS.entries()) {
+      const rows = await stepRows(device, step);
+      const conv = actRound(random(MAX_TOKENS * C, 20 + i, 1), precision);
+      const zba = actRound(random(MAX_TOKENS * Z, 30 + i, 2), precision);
+      const op = await createDeltaRuleOp(opContext(device, precision), { ...rows, d, eps: EPS, conv: uploadAct(device, conv, precision), zba: uploadAct(device, zba, precision), vecs: vecBuf, state: stateBuf, y: yBuf, wg });
+      await runPass(device, (pass) => op.encode(pass, step.lastToken.length));
+      results.push({ got: await readAct(device, yBuf, rows.T * nv * dv, precision), want: actRound(deltaRuleRef(d, EPS, conv, zba, vecs, step.lastToken, step.rowSlot, states), precision) });
+    }
+    const gotState = new Float32Array(await readBuffer(device, stateBuf, initial.length * 4));
+    return { results, gotState, wantState: Float32Array.from(states.flatMap((s) => [...s])) };
+  }
+
+  const cases: Array<['f32' | 'f16', number, DeltaNetConfig, string]> = [
+    ...DELTA_NET_WG.map((wg): ['f32', number, DeltaNetConfig, string] => ['f32', wg, D, "HF's grouped value heads and A_log"]),
+    ['f32', 64, { ...D, vHeadOrder: 'tiled', aStored: 'neg' }, "GGUF's tiled value heads and ssm_a"],
+    ['f16', 64, D, "HF's grouped value heads and A_log"],
+  ];
+  for (const [precision, wg, d, what] of cases) {
+    it(`matches the reference over two ragged steps at WG=${wg} in ${precision} (${what}), its states carried`, async (ctx) => {
+      if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
+      const { results, gotState, wantState } = await run(precision, wg, d);
+      for (const { got, want } of results) expect(maxRelDiff(got, want)).toBeLessThan(KERNEL_TOLERANCE.deltaRule[precision]);
+      expect(maxRelDiff(gotState, wantState)).toBeLessThan(1e-5);
+    });
+  }
+});

@@ -1,0 +1,141 @@
+/**
+ * Qwen3.5's gated DeltaNet on the GPU over a ragged step (prefill chunks and one-token decode
+ * alike), in two dispatches: the causal conv + SiLU over q, k, v (shaders/causal_conv_silu.wgsl)
+ * and the gated delta rule with its gated RMSNorm (shaders/delta_rule.wgsl), each row of the step
+ * over its slot's state (f32). Token-sequential within a row; a chunked prefill form is left for later.
+ * Their references step model/delta-net.ts, the CPU reference forward pass's own functions.
+ */
+import convSource from '../../shaders/causal_conv_silu.wgsl';
+import ruleSource from '../../shaders/delta_rule.wgsl';
+import { bindBuffers, packParams, UNIFORM, uploadBuffer, type BufferRef } from '../gpu/buffers';
+import type { Kernel } from '../gpu/pipelines';
+import { deltaNetConvDim, type DeltaNetConfig } from '../model/config';
+import { deltaNetCore, silu } from '../model/delta-net';
+import { shortConvStep } from '../model/short-conv';
+import { actBytes, describeDispatch, type OpContext, type OpLabel } from './op';
+
+export const causalConvSiluKernel: Kernel = { name: 'causal_conv_silu', source: convSource };
+export const deltaRuleKernel: Kernel = { name: 'delta_rule', source: ruleSource };
+
+/** Workgroup sizes the kernels are specialised and tested at (powers of two: delta_rule reduces by halves). */
+export const DELTA_NET_WG = [64, 128] as const;
+/** Limits of the shaders: conv taps (MAX_TAPS), key and value head dims (MAX_DK, MAX_DV). */
+export const DELTA_NET_LIMITS = { taps: 8, headKDim: 256, headVDim: 256 } as const;
+
+/** Rows of a step: row s owns the tokens after row s − 1's last up to lastToken[s], on slot rowSlot[s]. */
+function eachToken(lastToken: readonly number[], visit: (t: number, s: number) => void): void {
+  let t = 0;
+  lastToken.forEach((last, s) => {
+    for (; t <= last; t++) visit(t, s);
+  });
+}
+
+/** Reference of causal_conv_silu: x [T, n], w [n, taps], states[slot] [(taps − 1)·n] advanced; returns y [T, n]. */
+export function causalConvSiluRef(x: Float32Array, w: Float32Array, n: number, taps: number, lastToken: readonly number[], rowSlot: readonly number[], states: Float32Array[]): Float32Array {
+  const T = lastToken.length ? lastToken[lastToken.length - 1]! + 1 : 0;
+  const y = new Float32Array(T * n);
+  eachToken(lastToken, (t, s) => {
+    const out = y.subarray(t * n, (t + 1) * n);
+    shortConvStep(states[rowSlot[s]!]!, x.slice(t * n, (t + 1) * n), w, taps, out);
+    for (let c = 0; c < n; c++) out[c] = silu(out[c]!);
+  });
+  return y;
+}
+
+/**
+ * Reference of delta_rule: conv [T, convDim] (after SiLU), zba [T, nv·dv + 2nv] (z, b, a), vecs
+ * (dt_bias [nv], the decay tensor [nv], the norm [dv]), states[slot] [nv·dk·dv] advanced; returns y [T, nv·dv].
+ */
+export function deltaRuleRef(d: DeltaNetConfig, eps: number, conv: Float32Array, zba: Float32Array, vecs: Float32Array, lastToken: readonly number[], rowSlot: readonly number[], states: Float32Array[]): Float32Array {
+  const { numVHeads: nv, headVDim: dv } = d;
+  const C = deltaNetConvDim(d);
+  const Z = nv * dv + 2 * nv;
+  const T = lastToken.length ? lastToken[lastToken.length - 1]! + 1 : 0;
+  const y = new Float32Array(T * nv * dv);
+  const w = { dtBias: vecs.subarray(0, nv), decay: vecs.subarray(nv, 2 * nv), norm: vecs.subarray(2 * nv, 2 * nv + dv) };
+  eachToken(lastToken, (t, s) => {
+    const row = zba.subarray(t * Z, (t + 1) * Z);
+    deltaNetCore(d, eps, w, states[rowSlot[s]!]!, conv.slice(t * C, (t + 1) * C), row.subarray(0, nv * dv), row.subarray(nv * dv, nv * dv + nv), row.subarray(nv * dv + nv), y.subarray(t * nv * dv, (t + 1) * nv * dv));
+  });
+  return y;
+}
+
+/** One of the two dispatches: `encode` takes the step's row (sequence) count. */
+export interface DeltaNetOp {
+  encode(pass: GPUComputePassEncoder, seqs: number): void;
+  destroy(): void;
+}
+
+/** The step's row bookkeeping both kernels read (the step buffers the short conv reads too). */
+export interface StepRows {
+  lastToken: BufferRef; // [maxSeqs] u32
+  rowSlot: BufferRef; // [maxSeqs] u32
+  counts: BufferRef; // uniform { T, S }
+}
+
+/** causal_conv_silu over `n` channels: x [maxTokens, n] act → y [maxTokens, n] act, state f32 [maxSeqs, taps − 1, n]. */
+export async function createCausalConvSiluOp(
+  ctx: OpContext,
+  args: StepRows & { x: BufferRef; weight: GPUBuffer; state: GPUBuffer; y: BufferRef; n: number; taps: number; wg?: number; label?: OpLabel },
+): Promise<DeltaNetOp> {
+  const { n, taps } = args;
+  if (!(Number.isInteger(taps) && taps >= 1 && taps <= DELTA_NET_LIMITS.taps)) throw new RangeError(`causal_conv_silu takes 1..${DELTA_NET_LIMITS.taps} taps, got ${taps}`);
+  const wg = args.wg ?? 64;
+  const pipeline = await ctx.cache.get(causalConvSiluKernel, { precision: ctx.precision, constants: { WG: wg } });
+  const params = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', n], ['u32', taps]])), UNIFORM, 'causal_conv_silu params');
+  const act = actBytes(ctx.precision);
+  const group = describeDispatch(
+    bindBuffers(ctx.device, pipeline, [args.x, args.weight, args.state, args.y, args.lastToken, args.rowSlot, args.counts, params]),
+    args.label,
+    'causal_conv_silu',
+    (rows, shape) => 2 * rows * n * act + n * taps * 4 + 2 * shape.seqs * (taps - 1) * n * 4,
+  );
+  const groupsX = Math.ceil(n / wg);
+  return {
+    destroy: () => params.destroy(),
+    encode(pass, seqs) {
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, group);
+      pass.dispatchWorkgroups(groupsX, seqs);
+    },
+  };
+}
+
+/** delta_rule for a DeltaNet of `d`: one workgroup per (value head, row). */
+export async function createDeltaRuleOp(
+  ctx: OpContext,
+  args: StepRows & { d: DeltaNetConfig; eps: number; conv: BufferRef; zba: BufferRef; vecs: GPUBuffer; state: GPUBuffer; y: BufferRef; wg?: number; label?: OpLabel },
+): Promise<DeltaNetOp> {
+  const { d } = args;
+  if (d.headKDim > DELTA_NET_LIMITS.headKDim || d.headVDim > DELTA_NET_LIMITS.headVDim)
+    throw new RangeError(`delta_rule takes head dims up to ${DELTA_NET_LIMITS.headKDim} (keys) and ${DELTA_NET_LIMITS.headVDim} (values), got ${d.headKDim} and ${d.headVDim}`);
+  const wg = args.wg ?? 64;
+  const pipeline = await ctx.cache.get(deltaRuleKernel, { precision: ctx.precision, constants: { WG: wg } });
+  const fields: Array<['u32' | 'f32', number]> = [
+    ['u32', d.numKHeads],
+    ['u32', d.numVHeads],
+    ['u32', d.headKDim],
+    ['u32', d.headVDim],
+    ['u32', d.vHeadOrder === 'tiled' ? 1 : 0],
+    ['u32', d.aStored === 'neg' ? 1 : 0],
+    ['f32', args.eps],
+    ['u32', 0],
+  ];
+  const params = uploadBuffer(ctx.device, new Uint8Array(packParams(fields)), UNIFORM, 'delta_rule params');
+  const act = actBytes(ctx.precision);
+  const vDim = d.numVHeads * d.headVDim;
+  const group = describeDispatch(
+    bindBuffers(ctx.device, pipeline, [args.conv, args.zba, args.vecs, args.state, args.y, args.lastToken, args.rowSlot, args.counts, params]),
+    args.label,
+    'delta_rule',
+    (rows, shape) => rows * (deltaNetConvDim(d) + 2 * vDim + 2 * d.numVHeads) * act + 2 * shape.seqs * vDim * d.headKDim * 4,
+  );
+  return {
+    destroy: () => params.destroy(),
+    encode(pass, seqs) {
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, group);
+      pass.dispatchWorkgroups(d.numVHeads, seqs);
+    },
+  };
+}
