@@ -18,7 +18,9 @@ import { matvecDotRef, quantizeActivationRef } from '../kernels/matvec-dot';
 import type { Op, OpContext } from '../kernels/op';
 import { createRmsNormOp, rmsNormRef } from '../kernels/rms-norm';
 import { createRopeOp, ropeRef } from '../kernels/rope';
+import { causalConvSiluRef, createCausalConvSiluOp, createDeltaRuleOp, deltaRuleRef } from '../kernels/delta-net';
 import { createShortConvOp, shortConvRef } from '../kernels/short-conv';
+import { deltaNetConvDim, type DeltaNetConfig } from '../model/config';
 import { createSoftcapOp, softcapRef } from '../kernels/softcap';
 import { createSwigluOp, swigluRef } from '../kernels/swiglu';
 import { uploadWeight } from '../kernels/weights';
@@ -349,5 +351,53 @@ const shortConv: KernelCheck = {
   },
 };
 
+/**
+ * Qwen3.5's DeltaNet at its head dims (128): the conv + SiLU and the delta rule over one step of a
+ * 5-token row and a 1-token row from nonzero states (GGUF's tiled heads and ssm_a), y against the reference.
+ */
+const deltaNet: KernelCheck = {
+  name: 'delta_net',
+  async run({ ctx, precision }) {
+    const { device } = ctx;
+    const d: DeltaNetConfig = { layers: [0], convKernel: 4, numKHeads: 2, numVHeads: 4, headKDim: 128, headVDim: 128, vHeadOrder: 'tiled', aStored: 'neg' };
+    const [lastToken, rowSlot, T, eps] = [[4, 5], [1, 0], 6, 1e-6];
+    const C = deltaNetConvDim(d);
+    const Z = d.numVHeads * d.headVDim + 2 * d.numVHeads;
+    const x = actRound(random(T * C, 71, 2), precision);
+    const w = random(C * d.convKernel, 72);
+    const convInit = random(2 * (d.convKernel - 1) * C, 73);
+    const zba = actRound(random(T * Z, 74, 2), precision);
+    const vecs = Float32Array.from([...random(d.numVHeads, 75, 0.5), ...random(d.numVHeads, 76, 0.5).map((v) => -Math.exp(v)), ...random(d.headVDim, 77, 0.2).map((v) => 1 + v)]);
+    const sInit = random(2 * d.numVHeads * d.headKDim * d.headVDim, 78, 0.5);
+    const u32 = (xs: number[]) => uploadBuffer(device, Uint32Array.from(xs), STORAGE);
+    const rows = { lastToken: u32(lastToken), rowSlot: u32(rowSlot), counts: uploadBuffer(device, Uint32Array.from([T, 2, 0, 0]), UNIFORM) };
+    const convY = createBuffer(device, T * C * 4, STORAGE);
+    const y = createBuffer(device, T * d.numVHeads * d.headVDim * 4, STORAGE);
+    const buffers = [uploadAct(device, x, precision), uploadBuffer(device, w, STORAGE), uploadBuffer(device, convInit, STORAGE), uploadAct(device, zba, precision), uploadBuffer(device, vecs, STORAGE), uploadBuffer(device, sInit, STORAGE), convY, y, rows.lastToken, rows.rowSlot, rows.counts];
+    const [xBuf, wBuf, convState, zbaBuf, vecBuf, sState] = buffers as [GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer];
+    const conv = await createCausalConvSiluOp(ctx, { ...rows, x: xBuf, weight: wBuf, state: convState, y: convY, n: C, taps: d.convKernel });
+    const rule = await createDeltaRuleOp(ctx, { ...rows, d, eps, conv: convY, zba: zbaBuf, vecs: vecBuf, state: sState, y });
+    try {
+      await runPass(device, (pass) => {
+        conv.encode(pass, 2);
+        rule.encode(pass, 2);
+      });
+    } finally {
+      conv.destroy();
+      rule.destroy();
+    }
+    const gotConv = await readAct(device, convY, T * C, precision);
+    const got = await readAct(device, y, T * d.numVHeads * d.headVDim, precision);
+    free(buffers);
+    const per = (a: Float32Array, n: number) => [0, 1].map((s) => a.slice(s * n, (s + 1) * n));
+    const wantConv = actRound(causalConvSiluRef(x, w, C, d.convKernel, lastToken, rowSlot, per(convInit, (d.convKernel - 1) * C)), precision);
+    const want = actRound(deltaRuleRef(d, eps, wantConv, zba, vecs, lastToken, rowSlot, per(sInit, d.numVHeads * d.headKDim * d.headVDim)), precision);
+    return [
+      { name: 'causal_conv_silu', maxError: maxRelDiff(gotConv, wantConv), tolerance: KERNEL_TOLERANCE.causalConvSilu[precision] },
+      { name: 'delta_rule', maxError: maxRelDiff(got, want), tolerance: KERNEL_TOLERANCE.deltaRule[precision] },
+    ];
+  },
+};
+
 /** Every kernel check, in the order selfcheck runs and prints them. */
-export const KERNEL_CHECKS: readonly KernelCheck[] = [linear, attention, rmsNorm, rope, embed, elementwise, shortConv];
+export const KERNEL_CHECKS: readonly KernelCheck[] = [linear, attention, rmsNorm, rope, embed, elementwise, shortConv, deltaNet];
