@@ -31,6 +31,11 @@ Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, ...) f
                            (file, folder, URL or repo id) guesses tokens the model verifies (default none)
   --draft-tokens K         tokens the draft model guesses per step (1 to 32; default 8)
   --no-cache               read remote models without keeping a copy
+  --kv-cache-dir DIR       keep full KV pages of prompt prefixes in DIR, so after a restart a known prefix is
+                           read back instead of computed (default off)
+  --kv-cache-budget BYTES  bytes the KV pages in DIR may take (default 4294967296, 4 GiB; oldest used go first)
+  --device-recovery N,S    recover from up to N GPU device losses within S seconds (default 3,60; 0 turns
+                           recovery off: a loss ends the engine)
   --fault-injection        POST /debug/fault {"kind": "device_lost"} loses the GPU device as a driver reset
                            would, to watch the engine recover (loopback clients only; default off)
   --help, -h               this text`;
@@ -62,6 +67,10 @@ export interface ServeArgs {
   maxLoraRank?: number;
   /** `--fault-injection`: ServeOptions.faultInjection. */
   faultInjection?: boolean;
+  /** `--kv-cache-dir`, `--kv-cache-budget`: CreateEngineOptions.persistKv. */
+  persistKv?: { dir: string; budgetBytes?: number };
+  /** `--device-recovery N,S`: CreateEngineOptions.deviceRecovery. */
+  deviceRecovery?: { maxLosses: number; windowMs: number } | false;
 }
 
 /** Parses the flags after `serve` (`--flag value` or `--flag=value`); null for --help. */
@@ -136,6 +145,20 @@ export function parseServeArgs(args: string[], env: Record<string, string | unde
         out.lora[name] = v.slice(eq + 1);
         break;
       }
+      case '--kv-cache-dir':
+        out.persistKv = { ...out.persistKv, dir: need() };
+        break;
+      case '--kv-cache-budget':
+        out.persistKv = { dir: '', ...out.persistKv, budgetBytes: int(1, 2 ** 50) };
+        break;
+      case '--device-recovery': {
+        const v = need();
+        const m = /^(\d+),(\d+)$/.exec(v);
+        if (v === '0') out.deviceRecovery = false;
+        else if (m && Number(m[1]) >= 1 && Number(m[1]) <= 1000 && Number(m[2]) >= 1 && Number(m[2]) <= 86400) out.deviceRecovery = { maxLosses: Number(m[1]), windowMs: Number(m[2]) * 1000 };
+        else throw new UsageError(`--device-recovery wants N,S: up to N losses (1 to 1000) within S seconds (1 to 86400), or 0 for none, got "${v}"`);
+        break;
+      }
       case '--speculative-ngram': {
         const m = /^(\d+),(\d+)$/.exec(need());
         const [n, k] = m ? [Number(m[1]), Number(m[2])] : [0, 0];
@@ -163,6 +186,7 @@ export function parseServeArgs(args: string[], env: Record<string, string | unde
     }
   }
   if (out.draft && !out.draft.model) throw new UsageError('--draft-tokens needs --draft-model: the draft model that guesses them');
+  if (out.persistKv && !out.persistKv.dir) throw new UsageError('--kv-cache-budget needs --kv-cache-dir DIR');
   if (!out.model) throw new UsageError('--model is required: a .gguf file, a model folder, a URL or a Hugging Face repo id');
   return { port: 8080, host: '127.0.0.1', apiKey: env.WEBGPU_LLM_API_KEY || undefined, ...out, model: out.model } as ServeArgs;
 }
@@ -197,6 +221,8 @@ export async function serveCommand(args: string[], log: (line: string) => void =
     ...(a.speculative ? { speculative: a.speculative } : {}),
     ...(a.draft ? { draft: a.draft } : {}),
     ...(a.faultInjection ? { faultInjection: true } : {}),
+    ...(a.persistKv ? { persistKv: a.persistKv } : {}),
+    ...(a.deviceRecovery !== undefined ? { deviceRecovery: a.deviceRecovery } : {}),
     maxBodyBytes: a.maxBodyBytes,
     grammarCompileMs: a.grammarCompileMs,
     ...(a.allowImageUrls ? { allowImageUrls: true } : {}),

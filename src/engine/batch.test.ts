@@ -4,6 +4,9 @@
  * masks live per sequence), greedy batches equal the CPU reference, a pool too small for the batch
  * preempts and still finishes every request exactly, and aborted sequences give their pages back.
  */
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { maskWords } from '../kernels/mask-ref';
 import { openModel, type OpenedModel } from '../model/open';
@@ -14,7 +17,10 @@ import { testGPU } from '../testing/gpu';
 import { maxRelDiff } from '../testing/kernel-helpers';
 import { drainGeneration, greedyRequest } from '../testing/sampling';
 import type { GPUContext } from '../gpu/device';
-import { GpuEngine } from './engine';
+import { nodeKvStore } from '../loader/kv-store-node';
+import type { KvStore } from '../loader/kv-store';
+import { GpuEngine, type EngineOptions } from './engine';
+import { pageName } from './kv-page-file';
 import type { GenerateRequest } from './types';
 
 let gpu: GPUContext;
@@ -204,5 +210,75 @@ describe('the GPU engine with many sequences in flight', () => {
         expect(maxRelDiff(got, ref.hidden), `request ${i} token ${k}`).toBeLessThan(1e-3);
       }
     }
+  });
+});
+
+/**
+ * The prefix cache across restarts (issue #33 part 2; ./kv-persist.ts): here because these
+ * engines load with this file's options, so they reuse its compiled pipelines (a cold SwiftShader
+ * compiles them for about 50 s). An engine writes its full pages to a directory; a new engine on
+ * it uploads them instead of computing them (cached tokens) and answers as the cold run did; a
+ * corrupt page file is removed with a warning and computed again; a store that refuses writes
+ * turns persistence off, never a request.
+ */
+describe('KV persistence across restarts', () => {
+  let dir: string;
+  beforeAll(async () => void (dir = await mkdtemp(join(tmpdir(), 'kv-persist-'))));
+  afterAll(() => rm(dir, { recursive: true, force: true }));
+  const PAGE = 4;
+
+  /** `prompt` for 8 greedy tokens on a new engine persisting to `store`, then unloaded (its writes settle). */
+  async function restart(persistKv: EngineOptions['persistKv'], prompt: number[]): Promise<{ ids: number[]; cached: number; engine: GpuEngine }> {
+    const e = await GpuEngine.load(opened, { gpu, precision: 'f32', contextLength: 128, pageSize: PAGE, prefillChunk: 16, persistKv });
+    try {
+      const { ids, result } = await drainGeneration(e.generate(greedyRequest(prompt, 8)));
+      return { ids, cached: result.cachedTokens, engine: e };
+    } finally {
+      await e.dispose();
+    }
+  }
+  const pageFiles = async () => (await readdir(dir, { recursive: true })).filter((f) => String(f).endsWith('.kv'));
+
+  it('uploads a restarted engine’s prompt pages from disk with the cold output; a flipped byte is recomputed', async () => {
+    const p = prompt(40, 48);
+    const cold = await restart({ store: nodeKvStore(dir) }, p);
+    expect(cold.cached).toBe(0);
+    // The K/V of 55 tokens (the last one drawn is never fed): 13 full pages.
+    expect(await pageFiles()).toHaveLength(13);
+
+    const warm = await restart({ store: nodeKvStore(dir) }, p);
+    expect(warm.ids).toEqual(cold.ids);
+    expect(warm.cached).toBe(44); // every whole page but the one with the prompt's last token
+    expect(warm.engine.persist!.counters.restored).toBe(11);
+
+    // A flipped byte in the third page's file: two pages come from disk, the rest are computed.
+    const name = await pageName({ model: warm.engine.persist!.modelKey, namespace: '', pageSize: PAGE, ids: p.slice(0, 3 * PAGE) });
+    const file = join(dir, `${name}.kv`);
+    const bytes = await readFile(file);
+    bytes[bytes.length - 100]! ^= 0x10;
+    await writeFile(file, bytes);
+    const warnings: string[] = [];
+    const again = await restart({ store: nodeKvStore(dir), warn: (m) => warnings.push(m) }, p);
+    expect(again.ids).toEqual(cold.ids);
+    expect(again.cached).toBe(2 * PAGE);
+    expect(warnings.join('\n')).toMatch(/ignored and removed: checksum mismatch/);
+    // Removed, then written again by the run that computed it.
+    expect(await pageFiles()).toHaveLength(13);
+  });
+
+  it('turns itself off when the store refuses writes, and the request still answers', async () => {
+    const full: KvStore = {
+      name: 'a full disk',
+      open: async () => {},
+      has: () => false,
+      read: async () => null,
+      write: () => Promise.reject(new Error('ENOSPC: no space left on device')),
+      remove: async () => {},
+      label: async () => {},
+    };
+    const warnings: string[] = [];
+    const { ids } = await restart({ store: full, warn: (m) => warnings.push(m) }, prompt(41, 30));
+    expect(ids).toHaveLength(8);
+    expect(warnings).toEqual(['KV persistence is off: cannot write to a full disk: ENOSPC: no space left on device']);
   });
 });

@@ -37,8 +37,10 @@ import { BackendDisposedError, ContextLengthError, LoraExistsError, PrecisionUns
 import { SeqImages } from './seq-images';
 import { BreakerTable, Sequence, type SequenceEnv } from './sequence';
 import { KvPages } from './kv-pages';
-import { layerCacheKinds, pageBytes, pagesPerBinding } from './layer-cache';
+import { layerCacheKinds, pageBytes, pagesPerBinding, rowBytes } from './layer-cache';
 import { refuseGpuPending } from './forward/blocks';
+import { KvPersister, modelFingerprint, type KvPersistOptions, type PersistTarget } from './kv-persist';
+import { hashKey } from './kv-page-file';
 import { Scheduler, type BatchRunner } from './scheduler';
 import { DeviceRecovery, type RecoveryOptions } from './recovery';
 import { StepRunner, type Sampler, type StepProfiler } from './step-runner';
@@ -122,6 +124,12 @@ export interface EngineOptions {
    * recover from in a window. Absent: a loss ends every sequence with `device_lost`, for good.
    */
   recovery?: RecoveryOptions;
+  /**
+   * Keeps full pages of the prefix cache in a store (./kv-persist.ts: a directory in Node), so a
+   * restarted engine uploads a known prompt prefix instead of computing it. Not on hybrid models
+   * (no prefix cache there) nor for adapters' sequences.
+   */
+  persistKv?: KvPersistOptions;
 }
 
 /** What the engine keeps on one GPU device: made at load, and again on a new device after a loss. */
@@ -175,6 +183,8 @@ export class GpuEngine implements Backend {
   private parts: GpuParts;
   private stepRunner: StepRunner;
   private readonly recovery: DeviceRecovery;
+  /** KV persistence (EngineOptions.persistKv), when on. */
+  persist: KvPersister | null = null;
   private disposed = false;
   /** The processor and <image> id of a model loaded with a vision tower (EngineOptions.mmproj). */
   vision?: VisionInputs;
@@ -373,6 +383,7 @@ export class GpuEngine implements Backend {
     const parts = await buildParts(gpu, opened, spec, progress, opts.onUpload);
     const engine = new GpuEngine(parts, text, opened, spec, { id: opts.id, contextLength, loraPool: opts.loraPool, recovery: opts.recovery, speculative: opts.speculative });
     try {
+      if (opts.persistKv && !hasRecurrentLayers(config)) await engine.persistTo(opts.persistKv);
       if (draftOpened) {
         // On the same device, as large a batch and context: every sequence may draft at once.
         const backend = await GpuEngine.load(draftOpened, { gpu, precision, contextLength, maxBatch: maxSeqs, pageSize, id: `${engine.id}-draft` });
@@ -388,6 +399,21 @@ export class GpuEngine implements Backend {
       throw e;
     }
     return engine;
+  }
+
+  /** Starts KV persistence (EngineOptions.persistKv): pages are keyed by the weights' fingerprint, the precision and the page layout. */
+  private async persistTo(opts: KvPersistOptions): Promise<void> {
+    const kinds = layerCacheKinds(this.config);
+    const act = this.precision === 'f16' ? 2 : 4;
+    const modelKey = await hashKey([await modelFingerprint(this.opened), this.precision, this.kv.pageSize, JSON.stringify(kinds)]);
+    const target = (): PersistTarget => {
+      const { caches } = this.parts.forward;
+      const layers = kinds.flatMap((k, l) => (k.kind === 'paged-kv' ? [{ ...caches.paged(l), rowBytes: rowBytes(k, act) }] : []));
+      return { device: this.parts.gpu.device, layers };
+    };
+    this.persist = new KvPersister(opts, modelKey, this.kv, this.scheduler.prefix, target, pageBytes(kinds, this.kv.pageSize, act));
+    await opts.store.open().catch(() => {});
+    if (opts.source !== undefined) await opts.store.label(modelKey, opts.source).catch(() => {});
   }
 
   /** The vision tower on the GPU and the image splice of the forward pass (EngineOptions.mmproj). */
@@ -488,7 +514,10 @@ export class GpuEngine implements Backend {
       if (images) seq.images = images;
       try {
         // Image positions are keyed by the image's content hash in the prefix cache (SeqImages.keys).
-        return yield* this.run(seq, recurrent ? false : (request.cachePrompt ?? true), request.signal);
+        const useCache = recurrent ? false : (request.cachePrompt ?? true);
+        // Stored pages of the prompt's prefix go into the prefix cache first (base model, no images: kv-persist.ts).
+        if (useCache && !lease && !images && this.persist) await this.persist.restore(promptIds, promptIds.length - 1);
+        return yield* this.run(seq, useCache, request.signal);
       } finally {
         // run() ended it whichever way it went.
         const r = seq.finish!;
@@ -555,6 +584,9 @@ export class GpuEngine implements Backend {
     this.disposed = true;
     // Sequences in flight end with the error; the step under way finishes first.
     await this.scheduler.stop(new BackendDisposedError('GpuEngine'));
+    // Pages being read back and written finish first (a restart finds them).
+    await this.persist?.settle();
+    this.persist?.destroy();
     destroyParts(this.parts);
     this.tower?.destroy();
     this.stepRunner.destroy();

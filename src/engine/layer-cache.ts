@@ -32,7 +32,7 @@ export function layerCacheKinds(config: ModelConfig): LayerCacheKind[] {
 }
 
 /** Bytes of one token's K (or V) row in one paged layer. */
-function rowBytes(k: Extract<LayerCacheKind, { kind: 'paged-kv' }>, actBytes: number): number {
+export function rowBytes(k: Extract<LayerCacheKind, { kind: 'paged-kv' }>, actBytes: number): number {
   return k.kvHeads * k.headDim * actBytes;
 }
 

@@ -28,6 +28,9 @@ export interface PrefixCursor {
   readonly root: Node;
 }
 
+/** A node of the tree, opaque outside this file (KV persistence asks whether one is still there: `holds`). */
+export type PrefixNode = object;
+
 interface Node {
   page: number;
   key: string;
@@ -41,6 +44,12 @@ export class PrefixCache implements PageReclaimer {
   private readonly roots = new Map<string, Node>();
   private readonly byPage = new Map<number, Node>();
   private clock = 0;
+  /**
+   * Called as a page enters the tree, with the ids up to its end (its own copy), its namespace and
+   * whether marks (image positions) key part of its prefix: KV persistence (./kv-persist.ts) copies it out behind the step that
+   * filled it.
+   */
+  onCached: ((page: number, ids: readonly number[], namespace: string, node: PrefixNode, marked: boolean) => void) | null = null;
 
   constructor(private readonly kv: KvPages) {
     kv.setReclaimer(this);
@@ -114,12 +123,19 @@ export class PrefixCache implements PageReclaimer {
         node.children.set(key, child);
         this.byPage.set(page, child);
         this.kv.markCached(page);
+        this.onCached?.(page, ids.slice(0, (p + 1) * ps), root.key, child, marks !== undefined && [...marks.keys()].some((pos) => pos < (p + 1) * ps));
       } else {
         child.lastUse = now;
       }
       node = child;
     }
     return { node, pages: Math.max(pages, full), root };
+  }
+
+  /** Whether `node` is still in the tree (its page still holds its prefix's K/V). */
+  holds(node: PrefixNode): boolean {
+    const n = node as Node;
+    return this.byPage.get(n.page) === n;
   }
 
   /** Evicts up to `n` unreferenced pages, least recently used leaves first; returns how many. */

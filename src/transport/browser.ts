@@ -24,9 +24,15 @@ export async function listCachedModels(): Promise<CachedModel[]> {
   return cache ? cache.list() : [];
 }
 
-/** Removes a cached model by its `modelKey` (from listCachedModels); false when it was not cached. */
+/**
+ * Removes a cached model by its `modelKey` (from listCachedModels), and in Node its KV pages in
+ * the default KV directory (persistKv); false when there was neither.
+ */
 export async function deleteCachedModel(modelKey: string): Promise<boolean> {
   const { defaultModelCache } = await import('../loader/open');
   const cache = await defaultModelCache();
-  return cache ? cache.delete(modelKey) : false;
+  const model = cache ? await cache.delete(modelKey) : false;
+  if (typeof process === 'undefined' || !process.versions?.node) return model;
+  const { deleteKvPages, defaultKvDir } = await import('../loader/kv-store-node');
+  return (await deleteKvPages(await defaultKvDir(), modelKey)) || model;
 }

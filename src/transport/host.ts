@@ -21,7 +21,8 @@ import { openAnyModelWithCache, openModelWithCache } from '../loader/open';
 import { ProgressEmitter, type LoadProgress } from '../loader/progress';
 import type { ModelInput } from '../loader/resolve';
 import { faultError, toStructured, unloadedError, type StructuredError } from './errors';
-import type { DeviceRecoverySpec, EngineInfo, FaultSpec } from './types';
+import type { DeviceRecoverySpec, EngineInfo, FaultSpec, KvPersistSpec } from './types';
+import type { KvPersistOptions } from '../engine/kv-persist';
 
 export interface HostOptions {
   model: ModelInput;
@@ -51,6 +52,8 @@ export interface HostOptions {
   mmproj?: string | URL;
   /** CreateEngineOptions.deviceRecovery. */
   deviceRecovery?: DeviceRecoverySpec | false;
+  /** CreateEngineOptions.persistKv. */
+  persistKv?: KvPersistSpec;
 }
 
 /** What a host serves: the decoder engine, or a BERT encoder (embeddings only). */
@@ -98,6 +101,7 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
   };
   const policy = options.deviceRecovery;
   const recovery: RecoveryOptions | undefined = policy === false ? undefined : { acquire, maxLosses: policy?.maxLosses, windowMs: policy?.windowMs };
+  const persistKv = options.persistKv ? await kvStoreOf(options.persistKv, 'modelKey' in opened.resolved ? opened.resolved.modelKey : undefined) : undefined;
   // No binding-size check here: tensors larger than a binding are split (src/engine/gpu-weights.ts).
   for (let losses = 0; ; losses++) {
     const gpu = await acquire();
@@ -117,6 +121,7 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
         lora: options.lora,
         loraPool: options.loraPool,
         recovery,
+        ...(persistKv ? { persistKv } : {}),
         ...(options.mmproj ? { mmproj: options.mmproj } : {}),
       });
       if (options.signal?.aborted) {
@@ -139,6 +144,13 @@ async function loadEncoder(opened: OpenedEncoder, gpu: GPUContext, options: Host
   if (options.lora && Object.keys(options.lora).length) throw new LoraUnsupportedError(options.id ?? 'bert');
   if (options.draft) throw new ModelError('invalid_field', 'an encoder generates nothing: it takes no draft model', 'draft');
   return EncoderBackend.load(opened, { gpu, precision: options.precision ?? 'auto', maxBatch: options.maxBatch, contextLength: options.contextLength, id: options.id });
+}
+
+/** The store of CreateEngineOptions.persistKv: a directory in Node (OPFS in browsers: not yet, the option is ignored there). */
+async function kvStoreOf(spec: KvPersistSpec, source: string | undefined): Promise<KvPersistOptions | undefined> {
+  if (typeof process === 'undefined' || !process.versions?.node) return undefined;
+  const { nodeKvStore, defaultKvDir } = await import('../loader/kv-store-node');
+  return { store: nodeKvStore(spec.dir ?? (await defaultKvDir()), spec.budgetBytes), ...(source !== undefined ? { source } : {}) };
 }
 
 /** The loader's cache option from createEngine's `cache` flag (false: none; else the default store). */

@@ -105,6 +105,11 @@ describe('the serve command line', () => {
     expect(parseServeArgs(['--model', 'm.gguf'])?.integerDot).toBeUndefined();
     expect(parseServeArgs(['--model', 'm.gguf'])?.faultInjection).toBeUndefined();
     expect(parseServeArgs(['--model', 'm.gguf', '--fault-injection'])?.faultInjection).toBe(true);
+    expect(parseServeArgs(['--model', 'm.gguf', '--kv-cache-dir', '/tmp/kv', '--kv-cache-budget=1000'])?.persistKv).toEqual({ dir: '/tmp/kv', budgetBytes: 1000 });
+    expect(() => parseServeArgs(['--model', 'm.gguf', '--kv-cache-budget', '1000'])).toThrow(/needs --kv-cache-dir/);
+    expect(parseServeArgs(['--model', 'm.gguf', '--device-recovery', '5,30'])?.deviceRecovery).toEqual({ maxLosses: 5, windowMs: 30_000 });
+    expect(parseServeArgs(['--model', 'm.gguf', '--device-recovery', '0'])?.deviceRecovery).toBe(false);
+    expect(() => parseServeArgs(['--model', 'm.gguf', '--device-recovery', '5'])).toThrow(/N,S/);
     expect(parseServeArgs(['--model', 'm.gguf'])?.allowImageUrls).toBeUndefined();
     expect(parseServeArgs(['--model', 'm.gguf', '--mmproj', 'mmproj.gguf'])?.mmproj).toBe('mmproj.gguf');
     expect(parseServeArgs(['--help'])).toBeNull();

@@ -92,6 +92,19 @@ export interface CreateEngineOptions {
    * the engine); `false`: a loss ends the engine at once.
    */
   deviceRecovery?: DeviceRecoverySpec | false;
+  /**
+   * Keeps full KV pages of the prefix cache on disk, so after a restart a known prompt prefix is
+   * uploaded instead of computed (it counts as `cached_tokens`). Node only for now: `dir` (default
+   * `<model cache dir>/kv`), `budgetBytes` (default 4 GiB; least recently used pages go first).
+   * Default off. See docs/api.md.
+   */
+  persistKv?: KvPersistSpec;
+}
+
+/** Where KV pages are kept across restarts, and how many bytes they may take (CreateEngineOptions.persistKv). */
+export interface KvPersistSpec {
+  dir?: string;
+  budgetBytes?: number;
 }
 
 /** How many device losses the engine recovers from: more than `maxLosses` within `windowMs` ends it. */
