@@ -14,6 +14,7 @@ import { highlight, snippet, type ModelSource } from './ui/code';
 import { ADVICE, explain, isAbort } from './ui/errors';
 import { formatBytes } from './ui/format';
 import { GpuCheck } from './ui/gpu-check';
+import { Attachments } from './ui/attachments';
 import { MessageList } from './ui/messages';
 import { Notices } from './ui/notices';
 import { ModelPicker, type ModelChoice } from './ui/picker';
@@ -54,6 +55,9 @@ let loadedSource: ModelSource = { kind: 'none' };
 
 const settings = new SettingsForm($('#settings'), () => updateCode());
 const list = new MessageList($('#scroller'), $('#messages'));
+const attachments = new Attachments($('#attachments'), $<HTMLButtonElement>('#attach'), $<HTMLInputElement>('#attach-input'), (text) =>
+  notices.show({ key: 'image', kind: 'warn', title: 'Image not attached', text }),
+);
 const cache = new CachePanel($('#cache-list'), $('#cache-summary'), (e) => showError('cache', e));
 const picker = new ModelPicker($<HTMLFormElement>('#model-form'), () => updateCode());
 const adapters = new AdapterPanel($('#adapters'), () => updateCode(), (e) => showError('adapter', e));
@@ -104,6 +108,13 @@ function connect(e: EngineHandle): () => void {
   };
 }
 
+/** The image button and drops/pastes, when `/v1/models` says the model takes images. */
+async function offerImages(e: EngineHandle): Promise<void> {
+  const models = await client?.models.list().catch(() => null);
+  const takes = models?.data.some((m) => ((m as { input_modalities?: string[] }).input_modalities ?? []).includes('image')) ?? false;
+  if (engine === e) attachments.setEnabled(takes);
+}
+
 async function unloadCurrent(): Promise<void> {
   chat.stop();
   disconnect?.();
@@ -111,6 +122,7 @@ async function unloadCurrent(): Promise<void> {
   const e = engine;
   engine = null;
   adapters.attach(null);
+  attachments.setEnabled(false);
   setReady(false);
   await e?.unload().catch(() => undefined);
 }
@@ -158,6 +170,7 @@ async function load(choice: ModelChoice): Promise<void> {
     // The bundled model comes with a bundled adapter (tools/bundle-demo-model.ts): offered, not loaded.
     adapters.attach(e, choice.model === BUNDLED_MODEL_PATH ? new URL(BUNDLED_LORA_PATH, location.href).href : undefined);
     setReady(true);
+    void offerImages(e);
     closeSide();
     prompt.focus();
   } catch (err) {
@@ -289,10 +302,10 @@ $<HTMLFormElement>('#model-form').addEventListener('submit', (ev) => {
 function sendOrStop(): void {
   if (chat.busy) return chat.stop();
   const text = prompt.value.trim();
-  if (!text || !client) return;
+  if ((!text && !attachments.count) || !client) return;
   prompt.value = '';
   autosize();
-  void chat.send(text);
+  void chat.send(text, attachments.drain());
 }
 
 $<HTMLFormElement>('#composer').addEventListener('submit', (ev) => {
@@ -305,6 +318,10 @@ prompt.addEventListener('keydown', (ev) => {
     ev.preventDefault();
     if (!chat.busy) sendOrStop();
   }
+});
+// An image pasted into the prompt is attached (a model that takes images).
+prompt.addEventListener('paste', (ev) => {
+  if (attachments.take([...(ev.clipboardData?.files ?? [])])) ev.preventDefault();
 });
 prompt.addEventListener('input', () => {
   autosize();
@@ -374,6 +391,7 @@ let dragDepth = 0;
 window.addEventListener('dragenter', (ev) => {
   if (!ev.dataTransfer?.types.includes('Files')) return;
   dragDepth++;
+  drop.querySelector('p')!.textContent = attachments.accepts ? 'Drop an image to attach it, or a .gguf file to load it' : 'Drop a .gguf file to load it';
   drop.hidden = false;
 });
 window.addEventListener('dragleave', () => {
@@ -388,6 +406,8 @@ window.addEventListener('drop', (ev) => {
   dragDepth = 0;
   drop.hidden = true;
   const files = [...(ev.dataTransfer?.files ?? [])];
+  // Images go to the next message (a model that takes them); anything else is a model to load.
+  if (attachments.take(files)) return;
   if (picker.takeFiles(files, false)) submitLoad();
   else if (files.length) notices.show({ key: 'load', kind: 'warn', title: 'Not a model', text: 'Drop a .gguf file, or a folder’s config.json, tokenizer.json and *.safetensors together.' });
 });

@@ -59,12 +59,17 @@ export class Chat {
     this.controller?.abort();
   }
 
-  async send(text: string): Promise<void> {
+  /** Sends a message; with `images` (data: URLs) its content is those `image_url` parts, then the text. */
+  async send(text: string, images: readonly string[] = []): Promise<void> {
     const client = this.deps.client();
     if (!client || this.busy) return;
     const body = this.request(text);
-    this.history.push({ role: 'user', content: text });
-    this.deps.list.addUser(text);
+    const content: ChatCompletionMessageParam['content'] = images.length
+      ? [...images.map((url) => ({ type: 'image_url' as const, image_url: { url } })), ...(text ? [{ type: 'text' as const, text }] : [])]
+      : text;
+    body.messages[body.messages.length - 1] = { role: 'user', content } as ChatCompletionMessageParam;
+    this.history.push({ role: 'user', content } as ChatCompletionMessageParam);
+    this.deps.list.addUser(text, images);
     const reply = this.deps.list.addReply(body.model);
 
     const controller = new AbortController();

@@ -35,6 +35,14 @@ export function snippet(source: ModelSource, req: ChatRequest): string {
 function trimMessage(m: unknown): unknown {
   const x = m as { content?: unknown };
   if (typeof x.content === 'string' && x.content.length > MAX_CONTENT) return { ...x, content: x.content.slice(0, MAX_CONTENT) + '…' };
+  // An image part's data: URL is its whole file in base64: its head stands for it.
+  if (Array.isArray(x.content))
+    return {
+      ...x,
+      content: x.content.map((p: { type?: string; image_url?: { url: string } }) =>
+        p.type === 'image_url' && p.image_url && p.image_url.url.length > MAX_CONTENT ? { ...p, image_url: { ...p.image_url, url: p.image_url.url.slice(0, MAX_CONTENT) + '…' } } : p,
+      ),
+    };
   return m;
 }
 

@@ -33,9 +33,20 @@ export class MessageList {
     });
   }
 
-  addUser(text: string): void {
+  /** A user message: its images (data: URLs) above its text. */
+  addUser(text: string, images: readonly string[] = []): void {
     const msg = el('article', 'msg user');
     const bubble = el('div', 'bubble');
+    if (images.length) {
+      const row = el('div', 'images');
+      for (const [i, url] of images.entries()) {
+        const img = el('img') as HTMLImageElement;
+        img.src = url;
+        img.alt = `image ${i + 1}`;
+        row.append(img);
+      }
+      bubble.append(row);
+    }
     const content = el('div', 'content');
     content.textContent = text;
     bubble.append(content);
