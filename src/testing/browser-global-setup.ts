@@ -39,6 +39,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // The Qwen3-Embedding checkpoint (bare-model names, sentence-transformers files): its folder.
   const embed = await ensureFixture({ arch: 'qwen3', preset: 'tiny', embedding: true }, { hf: ['F32'], gguf: [] });
   index['qwen3-embed'] = { 'hf-F32': relative(root, embed.hf.F32!).split('\\').join('/') };
+  // The tiny SmolVLM as an HF Idefics3 folder (text model, vision tower, processor files).
+  const smolvlm = await ensureFixture({ arch: 'llama', preset: 'tiny', vision: true }, { hf: ['F32'], gguf: [] });
+  index.smolvlm = { 'hf-F32': relative(root, smolvlm.hf.F32!).split('\\').join('/') };
   // The tiny BERT encoder's sentence-transformers folder.
   const { ensureBertFixture } = await import('./fixtures/bert-write');
   const bert = await ensureBertFixture({ hf: ['F32'], gguf: [] });

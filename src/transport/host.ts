@@ -245,6 +245,10 @@ function guardedBackend(engine: GpuEngine, cache: false | undefined): Backend {
     chatTemplate: engine.chatTemplate,
     generationConfig: engine.generationConfig,
     contextLength: engine.contextLength,
+    // A model with a vision tower takes images (the API checks this, /v1/models lists it); set again after a device loss.
+    get vision() {
+      return engine.vision;
+    },
     generate,
     loadLora: (name, source, opts) => engine.loadLora(name, source, { ...opts, cache }),
     unloadLora: (name) => engine.unloadLora(name),
