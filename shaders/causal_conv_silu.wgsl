@@ -11,8 +11,9 @@ override WG: u32 = 64;
 const MAX_TAPS: u32 = 8u;
 
 struct Params {
-  n: u32,     // channels
-  taps: u32,  // 1 ..= MAX_TAPS
+  n: u32,       // channels
+  taps: u32,    // 1 ..= MAX_TAPS
+  stride: u32,  // floats of one slot in state (at least (taps − 1)·n: the layer's slot state may hold more after it)
 }
 
 struct Counts {
@@ -22,7 +23,7 @@ struct Counts {
 
 @group(0) @binding(0) var<storage, read> x: array<act>;             // [T, n]
 @group(0) @binding(1) var<storage, read> w: array<f32>;             // [n, taps]
-@group(0) @binding(2) var<storage, read_write> state: array<f32>;   // [maxSeqs, taps − 1, n]
+@group(0) @binding(2) var<storage, read_write> state: array<f32>;   // [maxSeqs, stride], the window first: [taps − 1, n]
 @group(0) @binding(3) var<storage, read_write> y: array<act>;       // [T, n]
 @group(0) @binding(4) var<storage, read> lastToken: array<u32>;     // [maxSeqs]
 @group(0) @binding(5) var<storage, read> rowSlot: array<u32>;       // [maxSeqs]
@@ -37,7 +38,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   var first = 0u;
   if (s > 0u) { first = lastToken[s - 1u] + 1u; }
   let k = p.taps - 1u;
-  let base = rowSlot[s] * k * p.n + c;
+  let base = rowSlot[s] * p.stride + c;
   var win: array<f32, MAX_TAPS>;
   for (var j = 0u; j < k; j++) { win[j] = state[base + j * p.n]; }
   for (var t = first; t <= lastToken[s]; t++) {

@@ -21,7 +21,13 @@ struct Params {
   tiled: u32,  // 1: value head h reads key head h % nk; 0: h / (nv / nk)
   aNeg: u32,   // 1: the decay tensor holds −exp(A_log); 0: A_log
   eps: f32,
-  pad: u32,
+  bOff: u32,    // where b's rows [T, nv] start in zba (elements)
+  aOff: u32,    // where a's rows [T, nv] start in zba
+  stride: u32,  // floats of one slot in state
+  sOff: u32,    // where S starts in a slot (after the conv's window, in the layer's slot state)
+  pad0: u32,
+  pad1: u32,
+  pad2: u32,
 }
 
 struct Counts {
@@ -30,9 +36,9 @@ struct Counts {
 }
 
 @group(0) @binding(0) var<storage, read> conv: array<act>;          // [T, 2·nk·dk + nv·dv] q, k, v after the conv
-@group(0) @binding(1) var<storage, read> zba: array<act>;           // [T, nv·dv + 2·nv] z, b, a
+@group(0) @binding(1) var<storage, read> zba: array<act>;           // z [T, nv·dv] at 0, b [T, nv] at bOff, a [T, nv] at aOff
 @group(0) @binding(2) var<storage, read> vecs: array<f32>;          // dt_bias [nv], decay [nv], norm [dv]
-@group(0) @binding(3) var<storage, read_write> state: array<f32>;   // [maxSeqs, nv, dk, dv]
+@group(0) @binding(3) var<storage, read_write> state: array<f32>;   // [maxSeqs, stride], S [nv, dk, dv] at sOff
 @group(0) @binding(4) var<storage, read_write> y: array<act>;       // [T, nv·dv]
 @group(0) @binding(5) var<storage, read> lastToken: array<u32>;     // [maxSeqs]
 @group(0) @binding(6) var<storage, read> rowSlot: array<u32>;       // [maxSeqs]
@@ -71,8 +77,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: v
   var kh = h / (p.nv / p.nk);
   if (p.tiled == 1u) { kh = h % p.nk; }
   let C = 2u * p.nk * dk + p.nv * dv;
-  let Z = p.nv * dv + 2u * p.nv;
-  let sb = (rowSlot[s] * p.nv + h) * dk * dv;
+  let sb = rowSlot[s] * p.stride + p.sOff + h * dk * dv;
   var rate = exp(vecs[p.nv + h]);
   if (p.aNeg == 1u) { rate = -vecs[p.nv + h]; }
   for (var t = first; t <= last; t++) {
@@ -91,8 +96,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: v
     reduce2(lid);
     let ik = inverseSqrt(red[0] + p.eps);
     let iq = inverseSqrt(red2[0] + p.eps) * inverseSqrt(f32(dk));
-    let beta = 1.0 / (1.0 + exp(-f32(zba[t * Z + p.nv * dv + h])));
-    let x = f32(zba[t * Z + p.nv * dv + p.nv + h]) + vecs[h];
+    let beta = 1.0 / (1.0 + exp(-f32(zba[p.bOff + t * p.nv + h])));
+    let x = f32(zba[p.aOff + t * p.nv + h]) + vecs[h];
     var sp = x;
     if (x <= 20.0) { sp = log(1.0 + exp(x)); }
     let decay = exp(-rate * sp);
@@ -118,7 +123,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: v
     reduce2(lid);
     let inv = inverseSqrt(red[0] / f32(dv) + p.eps);
     for (var j = lid; j < dv; j += WG) {
-      let z = f32(zba[t * Z + h * dv + j]);
+      let z = f32(zba[t * p.nv * dv + h * dv + j]);
       y[t * p.nv * dv + h * dv + j] = act(o[j] * inv * vecs[2u * p.nv + j] * z / (1.0 + exp(-z)));
     }
     // kq, o and red are reused by the next token.

@@ -35,8 +35,10 @@ describe('causal_conv_silu kernel', () => {
     const { device } = await testGPU();
     const taps = D.convKernel;
     const w = random(n * taps, 3, 1);
-    const initial = random(MAX_SEQS * (taps - 1) * n, 4, 2);
-    const states = Array.from({ length: MAX_SEQS }, (_, s) => initial.slice(s * (taps - 1) * n, (s + 1) * (taps - 1) * n));
+    // Each slot's window followed by 3 floats of something else (the engine's slot state holds S after it).
+    const stride = (taps - 1) * n + 3;
+    const initial = random(MAX_SEQS * stride, 4, 2);
+    const states = Array.from({ length: MAX_SEQS }, (_, s) => initial.slice(s * stride, (s + 1) * stride));
     const stateBuf = uploadBuffer(device, initial, STORAGE);
     const wBuf = uploadBuffer(device, w, STORAGE);
     const yBuf = createBuffer(device, MAX_TOKENS * n * 4, STORAGE);
@@ -44,7 +46,7 @@ describe('causal_conv_silu kernel', () => {
     for (const [i, step] of STEPS.entries()) {
       const rows = await stepRows(device, step);
       const x = actRound(random(MAX_TOKENS * n, 10 + i, 2), precision);
-      const op = await createCausalConvSiluOp(opContext(device, precision), { ...rows, x: uploadAct(device, x, precision), weight: wBuf, state: stateBuf, y: yBuf, n, taps, wg });
+      const op = await createCausalConvSiluOp(opContext(device, precision), { ...rows, x: uploadAct(device, x, precision), weight: wBuf, state: stateBuf, stateStride: stride, y: yBuf, n, taps, wg });
       await runPass(device, (pass) => op.encode(pass, step.lastToken.length));
       results.push({ got: await readAct(device, yBuf, rows.T * n, precision), want: actRound(causalConvSiluRef(x, w, n, taps, step.lastToken, step.rowSlot, states), precision) });
     }
@@ -67,12 +69,15 @@ describe('delta_rule kernel', () => {
     const { device } = await testGPU();
     const { numVHeads: nv, headKDim: dk, headVDim: dv } = d;
     const C = deltaNetConvDim(d);
-    const Z = nv * dv + 2 * nv;
+    // z, b and a in regions of one buffer, as three projections write them
+    const [bOffset, aOffset] = [MAX_TOKENS * nv * dv, MAX_TOKENS * (nv * dv + nv)];
     // dt_bias, the decay tensor (A_log about 0, or −exp of it), the norm about 1
     const aLog = random(nv, 5, 0.5);
     const vecs = Float32Array.from([...random(nv, 6, 0.5), ...(d.aStored === 'log' ? aLog : aLog.map((v) => -Math.exp(v))), ...random(dv, 7, 0.2).map((v) => 1 + v)]);
-    const initial = random(MAX_SEQS * nv * dk * dv, 8, 0.5);
-    const states = Array.from({ length: MAX_SEQS }, (_, s) => initial.slice(s * nv * dk * dv, (s + 1) * nv * dk * dv));
+    // Each slot: 5 floats of something else (the engine's conv window), then S.
+    const [stateOffset, stride] = [5, 5 + nv * dk * dv];
+    const initial = random(MAX_SEQS * stride, 8, 0.5);
+    const states = Array.from({ length: MAX_SEQS }, (_, s) => initial.slice(s * stride + stateOffset, (s + 1) * stride));
     const stateBuf = uploadBuffer(device, initial, STORAGE);
     const vecBuf = uploadBuffer(device, vecs, STORAGE);
     const yBuf = createBuffer(device, MAX_TOKENS * nv * dv * 4, STORAGE);
@@ -80,12 +85,16 @@ describe('delta_rule kernel', () => {
     for (const [i, step] of STEPS.entries()) {
       const rows = await stepRows(device, step);
       const conv = actRound(random(MAX_TOKENS * C, 20 + i, 1), precision);
-      const zba = actRound(random(MAX_TOKENS * Z, 30 + i, 2), precision);
-      const op = await createDeltaRuleOp(opContext(device, precision), { ...rows, d, eps: EPS, conv: uploadAct(device, conv, precision), zba: uploadAct(device, zba, precision), vecs: vecBuf, state: stateBuf, y: yBuf, wg });
+      const zba = actRound(random(MAX_TOKENS * (nv * dv + 2 * nv), 30 + i, 2), precision);
+      const parts = { z: zba.subarray(0, bOffset), b: zba.subarray(bOffset, aOffset), a: zba.subarray(aOffset) };
+      const op = await createDeltaRuleOp(opContext(device, precision), { ...rows, d, eps: EPS, conv: uploadAct(device, conv, precision), zba: uploadAct(device, zba, precision), bOffset, aOffset, vecs: vecBuf, state: stateBuf, stateStride: stride, stateOffset, y: yBuf, wg });
       await runPass(device, (pass) => op.encode(pass, step.lastToken.length));
-      results.push({ got: await readAct(device, yBuf, rows.T * nv * dv, precision), want: actRound(deltaRuleRef(d, EPS, conv, zba, vecs, step.lastToken, step.rowSlot, states), precision) });
+      results.push({ got: await readAct(device, yBuf, rows.T * nv * dv, precision), want: actRound(deltaRuleRef(d, EPS, conv, parts, vecs, step.lastToken, step.rowSlot, states), precision) });
     }
-    const gotState = new Float32Array(await readBuffer(device, stateBuf, initial.length * 4));
+    const all = new Float32Array(await readBuffer(device, stateBuf, initial.length * 4));
+    // S of each slot; the floats before it untouched
+    const gotState = Float32Array.from(Array.from({ length: MAX_SEQS }, (_, s) => [...all.subarray(s * stride + stateOffset, (s + 1) * stride)]).flat());
+    for (let s = 0; s < MAX_SEQS; s++) expect(all.subarray(s * stride, s * stride + stateOffset)).toEqual(initial.subarray(s * stride, s * stride + stateOffset));
     return { results, gotState, wantState: Float32Array.from(states.flatMap((s) => [...s])) };
   }
 

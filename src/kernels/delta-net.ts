@@ -43,19 +43,18 @@ export function causalConvSiluRef(x: Float32Array, w: Float32Array, n: number, t
 }
 
 /**
- * Reference of delta_rule: conv [T, convDim] (after SiLU), zba [T, nv·dv + 2nv] (z, b, a), vecs
+ * Reference of delta_rule: conv [T, convDim] (after SiLU), z [T, nv·dv], b and a [T, nv], vecs
  * (dt_bias [nv], the decay tensor [nv], the norm [dv]), states[slot] [nv·dk·dv] advanced; returns y [T, nv·dv].
  */
-export function deltaRuleRef(d: DeltaNetConfig, eps: number, conv: Float32Array, zba: Float32Array, vecs: Float32Array, lastToken: readonly number[], rowSlot: readonly number[], states: Float32Array[]): Float32Array {
+export function deltaRuleRef(d: DeltaNetConfig, eps: number, conv: Float32Array, zba: { z: Float32Array; b: Float32Array; a: Float32Array }, vecs: Float32Array, lastToken: readonly number[], rowSlot: readonly number[], states: Float32Array[]): Float32Array {
   const { numVHeads: nv, headVDim: dv } = d;
   const C = deltaNetConvDim(d);
-  const Z = nv * dv + 2 * nv;
   const T = lastToken.length ? lastToken[lastToken.length - 1]! + 1 : 0;
   const y = new Float32Array(T * nv * dv);
   const w = { dtBias: vecs.subarray(0, nv), decay: vecs.subarray(nv, 2 * nv), norm: vecs.subarray(2 * nv, 2 * nv + dv) };
   eachToken(lastToken, (t, s) => {
-    const row = zba.subarray(t * Z, (t + 1) * Z);
-    deltaNetCore(d, eps, w, states[rowSlot[s]!]!, conv.slice(t * C, (t + 1) * C), row.subarray(0, nv * dv), row.subarray(nv * dv, nv * dv + nv), row.subarray(nv * dv + nv), y.subarray(t * nv * dv, (t + 1) * nv * dv));
+    const { z, b, a } = zba;
+    deltaNetCore(d, eps, w, states[rowSlot[s]!]!, conv.slice(t * C, (t + 1) * C), z.subarray(t * nv * dv, (t + 1) * nv * dv), b.subarray(t * nv, (t + 1) * nv), a.subarray(t * nv, (t + 1) * nv), y.subarray(t * nv * dv, (t + 1) * nv * dv));
   });
   return y;
 }
@@ -73,16 +72,19 @@ export interface StepRows {
   counts: BufferRef; // uniform { T, S }
 }
 
-/** causal_conv_silu over `n` channels: x [maxTokens, n] act → y [maxTokens, n] act, state f32 [maxSeqs, taps − 1, n]. */
+/**
+ * causal_conv_silu over `n` channels: x [maxTokens, n] act → y [maxTokens, n] act; state f32, each
+ * slot `stateStride` floats (default (taps − 1)·n) starting with its window [taps − 1, n].
+ */
 export async function createCausalConvSiluOp(
   ctx: OpContext,
-  args: StepRows & { x: BufferRef; weight: GPUBuffer; state: GPUBuffer; y: BufferRef; n: number; taps: number; wg?: number; label?: OpLabel },
+  args: StepRows & { x: BufferRef; weight: GPUBuffer; state: GPUBuffer; y: BufferRef; n: number; taps: number; stateStride?: number; wg?: number; label?: OpLabel },
 ): Promise<DeltaNetOp> {
   const { n, taps } = args;
   if (!(Number.isInteger(taps) && taps >= 1 && taps <= DELTA_NET_LIMITS.taps)) throw new RangeError(`causal_conv_silu takes 1..${DELTA_NET_LIMITS.taps} taps, got ${taps}`);
   const wg = args.wg ?? 64;
   const pipeline = await ctx.cache.get(causalConvSiluKernel, { precision: ctx.precision, constants: { WG: wg } });
-  const params = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', n], ['u32', taps]])), UNIFORM, 'causal_conv_silu params');
+  const params = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', n], ['u32', taps], ['u32', args.stateStride ?? (taps - 1) * n]])), UNIFORM, 'causal_conv_silu params');
   const act = actBytes(ctx.precision);
   const group = describeDispatch(
     bindBuffers(ctx.device, pipeline, [args.x, args.weight, args.state, args.y, args.lastToken, args.rowSlot, args.counts, params]),
@@ -101,10 +103,14 @@ export async function createCausalConvSiluOp(
   };
 }
 
-/** delta_rule for a DeltaNet of `d`: one workgroup per (value head, row). */
+/**
+ * delta_rule for a DeltaNet of `d`: one workgroup per (value head, row). `zba` holds z [T, nv·dv]
+ * at 0 and b, a [T, nv] at `bOffset`, `aOffset` (elements); each slot of `state` is `stateStride`
+ * floats (default nv·dk·dv) with S at `stateOffset` (default 0).
+ */
 export async function createDeltaRuleOp(
   ctx: OpContext,
-  args: StepRows & { d: DeltaNetConfig; eps: number; conv: BufferRef; zba: BufferRef; vecs: GPUBuffer; state: GPUBuffer; y: BufferRef; wg?: number; label?: OpLabel },
+  args: StepRows & { d: DeltaNetConfig; eps: number; conv: BufferRef; zba: BufferRef; bOffset: number; aOffset: number; vecs: GPUBuffer; state: GPUBuffer; stateStride?: number; stateOffset?: number; y: BufferRef; wg?: number; label?: OpLabel },
 ): Promise<DeltaNetOp> {
   const { d } = args;
   if (d.headKDim > DELTA_NET_LIMITS.headKDim || d.headVDim > DELTA_NET_LIMITS.headVDim)
@@ -119,6 +125,12 @@ export async function createDeltaRuleOp(
     ['u32', d.vHeadOrder === 'tiled' ? 1 : 0],
     ['u32', d.aStored === 'neg' ? 1 : 0],
     ['f32', args.eps],
+    ['u32', args.bOffset],
+    ['u32', args.aOffset],
+    ['u32', args.stateStride ?? d.numVHeads * d.headKDim * d.headVDim],
+    ['u32', args.stateOffset ?? 0],
+    ['u32', 0],
+    ['u32', 0],
     ['u32', 0],
   ];
   const params = uploadBuffer(ctx.device, new Uint8Array(packParams(fields)), UNIFORM, 'delta_rule params');

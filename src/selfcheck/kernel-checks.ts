@@ -362,11 +362,11 @@ const deltaNet: KernelCheck = {
     const d: DeltaNetConfig = { layers: [0], convKernel: 4, numKHeads: 2, numVHeads: 4, headKDim: 128, headVDim: 128, vHeadOrder: 'tiled', aStored: 'neg' };
     const [lastToken, rowSlot, T, eps] = [[4, 5], [1, 0], 6, 1e-6];
     const C = deltaNetConvDim(d);
-    const Z = d.numVHeads * d.headVDim + 2 * d.numVHeads;
+    const [bOffset, aOffset] = [T * d.numVHeads * d.headVDim, T * (d.numVHeads * d.headVDim + d.numVHeads)];
     const x = actRound(random(T * C, 71, 2), precision);
     const w = random(C * d.convKernel, 72);
     const convInit = random(2 * (d.convKernel - 1) * C, 73);
-    const zba = actRound(random(T * Z, 74, 2), precision);
+    const zba = actRound(random(aOffset + T * d.numVHeads, 74, 2), precision);
     const vecs = Float32Array.from([...random(d.numVHeads, 75, 0.5), ...random(d.numVHeads, 76, 0.5).map((v) => -Math.exp(v)), ...random(d.headVDim, 77, 0.2).map((v) => 1 + v)]);
     const sInit = random(2 * d.numVHeads * d.headKDim * d.headVDim, 78, 0.5);
     const u32 = (xs: number[]) => uploadBuffer(device, Uint32Array.from(xs), STORAGE);
@@ -376,7 +376,7 @@ const deltaNet: KernelCheck = {
     const buffers = [uploadAct(device, x, precision), uploadBuffer(device, w, STORAGE), uploadBuffer(device, convInit, STORAGE), uploadAct(device, zba, precision), uploadBuffer(device, vecs, STORAGE), uploadBuffer(device, sInit, STORAGE), convY, y, rows.lastToken, rows.rowSlot, rows.counts];
     const [xBuf, wBuf, convState, zbaBuf, vecBuf, sState] = buffers as [GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer];
     const conv = await createCausalConvSiluOp(ctx, { ...rows, x: xBuf, weight: wBuf, state: convState, y: convY, n: C, taps: d.convKernel });
-    const rule = await createDeltaRuleOp(ctx, { ...rows, d, eps, conv: convY, zba: zbaBuf, vecs: vecBuf, state: sState, y });
+    const rule = await createDeltaRuleOp(ctx, { ...rows, d, eps, conv: convY, zba: zbaBuf, bOffset, aOffset, vecs: vecBuf, state: sState, y });
     try {
       await runPass(device, (pass) => {
         conv.encode(pass, 2);
@@ -391,7 +391,7 @@ const deltaNet: KernelCheck = {
     free(buffers);
     const per = (a: Float32Array, n: number) => [0, 1].map((s) => a.slice(s * n, (s + 1) * n));
     const wantConv = actRound(causalConvSiluRef(x, w, C, d.convKernel, lastToken, rowSlot, per(convInit, (d.convKernel - 1) * C)), precision);
-    const want = actRound(deltaRuleRef(d, eps, wantConv, zba, vecs, lastToken, rowSlot, per(sInit, d.numVHeads * d.headKDim * d.headVDim)), precision);
+    const want = actRound(deltaRuleRef(d, eps, wantConv, { z: zba.subarray(0, bOffset), b: zba.subarray(bOffset, aOffset), a: zba.subarray(aOffset) }, vecs, lastToken, rowSlot, per(sInit, d.numVHeads * d.headKDim * d.headVDim)), precision);
     return [
       { name: 'causal_conv_silu', maxError: maxRelDiff(gotConv, wantConv), tolerance: KERNEL_TOLERANCE.causalConvSilu[precision] },
       { name: 'delta_rule', maxError: maxRelDiff(got, want), tolerance: KERNEL_TOLERANCE.deltaRule[precision] },
