@@ -109,6 +109,8 @@ export class Sequence {
   private readonly signal: AbortSignal | undefined;
   /** Tokens recorded and not yet taken: a step's draw, then any its grammar forced after it. */
   private readonly out: GeneratedToken[] = [];
+  /** Masks of a verify step's rows after the first (`rowMasks`), allocated as proposals first need them. */
+  private readonly verifyMasks: Uint32Array[] = [];
   /** Whether `maskBits` holds the grammar's mask for the next draw already (`nextMask`). */
   private maskFresh = false;
   private result: GenerationResult | null = null;
@@ -271,7 +273,47 @@ export class Sequence {
    */
   proposals(max: number): readonly number[] {
     const room = Math.min(max, this.maxTokens - this.generated - 1);
-    return this.proposer && room > 0 ? this.proposer.propose(this.ids, this.generated, room).slice(0, room) : [];
+    const guess = this.proposer && room > 0 ? this.proposer.propose(this.ids, this.generated, room).slice(0, room) : [];
+    return this.constraint && guess.length ? guess.slice(0, this.grammarTakes(guess)) : guess;
+  }
+
+  /**
+   * How many of `guess` the grammar takes in order (a token it refuses ends a proposal: the row's
+   * draw, masked, could never equal it); the grammar is walked through them and rolled back.
+   */
+  private grammarTakes(guess: readonly number[]): number {
+    const c = this.constraint!;
+    let n = 0;
+    while (n < guess.length && !c.isTerminated() && c.accept(guess[n]!)) n++;
+    c.rollBack!(n);
+    return n;
+  }
+
+  /**
+   * Under a grammar, the masks of a verify step's rows (`work` with `proposed`, at most maxSeqs
+   * rows): row 0's is the grammar's mask now, row i's its mask after the first i proposals, which
+   * the grammar accepts for the look and rolls back after. A row past the grammar's end (its
+   * draw is never taken: the sequence ends before it) allows everything.
+   */
+  async rowMasks(proposed: readonly number[]): Promise<readonly Uint32Array[]> {
+    const c = this.constraint!;
+    const first = await this.nextMask();
+    while (this.verifyMasks.length < proposed.length) this.verifyMasks.push(new Uint32Array(c.words));
+    let n = 0;
+    try {
+      for (; n < proposed.length; n++) {
+        const bits = this.verifyMasks[n]!;
+        if (c.isTerminated() || !c.accept(proposed[n]!)) {
+          for (let m = n; m < proposed.length; m++) this.verifyMasks[m]!.fill(0xffffffff);
+          break;
+        }
+        if (c.isTerminated()) bits.fill(0xffffffff);
+        else await c.mask(bits);
+      }
+    } finally {
+      c.rollBack!(n);
+    }
+    return [first, ...this.verifyMasks.slice(0, proposed.length)];
   }
 
   /** Whether its proposer guesses asynchronously (a draft model): the scheduler awaits `prepare` before planning its step. */
@@ -452,16 +494,16 @@ function drawIsForced(p: SamplingParams): boolean {
 }
 
 /**
- * Whether a request's draws can be verified several per step. Not: under a grammar (a row's mask
- * would need the grammar advanced through the proposals before it and rolled back after, which
- * the matcher cannot), with a CPU sampler or the GPU penalties op (both keep per-sequence state
+ * Whether a request's draws can be verified several per step. Not: under a grammar that cannot
+ * roll back (a row's mask needs the grammar advanced through the proposals before it and rolled
+ * back after: `rowMasks`), with a CPU sampler or the GPU penalties op (both keep per-sequence state
  * that each draw moves: history counts, mirostat's mu, the min_tokens ban), or with hidden states
  * or routed experts (read back per sequence, not per row). Such a request decodes as without
  * speculation, with the same output.
  */
 function canSpeculate(r: GenerateRequest): boolean {
   const p = r.sampling;
-  return !r.constraint && !r.returnHiddenStates && !r.returnRoutedExperts && r.minTokens === 0 && !needsPenalties(p, false) && p.dry.multiplier === 0 && p.mirostat.mode === 0;
+  return (!r.constraint || r.constraint.rollBack !== undefined) && !r.returnHiddenStates && !r.returnRoutedExperts && r.minTokens === 0 && !needsPenalties(p, false) && p.dry.multiplier === 0 && p.mirostat.mode === 0;
 }
 
 /** The one id a bitmask allows, or -1 when it allows none or several. */

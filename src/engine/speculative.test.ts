@@ -10,7 +10,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openModel } from '../model/open';
 import { ReferenceBackend } from '../reference/backend';
-import { loadRig, type Rig } from '../testing/api-rig';
+import type OpenAI from 'openai';
+import { appFor, clientFor, loadRig, type Rig } from '../testing/api-rig';
+import { SCHEMAS } from '../testing/schemas';
+import type { Backend } from './types';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
 import { drainGeneration, greedyRequest } from '../testing/sampling';
@@ -88,6 +91,38 @@ describe('speculative decoding on the GPU engine', () => {
     expect(own.result.speculation).toEqual({ proposed: 11, accepted: 11 });
     const ngram = await run(dense, 12, { ngram: { n: 2, k: 4 } }, sampling);
     expect(ngram.ids).toEqual(off.ids);
+  });
+});
+
+describe('speculation under a grammar', () => {
+  /** A greedy json_schema chat on `backend`, its usage and the GPU steps it took. */
+  async function chat(backend: Backend, prediction?: string) {
+    const { schema } = SCHEMAS.find((x) => x.name === 'nested_objects')!;
+    const body = {
+      model: backend.id, messages: [{ role: 'user', content: 'JSON please' }], max_tokens: 40, temperature: 0, chat_template_kwargs: { enable_thinking: false },
+      response_format: { type: 'json_schema', json_schema: { name: 'n', schema } }, ...(prediction !== undefined ? { prediction: { type: 'content', content: prediction } } : {}),
+    };
+    const before = dense.kvStats.steps;
+    const r = await clientFor(appFor([backend])).chat.completions.create(body as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    return { text: r.choices[0]!.message.content ?? '', details: r.usage!.completion_tokens_details, tokens: r.usage!.completion_tokens, steps: dense.kvStats.steps - before };
+  }
+
+  it.each([
+    ['the GPU engine', () => dense as Backend],
+    ['the CPU reference', () => rig.qwen.backend as Backend],
+  ])('%s: json_schema output unchanged by a prediction of it (taken in few steps) and by one the grammar refuses', async (_, backend) => {
+    const b = backend();
+    const off = await chat(b);
+    const own = await chat(b, off.text);
+    expect(own.text).toBe(off.text);
+    expect(own.details?.accepted_prediction_tokens).toBeGreaterThan(0);
+    // Text the schema's object cannot start with: every proposal ends at the grammar, none is verified.
+    const refused = await chat(b, 'Sure! Here is some JSON for you.');
+    expect(refused.text).toBe(off.text);
+    if (b === dense) {
+      expect(own.steps).toBeLessThan(off.steps);
+      expect(refused.steps).toBe(off.steps);
+    }
   });
 });
 

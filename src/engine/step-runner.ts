@@ -261,10 +261,14 @@ export class StepRunner implements BatchRunner {
       // wasm behind a promise: yield a task so the forward pass runs while the masks are computed.
       // Queue writes land in order between submits, so the second buffer reads this step's masks.
       await nextTask();
+      // A verify step's rows (consecutive, from its verify 0 on) each get the grammar's mask after the proposals before it.
+      let verifyMasks: readonly Uint32Array[] = [];
       for (let row = 0; row < sampling; row++) {
-        const seq = rows[row]!.item.seq;
-        if (seq.constraint) await seq.nextMask();
-        this.sampler.mask.write(row, seq.constraint ? seq.maskBits! : this.allowAll);
+        const { item, verify } = rows[row]!;
+        const seq = item.seq;
+        if (seq.constraint && item.work.proposed && verify === 0) verifyMasks = await seq.rowMasks(item.work.proposed);
+        else if (seq.constraint && !item.work.proposed) await seq.nextMask();
+        this.sampler.mask.write(row, !seq.constraint ? this.allowAll : item.work.proposed ? verifyMasks[verify]! : seq.maskBits!);
       }
       encoder = device.createCommandEncoder();
       pass = this.profiler ? this.profiler.begin(encoder, true, shape!) : encoder.beginComputePass();

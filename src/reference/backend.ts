@@ -127,7 +127,8 @@ export class ReferenceBackend implements Backend, StepRunner {
       seq.advance(work);
       if (!work.samples) continue;
       if (work.proposed) {
-        this.verify(seq, work.proposed, logits);
+        await this.verify(seq, work.proposed, logits);
+        await seq.jumpForward();
         continue;
       }
       if (seq.constraint) {
@@ -174,9 +175,12 @@ export class ReferenceBackend implements Backend, StepRunner {
    * while it equals the next proposal, that proposal is fed for the next draw. The cache then
    * holds what the sequence says it does (the GPU engine rolls back the rows it fed past a miss).
    */
-  private verify(seq: Sequence, proposed: readonly number[], logits: Float32Array): void {
-    const draws = [seq.draw(logits)];
-    for (let i = 0; i < proposed.length && draws[i]!.id === proposed[i]; i++) draws.push(seq.draw(this.feed(proposed[i]!)));
+  private async verify(seq: Sequence, proposed: readonly number[], logits: Float32Array): Promise<void> {
+    // Under a grammar each position's logits are masked as the GPU masks its rows.
+    const masks = seq.constraint ? await seq.rowMasks(proposed) : null;
+    const masked = (l: Float32Array, i: number) => (masks ? applyMaskRef(l.slice(), masks[i]!, this.config.vocabSize) : l);
+    const draws = [seq.draw(masked(logits, 0))];
+    for (let i = 0; i < proposed.length && draws[i]!.id === proposed[i]; i++) draws.push(seq.draw(masked(this.feed(proposed[i]!), i + 1)));
     seq.verify(draws, proposed);
     this.cached.length = Math.min(this.cached.length, seq.kvLength);
   }

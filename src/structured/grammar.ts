@@ -123,6 +123,10 @@ export async function compileConstraint(
           if (ok) utf8.accept(id);
           return ok;
         },
+        rollBack: (tokens: number) => {
+          matcher.rollBack(tokens);
+          utf8.rollBack(tokens);
+        },
         forcesText: () => matcher.findJumpForwardString() !== '',
         isTerminated: () => matcher.isTerminated(),
         dispose: () => matcher.dispose(),

@@ -48,6 +48,11 @@ export interface Constraint {
   forcesText?(): boolean;
   /** Advances past the sampled token; false when the grammar did not allow it. */
   accept(id: number): boolean;
+  /**
+   * Undoes the last `tokens` accepted tokens (speculative decoding advances the grammar through a
+   * proposal to mask each of its rows, then goes back). Absent: such a request does not speculate.
+   */
+  rollBack?(tokens: number): void;
   /** The grammar is complete (its stop token was accepted): generation should end with 'stop'. */
   isTerminated(): boolean;
   dispose(): void;

@@ -109,6 +109,11 @@ describe('constrained masks', () => {
     expect(allowed(mask, byteToken(0x9f))).toBe(true);
     expect(allowed(mask, byteToken(0xa0)), 'a surrogate').toBe(false);
     expect(allowed(mask, tok.encode('a', { addSpecialTokens: false })[0]!)).toBe(false);
+    // Rolled back (speculative decoding looks ahead through a proposal): the mask before the lead byte again.
+    c.rollBack!(1);
+    await c.mask(mask);
+    expect(allowed(mask, byteToken(0xc3))).toBe(true);
+    expect(allowed(mask, byteToken(0x9f)), 'a continuation without its lead').toBe(false);
     c.dispose();
   });
 

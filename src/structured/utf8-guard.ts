@@ -97,6 +97,8 @@ export function utf8Tables(tokenizer: TextTokenizer, vocabSize: number): Utf8Tab
 /** One choice's position in the automaton: masks the grammar's bitmask and follows accepted tokens. */
 export class Utf8Guard {
   private state = UTF8_ACCEPT;
+  /** The state before each accepted token (`rollBack`). */
+  private readonly before: number[] = [];
 
   constructor(private readonly tables: Utf8Tables) {}
 
@@ -113,7 +115,16 @@ export class Utf8Guard {
     for (let i = 0; i < n; i++) mask[i]! &= allowed[i]!;
   }
 
+  /** Back to the state before the last `tokens` accepted tokens. */
+  rollBack(tokens: number): void {
+    if (tokens <= 0) return;
+    if (tokens > this.before.length) throw new RangeError(`utf8 guard: rolling back ${tokens} of ${this.before.length} tokens`);
+    this.state = this.before[this.before.length - tokens]!;
+    this.before.length -= tokens;
+  }
+
   accept(id: number): void {
+    this.before.push(this.state);
     const s = this.tables.next[id * STATES + this.state];
     // A token that was not valid here (only through the fallback above) restarts the automaton.
     this.state = s === undefined || s === INVALID ? UTF8_ACCEPT : s;
