@@ -11,6 +11,7 @@
  */
 import type { GPUContext } from '../gpu/device';
 import { engineOpContext } from '../kernels/op';
+import { embeddingSize } from '../model/embedding';
 import { openEncoder, type OpenedEncoder } from '../model/encoder-open';
 import type { ModelLocation } from '../model/open';
 import { tokenizerOf } from '../text/from-model';
@@ -64,7 +65,8 @@ export class EncoderBackend implements Backend {
     readonly precision: 'f32' | 'f16',
   ) {
     this.id = id;
-    this.config = { vocabSize: model.config.vocabSize, hiddenSize: model.config.hiddenSize, embedding: model.embedding };
+    // hiddenSize is the vector's size the API serves: after the Dense modules, where there are some.
+    this.config = { vocabSize: model.config.vocabSize, hiddenSize: embeddingSize(model.embedding, model.config.hiddenSize), embedding: model.embedding };
     this.tokenizer = tokenizerOf(model.tokenizer);
     this.contextLength = encoder.maxTokens / encoder.maxSeqs;
     this.limits = { maxSeqs: encoder.maxSeqs, numPages: 0, pageSize: 0 };

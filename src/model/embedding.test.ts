@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ensureFixture } from '../testing/fixtures/shared';
-import { embeddingFromFolder, embeddingFromGGUF } from './embedding';
+import { denseFromGGUF, embeddingFromFolder, embeddingFromGGUF } from './embedding';
 import { ModelError } from './errors';
 import type { Folder } from './folder';
 import { openModel } from './open';
@@ -48,6 +48,38 @@ describe('the pooling of a sentence-transformers folder', () => {
     await expect(embeddingFromFolder(two)).rejects.toBeInstanceOf(ModelError);
     const missing = folderOf({ 'modules.json': [POOLING] });
     await expect(embeddingFromFolder(missing)).rejects.toMatchObject({ code: 'missing_file' });
+  });
+});
+
+describe('the Dense modules of a sentence-transformers folder', () => {
+  const DENSE = (path: string, idx: number) => ({ idx, type: 'sentence_transformers.models.Dense', path });
+  const files = (dense2: Record<string, unknown>) => ({
+    'modules.json': [POOLING, DENSE('2_Dense', 2), DENSE('3_Dense', 3)],
+    '1_Pooling/config.json': mode('pooling_mode_mean_tokens'),
+    '2_Dense/config.json': dense2,
+    '3_Dense/config.json': { in_features: 16, out_features: 4, bias: false, activation_function: 'torch.nn.modules.linear.Identity' },
+  });
+
+  it('reads them in order as dense_<idx>; no activation_function is Dense’s default Tanh', async () => {
+    const e = await embeddingFromFolder(folderOf(files({ in_features: 8, out_features: 16, bias: true })));
+    expect(e?.dense).toEqual([
+      { name: 'dense_2', path: '2_Dense', inFeatures: 8, outFeatures: 16, bias: true, activation: 'tanh' },
+      { name: 'dense_3', path: '3_Dense', inFeatures: 16, outFeatures: 4, bias: false, activation: 'identity' },
+    ]);
+  });
+
+  it('refuses an activation it does not run and a bad size, naming the key', async () => {
+    await expect(embeddingFromFolder(folderOf(files({ in_features: 8, out_features: 16, activation_function: 'torch.nn.modules.activation.ReLU' })))).rejects.toMatchObject({ field: 'activation_function' });
+    await expect(embeddingFromFolder(folderOf(files({ in_features: 0, out_features: 16 })))).rejects.toMatchObject({ field: 'in_features' });
+  });
+
+  it('a GGUF’s dense_<n> tensors in order of n, Identity, a bias where it has one', () => {
+    const t = (shape: number[]) => ({ info: { shape } });
+    const tensors = new Map([['dense_3.weight', t([8, 32])], ['dense_2.weight', t([16, 32])], ['dense_2.bias', t([32])], ['output_norm.weight', t([16])]]);
+    expect(denseFromGGUF(tensors, 16)).toEqual([
+      { name: 'dense_2', inFeatures: 16, outFeatures: 32, bias: true, activation: 'identity' },
+      { name: 'dense_3', inFeatures: 32, outFeatures: 8, bias: false, activation: 'identity' },
+    ]);
   });
 });
 

@@ -20,7 +20,34 @@ export interface EmbeddingConfig {
   pooling: Pooling;
   /** Tokens an input may have (`max_seq_length`); null: as many as the engine's context takes. */
   maxSeqLength: number | null;
+  /** sentence-transformers' Dense modules after pooling, in order (absent: none); then L2. */
+  dense?: DenseModule[];
 }
+
+/**
+ * One Dense module: y = act(W x + b) on the pooled vector. Its tensors are `<name>.weight`
+ * [outFeatures, inFeatures] and `<name>.bias` (llama.cpp's `dense_2`, `dense_3`: the module's
+ * index in modules.json, as its folder `2_Dense` is named).
+ */
+export interface DenseModule {
+  name: string;
+  inFeatures: number;
+  outFeatures: number;
+  bias: boolean;
+  /** sentence-transformers' `activation_function`: Tanh when the config names none (Dense's default), or Identity. */
+  activation: 'tanh' | 'identity';
+  /** An HF folder's module folder (`2_Dense`), whose model.safetensors holds `linear.weight` and `linear.bias`. */
+  path?: string;
+}
+
+/** The activations a Dense config may name (torch class paths), and what they run as. */
+const DENSE_ACTIVATIONS: Record<string, DenseModule['activation']> = {
+  'torch.nn.modules.activation.Tanh': 'tanh',
+  'torch.nn.modules.linear.Identity': 'identity',
+};
+
+/** The vector's size after the Dense modules: the last one's outFeatures, else the hidden size. */
+export const embeddingSize = (e: EmbeddingConfig | undefined, hiddenSize: number): number => e?.dense?.at(-1)?.outFeatures ?? hiddenSize;
 
 /** llama.cpp's `enum llama_pooling_type` (0 none, 4 rank: not an embedding this API serves). */
 const GGUF_POOLING: Record<number, Pooling> = { 1: 'mean', 2: 'cls', 3: 'last' };
@@ -62,7 +89,52 @@ export async function embeddingFromFolder(folder: Folder): Promise<EmbeddingConf
   const max = bert?.max_seq_length;
   if (max !== undefined && max !== null && !(typeof max === 'number' && Number.isInteger(max) && max > 0))
     throw new ModelError('invalid_field', `sentence_bert_config.json: max_seq_length must be a positive integer, got ${JSON.stringify(max)}`, 'max_seq_length');
-  return { pooling: modes[0]![1], maxSeqLength: typeof max === 'number' ? max : null };
+  const dense = await denseFromFolder(folder, modules!);
+  return { pooling: modes[0]![1], maxSeqLength: typeof max === 'number' ? max : null, ...(dense.length ? { dense } : {}) };
+}
+
+/** modules.json's Dense modules after the Pooling, each from its folder's config.json; weights in `<path>/model.safetensors`. */
+async function denseFromFolder(folder: Folder, modules: Array<Record<string, unknown>>): Promise<DenseModule[]> {
+  const out: DenseModule[] = [];
+  for (const [i, m] of modules.entries()) {
+    if (typeof m.type !== 'string' || !/(^|\.)Dense$/.test(m.type)) continue;
+    const path = typeof m.path === 'string' ? m.path.replace(/\/+$/, '') : '';
+    if (!path || path.includes('..') || path.startsWith('/')) throw new ModelError('invalid_field', `modules.json names a bad Dense path ${JSON.stringify(m.path)}`, 'modules.json');
+    const file = `${path}/config.json`;
+    const c = (await readJson(folder, file, true))!;
+    const int = (key: string) => {
+      const v = c[key];
+      if (!(typeof v === 'number' && Number.isInteger(v) && v > 0)) throw new ModelError('invalid_field', `${file}: ${key} must be a positive integer, got ${JSON.stringify(v)}`, key);
+      return v;
+    };
+    const fn = c.activation_function;
+    const activation = fn === undefined || fn === null ? 'tanh' : DENSE_ACTIVATIONS[String(fn)];
+    if (!activation) throw new ModelError('invalid_field', `${file}: activation_function ${JSON.stringify(fn)} is not supported (${Object.keys(DENSE_ACTIVATIONS).join(', ')} are)`, 'activation_function');
+    const idx = typeof m.idx === 'number' ? m.idx : i;
+    out.push({ name: `dense_${idx}`, path, inFeatures: int('in_features'), outFeatures: int('out_features'), bias: c.bias !== false, activation });
+  }
+  return out;
+}
+
+/**
+ * A GGUF's Dense modules: its `dense_<n>.weight` tensors in order of n (llama.cpp's EmbeddingGemma
+ * conversion writes `dense_2`, `dense_3`), with a bias where `dense_<n>.bias` is there. llama.cpp
+ * applies them with no activation, so they are Identity; `hiddenSize` is the first one's input.
+ */
+export function denseFromGGUF(tensors: ReadonlyMap<string, { info: { shape: readonly number[] } }>, hiddenSize: number): DenseModule[] {
+  const ids = [...tensors.keys()].flatMap((n) => {
+    const m = /^dense_(\d+)\.weight$/.exec(n);
+    return m ? [Number(m[1])] : [];
+  }).sort((a, b) => a - b);
+  let inFeatures = hiddenSize;
+  return ids.map((n) => {
+    const name = `dense_${n}`;
+    const count = tensors.get(`${name}.weight`)!.info.shape.reduce((a, b) => a * b, 1);
+    if (count % inFeatures !== 0) throw new ModelError('tensor_shape', `${name}.weight has ${count} values, not a multiple of its input ${inFeatures}`, `${name}.weight`);
+    const m: DenseModule = { name, inFeatures, outFeatures: count / inFeatures, bias: tensors.has(`${name}.bias`), activation: 'identity' };
+    inFeatures = m.outFeatures;
+    return m;
+  });
 }
 
 /** A JSON file holding a list of objects (modules.json), or null when absent. */

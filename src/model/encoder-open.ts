@@ -12,7 +12,7 @@ import { readSafetensors } from '../formats/safetensors';
 import type { ByteSource } from '../formats/source';
 import { elementCount } from '../formats/types';
 import { bertCanonicalName, bertConfigFromGGUF, bertConfigFromHF, BERT_HEAD_TENSORS, BERT_LAYER_TENSORS, type BertConfig } from './bert';
-import { embeddingFromFolder, embeddingFromGGUF, type EmbeddingConfig } from './embedding';
+import { denseFromGGUF, embeddingFromFolder, embeddingFromGGUF, type EmbeddingConfig } from './embedding';
 import { ModelError } from './errors';
 import { readJson, type Folder } from './folder';
 import { openModel, openParsedGGUF, resolveLocation, type ModelLocation, type OpenedModel, type OpenedTensor } from './open';
@@ -60,7 +60,9 @@ async function openBertGGUF(src: ByteSource, header?: GGUFFile): Promise<OpenedE
     throw new ModelError('unsupported_arch', `${src.name}: general.architecture ${JSON.stringify(gguf.metadata.get('general.architecture'))} is not a BERT encoder`, 'general.architecture');
   const config = bertConfigFromGGUF(gguf.metadata);
   const tensors = new Map<string, OpenedTensor>(gguf.tensors.map((info) => [info.name, { info, source: src }]));
-  const embedding = embeddingFromGGUF(gguf.metadata, 'bert') ?? { pooling: 'mean' as const, maxSeqLength: null };
+  const pooled = embeddingFromGGUF(gguf.metadata, 'bert') ?? { pooling: 'mean' as const, maxSeqLength: null };
+  const dense = denseFromGGUF(tensors, config.hiddenSize);
+  const embedding = dense.length ? { ...pooled, dense } : pooled;
   return finish(config, embedding, 'gguf', tensors, { gguf: gguf.metadata });
 }
 
@@ -80,14 +82,30 @@ async function openBertFolder(folder: Folder): Promise<OpenedEncoder> {
     const name = bertCanonicalName(info.name);
     if (name) tensors.set(name, { info, source });
   }
+  // Each Dense module's linear layer, in its own folder, under llama.cpp's `dense_<n>` names.
+  for (const m of embedding?.dense ?? []) {
+    const src = folder.source(`${m.path}/model.safetensors`);
+    for (const info of (await readSafetensors(src)).tensors) {
+      const field = /^linear\.(weight|bias)$/.exec(info.name)?.[1];
+      if (field) tensors.set(`${m.name}.${field}`, { info, source: src });
+    }
+  }
   return finish(config, embedding ?? { pooling: 'mean', maxSeqLength: null }, 'safetensors', tensors, { json: tokenizerJson, ...(tokenizerConfig ? { config: tokenizerConfig } : {}) });
 }
 
 function finish(config: BertConfig, embedding: EmbeddingConfig, format: 'gguf' | 'safetensors', tensors: Map<string, OpenedTensor>, tokenizer: OpenedModel['tokenizer']): OpenedEncoder {
-  const want = [
+  const want: Array<readonly [string, readonly number[]]> = [
     ...BERT_HEAD_TENSORS.map((t) => [t.gguf, t.shape(config)] as const),
     ...Array.from({ length: config.numLayers }, (_, l) => BERT_LAYER_TENSORS.map((t) => [`blk.${l}.${t.gguf}`, t.shape(config)] as const)).flat(),
   ];
+  // The Dense modules after pooling: each takes what the one before gives (the first, the hidden size).
+  let inFeatures = config.hiddenSize;
+  for (const m of embedding.dense ?? []) {
+    if (m.inFeatures !== inFeatures) throw new ModelError('tensor_shape', `Dense module ${m.name} takes ${m.inFeatures} features, but what it follows gives ${inFeatures}`, m.name);
+    want.push([`${m.name}.weight`, [m.outFeatures, m.inFeatures]]);
+    if (m.bias) want.push([`${m.name}.bias`, [m.outFeatures]]);
+    inFeatures = m.outFeatures;
+  }
   for (const [name, shape] of want) {
     const t = tensors.get(name);
     if (!t) throw new ModelError('missing_tensor', `BERT encoder: tensor ${name} is missing`, name);

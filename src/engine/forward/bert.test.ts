@@ -3,12 +3,15 @@
  * the tiny fixture (src/testing/fixtures/bert.ts) from its GGUFs (F32, F16, Q8_0) and its HF
  * folder, three inputs of different lengths in one step (each its own sequence for the attention
  * and the mean), then a step of one: each vector within cosine 0.999 of the reference's, and an
- * input's vector the same alone as in a batch; [CLS] pooling on the folder's weights; one f16 sample.
+ * input's vector the same alone as in a batch; [CLS] pooling on the folder's weights; one f16 sample;
+ * the `dense` variant's folder (2_Dense with a bias and Tanh, 3_Dense Identity) against the
+ * reference's pooled mean through src/reference/dense.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { engineOpContext } from '../../kernels/op';
 import { openEncoder, type OpenedEncoder } from '../../model/encoder-open';
 import { bertForward, loadBertWeights, meanPoolNormalized } from '../../reference/bert';
+import { denseNormalized, loadDenseWeights } from '../../reference/dense';
 import { ensureBertFixture, type BertFixturePaths } from '../../testing/fixtures/bert-write';
 import { testGPU } from '../../testing/gpu';
 import { tokenizerOf } from '../../text/from-model';
@@ -64,6 +67,28 @@ describe('the BERT encoder on the GPU (tiny fixture, f32)', () => {
     const ids = TEXTS.map((t) => tokenizerOf(model.tokenizer).encode(t));
     const want = await reference(model, ids);
     (await enc.embed(ids)).forEach((v, i) => expect(cosine(v, want[i]!), `input ${i}`).toBeGreaterThan(F16_COSINE));
+  });
+
+  it('the Dense modules after the mean (Tanh with a bias, then Identity), before L2: within cosine 0.999 of the reference', async () => {
+    const model = await openEncoder((await ensureBertFixture({ hf: ['F32'], gguf: [], dense: true })).hf.F32!);
+    const modules = model.embedding.dense!;
+    expect(modules.map((m) => [m.name, m.activation, m.bias])).toEqual([['dense_2', 'tanh', true], ['dense_3', 'identity', false]]);
+    const enc = await GpuBertEncoder.create(engineOpContext(await testGPU(), 'f32'), model, 64, 4);
+    encoders.push(enc);
+    const ids = TEXTS.map((t) => tokenizerOf(model.tokenizer).encode(t));
+    const w = await loadBertWeights(model.config, model.readTensorF32);
+    const dw = await loadDenseWeights(modules, model.readTensorF32);
+    const H = model.config.hiddenSize;
+    const got = await enc.embed(ids);
+    ids.forEach((x, i) => {
+      // The un-normalised mean: Tanh sees its scale, not only its direction.
+      const rows = bertForward(model.config, w, x);
+      const pooled = new Float32Array(H);
+      for (let t = 0; t < x.length; t++) for (let j = 0; j < H; j++) pooled[j]! += rows[t * H + j]! / x.length;
+      const want = denseNormalized(pooled, modules, dw);
+      expect(got[i]!.length).toBe(64);
+      expect(cosine(got[i]!, want), `input ${i}`).toBeGreaterThan(0.999);
+    });
   });
 
   it('pools by [CLS] where the model says so (bge): each input\'s first row, L2-normalised', async () => {

@@ -5,7 +5,8 @@
  *   x = word[id] + position[p] + tokenType[0]            (on the CPU: a gather, uploaded as the step's f32 rows)
  *   x = LayerNorm(x)
  *   per layer (post-norm):  x = LN(x + o(attn(q, k, v of x)));  x = LN(x + down(gelu(up(x))))
- *   mean of each input's rows (pool_mean), or its first row ([CLS] pooling: bge), then L2 on the CPU.
+ *   mean of each input's rows (pool_mean), or its first row ([CLS] pooling: bge),
+ *   the Dense modules where the model has them (./dense.ts), then L2 on the CPU.
  * The stream is f32 at every precision and ping-pongs between two buffers (a LayerNorm cannot
  * write the buffer it reads); the linears read it as f32 and add their output into it. The
  * matrices stay in the file's type (F32, F16, Q8_0, ...). The word table is held on the CPU as f32
@@ -18,6 +19,7 @@ import { createGeluOp } from '../../kernels/gelu';
 import { createLayerNormOp } from '../../kernels/layer-norm';
 import { createLinearOp } from '../../kernels/matmul';
 import { actBytes, type Op, type OpContext } from '../../kernels/op';
+import { createDenseHead, type DenseHead } from './dense';
 import { createPoolMeanOp } from '../../kernels/pool-mean';
 import { uploadWeight } from '../../kernels/weights';
 import type { BertConfig } from '../../model/bert';
@@ -40,6 +42,8 @@ export class GpuBertEncoder {
     /** Mean pooling; null: [CLS] pooling, a copy of each input's first row. */
     private readonly pool: Op | null,
     private readonly owned: GPUBuffer[],
+    /** sentence-transformers' Dense modules after pooling (./dense.ts); null: none. */
+    private readonly dense: DenseHead | null,
   ) {}
 
   /** Builds the encoder from an opened model for steps of up to `maxTokens` tokens in up to `maxSeqs` inputs. */
@@ -98,7 +102,8 @@ export class GpuBertEncoder {
     const pool = model.embedding.pooling === 'mean' ? await createPoolMeanOp(ctx, { x: b, lastToken, y: pooled, n: d, xF32: true }) : null;
     if (model.embedding.pooling !== 'mean' && model.embedding.pooling !== 'cls') throw new RangeError(`a BERT encoder pools by mean or [CLS], not by ${model.embedding.pooling}`);
     const table = { word: await model.readTensorF32('token_embd.weight'), pos: await model.readTensorF32('position_embd.weight'), type: await model.readTensorF32('token_types.weight') };
-    return new GpuBertEncoder(ctx, c, maxTokens, maxSeqs, table, a, b, counts, lastToken, pooled, ops, pool, owned);
+    const dense = model.embedding.dense?.length ? await createDenseHead(ctx, model, model.embedding.dense, pooled, maxSeqs) : null;
+    return new GpuBertEncoder(ctx, c, maxTokens, maxSeqs, table, a, b, counts, lastToken, pooled, ops, pool, owned, dense);
   }
 
   /**
@@ -156,9 +161,12 @@ export class GpuBertEncoder {
     this.pool?.encode(pass, batch.length);
     pass.end();
     if (!this.pool) batch.forEach((_, s) => encoder.copyBufferToBuffer(this.output, (last[s]! + 1 - batch[s]!.length) * d * 4, this.pooled, s * d * 4, d * 4));
+    // The Dense modules take the pooled vector before it is normalised.
+    this.dense?.encode(encoder, batch.length);
     device.queue.submit([encoder.finish()]);
-    const all = new Float32Array(await readBuffer(device, this.pooled, batch.length * d * 4));
-    return batch.map((_, s) => normalized(all.subarray(s * d, (s + 1) * d)));
+    const n = this.dense?.size ?? d;
+    const all = new Float32Array(await readBuffer(device, this.dense?.out ?? this.pooled, batch.length * n * 4));
+    return batch.map((_, s) => normalized(all.subarray(s * n, (s + 1) * n)));
   }
 
   /** GPU bytes the encoder allocated (weights, activations, staging). */
@@ -169,6 +177,7 @@ export class GpuBertEncoder {
   destroy(): void {
     for (const op of this.ops) op.destroy();
     this.pool?.destroy();
+    this.dense?.destroy();
     for (const b of this.owned) b.destroy();
   }
 }
