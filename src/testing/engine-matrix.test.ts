@@ -1,15 +1,15 @@
 /**
- * The engine grid's coverage: what issues #15 and #16 ask (every weight type and mix on every
- * architecture; each later family's HF folder and five GGUF formats) is run by the main grid or by
- * exactly one part of the short type grid, and names only files the fixture generator writes;
+ * The engine grid's coverage: every weight type and mix on the carriers (a dense and an MoE
+ * family), every family's HF folder and five GGUF formats, each run by the main grid or by exactly
+ * one part of the short type grid, naming only files the fixture generator writes;
  * Chromium's sample runs every architecture (but those the GPU engine does not run yet) and every
  * written format at least once.
  */
 import { describe, expect, it } from 'vitest';
-import { ARCHES } from '../model/arch';
+import { ARCH, ARCHES } from '../model/arch';
 import { GGUF_VARIANTS } from './fixtures/gguf-layout';
 import { HF_DTYPES } from './fixtures/write';
-import { FIRST_FAMILIES, GPU_PENDING_FAMILIES, MAIN_GRID, requiredFormats, TYPE_GROUPS, typeGrid } from './engine-matrix';
+import { GPU_PENDING_FAMILIES, MAIN_GRID, requiredFormats, TYPE_CARRIERS, TYPE_GROUPS, typeGrid } from './engine-matrix';
 import { BROWSER_ENGINE_CASES } from './browser-engine-cases';
 
 const WRITTEN = new Set<string>([...HF_DTYPES.map((d) => `hf-${d}`), ...GGUF_VARIANTS]);
@@ -22,11 +22,13 @@ describe('the engine grid', () => {
     expect([...long, ...short].sort()).toEqual([...new Set([...long, ...requiredFormats(arch)])].sort());
   });
 
-  it('names only formats the fixture generator writes, and requires every GGUF type of the first families', () => {
+  it('names only formats the fixture generator writes, and requires every GGUF type of the carriers', () => {
     const named = [...MAIN_GRID.flatMap(([, f]) => f), ...ARCHES.flatMap(requiredFormats), ...Object.values(TYPE_GROUPS).flat()];
     expect(named.filter((f) => !WRITTEN.has(f))).toEqual([]);
     // A weight type added to the generator must join the grid (NEW_TYPES or a group).
-    for (const arch of FIRST_FAMILIES) expect(GGUF_VARIANTS.filter((v) => !requiredFormats(arch).includes(v))).toEqual([]);
+    for (const arch of TYPE_CARRIERS) expect(GGUF_VARIANTS.filter((v) => !requiredFormats(arch).includes(v))).toEqual([]);
+    // A dense carrier and an MoE one: the experts' kernels dequantise every type too.
+    expect(TYPE_CARRIERS.map((a) => ARCH[a].moe !== null)).toEqual([false, true]);
   });
 
   it("Chromium's sample runs every architecture and every format the generator writes", () => {
