@@ -23,6 +23,7 @@ describe('the GPU engine with a vision tower (tiny SmolVLM)', () => {
   let refClient: OpenAI;
   let url: string;
   let other: string;
+  let third: string;
 
   beforeAll(async () => {
     const paths = await ensureFixture({ arch: 'llama', preset: 'tiny', vision: true }, { hf: ['F32'], gguf: ['F32'] });
@@ -37,7 +38,7 @@ describe('the GPU engine with a vision tower (tiny SmolVLM)', () => {
       const raw = Uint8Array.from({ length: 40 * 30 * 3 }, (_, i) => (i * 37 + salt * i + ((i * i) % 251)) % 256);
       return `data:image/png;base64,${(await sharp(raw, { raw: { width: 40, height: 30, channels: 3 } }).png().toBuffer()).toString('base64')}`;
     };
-    [url, other] = await Promise.all([png(0), png(5)]);
+    [url, other, third] = await Promise.all([png(0), png(5), png(9)]);
   }, 300_000);
   afterAll(() => engine?.dispose());
 
@@ -76,5 +77,22 @@ describe('the GPU engine with a vision tower (tiny SmolVLM)', () => {
     expect(gpu2.usage!.prompt_tokens_details!.cached_tokens).toBeLessThan(8);
     expect(engine.tilesEncoded).toBe(encoded + 13);
     expect(gpu2.choices[0]!.message.content).toBe(ref2.choices[0]!.message.content);
+  }, 300_000);
+
+  it('batches an image request with a text one: steps carry both, each answer as the reference gives it', async () => {
+    const ask = (client: OpenAI, content: OpenAI.Chat.Completions.ChatCompletionUserMessageParam['content']) =>
+      client.chat.completions.create({ model: 'default', messages: [{ role: 'user', content }], max_tokens: 4, temperature: 0 });
+    // An image no earlier test sent: its tiles are encoded within these steps.
+    const image: OpenAI.Chat.Completions.ChatCompletionUserMessageParam['content'] = [{ type: 'image_url', image_url: { url: third } }, { type: 'text', text: 'Describe it.' }];
+    const encoded = engine.tilesEncoded;
+    const text = 'Tell me a story about a cat.';
+    // The scheduler's own counters (not part of EngineStats): rows over steps > 1 means steps held both sequences.
+    const counters = (engine as unknown as { scheduler: { counters: { steps: number; batchedRows: number } } }).scheduler.counters;
+    const before = { ...counters };
+    const [gpuImage, gpuText] = await Promise.all([ask(gpuClient, image), ask(gpuClient, text)]);
+    expect(counters.batchedRows - before.batchedRows).toBeGreaterThan(counters.steps - before.steps);
+    expect(engine.tilesEncoded).toBe(encoded + 13);
+    expect(gpuImage.choices[0]!.message.content).toBe((await ask(refClient, image)).choices[0]!.message.content);
+    expect(gpuText.choices[0]!.message.content).toBe((await ask(refClient, text)).choices[0]!.message.content);
   }, 300_000);
 });
