@@ -73,6 +73,11 @@ describe('the Dense modules of a sentence-transformers folder', () => {
     await expect(embeddingFromFolder(folderOf(files({ in_features: 0, out_features: 16 })))).rejects.toMatchObject({ field: 'in_features' });
   });
 
+  it('are refused on a decoder’s folder (its hidden-states path has no Dense), naming modules.json', async () => {
+    const folder = folderOf({ 'config.json': { model_type: 'qwen3' }, ...files({ in_features: 8, out_features: 16 }) });
+    await expect(openModel(folder)).rejects.toMatchObject({ code: 'invalid_field', field: 'modules.json' });
+  });
+
   it('a GGUF’s dense_<n> tensors in order of n, Identity, a bias where it has one', () => {
     const t = (shape: number[]) => ({ info: { shape } });
     const tensors = new Map([['dense_3.weight', t([8, 32])], ['dense_2.weight', t([16, 32])], ['dense_2.bias', t([32])], ['output_norm.weight', t([16])]]);

@@ -139,10 +139,14 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
   }
 }
 
+/** createEngine options a BERT encoder has no use for: refused naming the option, not ignored. */
+const ENCODER_REFUSES = { draft: 'it generates nothing', mmproj: 'it reads no images', persistKv: 'it keeps no KV cache' } as const;
+
 /** A BERT encoder's host engine: createEngine's batch, context and precision; it takes no adapters. */
 async function loadEncoder(opened: OpenedEncoder, gpu: GPUContext, options: HostOptions): Promise<EncoderBackend> {
   if (options.lora && Object.keys(options.lora).length) throw new LoraUnsupportedError(options.id ?? 'bert');
-  if (options.draft) throw new ModelError('invalid_field', 'an encoder generates nothing: it takes no draft model', 'draft');
+  for (const [option, why] of Object.entries(ENCODER_REFUSES))
+    if (options[option as keyof typeof ENCODER_REFUSES]) throw new ModelError('invalid_field', `a BERT encoder takes no ${option}: ${why}`, option);
   return EncoderBackend.load(opened, { gpu, precision: options.precision ?? 'auto', maxBatch: options.maxBatch, contextLength: options.contextLength, id: options.id });
 }
 

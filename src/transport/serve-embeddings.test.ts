@@ -23,6 +23,7 @@ import { ReferenceModel } from '../reference/forward';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
 import { tokenizerOf } from '../text/from-model';
+import { createEngine } from './node-engine';
 import { listen, serve, type Listener, type Server } from './node-server';
 
 let engine: GpuEngine;
@@ -101,6 +102,8 @@ describe('/v1/embeddings on the BERT encoder over HTTP (tiny BERT, Q8_0)', () =>
     await expect(client.completions.create({ model: 'tiny-bert', prompt: 'hi' })).rejects.toMatchObject({ status: 400, code: 'model_is_embedding' });
     expect((await client.models.list()).data[0]).toMatchObject({ id: 'tiny-bert', type: 'embedding', dimensions: model.config.hiddenSize });
     await expect(bertServer.engine.loadLora('a', 'nowhere')).rejects.toMatchObject({ code: 'lora_unsupported' });
+    // Options an encoder has no use for are refused naming them, not ignored.
+    await expect(createEngine({ model: bertGGUF, mmproj: 'nowhere.gguf' })).rejects.toMatchObject({ code: 'invalid_field', field: 'mmproj' });
     // Four requests reached the encoder (the over-long one was refused before it).
     expect((await bertServer.engine.stats()).requests).toBe(4);
   });
