@@ -216,9 +216,12 @@ describe('paged attention kernels', () => {
 
   // Soft-capped scores (Gemma 2) with a query scale of its own: a scale of 1 spreads the scores
   // over several units, and a cap of 2 bends most of them. Every specialisation of both paths.
+  // In f16 at the grid's 2/2 shape (page 16, subgroup softmax): the cap and the scale are
+  // uniforms, so the f16 cases compile no pipeline the grid has not (4/2 heads, a workgroup
+  // grouping of its own, cost a cold lavapipe about 35 s of compiling).
   for (const precision of ['f32', 'f16'] as const) {
     for (const headDim of headDimsFor(precision)) {
-      const c: Case = { nHeads: 4, nKv: 2, headDim, pageSize: 16, seqs: MIXED, precision, scale: 1, softcap: 2 };
+      const c: Case = { nHeads: precision === 'f16' ? 2 : 4, nKv: 2, headDim, pageSize: 16, seqs: MIXED, precision, scale: 1, softcap: 2 };
       const where = `headDim ${headDim}, ${precision}`;
       const keyTile = DECODE_KEY_TILES[headDim === 64 ? 0 : 1];
       it(`soft-caps the scaled scores when decoding (key tile ${keyTile}, ${where})`, async (ctx) => {

@@ -284,13 +284,15 @@ describe('f16 activations', () => {
     ['matmul', PREFILL_SPEC, [17]],
   ];
   // One type per decode path at the specs a GPU with shader-f16 runs (DECODE_SPEC, PREFILL_SPEC),
-  // two at the others: the f16 activation path is the same code for every type, and a cold
-  // lavapipe compiles each f16 pipeline for about 20 s (91 cases took 1878 s in a fresh-clone
-  // run). Selfcheck runs every type in f16 on a GPU that has it.
-  const f16TypesAt = (spec: MatvecSpec | PrefillSpec) => KERNEL_TYPES.filter((d) => (spec === DECODE_SPEC || spec === PREFILL_SPEC ? COVERAGE.emulated.types.includes(d) : d === 'Q8_0' || d === 'Q4_K'));
+  // two at the others and in the shared-memory matvec (its type decoding is matvec_sg's): the
+  // f16 activation path is the same code for every type, and a cold lavapipe compiles each f16
+  // pipeline for about 20 s of CPU (91 cases took 1878 s in a fresh-clone run). Selfcheck runs
+  // every type in f16 on a GPU that has it.
+  const f16TypesAt = (kernel: KernelName, spec: MatvecSpec | PrefillSpec) =>
+    KERNEL_TYPES.filter((d) => (kernel !== 'matvec' && (spec === DECODE_SPEC || spec === PREFILL_SPEC) ? COVERAGE.emulated.types.includes(d) : d === 'Q8_0' || d === 'Q4_K'));
   cases.forEach(([kernel, spec, tokens], i) => {
     const withBias = i % 2 === 1;
-    for (const dtype of f16TypesAt(spec)) {
+    for (const dtype of f16TypesAt(kernel, spec)) {
       it(`${kernel} matches the reference for ${dtype} at ${describeSpec(spec)}${withBias ? ' with bias' : ''} (f16)`, async ({ skip }) => {
         await skipUnsupported(kernel, 'f16', skip);
         for (const T of tokens) {
