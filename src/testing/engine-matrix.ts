@@ -87,12 +87,13 @@ export function requiredFormats(arch: Arch): string[] {
  * The main grid (STEPS greedy steps through the GPU sampler, across the default 16-token KV
  * pages' boundaries), split in engine.test.ts (the first four) and engine-families.test.ts: what
  * a long run adds to the short check (KV pages, many decode steps, the sampler) belongs to the
- * family, not the weight type. Llama runs its HF folder, F32, F16, Q8_0 and the Q4_K_M mix long;
- * every other family its HF folder (the HF reader) and the Q4_K_M mix (a GGUF, K-quant and Q6_K
- * rows). Every other required format takes the short check (typeGrid): a long case costs about
- * five short ones on SwiftShader, and F16/Q8_0 on every family moved there for npm test's budget.
+ * family, not the weight type. Llama runs its HF folder, F32, F16, Q8_0 and the Q4_K_M mix long,
+ * qwen3moe its HF folder and Q4_K_M (the experts from a K-quant mix); every other family its HF
+ * folder. Every other required format takes the short check (typeGrid): a long case costs about
+ * five short ones on SwiftShader (an MoE one about 15 s), and the other families' Q4_K_M, F16
+ * and Q8_0 moved there for npm test's budget.
  */
-const LONG = ['hf-F32', 'Q4_K_M'];
+const LONG = ['hf-F32'];
 export const MAIN_GRID: ReadonlyArray<[Arch, readonly string[]]> = [
   ['llama', ['hf-F32', 'F32', 'F16', 'Q8_0', 'Q4_K_M']],
   ['qwen2', LONG],
@@ -101,17 +102,17 @@ export const MAIN_GRID: ReadonlyArray<[Arch, readonly string[]]> = [
   ['smollm3', LONG],
   ['olmo2', LONG],
   ['gemma2', LONG],
-  // Six tiny layers (one global): the HF folder and one GGUF type.
-  ['gemma3', ['hf-F32', 'Q8_0']],
+  // Six tiny layers (one global).
+  ['gemma3', LONG],
   ['granite', LONG],
   // Fused projections split at load, partial rotary and LongRoPE (the long factors: the default
   // context exceeds the fixture's original one).
   ['phi3', LONG],
-  // Mixture of experts: qwen3moe on the four; the other two on their HF folder and the Q4_K_M
-  // mix (a case costs about 15 s on SwiftShader).
-  ['qwen3moe', LONG],
-  ['qwen2moe', ['hf-F32', 'Q4_K_M']],
-  ['olmoe', ['hf-F32', 'Q4_K_M']],
+  // Mixture of experts: routed experts from a K-quant mix on qwen3moe; the other two on their HF
+  // folder (a shared expert; OLMoE's expert sizes).
+  ['qwen3moe', ['hf-F32', 'Q4_K_M']],
+  ['qwen2moe', LONG],
+  ['olmoe', LONG],
   // Gated short convolutions on two of three layers, their state carried over 36 positions: the HF
   // folder (LFM2's names, the squeezed conv kernel); its GGUF files (token_embd_norm, per-layer KV
   // heads) take the short check.
