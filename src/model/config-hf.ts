@@ -19,6 +19,10 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
   const arch = hfArch(c);
   const row = ARCH[arch];
   const field = (key: string) => `config.json: ${key}`;
+  // EmbeddingGemma (gemma3 text, use_bidirectional_attention): every token sees both ways, which the
+  // causal decoder cannot run; refused rather than served wrong. ("vision": only image tokens, Gemma 4.)
+  if (c.use_bidirectional_attention === true || c.use_bidirectional_attention === 'all')
+    throw new ModelError('unsupported_arch', `${field('use_bidirectional_attention')}: bidirectional ${arch} models (EmbeddingGemma) are not supported yet`, 'use_bidirectional_attention');
 
   const positive = (key: string, fallback?: number): number => {
     const v = c[key] ?? fallback;

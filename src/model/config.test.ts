@@ -92,6 +92,12 @@ describe('configFromHF', () => {
     expect(e.message).toMatch(/falcon/);
   });
 
+  it('rejects a bidirectional model (EmbeddingGemma: use_bidirectional_attention) rather than run it causally', () => {
+    const e = thrown(() => configFromHF({ ...llamaJson, use_bidirectional_attention: true }));
+    expect([e.code, e.field]).toEqual(['unsupported_arch', 'use_bidirectional_attention']);
+    expect(() => configFromHF({ ...llamaJson, use_bidirectional_attention: 'vision' })).not.toThrow();
+  });
+
   it('rejects a missing required field, naming it', () => {
     const { hidden_size: _, ...rest } = llamaJson;
     const e = thrown(() => configFromHF(rest));

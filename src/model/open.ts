@@ -107,7 +107,7 @@ async function openHFFolder(folder: Folder): Promise<OpenedModel> {
   // A sentence-transformers folder (Qwen3-Embedding, BERT) says how its rows are pooled.
   const embedding = await embeddingFromFolder(folder);
   // Dense modules run on the encoder's path only (BERT); a decoder's hidden-states channel has none.
-  if (embedding?.dense) throw new ModelError('invalid_field', `${folder.name}: sentence-transformers Dense modules are supported on BERT encoders only`, 'modules.json');
+  if (embedding?.dense) throw new ModelError('invalid_field', `${folder.name}: sentence-transformers Dense modules are supported on BERT encoders only (not yet EmbeddingGemma's)`, 'modules.json');
   const config = { ...configFromHF(configJson, generationJson ?? undefined), ...(embedding ? { embedding } : {}) };
 
   // A sharded checkpoint lists its shards in the index; otherwise there is one model.safetensors.
