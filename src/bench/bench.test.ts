@@ -217,6 +217,10 @@ describe('the bench report', () => {
     expect(text).not.toMatch(/CHANGED|emulated/);
     expect(formatSpeculative('x', { ...b, identical: false }, true)[0]).toMatch(/emulated GPU.*SPECULATION CHANGED THE TOKENS/);
     expect(edited([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 100)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 10, 10]);
+    // A draft model's row, with its own steps.
+    const drafted = formatSpeculative('x', { ...b, draft: { ...none, steps: 9, tokensPerStep: 4, msPerToken: 10, proposed: 32, accepted: 24, draftSteps: 32, draftTokens: 4 } }, false).join('\n');
+    expect(drafted).toMatch(/^draft = itself \(k 4\) +33 +9 +4\.00 +4\.00 +100\.0 +2\.00 +32 +24 +32$/m);
+    expect(text).not.toMatch(/draft/);
   });
 
   it('prints the CPU mask timing per vocabulary size when the report has it', () => {

@@ -152,8 +152,14 @@ export function formatSpeculative(title: string, b: NonNullable<ModelBenchResult
   return [
     `${title}: speculative decoding, one stream, greedy; after the first token (the prompt's step)${emulated ? '; emulated GPU: tokens/step only, tok/s is not what a GPU gives' : ''}${b.identical ? '' : ' — SPECULATION CHANGED THE TOKENS'}`,
     table(
-      ['run', 'tokens', 'steps', 'tokens/step', '× none', 'tok/s', '× none', 'proposed', 'accepted'],
-      [row('none', b.none), row('prediction = output', b.copy), row('prediction, 1/16 edited', b.edited), row('n-gram (n 3, k 8)', b.ngram)],
+      ['run', 'tokens', 'steps', 'tokens/step', '× none', 'tok/s', '× none', 'proposed', 'accepted', ...(b.draft ? ['draft steps'] : [])],
+      [
+        row('none', b.none),
+        row('prediction = output', b.copy),
+        row('prediction, 1/16 edited', b.edited),
+        row('n-gram (n 3, k 8)', b.ngram),
+        ...(b.draft ? [[...row(`draft = itself (k ${b.draft.draftTokens})`, b.draft), String(b.draft.draftSteps)]] : []),
+      ],
     ),
   ];
 }

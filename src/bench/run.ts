@@ -15,7 +15,8 @@ import { actBytes } from '../kernels/op';
 import { openModel, type ModelLocation } from '../model/open';
 import { GREEDY } from '../testing/sampling';
 import { trackBuffers } from './memory';
-import { benchSpeculative, type SpeculativeBench } from './speculative';
+import { benchSpeculative, DRAFT_TOKENS, type SpeculativeBench } from './speculative';
+import { DraftModel } from '../engine/draft';
 import { BENCH_CONSTRAINT_LABEL, benchConstraintSpec, benchToolCall, maskOverhead, msPerGeneratedToken, type ToolCallBench } from './structured';
 import { aggregateByKernel, aggregateByOp, TimestampProfiler, type KernelTime, type OpTime } from './profiler';
 import { benchBatching, benchPrompt, type BatchingResult } from './batching';
@@ -218,8 +219,15 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
     const toolCall = await benchToolCall(engine, benchPrompt(16, c.vocabSize, 97), s.decodeTokens);
     const tc = (r: ToolCallBench['free']) => `${r.tokens} tokens in ${r.steps} steps, ${r.msPerToken.toFixed(1)} ms/token`;
     log(`${format}: forced tool call token by token ${tc(toolCall.tokenByToken)}; jump-forward ${tc(toolCall.jumpForward)}; unconstrained ${tc(toolCall.free)}`);
-    const speculative = await benchSpeculative(engine, benchPrompt(16, c.vocabSize, 98), s.decodeTokens, c.vocabSize);
-    log(`${format}: speculative decoding, tokens/step: none ${speculative.none.tokensPerStep.toFixed(2)}, prediction ${speculative.copy.tokensPerStep.toFixed(2)}, edited prediction ${speculative.edited.tokensPerStep.toFixed(2)}, n-gram ${speculative.ngram.tokensPerStep.toFixed(2)}`);
+    // The model as its own draft, an engine of its own on the device (one stream).
+    const drafter = await GpuEngine.load(opened, { gpu, contextLength, maxBatch: 1, prefillChunk: s.prefillChunk });
+    let speculative: SpeculativeBench;
+    try {
+      speculative = await benchSpeculative(engine, benchPrompt(16, c.vocabSize, 98), s.decodeTokens, c.vocabSize, new DraftModel(drafter, DRAFT_TOKENS));
+    } finally {
+      await drafter.dispose();
+    }
+    log(`${format}: speculative decoding, tokens/step: none ${speculative.none.tokensPerStep.toFixed(2)}, prediction ${speculative.copy.tokensPerStep.toFixed(2)}, edited prediction ${speculative.edited.tokensPerStep.toFixed(2)}, n-gram ${speculative.ngram.tokensPerStep.toFixed(2)}, draft ${speculative.draft?.tokensPerStep.toFixed(2)}`);
     const peakBytes = tracker.peak;
     tracker.stop();
 
