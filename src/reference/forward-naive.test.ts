@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { layerWindow, PLAIN_MATH, type ModelConfig } from '../model/config';
-import { expectedTensors } from '../model/tensors';
 import { greedy, logitsFor, ReferenceModel } from './forward';
+import { randomWeights } from '../testing/random-weights';
 
 const base: ModelConfig = {
   arch: 'llama',
@@ -129,27 +129,6 @@ describe('reference forward, OLMo 2 by hand', () => {
 // ---- an independent whole-sequence implementation ----
 
 type Mat = number[][]; // rows
-
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s / 2 ** 32 - 0.5;
-  };
-}
-
-function randomWeights(c: ModelConfig, seed: number): Map<string, Float32Array> {
-  const r = rng(seed);
-  const w = new Map<string, Float32Array>();
-  for (const t of expectedTensors(c)) {
-    if (t.optional) continue;
-    const n = t.shape.reduce((a, b) => a * b, 1);
-    const isNorm = t.shape.length === 1 && !t.name.endsWith('.bias');
-    // norms applied as about 1 (Gemma stores w of 1 + w)
-    w.set(t.name, Float32Array.from({ length: n }, () => (isNorm ? 1 - c.normWeightOffset + r() : r())));
-  }
-  return w;
-}
 
 const rows = (a: Float32Array, cols: number): Mat =>
   Array.from({ length: a.length / cols }, (_, i) => Array.from(a.subarray(i * cols, (i + 1) * cols)));

@@ -390,7 +390,7 @@ export class ReferenceModel {
 }
 
 /** gate = act(gate) * up over the first n: SwiGLU (silu) or GeGLU (tanh-approximated GELU, Gemma). */
-function glu(gate: Float32Array, up: Float32Array, n: number, activation: ModelConfig['ffnActivation']): void {
+export function glu(gate: Float32Array, up: Float32Array, n: number, activation: ModelConfig['ffnActivation']): void {
   const gelu = activation === 'gelu_tanh';
   for (let i = 0; i < n; i++) {
     const g = gate[i];
