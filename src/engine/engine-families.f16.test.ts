@@ -22,6 +22,8 @@ const FORMATS: Array<[Arch, string[]]> = [
   ['olmoe', ['F16']],
   // Gated short convolutions: f16 in_proj output and conv output, the state and its sums in f32.
   ['lfm2', ['Q8_0']],
+  // The DeltaNet: f16 projections, conv output and y; its states and sums in f32.
+  ['qwen35', ['Q8_0']],
 ];
 
 describeEngineGrid(FORMATS, 'f16');

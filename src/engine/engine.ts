@@ -38,7 +38,6 @@ import { SeqImages } from './seq-images';
 import { BreakerTable, Sequence, type SequenceEnv } from './sequence';
 import { KvPages } from './kv-pages';
 import { layerCacheKinds, pageBytes, pagesPerBinding, rowBytes } from './layer-cache';
-import { refuseGpuPending } from './forward/blocks';
 import { KvPersister, modelFingerprint, type KvPersistOptions, type PersistTarget } from './kv-persist';
 import { hashKey } from './kv-page-file';
 import { Scheduler, type BatchRunner } from './scheduler';
@@ -359,8 +358,6 @@ export class GpuEngine implements Backend {
   /** Opens (if needed), uploads and prepares a model: every buffer and pipeline is made here. */
   static async load(model: ModelLocation | OpenedModel, opts: EngineOptions = {}): Promise<GpuEngine> {
     const opened = isOpened(model) ? model : await openModel(model);
-    // Before any GPU work: a model with layers the GPU pass does not run yet is refused.
-    refuseGpuPending(opened.config);
     const gpu = await toContext(opts.gpu);
     const precision: Precision = opts.precision === 'f32' || opts.precision === 'f16' ? opts.precision : gpu.info.f16 ? 'f16' : 'f32';
     const config = opened.config;

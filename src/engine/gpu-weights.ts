@@ -33,8 +33,8 @@ export interface GpuMatrix {
   experts?: number;
 }
 
-/** Which projections a fused q/k/v matrix holds, in row order. */
-export type QkvMember = 'q' | 'k' | 'v';
+/** Which projections a fused q/k/v matrix holds, in row order ('gate': gated attention's gate rows, Qwen3.5). */
+export type QkvMember = 'q' | 'gate' | 'k' | 'v';
 
 /** A run of q/k/v projections of one weight type, their rows (and biases) concatenated. */
 export interface GpuQkvPart {
@@ -155,8 +155,19 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
   const gateUp: Array<GpuMatrix | undefined> = [];
   const present = new Set<string>();
   const joinQkv = (layer: number, got: Map<string, HostMatrix | Float32Array>): GpuQkvPart[] => {
-    const members = QKV_FIELDS.filter(([w]) => got.has(w));
-    return concatRuns(members.map(([w]) => got.get(w) as HostMatrix)).map((run) => {
+    // Gated attention (Qwen3.5): q_proj's rows are each head's query then its gate; they go up as
+    // the queries (every head) with k and v, and the gates (every head) as a part of their own (a
+    // projection writes at most three regions).
+    const gated = opened.config.attnOutputGate;
+    if (gated && got.has('bq')) throw new Error(`blk.${layer}: gated attention with q/k/v biases is not supported`);
+    const members: Array<readonly [string, string, QkvMember]> = [...QKV_FIELDS.filter(([w]) => got.has(w)), ...(gated ? [['wqGate', 'bqGate', 'gate'] as const] : [])];
+    if (gated) {
+      const [q, gate] = splitGatedQ(got.get('wq') as HostMatrix, opened.config.numHeads, opened.config.headDim);
+      got.set('wq', q).set('wqGate', gate);
+    }
+    const hosts = members.map(([w]) => got.get(w) as HostMatrix);
+    const runs = gated ? [...concatRuns(hosts.slice(0, -1)), { ...hosts.at(-1)!, members: [hosts.length - 1] }] : concatRuns(hosts);
+    return runs.map((run) => {
       const names = run.members.map((i) => members[i]![2]);
       const label = `blk.${layer}.attn_${names.join('')}`;
       const biases = run.members.map((i) => got.get(members[i]![1]) as Float32Array | undefined);
@@ -231,7 +242,7 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
       } else {
         const values = await opened.readTensorF32(name);
         // Norm weights as applied: offset + w (Gemma's checkpoints store w of 1 + w).
-        const offset = row.kind === 'norm' ? opened.config.normWeightOffset : 0;
+        const offset = row.kind === 'norm' && !row.plainNorm ? opened.config.normWeightOffset : 0;
         const buffer = uploadBuffer(device, offset === 0 ? values : values.map((v) => v + offset), STORAGE, name);
         all.push(buffer);
         uploaded.set(name, buffer);
@@ -262,6 +273,25 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
     for (const b of all) b.destroy();
     throw e;
   }
+}
+
+/**
+ * Gated attention's q_proj ([heads · 2 · headDim] rows: each head's query rows, then its gate rows)
+ * as two matrices, every head's query rows and every head's gate rows (whole rows of the file's type).
+ */
+export function splitGatedQ(m: HostMatrix, heads: number, headDim: number): [HostMatrix, HostMatrix] {
+  const rowBytes = tensorByteLength(m.dtype, m.cols);
+  const half = heads * headDim;
+  const [q, g] = [new Uint8Array(half * rowBytes), new Uint8Array(half * rowBytes)];
+  for (let h = 0; h < heads; h++) {
+    const from = 2 * h * headDim * rowBytes;
+    q.set(m.bytes.subarray(from, from + headDim * rowBytes), h * headDim * rowBytes);
+    g.set(m.bytes.subarray(from + headDim * rowBytes, from + 2 * headDim * rowBytes), h * headDim * rowBytes);
+  }
+  return [
+    { ...m, rows: half, bytes: q },
+    { ...m, rows: half, bytes: g },
+  ];
 }
 
 /** Stands in for a q/k/v tensor in assembleWeights: its rows went into a joined matrix. */

@@ -39,6 +39,8 @@ export const BROWSER_ENGINE_CASES: Array<[string, string]> = [
   ['olmoe', 'F16'],
   // Gated short convolutions (LFM2) beside attention.
   ['lfm2', 'Q8_0'],
+  // Gated DeltaNet and gated attention (Qwen3.5).
+  ['qwen35', 'Q8_0'],
   // Hidden 288: rows of 288 in llama-quantize's fallbacks (Q5_0 and Q8_0; IQ4_NL).
   ['llama-d288', 'Q4_K_M'],
   ['llama-d288', 'IQ4_XS_MIX'],

@@ -18,7 +18,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const { D288_MIXES, ensureFixture, fixtureDir } = await import('./fixtures/shared');
   const root = fixtureDir();
   const index: FixtureIndex = {};
-  for (const arch of ['llama', 'qwen2', 'qwen3', 'mistral', 'smollm3', 'olmo2', 'gemma2', 'gemma3', 'granite', 'phi3', 'qwen3moe', 'qwen2moe', 'olmoe', 'lfm2'] as const) {
+  for (const arch of ['llama', 'qwen2', 'qwen3', 'mistral', 'smollm3', 'olmo2', 'gemma2', 'gemma3', 'granite', 'phi3', 'qwen3moe', 'qwen2moe', 'olmoe', 'lfm2', 'qwen35'] as const) {
     const paths = await ensureFixture({ arch, preset: 'tiny' });
     const rel = (p: string) => relative(root, p).split('\\').join('/');
     index[arch] = {};

@@ -48,18 +48,12 @@ export const NEW_MIXES = ['Q4_K_M', 'Q5_K_M', 'Q4_K_S', 'Q3_K_M', 'Q2_K_MIX', 'I
 export const FAMILY_FORMATS = ['hf-F32', 'F32', 'F16', 'Q8_0', 'Q4_K', 'Q4_K_M'];
 
 /**
- * Families with recurrent layers (issue #29): the HF folder (F32), Q8_0 and a K-quant; a weight
- * type changes only their linears, and engine-hybrid.test.ts tests their state handling.
+ * Families with recurrent layers (issue #29): the HF folder (F32), Q8_0 and (LFM2) a K-quant; a
+ * weight type changes only their linears, and engine-hybrid.test.ts tests LFM2's state handling.
+ * Qwen3.5: its HF folder (grouped value heads, A_log, (1 + w) norms) and Q8_0 (llama.cpp's tiled
+ * heads, ssm_a, F32 β/α/conv), about 2.5 minutes together on SwiftShader.
  */
-const HYBRID_FAMILIES: readonly Arch[] = ['lfm2'];
-const HYBRID_FORMATS = ['hf-F32', 'Q8_0', 'Q4_K'];
-
-/**
- * Families the CPU reference runs and the GPU engine refuses so far (engine/forward/blocks.ts's
- * GPU_PENDING: Qwen3.5's DeltaNet, issue #29): no engine format is required of them; their files
- * are checked against each other on the reference (reference/forward-qwen35.test.ts).
- */
-export const GPU_PENDING_FAMILIES: readonly Arch[] = ['qwen35'];
+const HYBRID_FORMATS: Partial<Record<Arch, readonly string[]>> = { lfm2: ['hf-F32', 'Q8_0', 'Q4_K'], qwen35: ['hf-F32', 'Q8_0'] };
 
 /**
  * The weight types' carriers: every GGUF type and mix (issue #15) runs on a dense family and on an
@@ -74,11 +68,11 @@ export const TYPE_CARRIERS: readonly Arch[] = ['llama', 'qwen3moe'];
 
 /**
  * What each architecture runs: the carriers every type and mix and their HF folders in every
- * dtype, every other family issue #16's formats, hybrids theirs, families the GPU does not run yet none.
+ * dtype, every other family issue #16's formats, hybrids theirs.
  */
 export function requiredFormats(arch: Arch): string[] {
-  if (GPU_PENDING_FAMILIES.includes(arch)) return [];
-  if (HYBRID_FAMILIES.includes(arch)) return HYBRID_FORMATS;
+  const hybrid = HYBRID_FORMATS[arch];
+  if (hybrid) return [...hybrid];
   if (!TYPE_CARRIERS.includes(arch)) return FAMILY_FORMATS;
   return [...new Set([...BASE_FORMATS, ...NEW_TYPES, ...NEW_MIXES])];
 }
@@ -117,6 +111,9 @@ export const MAIN_GRID: ReadonlyArray<[Arch, readonly string[]]> = [
   // folder (LFM2's names, the squeezed conv kernel); its GGUF files (token_embd_norm, per-layer KV
   // heads) take the short check.
   ['lfm2', ['hf-F32']],
+  // Gated DeltaNet on two of three layers around a gated-attention layer (partial rotary): the HF
+  // folder (grouped value heads, A_log); Q8_0 (tiled heads, ssm_a) takes the short check.
+  ['qwen35', ['hf-F32']],
 ];
 
 /**

@@ -6,6 +6,7 @@
  *   q, k      = rmsnorm per head or whole      (Qwen3, OLMo 2)
  *   q, k      = RoPE(q, k), k and v → cache    (one dispatch; kv_write alone on NoPE layers)
  *   att       = softmax(q·kᵀ · scale) · v      (paged; prefill or decode kernel, windows, soft-cap)
+ *   att      *= sigmoid(gate)                  (gated attention, Qwen3.5: q_proj's gate rows)
  *   x        += W_o · att (+ bias)             (or into xb2, then its post-norm or Granite's scale)
  * A family's differences are flags of its ModelConfig, never its arch name.
  */
@@ -15,6 +16,7 @@ import { createKvWriteOp } from '../../kernels/kv-write';
 import type { LinearSegment } from '../../kernels/matmul';
 import type { Op, OpLabel } from '../../kernels/op';
 import { createRopeOp, ropeInvFreq } from '../../kernels/rope';
+import { createSigmoidGateOp } from '../../kernels/sigmoid-gate';
 import { attentionScale, layerRope, layerUsesRope, layerWindow } from '../../model/config';
 import { ropeAttentionFactor } from '../../model/rope';
 import type { QkvMember } from '../gpu-weights';
@@ -24,6 +26,7 @@ import { destroyAll, encodeAll, type Block, type BlockBuilder } from './block';
 interface AttentionScratch {
   qkv: GPUBuffer; // q, k and v below, one buffer: a fused q/k/v projection writes all three
   q: GPUBufferBinding; // [maxTokens, nHeads·headDim] in qkv
+  gate?: GPUBufferBinding; // [maxTokens, nHeads·headDim] in qkv: gated attention's gate (Qwen3.5)
   k: GPUBufferBinding; // [maxTokens, nKv·headDim] in qkv
   v: GPUBufferBinding; // [maxTokens, nKv·headDim] in qkv
   /** Where each of q, k and v lands in `qkv`, in elements: [maxTokens][its rows] at its region. */
@@ -42,15 +45,18 @@ function attentionScratch(b: BlockBuilder): AttentionScratch {
   const { device } = b.ctx;
   const invFreq = buffers.own(uploadBuffer(device, ropeInvFreq({ ...c, freqFactors: b.ropeFreqFactors, contextLength: b.limits.contextLength }), STORAGE, 'rope invFreq'));
   const invFreqLocal = c.ropeLocalTheta === null ? invFreq : buffers.own(uploadBuffer(device, ropeInvFreq({ ...c, ropeTheta: c.ropeLocalTheta, ropeScaling: null }), STORAGE, 'rope invFreq (local)'));
-  // q, k and v regions of one buffer, each starting where a binding may.
+  // q, k and v regions of one buffer, each starting where a binding may; gated attention's gate after v.
   const [qBytes, kvBytes] = [b.region(T * nH * D), b.region(T * nKv * D)];
-  const qkv = buffers.make((qBytes + 2 * kvBytes) / act, 'qkv');
+  const gBytes = c.attnOutputGate ? qBytes : 0;
+  const qkv = buffers.make((qBytes + 2 * kvBytes + gBytes) / act, 'qkv');
+  const gAt = qBytes + 2 * kvBytes;
   return {
     qkv,
     q: { buffer: qkv, offset: 0, size: T * nH * D * act },
     k: { buffer: qkv, offset: qBytes, size: T * nKv * D * act },
     v: { buffer: qkv, offset: qBytes + kvBytes, size: T * nKv * D * act },
-    segment: { q: { rows: nH * D, offset: 0 }, k: { rows: nKv * D, offset: qBytes / act }, v: { rows: nKv * D, offset: (qBytes + kvBytes) / act } },
+    gate: c.attnOutputGate ? { buffer: qkv, offset: gAt, size: T * nH * D * act } : undefined,
+    segment: { q: { rows: nH * D, offset: 0 }, k: { rows: nKv * D, offset: qBytes / act }, v: { rows: nKv * D, offset: (qBytes + kvBytes) / act }, gate: { rows: nH * D, offset: gAt / act } },
     qn: c.qkNorm ? buffers.make(T * nH * D, 'qn') : undefined,
     kn: c.qkNorm ? buffers.make(T * nKv * D, 'kn') : undefined,
     att: buffers.make(T * nH * D, 'att'),
@@ -89,6 +95,9 @@ export async function createAttentionBlock(b: BlockBuilder, l: number): Promise<
   // attention over the paged cache
   const attention = await createAttention(b, s, l);
 
+  // gated attention (Qwen3.5): each head's output times sigmoid(its gate)
+  const gate = s.gate && (await createSigmoidGateOp(b.ctx, { x: s.att, g: s.gate, n: nH * D, label: at('attn_gate') }));
+
   // output projection (+ bias) into the stream, or into xb2 for its post-norm (OLMo 2, Gemma) or Granite's scale
   const out = b.branchOut(w.postAttnNorm);
   const o = await b.linear({ label: at('o'), weight: w.wo, x: s.att, y: out.y, bias: w.bo, addInto: out.addInto });
@@ -105,11 +114,12 @@ export async function createAttentionBlock(b: BlockBuilder, l: number): Promise<
       lora?.after(pass, tokens, l, 'v');
       encodeAll(pass, tokens, [qNorm, kNorm, rope]);
       attention.encode(pass, tokens, plan.mode, plan.maxKeys);
+      gate?.encode(pass, tokens);
       o.encode(pass, tokens);
       lora?.after(pass, tokens, l, 'o');
       end?.encode(pass, tokens);
     },
-    destroy: () => destroyAll([attnNorm, ...qkv, qNorm, kNorm, rope, attention, o, end]),
+    destroy: () => destroyAll([attnNorm, ...qkv, qNorm, kNorm, rope, attention, gate, o, end]),
   };
 }
 
