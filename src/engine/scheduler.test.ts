@@ -281,6 +281,30 @@ describe('Scheduler', () => {
       expect(kv.stats.used).toBe(0);
     });
 
+    it('awaits a draft model before planning: each guess verified, the output as alone', async () => {
+      const { scheduler, runner, kv } = rig(256, 4, 8, 32);
+      // Its own next tokens, one in three wrong, after a task's delay (a draft engine's steps).
+      const drafter = {
+        tokens: 3,
+        async draft(ids: readonly number[], count: number) {
+          await new Promise((r) => setTimeout(r, 1));
+          const t = [...ids];
+          for (let i = 0; i < count; i++) t.push(t.length % 3 === 0 ? (nextToken(t) + 1) % VOCAB : nextToken(t));
+          return t.slice(ids.length);
+        },
+      };
+      const ps = [prompt(5, 5), prompt(6, 6)];
+      const outs = await Promise.all(ps.map((p) => drain(scheduler, spec(p, 30, { draft: drafter }))));
+      // SimulatedKv checked at every step that the KV held each sequence's tokens and no more.
+      expect(outs.map((o) => o.ids)).toEqual(ps.map((p) => alone(p, 30)));
+      for (const { result } of outs) {
+        expect(result.speculation!.accepted).toBeGreaterThan(0);
+        expect(result.speculation!.proposed).toBeGreaterThan(result.speculation!.accepted);
+      }
+      expect(runner.steps.length).toBeLessThan(30);
+      expect(kv.stats.used).toBe(0);
+    });
+
     it('needs three steps for 40 tokens it predicted (up to 16 proposals a step, the prompt step too), and stops within a run at max_tokens or a stop id', async () => {
       const p = prompt(4, 5);
       const want = alone(p, 40);
