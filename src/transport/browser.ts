@@ -25,14 +25,18 @@ export async function listCachedModels(): Promise<CachedModel[]> {
 }
 
 /**
- * Removes a cached model by its `modelKey` (from listCachedModels), and in Node its KV pages in
- * the default KV directory (persistKv); false when there was neither.
+ * Removes a cached model by its `modelKey` (from listCachedModels), and its KV pages (persistKv)
+ * in the default KV directory (Node) or OPFS folder (browsers); false when there was neither.
  */
 export async function deleteCachedModel(modelKey: string): Promise<boolean> {
   const { defaultModelCache } = await import('../loader/open');
   const cache = await defaultModelCache();
   const model = cache ? await cache.delete(modelKey) : false;
-  if (typeof process === 'undefined' || !process.versions?.node) return model;
+  if (typeof process === 'undefined' || !process.versions?.node) {
+    if (typeof navigator === 'undefined' || typeof navigator.storage?.getDirectory !== 'function') return model;
+    const { deleteOpfsKvPages } = await import('../loader/kv-store-opfs');
+    return (await deleteOpfsKvPages(modelKey)) || model;
+  }
   const { deleteKvPages, defaultKvDir } = await import('../loader/kv-store-node');
   return (await deleteKvPages(await defaultKvDir(), modelKey)) || model;
 }

@@ -14,12 +14,17 @@ const messages = [{ role: 'user' as const, content: 'Say hi' }];
 
 let engine: EngineHandle;
 const phases = new Set<string>();
+/** The OPFS folder this file's engines keep KV pages in (persistKv). */
+const KV_DIR = `test-kv-${crypto.randomUUID()}`;
 
 beforeAll(async () => {
   // memoryBytes far below the model: its memory warning must cross the worker in info.warnings.
-  engine = await createEngine({ model: fixture('Q8_0'), cache: false, memoryBytes: 2 ** 20, onProgress: (p) => phases.add(p.phase) });
+  engine = await createEngine({ model: fixture('Q8_0'), cache: false, memoryBytes: 2 ** 20, onProgress: (p) => phases.add(p.phase), persistKv: { dir: KV_DIR } });
 });
-afterAll(() => engine?.unload());
+afterAll(async () => {
+  await engine?.unload();
+  await (await navigator.storage.getDirectory()).removeEntry(KV_DIR, { recursive: true }).catch(() => {});
+});
 
 const clientFor = (fetch?: typeof globalThis.fetch, baseURL = 'http://localhost/v1') =>
   new OpenAI({ baseURL, apiKey: 'unused', dangerouslyAllowBrowser: true, maxRetries: 0, ...(fetch ? { fetch } : {}) });
@@ -45,6 +50,22 @@ describe('createEngine in a worker', () => {
     expect(s.pages.free + s.pages.cached).toBe(s.pages.total);
     expect(s.steps).toBeGreaterThan(0);
     expect(s.running + s.waiting).toBe(0);
+  });
+
+  it('keeps prompt pages in OPFS from its Worker: a new engine reads them back as cached tokens, with the same text', async () => {
+    const prompt = 'one two three four five six seven eight nine ten '.repeat(5);
+    const cold = await clientFor(engine.fetch).completions.create({ ...GREEDY, prompt });
+    expect(cold.usage?.prompt_tokens_details?.cached_tokens ?? 0).toBe(0);
+    // A new engine (as after a reload) reads the folder's pages when it loads: the first one's few pages were written long before.
+    const next = await createEngine({ model: fixture('Q8_0'), cache: false, persistKv: { dir: KV_DIR } });
+    try {
+      const warm = await clientFor(next.fetch).completions.create({ ...GREEDY, prompt });
+      expect(warm.choices[0]!.text).toBe(cold.choices[0]!.text);
+      const ps = (await next.stats()).pageSize;
+      expect(warm.usage!.prompt_tokens_details!.cached_tokens).toBe(Math.floor((cold.usage!.prompt_tokens - 1) / ps) * ps);
+    } finally {
+      await next.unload();
+    }
   });
 
   it('answers the OpenAI client through engine.fetch, streamed and not, with the same greedy text', async () => {

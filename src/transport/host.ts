@@ -150,11 +150,16 @@ async function loadEncoder(opened: OpenedEncoder, gpu: GPUContext, options: Host
   return EncoderBackend.load(opened, { gpu, precision: options.precision ?? 'auto', maxBatch: options.maxBatch, contextLength: options.contextLength, id: options.id });
 }
 
-/** The store of CreateEngineOptions.persistKv: a directory in Node (OPFS in browsers: not yet, the option is ignored there). */
+/** The store of CreateEngineOptions.persistKv: a directory in Node, an OPFS folder in browsers. */
 async function kvStoreOf(spec: KvPersistSpec, source: string | undefined): Promise<KvPersistOptions | undefined> {
-  if (typeof process === 'undefined' || !process.versions?.node) return undefined;
-  const { nodeKvStore, defaultKvDir } = await import('../loader/kv-store-node');
-  return { store: nodeKvStore(spec.dir ?? (await defaultKvDir()), spec.budgetBytes), ...(source !== undefined ? { source } : {}) };
+  const label = source !== undefined ? { source } : {};
+  if (typeof process !== 'undefined' && process.versions?.node) {
+    const { nodeKvStore, defaultKvDir } = await import('../loader/kv-store-node');
+    return { store: nodeKvStore(spec.dir ?? (await defaultKvDir()), spec.budgetBytes), ...label };
+  }
+  if (typeof navigator === 'undefined' || typeof navigator.storage?.getDirectory !== 'function') return undefined;
+  const { opfsKvStore } = await import('../loader/kv-store-opfs');
+  return { store: opfsKvStore(spec.dir, spec.budgetBytes), ...label };
 }
 
 /** The loader's cache option from createEngine's `cache` flag (false: none; else the default store). */

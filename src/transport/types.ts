@@ -93,10 +93,11 @@ export interface CreateEngineOptions {
    */
   deviceRecovery?: DeviceRecoverySpec | false;
   /**
-   * Keeps full KV pages of the prefix cache on disk, so after a restart a known prompt prefix is
-   * uploaded instead of computed (it counts as `cached_tokens`). Node only for now: `dir` (default
-   * `<model cache dir>/kv`), `budgetBytes` (default 4 GiB; least recently used pages go first).
-   * Default off. See docs/api.md.
+   * Keeps full KV pages of the prefix cache in storage, so after a restart or a reload a known
+   * prompt prefix is uploaded instead of computed (it counts as `cached_tokens`). Node: `dir`
+   * (default `<model cache dir>/kv`), `budgetBytes` (default 4 GiB); browsers: OPFS, `dir` the
+   * folder's name (default `webgpu-llm-kv`), `budgetBytes` (default 1 GiB). Least recently used
+   * pages go first. Default off. See docs/api.md.
    */
   persistKv?: KvPersistSpec;
 }

@@ -34,6 +34,7 @@ export interface WorkerLoadOptions {
   /** CreateEngineOptions.mmproj, as a string (a URL crosses as its text). */
   mmproj?: string;
   deviceRecovery?: { maxLosses?: number; windowMs?: number } | false;
+  persistKv?: { dir?: string; budgetBytes?: number };
 }
 
 /** selfCheck()'s options as they cross (the result listener comes apart, as a comlink proxy). */
@@ -105,6 +106,7 @@ export function createWorkerApi(): EngineWorkerApi {
           faultInjection: options.faultInjection,
           ...(options.mmproj ? { mmproj: options.mmproj } : {}),
           deviceRecovery: options.deviceRecovery,
+          ...(options.persistKv ? { persistKv: options.persistKv } : {}),
           cache: options.cache,
           id: options.id,
           lora: options.lora && Object.fromEntries(Object.entries(options.lora).map(([k, v]) => [k, { source: toModelInput(v.source), scale: v.scale }])),

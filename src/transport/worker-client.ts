@@ -90,6 +90,7 @@ export async function createWorkerEngine(options: CreateEngineOptions, given?: W
           faultInjection: options.faultInjection,
           ...(options.mmproj ? { mmproj: String(options.mmproj) } : {}),
           deviceRecovery: options.deviceRecovery,
+          ...(options.persistKv ? { persistKv: options.persistKv } : {}),
           lora: options.lora && Object.fromEntries(Object.entries(options.lora).map(([k, v]) => [k, toWireLora(v)])),
           loraPool: options.loraPool,
         },
