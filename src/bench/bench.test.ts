@@ -5,7 +5,7 @@ import { benchPrompt } from './batching';
 import { bytesPerDecodedToken, type ModelBenchResult } from './run';
 import { aggregateByKernel, aggregateByOp, gbps, kernelName, stepTotals, UNLABELLED, type ProfiledStep } from './profiler';
 import { fittingContexts, summarizeProfile } from './decode';
-import { formatContexts, formatOps, formatSpeculative, formatToolCall } from './report';
+import { formatContexts, formatOps, formatRestart, formatSpeculative, formatToolCall } from './report';
 import { edited } from './speculative';
 import { benchConstraintSpec, maskOverhead, msPerGeneratedToken } from './structured';
 import { chromiumVerdict, defaultPreset, EMULATED_SETTINGS, FULL_SETTINGS, resolveSettings } from './target';
@@ -235,5 +235,14 @@ describe('the bench report', () => {
     expect(text).toMatch(/grammar mask per token/);
     expect(text).toMatch(/vocab +tokens +compile ms +mask ms\/token +p50 ms +p95 ms +max ms/);
     expect(text).toMatch(/^128256 +270 +1170 +0\.081 +0\.017 +0\.026 +34\.20$/m);
+  });
+});
+
+describe('the KV persistence line', () => {
+  it('gives TTFT after a restart over cold, and says when the first token differs or the part failed', () => {
+    const r = { promptTokens: 2048, coldMs: 1000, restartMs: 150, ratio: 0.15, cachedTokens: 2032, identical: true };
+    expect(formatRestart('gpu Q4_0', r)).toBe('gpu Q4_0: 2048-token prompt, first token cold 1000 ms, after a restart 150 ms (2032 tokens from storage): ratio 0.150 (goal ≤ 0.2)');
+    expect(formatRestart('gpu Q4_0', { ...r, identical: false })).toMatch(/THE FIRST TOKEN DIFFERS$/);
+    expect(formatRestart('gpu Q4_0', { error: 'Error: disk' })).toBe('gpu Q4_0: KV persistence FAILED Error: disk');
   });
 });

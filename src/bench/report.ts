@@ -100,6 +100,9 @@ export function formatReport(report: BenchReport): string {
       if (m.speculative) out.push('', ...formatSpeculative(`${t.target} ${m.format}`, m.speculative, t.emulated));
     }
     for (const m of t.models.filter(ok)) {
+      if (m.restart) out.push('', formatRestart(`${t.target} ${m.format}`, m.restart));
+    }
+    for (const m of t.models.filter(ok)) {
       if (m.contexts) out.push('', ...formatContexts(`${t.target} ${m.format}`, m.contexts));
     }
     for (const m of t.models.filter(ok)) {
@@ -136,6 +139,12 @@ export function formatToolCall(title: string, b: NonNullable<ModelBenchResult['t
 }
 
 /** One stream without speculation and with each proposer; ratios to the first run. */
+/** KV persistence's line: TTFT after a restart ÷ cold (goal ≤ 0.2 at 2k tokens on a GPU). */
+export function formatRestart(title: string, r: NonNullable<ModelBenchResult['restart']>): string {
+  if ('error' in r) return `${title}: KV persistence FAILED ${r.error}`;
+  return `${title}: ${r.promptTokens}-token prompt, first token cold ${r.coldMs.toFixed(0)} ms, after a restart ${r.restartMs.toFixed(0)} ms (${r.cachedTokens} tokens from storage): ratio ${r.ratio.toFixed(3)} (goal ≤ 0.2)${r.identical ? '' : ' — THE FIRST TOKEN DIFFERS'}`;
+}
+
 export function formatSpeculative(title: string, b: NonNullable<ModelBenchResult['speculative']>, emulated: boolean): string[] {
   const tps = (r: typeof b.none) => 1000 / r.msPerToken;
   const row = (name: string, r: typeof b.none) => [

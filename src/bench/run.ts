@@ -21,6 +21,7 @@ import { BENCH_CONSTRAINT_LABEL, benchConstraintSpec, benchToolCall, maskOverhea
 import { aggregateByKernel, aggregateByOp, TimestampProfiler, type KernelTime, type OpTime } from './profiler';
 import { benchBatching, benchPrompt, type BatchingResult } from './batching';
 import { benchDecodeContexts, type ContextDecodeResult } from './decode';
+import { benchRestart, type RestartBench } from './persist';
 
 export interface BenchSettings {
   /** Prompt lengths for prefill / time to first token (the issue asks for 128 and 1024). */
@@ -73,6 +74,8 @@ export interface ModelBenchResult {
   structured: { constraint: string; tokens: number; finishReason: string; tokensPerSecond: number; msPerToken: number; maskMsPerToken: number };
   /** A forced tool call token by token, with jump-forward decoding, and unconstrained (./structured.ts). Absent in older reports. */
   toolCall?: ToolCallBench;
+  /** TTFT of a long prompt after a restart (its KV pages read from storage) ÷ cold (./persist.ts). Absent in older reports. */
+  restart?: RestartBench | { error: string };
   /** One stream without speculation and with each proposer (./speculative.ts). Absent in older reports. */
   speculative?: SpeculativeBench;
   memory: {
@@ -266,6 +269,17 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
       log(`${format}: decode at long contexts FAILED ${error}`);
       contexts = { error };
     }
+    let restart: ModelBenchResult['restart'];
+    if (s.prefixTokens > 0) {
+      try {
+        restart = await benchRestart(gpu, opened, s.prefixTokens, s.prefillChunk);
+        log(`${format}: ${restart.promptTokens}-token prompt, first token cold ${restart.coldMs.toFixed(0)} ms, after a restart ${restart.restartMs.toFixed(0)} ms (${restart.cachedTokens} tokens from storage): ratio ${restart.ratio.toFixed(3)}`);
+      } catch (e) {
+        const error = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+        log(`${format}: KV persistence FAILED ${error}`);
+        restart = { error };
+      }
+    }
     let batching: ModelBenchResult['batching'];
     try {
       batching = await benchBatching(gpu, opened, format, s, log);
@@ -284,6 +298,7 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
       structured,
       toolCall,
       speculative,
+      ...(restart ? { restart } : {}),
       memory: { peakBytes, matrixBytes, kvCacheBytes },
       ggufBytes,
       bandwidth: { copyGBps: copy.gbPerSecond, copyTimestampGBps, bytesPerToken, decodeGBps, ratio: decodeGBps / copy.gbPerSecond },

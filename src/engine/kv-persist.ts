@@ -88,6 +88,8 @@ export class KvPersister {
   private queuedBytes = 0;
   /** Staging buffers being read back. */
   private reading = 0;
+  /** Devices known lost: what their staging buffers read back is not written. */
+  private readonly lost = new WeakSet<GPUDevice>();
   private writes: Promise<void> = Promise.resolve();
   /** Pages written and restored since load (tests and stats). */
   readonly counters = { written: 0, restored: 0, refused: 0 };
@@ -111,9 +113,11 @@ export class KvPersister {
   async settle(): Promise<void> {
     await this.store.open().catch(() => {});
     for (;;) {
+      if (this.pending.length && this.idle.length) this.flush();
       const w = this.writes;
       await w;
-      if (w === this.writes && !this.pending.length && !this.reading) return;
+      // Pages still pending with no staging buffer left and none being read: their buffers went with a lost device.
+      if (w === this.writes && !this.reading && (!this.pending.length || !this.idle.length)) return;
       await new Promise((r) => setTimeout(r, 5));
     }
   }
@@ -140,6 +144,7 @@ export class KvPersister {
     if (this.stagingDevice === device) return;
     for (const b of this.idle) b.destroy();
     this.stagingDevice = device;
+    void device.lost.then(() => this.lost.add(device));
     const size = this.pagesPerStaging * this.pageBytes;
     this.idle = [0, 1].map((i) => device.createBuffer({ size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST, label: `kv persist staging ${i}` }));
   }
@@ -176,12 +181,18 @@ export class KvPersister {
       this.reading++;
       buffer.mapAsync(GPUMapMode.READ).then(
         () => {
-          this.reading--;
           const bytes = new Uint8Array(buffer.getMappedRange(0, batch.length * this.pageBytes)).slice();
           buffer.unmap();
           if (this.stagingDevice === device) this.idle.push(buffer);
-          batch.forEach((p, i) => this.write(p.key, bytes.subarray(i * this.pageBytes, (i + 1) * this.pageBytes)));
-          if (this.pending.length) this.flush();
+          // A task later, so a loss of the device has been seen: a lost device's copies may not have run.
+          setTimeout(() => {
+            this.reading--;
+            batch.forEach((p, i) => {
+              if (this.lost.has(device) || !this.prefix.holds(p.node)) this.queuedBytes -= this.pageBytes;
+              else this.write(p.key, bytes.subarray(i * this.pageBytes, (i + 1) * this.pageBytes));
+            });
+            if (this.pending.length) this.flush();
+          });
         },
         () => {
           this.reading--;
