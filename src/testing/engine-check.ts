@@ -14,6 +14,24 @@ import { compareEngineWithReference } from './engine-compare';
 
 export { generateGreedy } from './engine-compare';
 
+/**
+ * The main grid's greedy run after the 20-token prompt: 16 decode steps reach position 35, so decode
+ * writes K/V across the boundary of the default 16-token pages (at 32) as well as the prompt's.
+ * Contexts this short take one attention split (decodeSplits: one per 64 keys); several splits and
+ * their combine are the attention kernel tests' and batch.test.ts's. (32 steps until the type grid
+ * made CI's Node step too long; a shorter run checks a prefix of the same tokens and logits.)
+ */
+export const STEPS = 16;
+/**
+ * The type grid's short check (engine-types*.test.ts, and Chromium's sample): the 20-token prompt's prefill (tiled
+ * matmul) and 4 teacher-forced decode steps (matvec), their logits against the reference's and
+ * their argmax against its greedy tokens (no second run through the GPU sampler).
+ * Enough for a weight type: it only changes how the linear ops, the MoE experts and the embedding
+ * dequantise, and the prefill and every decode step run all of them on every layer; the long
+ * runs (KV pages, many steps) stay in the main grid, on every architecture.
+ */
+export const SHORT_STEPS = 4;
+
 export async function expectEngineMatchesReference(
   engine: GpuEngine,
   ref: ReferenceModel,

@@ -8,30 +8,14 @@
 import { beforeAll, describe, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
 import { ARCHES, type Arch } from '../model/arch';
-import { expectModelMatchesReference } from './engine-check';
+import { expectModelMatchesReference, SHORT_STEPS, STEPS } from './engine-check';
 import { useFixtureURLs } from './fixture-server';
 import { testGPU } from './gpu';
 
 import { F16_LOGIT_TOLERANCE, LOGIT_TOLERANCE } from './tolerances';
 
 export { F16_LOGIT_TOLERANCE, LOGIT_TOLERANCE };
-/**
- * The main grid's greedy run after the 20-token prompt: 16 decode steps reach position 35, so decode
- * writes K/V across the boundary of the default 16-token pages (at 32) as well as the prompt's.
- * Contexts this short take one attention split (decodeSplits: one per 64 keys); several splits and
- * their combine are the attention kernel tests' and batch.test.ts's. (32 steps until the type grid
- * made CI's Node step too long; a shorter run checks a prefix of the same tokens and logits.)
- */
-export const STEPS = 16;
-/**
- * The type grid's short check (engine-types*.test.ts): the 20-token prompt's prefill (tiled
- * matmul) and 4 teacher-forced decode steps (matvec), their logits against the reference's and
- * their argmax against its greedy tokens (no second run through the GPU sampler).
- * Enough for a weight type: it only changes how the linear ops, the MoE experts and the embedding
- * dequantise, and the prefill and every decode step run all of them on every layer; the long
- * runs (KV pages, many steps) stay in the main grid, on every architecture.
- */
-export const SHORT_STEPS = 4;
+export { SHORT_STEPS, STEPS };
 
 /** The first four families: engine.test.ts; the later ones: engine-families.test.ts. */
 export const FIRST_FAMILIES: readonly Arch[] = ['llama', 'qwen2', 'qwen3', 'mistral'];
