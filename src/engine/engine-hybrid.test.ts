@@ -5,7 +5,9 @@
  * preemption starting from zero, prompts never served from the prefix cache (the state at a page
  * boundary is not kept: a repeated prompt is computed whole and reports no cached tokens), and no
  * speculation (the state cannot roll back the rows a verify step fed past a miss).
- * The grid's lfm2 cases (engine-matrix.ts) check the model itself over 16 steps.
+ * The grid's lfm2 cases (engine-matrix.ts) check the model itself over 16 steps. Qwen3.5's
+ * DeltaNet (its conv window and per-head state in one slot) takes the chunked prompt and concurrent
+ * requests; the rest is the same slot-state machinery.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
@@ -79,5 +81,27 @@ describe('the GPU engine on a hybrid model (LFM2)', () => {
     } finally {
       await small.dispose();
     }
+  });
+});
+
+describe('the GPU engine on Qwen3.5 (gated DeltaNet on layers 0 and 2, gated attention on layer 1)', () => {
+  let q35: GpuEngine;
+  let q35Ref: ReferenceModel;
+  beforeAll(async () => {
+    // Q8_0: llama.cpp's tiled value heads and ssm_a.
+    const q35Opened = await openModel((await ensureFixture({ arch: 'qwen35', preset: 'tiny' }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
+    q35Ref = await ReferenceModel.load(q35Opened);
+    q35 = await GpuEngine.load(q35Opened, { gpu, precision: 'f32', contextLength: 96, pageSize: 4, prefillChunk: 16, maxBatch: 4 });
+  }, 300_000);
+  afterAll(() => q35?.dispose());
+
+  it('carries the conv and delta-rule states over a 40-token prompt in three prefill chunks; concurrent requests each as the reference', async () => {
+    expect(q35.config.deltaNet?.layers).toEqual([0, 2]);
+    const p = (seed: number, n: number) => Array.from({ length: n }, (_, i) => (seed * 131 + i * 17 + 3) % q35.config.vocabSize);
+    await expectEngineMatchesReference(q35, q35Ref, p(1, 40), 6, LOGIT_TOLERANCE);
+    const prompts = [p(2, 21), p(3, 7), p(2, 21)];
+    const outs = await Promise.all(prompts.map((x) => drainGeneration(q35.generate(greedyRequest(x, 8)))));
+    prompts.forEach((x, i) => expect(outs[i]!.ids, `request ${i}`).toEqual(greedy(q35Ref, x, 8)));
+    expect(outs.map((o) => o.result.cachedTokens)).toEqual([0, 0, 0]);
   });
 });
