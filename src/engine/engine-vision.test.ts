@@ -2,8 +2,10 @@
  * The GPU engine with a vision tower against the CPU reference, through the API: the image's tiles
  * encoded on the GPU tower and spliced at the <image> positions during prefill, prefill chunks that
  * cut through an image included. The tiny SmolVLM fixture in both of its forms: the engine opens
- * the HF folder (its tower picked up from the folder, no mmproj), the reference the text GGUF and
- * the mmproj GGUF (vision-open.test.ts checks the two towers' tensors equal).
+ * the HF folder, written as SmolVLM2's (`smolvlm`; its tower picked up from the folder, no mmproj),
+ * the reference the text GGUF and the mmproj GGUF (vision-open.test.ts checks the towers' tensors
+ * equal, and the SmolVLM2 folder's text model and tower equal the Idefics3 folder's, which
+ * serve-vision.test.ts and vision.browser.test.ts run).
  */
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,11 +28,14 @@ describe('the GPU engine with a vision tower (tiny SmolVLM)', () => {
   let third: string;
 
   beforeAll(async () => {
-    const paths = await ensureFixture({ arch: 'llama', preset: 'tiny', vision: true }, { hf: ['F32'], gguf: ['F32'] });
+    const [paths, smolvlm2] = await Promise.all([
+      ensureFixture({ arch: 'llama', preset: 'tiny', vision: true }, { hf: [], gguf: ['F32'] }),
+      ensureFixture({ arch: 'llama', preset: 'tiny', vision: 'smolvlm2' }, { hf: ['F32'], gguf: [] }),
+    ]);
     const opened = await openModel(paths.gguf.F32!);
     const mmproj = await openVisionTower(paths.mmproj!);
     // prefillChunk 16: the image's 52 tokens span several prefill steps.
-    engine = await GpuEngine.load(paths.hf.F32!, { gpu: await testGPU(), precision: 'f32', contextLength: 256, pageSize: 4, prefillChunk: 16, maxBatch: 2 });
+    engine = await GpuEngine.load(smolvlm2.hf.F32!, { gpu: await testGPU(), precision: 'f32', contextLength: 256, pageSize: 4, prefillChunk: 16, maxBatch: 2 });
     const reference = await ReferenceBackend.create(opened, { vision: { processor: mmproj.processor, tower: await ReferenceVisionTower.load(mmproj) } });
     gpuClient = clientFor(appFor([engine]));
     refClient = clientFor(appFor([reference]));

@@ -31,7 +31,13 @@ export interface ArchInfo {
    * skips the vision tower's): their `model_type` and class, and the text config class's defaults
    * for the keys such a nested config leaves out. The text model then reads as the row's own.
    */
-  hfMultimodal?: { modelType: string; hfClass: string; textDefaults: Readonly<Record<string, unknown>> };
+  hfMultimodal?: {
+    modelType: string;
+    hfClass: string;
+    textDefaults: Readonly<Record<string, unknown>>;
+    /** Later classes of the same checkpoint layout and text config (SmolVLM2's `smolvlm` beside Idefics3's). */
+    also?: ReadonlyArray<{ modelType: string; hfClass: string }>;
+  };
   /**
    * A hybrid family's config.json that describes this row's graph: Granite 4.0's dense checkpoints
    * (micro, 350M) say `granitemoehybrid`, whose layers may be Mamba-2 or attention and whose MLP
@@ -229,12 +235,14 @@ const ARCH_ROWS = {
   llama: {
     hfClass: 'LlamaForCausalLM',
     hfDefaults: { maxPositionEmbeddings: 2048, rmsNormEps: 1e-6 },
-    // Idefics3ForConditionalGeneration (SmolVLM, Idefics3): a Llama text model under
+    // Idefics3ForConditionalGeneration (SmolVLM, Idefics3) and SmolVLMForConditionalGeneration (SmolVLM2): a Llama text model under
     // `model.text_model.`; its text_config over transformers' LlamaConfig defaults (Idefics3Config
     // sets rms_norm_eps 1e-5). The vision tower is read apart (model/vision-open.ts).
     hfMultimodal: {
       modelType: 'idefics3',
       hfClass: 'Idefics3ForConditionalGeneration',
+      // SmolVLM2 (transformers' SmolVLMConfig): the same text_config reading, tensors and tower.
+      also: [{ modelType: 'smolvlm', hfClass: 'SmolVLMForConditionalGeneration' }],
       textDefaults: {
         vocab_size: 32000,
         hidden_size: 4096,

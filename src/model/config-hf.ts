@@ -132,12 +132,12 @@ function textConfig(c: Json): Json {
   const archs = Array.isArray(c.architectures) ? c.architectures : [];
   const arch = ARCHES.find((a) => {
     const mm = ARCH[a].hfMultimodal;
-    return mm && (c.model_type === undefined ? archs.includes(mm.hfClass) : c.model_type === mm.modelType);
+    return mm && [mm, ...(mm.also ?? [])].some((m) => (c.model_type === undefined ? archs.includes(m.hfClass) : c.model_type === m.modelType));
   });
   if (!arch) return c;
   const mm = ARCH[arch].hfMultimodal!;
   if (!isObject(c.text_config))
-    throw new ModelError('missing_field', `config.json: text_config is required for ${mm.modelType} (multimodal) models`, 'text_config');
+    throw new ModelError('missing_field', `config.json: text_config is required for ${String(c.model_type ?? mm.modelType)} (multimodal) models`, 'text_config');
   const top = Object.fromEntries(['bos_token_id', 'eos_token_id', 'tie_word_embeddings'].filter((k) => c[k] !== undefined).map((k) => [k, c[k]]));
   return { ...mm.textDefaults, ...top, ...c.text_config, model_type: ARCH[arch].hfModelType ?? arch, architectures: [ARCH[arch].hfClass] };
 }

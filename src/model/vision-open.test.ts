@@ -40,6 +40,21 @@ describe('openVisionTower', () => {
     expect(await model.readTensorF32('blk.0.ffn_down.weight')).toEqual(await text.readTensorF32('blk.0.ffn_down.weight'));
   });
 
+  it('opens a SmolVLM2 folder (smolvlm, SmolVLMForConditionalGeneration) as the Idefics3 one: the same text model, tower and processor', async () => {
+    // The same weights, written as SmolVLM2's folder: only config.json's classes and the template differ.
+    const [v1, v2] = await Promise.all([
+      ensureFixture({ arch: 'llama', preset: 'tiny', vision: true }, { hf: ['F32'], gguf: [] }),
+      ensureFixture({ arch: 'llama', preset: 'tiny', vision: 'smolvlm2' }, { hf: ['F32'], gguf: [] }),
+    ]);
+    const [a, b] = [await openModel(v1.hf.F32!), await openModel(v2.hf.F32!)];
+    expect(b.config).toEqual(a.config);
+    expect(b.vision!.config).toEqual(a.vision!.config);
+    expect(b.vision!.processor).toEqual(FIXTURE_PROCESSOR);
+    expect(b.chatTemplate).toContain("line['type'] == 'video'");
+    expect(await b.readTensorF32('blk.1.attn_q.weight')).toEqual(await a.readTensorF32('blk.1.attn_q.weight'));
+    expect(await b.vision!.readTensorF32('mm.model.fc.weight')).toEqual(await a.vision!.readTensorF32('mm.model.fc.weight'));
+  });
+
   it('refuses an mmproj of another projector and one missing a tensor, by name', async () => {
     const bytes = concatChunks([...encodeMmprojGGUF(TEXT)]);
     const text = new TextDecoder('latin1').decode(bytes);
