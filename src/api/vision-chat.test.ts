@@ -127,6 +127,22 @@ describe('chat with images on the tiny SmolVLM (CPU reference)', () => {
     expect(text.choices[0]!.message.content).toBe(greedy('<|im_start|>User: Hello<end_of_utterance>\nAssistant:', [], 4));
   });
 
+  it('takes /v1/responses input_image parts as image_url parts: the same answer as the chat, file_id refused by name', async () => {
+    const r = await client.responses.create({
+      model: 'smolvlm-tiny',
+      input: [{ role: 'user', content: [{ type: 'input_image', image_url: a.url, detail: 'auto' }, { type: 'input_text', text: 'What is this?' }] }],
+      max_output_tokens: 3,
+      temperature: 0,
+      store: false,
+    });
+    expect(r.output_text).toBe(greedy('<|im_start|>User:<image>What is this?<end_of_utterance>\nAssistant:', [{ raw: a.raw, w: 40, h: 30 }], 3));
+    expect(r.usage!.input_tokens).toBeGreaterThan(13 * 4);
+    const e = await client.responses
+      .create({ model: 'smolvlm-tiny', input: [{ role: 'user', content: [{ type: 'input_image', file_id: 'file-1', detail: 'auto' }] }], store: false })
+      .then(() => null, (x: unknown) => x as { status: number; param: string });
+    expect([e?.status, e?.param]).toEqual([400, 'input[0].content[0].file_id']);
+  });
+
   it('says in /v1/models that the model takes images', async () => {
     const cards = (await client.models.list()).data as unknown as Array<{ id: string; input_modalities?: string[] }>;
     expect(cards.find((c) => c.id === 'smolvlm-tiny')?.input_modalities).toEqual(['text', 'image']);

@@ -43,17 +43,35 @@ const isObject = (v: unknown): v is Json => v !== null && typeof v === 'object' 
 function contentText(content: unknown, param: string): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) throw invalid(param, `${param} must be a string or a list of content parts`);
-  return content
-    .map((part, i) => {
-      if (!isObject(part)) throw invalid(`${param}[${i}]`, `${param}[${i}] must be a content part object`);
-      if (part.type === 'input_text' || part.type === 'output_text' || part.type === 'text') {
-        if (typeof part.text !== 'string') throw invalid(`${param}[${i}].text`, `${param}[${i}].text must be a string`);
-        return part.text;
-      }
-      if (part.type === 'refusal') return typeof part.refusal === 'string' ? part.refusal : '';
-      throw unsupported(`${param}[${i}]`, `content of type ${JSON.stringify(part.type)}`);
-    })
-    .join('');
+  return content.map((part, i) => partText(part, `${param}[${i}]`)).join('');
+}
+
+/** One text part's text (input_text, output_text, text, refusal); any other part is refused by type. */
+function partText(part: unknown, at: string): string {
+  if (!isObject(part)) throw invalid(at, `${at} must be a content part object`);
+  if (part.type === 'input_text' || part.type === 'output_text' || part.type === 'text') {
+    if (typeof part.text !== 'string') throw invalid(`${at}.text`, `${at}.text must be a string`);
+    return part.text;
+  }
+  if (part.type === 'refusal') return typeof part.refusal === 'string' ? part.refusal : '';
+  throw unsupported(at, `content of type ${JSON.stringify(part.type)}`);
+}
+
+/**
+ * A message's content for the chat reader: its text (as contentText), or with `input_image` parts
+ * (`{type: "input_image", image_url, detail}`) the chat's parts in order, each image an
+ * `image_url` part, so images take the chat's path (decoding, errors, the model's placeholders).
+ */
+function messageContent(content: unknown, param: string): string | Json[] {
+  if (!Array.isArray(content) || !content.some((p) => isObject(p) && p.type === 'input_image')) return contentText(content, param);
+  return content.map((part, i) => {
+    if (!isObject(part) || part.type !== 'input_image') return { type: 'text', text: partText(part, `${param}[${i}]`) };
+    if (typeof part.image_url !== 'string') {
+      if (part.file_id !== undefined) throw unsupported(`${param}[${i}].file_id`, 'input_image parts by file_id (there is no Files API); send image_url');
+      throw invalid(`${param}[${i}].image_url`, `${param}[${i}].image_url must be a string (a data: or http(s) URL)`);
+    }
+    return { type: 'image_url', image_url: { url: part.image_url, ...(part.detail !== undefined ? { detail: part.detail } : {}) } };
+  });
 }
 
 /** `input` items as chat messages: consecutive function calls become one assistant turn. */
@@ -70,7 +88,7 @@ export function inputMessages(input: unknown): ChatMessageJson[] {
         const role = item.role;
         if (role !== 'user' && role !== 'assistant' && role !== 'system' && role !== 'developer')
           throw invalid(`${at}.role`, `${at}.role must be user, assistant, system or developer; got ${JSON.stringify(role)}`);
-        out.push({ role, content: contentText(item.content, `${at}.content`) });
+        out.push({ role, content: messageContent(item.content, `${at}.content`) });
         return;
       }
       case 'function_call': {
