@@ -3,6 +3,9 @@
  * and the real OpenAI client talks to it over HTTP. Greedy replies must equal what the engine's
  * own fetch gives in process: the transport adds and loses nothing.
  */
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureFixture } from '../testing/fixtures/shared';
@@ -13,16 +16,22 @@ import type { Server } from './node-server';
 const KEY = 'test-key-123';
 let server: Server;
 let client: OpenAI;
+/** --kv-cache-dir: the server keeps its prompt pages here. */
+let kvDir: string;
 
 beforeAll(async () => {
   const paths = await ensureFixture({ arch: 'llama', preset: 'tiny' });
   const lines: string[] = [];
-  server = (await serveCommand(['--model', paths.gguf.Q8_0!, '--port', '0', '--api-key', KEY, '--no-cache'], (l) => lines.push(l)))!;
+  kvDir = await mkdtemp(join(tmpdir(), 'serve-kv-'));
+  server = (await serveCommand(['--model', paths.gguf.Q8_0!, '--port', '0', '--api-key', KEY, '--no-cache', '--kv-cache-dir', kvDir], (l) => lines.push(l)))!;
   expect(lines.at(-1)).toBe(`listening on ${server.url}/v1 (API key required)`);
   client = new OpenAI({ baseURL: `${server.url}/v1`, apiKey: KEY, maxRetries: 0, dangerouslyAllowBrowser: true });
 });
 
-afterAll(() => server?.close());
+afterAll(async () => {
+  await server?.close();
+  await rm(kvDir, { recursive: true, force: true });
+});
 
 /** The same request straight through the engine's fetch, no HTTP. */
 async function inProcess(path: string, body: object): Promise<any> {
@@ -40,6 +49,15 @@ describe('webgpu-llm serve', () => {
     expect(reply.usage?.completion_tokens).toBeGreaterThan(0);
     const direct = await inProcess('completions', req);
     expect(reply.choices[0].text).toBe(direct.choices[0].text);
+  });
+
+  it('writes full prompt pages to --kv-cache-dir behind the request', async () => {
+    const reply = await client.completions.create({ model: 'default', prompt: 'one two three four five six seven eight nine ten '.repeat(5), max_tokens: 1, temperature: 0 });
+    const pages = Math.floor(reply.usage!.prompt_tokens / (await server.engine.stats()).pageSize);
+    expect(pages).toBeGreaterThan(1);
+    const files = async () => (await readdir(kvDir, { recursive: true })).filter((f) => String(f).endsWith('.kv')).length;
+    for (let i = 0; i < 100 && (await files()) < pages; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(await files()).toBe(pages);
   });
 
   it('streams a chat completion as server-sent events, ending with a finish reason', async () => {
