@@ -8,7 +8,7 @@
 alias act = f32;
 
 override WG: u32 = 64;
-const MAX_TAPS: u32 = 8u;
+// MAX_TAPS and conv_window_step: shaders/lib/conv_window.wgsl, prepended.
 
 struct Params {
   n: u32,       // channels
@@ -39,16 +39,12 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   if (s > 0u) { first = lastToken[s - 1u] + 1u; }
   let k = p.taps - 1u;
   let base = rowSlot[s] * p.stride + c;
+  var wk: array<f32, MAX_TAPS>;
   var win: array<f32, MAX_TAPS>;
+  for (var j = 0u; j < p.taps; j++) { wk[j] = w[c * p.taps + j]; }
   for (var j = 0u; j < k; j++) { win[j] = state[base + j * p.n]; }
   for (var t = first; t <= lastToken[s]; t++) {
-    let u = f32(x[t * p.n + c]);
-    var acc = w[c * p.taps + k] * u;
-    for (var j = 0u; j < k; j++) {
-      acc += w[c * p.taps + j] * win[j];
-      // The window moves on by one input as it is read.
-      if (j + 1u < k) { win[j] = win[j + 1u]; } else { win[j] = u; }
-    }
+    let acc = conv_window_step(&wk, &win, k, f32(x[t * p.n + c]));
     y[t * p.n + c] = act(acc / (1.0 + exp(-acc)));
   }
   for (var j = 0u; j < k; j++) { state[base + j * p.n] = win[j]; }

@@ -8,8 +8,7 @@
 alias act = f32;
 
 override WG: u32 = 64;
-// The longest kernel the window array holds (LFM2: 3 taps).
-const MAX_TAPS: u32 = 8u;
+// MAX_TAPS and conv_window_step: shaders/lib/conv_window.wgsl, prepended.
 
 struct Params {
   n: u32,     // channels (the hidden size)
@@ -48,11 +47,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   let n3 = 3u * p.n;
   for (var t = first; t <= last; t++) {
     let u = f32(bcx[t * n3 + c]) * f32(bcx[t * n3 + 2u * p.n + c]);
-    var acc = wk[k] * u;
-    for (var j = 0u; j < k; j++) { acc += wk[j] * win[j]; }
-    // The window moves on by one input.
-    for (var j = 0u; j + 1u < k; j++) { win[j] = win[j + 1u]; }
-    if (k > 0u) { win[k - 1u] = u; }
+    let acc = conv_window_step(&wk, &win, k, u);
     y[t * p.n + c] = act(f32(bcx[t * n3 + p.n + c]) * acc);
   }
   for (var j = 0u; j < k; j++) { state[base + j * p.n] = win[j]; }

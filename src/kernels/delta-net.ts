@@ -6,6 +6,7 @@
  * Their references step model/delta-net.ts, the CPU reference forward pass's own functions.
  */
 import convSource from '../../shaders/causal_conv_silu.wgsl';
+import windowLib from '../../shaders/lib/conv_window.wgsl';
 import ruleSource from '../../shaders/delta_rule.wgsl';
 import { bindBuffers, packParams, UNIFORM, uploadBuffer, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
@@ -14,7 +15,7 @@ import { deltaNetCore, silu } from '../model/delta-net';
 import { shortConvStep } from '../model/short-conv';
 import { actBytes, describeDispatch, type OpContext, type OpLabel } from './op';
 
-export const causalConvSiluKernel: Kernel = { name: 'causal_conv_silu', source: convSource };
+export const causalConvSiluKernel: Kernel = { name: 'causal_conv_silu', source: windowLib + convSource };
 export const deltaRuleKernel: Kernel = { name: 'delta_rule', source: ruleSource };
 
 /** Workgroup sizes the kernels are specialised and tested at (powers of two: delta_rule reduces by halves). */

@@ -1,10 +1,11 @@
+import windowLib from '../../shaders/lib/conv_window.wgsl';
 import source from '../../shaders/short_conv.wgsl';
 import { bindBuffers, packParams, UNIFORM, uploadBuffer, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { shortConvStep } from '../model/short-conv';
 import { actBytes, describeDispatch, type OpContext, type OpLabel } from './op';
 
-export const shortConvKernel: Kernel = { name: 'short_conv', source };
+export const shortConvKernel: Kernel = { name: 'short_conv', source: windowLib + source };
 
 /** Workgroup sizes the kernel is specialised and tested at. */
 export const SHORT_CONV_WG = [64, 256] as const;
