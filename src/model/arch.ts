@@ -70,6 +70,11 @@ export interface ArchInfo {
   /** `general.architecture` of this family's GGUF files. Families sharing one read back as the first such row. */
   gguf: string;
   /**
+   * `general.architecture` of this family's bidirectional (embedding) GGUFs, read with their own
+   * key prefix as ModelConfig.bidirectional: llama.cpp's `gemma-embedding` (EmbeddingGemma).
+   */
+  ggufBidirectional?: string;
+  /**
    * What `{arch}.attention.sliding_window` means in this family's GGUF files: 'every_layer' (the
    * window on every layer), 'refused' where it asks for a layer pattern we do not run (OLMo 3
    * is written as olmo2 with windows on 3 layers of 4), or 'ignored' where llama.cpp ignores it
@@ -392,6 +397,7 @@ const ARCH_ROWS = {
       },
     },
     gguf: 'gemma3',
+    ggufBidirectional: 'gemma-embedding',
     swaPattern: 6,
     qkNorm: true,
     queryPreAttnScalar: { ggufWideLayers: 62 },

@@ -4,7 +4,7 @@
  */
 import { ARCH, ARCHES, type ArchInfo } from './arch';
 import { everyNth, patternLayers, unique, type DeltaNetConfig, type ModelConfig, type MoeConfig, type RopeScaling } from './config';
-import { embeddingFromGGUF } from './embedding';
+import { denseFromGGUF, embeddingFromGGUF, type EmbeddingConfig } from './embedding';
 import { ModelError } from './errors';
 import { yarnMscale } from './rope';
 
@@ -24,11 +24,12 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
   const archKey = 'general.architecture';
   const rawArch = metadata.get(archKey);
   if (rawArch === undefined) throw new ModelError('missing_field', `GGUF metadata has no ${archKey}`, archKey);
-  const family = ARCHES.find((a) => ARCH[a].gguf === rawArch);
+  const family = ARCHES.find((a) => ARCH[a].gguf === rawArch || ARCH[a].ggufBidirectional === rawArch);
   if (!family) throw new ModelError('unsupported_arch', `GGUF ${archKey} "${String(rawArch)}" is not supported (supported: ${ggufSupported()})`, archKey);
   const row = ARCH[family];
-  // Metadata keys are named `{general.architecture}.…`.
-  const prefix = row.gguf;
+  // Metadata keys are named `{general.architecture}.…` (EmbeddingGemma's: `gemma-embedding.…`).
+  const bidirectional = rawArch === row.ggufBidirectional;
+  const prefix = bidirectional ? row.ggufBidirectional! : row.gguf;
   const byName = new Map((tensors ?? []).map((t) => [t.name, t]));
 
   const get = (key: string, fallback?: number): number => {
@@ -140,8 +141,15 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     attnOutputGate: row.gatedDeltaNet,
     bosTokenId: bos ?? null,
     eosTokenIds: unique(eos),
-    ...(embedding ? { embedding } : {}),
+    ...(embedding ? { embedding: bidirectional ? withGGUFDense(embedding, tensors ?? [], hiddenSize) : embedding } : {}),
+    ...(bidirectional ? { bidirectional: true } : {}),
   };
+}
+
+/** EmbeddingGemma's Dense modules from the file's `dense_<n>` tensors (the decoders' GGUFs have none). */
+function withGGUFDense(embedding: EmbeddingConfig, tensors: readonly GGUFTensorShape[], hiddenSize: number): EmbeddingConfig {
+  const dense = denseFromGGUF(new Map(tensors.map((t) => [t.name, { info: t }])), hiddenSize);
+  return dense.length ? { ...embedding, dense } : embedding;
 }
 
 /**

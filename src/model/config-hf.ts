@@ -19,10 +19,12 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
   const arch = hfArch(c);
   const row = ARCH[arch];
   const field = (key: string) => `config.json: ${key}`;
-  // EmbeddingGemma (gemma3 text, use_bidirectional_attention): every token sees both ways, which the
-  // causal decoder cannot run; refused rather than served wrong. ("vision": only image tokens, Gemma 4.)
-  if (c.use_bidirectional_attention === true || c.use_bidirectional_attention === 'all')
-    throw new ModelError('unsupported_arch', `${field('use_bidirectional_attention')}: bidirectional ${arch} models (EmbeddingGemma) are not supported yet`, 'use_bidirectional_attention');
+  // EmbeddingGemma (gemma3 text, use_bidirectional_attention): every token sees both ways; read as
+  // ModelConfig.bidirectional. Other families' bidirectional configs are refused rather than run
+  // causally. ("vision": only image tokens, Gemma 4.)
+  const bidirectional = isBidirectionalConfig(c);
+  if (bidirectional && arch !== 'gemma3')
+    throw new ModelError('unsupported_arch', `${field('use_bidirectional_attention')}: bidirectional ${arch} models are not supported (EmbeddingGemma's gemma3 is)`, 'use_bidirectional_attention');
 
   const positive = (key: string, fallback?: number): number => {
     const v = c[key] ?? fallback;
@@ -120,7 +122,13 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     attnOutputGate: row.gatedDeltaNet,
     bosTokenId: typeof bos === 'number' ? bos : null,
     eosTokenIds: unique([...tokenIds(gen.eos_token_id), ...tokenIds(c.eos_token_id)]),
+    ...(bidirectional ? { bidirectional: true } : {}),
   };
+}
+
+/** Whether config.json asks for attention both ways on every token (`use_bidirectional_attention`: true or "all"; "vision" is Gemma 4's image tokens only). */
+export function isBidirectionalConfig(c: Record<string, unknown>): boolean {
+  return c.use_bidirectional_attention === true || c.use_bidirectional_attention === 'all';
 }
 
 /**

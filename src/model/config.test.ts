@@ -92,10 +92,13 @@ describe('configFromHF', () => {
     expect(e.message).toMatch(/falcon/);
   });
 
-  it('rejects a bidirectional model (EmbeddingGemma: use_bidirectional_attention) rather than run it causally', () => {
+  it('reads a bidirectional gemma3 (EmbeddingGemma: use_bidirectional_attention) and refuses other bidirectional families rather than run them causally', () => {
+    const gemma3 = { ...llamaJson, model_type: 'gemma3_text', rope_scaling: null, sliding_window: 512 };
+    expect(configFromHF({ ...gemma3, use_bidirectional_attention: true }).bidirectional).toBe(true);
+    expect(configFromHF(gemma3).bidirectional).toBeUndefined();
     const e = thrown(() => configFromHF({ ...llamaJson, use_bidirectional_attention: true }));
     expect([e.code, e.field]).toEqual(['unsupported_arch', 'use_bidirectional_attention']);
-    expect(() => configFromHF({ ...llamaJson, use_bidirectional_attention: 'vision' })).not.toThrow();
+    expect(configFromHF({ ...llamaJson, use_bidirectional_attention: 'vision' }).bidirectional).toBeUndefined();
   });
 
   it('rejects a missing required field, naming it', () => {

@@ -140,6 +140,12 @@ export interface ModelConfig {
    * `pooling_type`): `/v1/embeddings` pools its last layer's rows; absent or null: a generative model.
    */
   embedding?: EmbeddingConfig | null;
+  /**
+   * Every token attends both ways (EmbeddingGemma: gemma3 text with `use_bidirectional_attention`,
+   * GGUF `gemma-embedding`); windowed layers see half their window on each side. The CPU reference
+   * runs it (reference/bidirectional.ts), the causal decoder refuses it. Absent: causal.
+   */
+  bidirectional?: boolean;
 }
 
 /** ModelConfig's math fields as Llama has them (no Gemma piece): where a config built by hand starts. */

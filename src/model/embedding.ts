@@ -8,6 +8,8 @@
  */
 import { ModelError } from './errors';
 import { readJson, type Folder } from './folder';
+import { readSafetensors } from '../formats/safetensors';
+import type { OpenedTensor } from './location';
 
 /**
  * How the rows of an input become its vector: the mean over every token (special tokens
@@ -135,6 +137,19 @@ export function denseFromGGUF(tensors: ReadonlyMap<string, { info: { shape: read
     inFeatures = m.outFeatures;
     return m;
   });
+}
+
+/** Each Dense module's linear layer, in its own folder (`2_Dense/model.safetensors`), under llama.cpp's `dense_<n>` names. */
+export async function denseTensorsInFolder(folder: Folder, dense: readonly DenseModule[]): Promise<Map<string, OpenedTensor>> {
+  const tensors = new Map<string, OpenedTensor>();
+  for (const m of dense) {
+    const source = folder.source(`${m.path}/model.safetensors`);
+    for (const info of (await readSafetensors(source)).tensors) {
+      const field = /^linear\.(weight|bias)$/.exec(info.name)?.[1];
+      if (field) tensors.set(`${m.name}.${field}`, { info, source });
+    }
+  }
+  return tensors;
 }
 
 /** A JSON file holding a list of objects (modules.json), or null when absent. */

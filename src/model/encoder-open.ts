@@ -12,7 +12,7 @@ import { readSafetensors } from '../formats/safetensors';
 import type { ByteSource } from '../formats/source';
 import { elementCount } from '../formats/types';
 import { bertCanonicalName, bertConfigFromGGUF, bertConfigFromHF, BERT_HEAD_TENSORS, BERT_LAYER_TENSORS, type BertConfig } from './bert';
-import { denseFromGGUF, embeddingFromFolder, embeddingFromGGUF, type EmbeddingConfig } from './embedding';
+import { denseFromGGUF, denseTensorsInFolder, embeddingFromFolder, embeddingFromGGUF, type EmbeddingConfig } from './embedding';
 import { ModelError } from './errors';
 import { readJson, type Folder } from './folder';
 import { openModel, openParsedGGUF, resolveLocation, type ModelLocation, type OpenedModel, type OpenedTensor } from './open';
@@ -82,14 +82,7 @@ async function openBertFolder(folder: Folder): Promise<OpenedEncoder> {
     const name = bertCanonicalName(info.name);
     if (name) tensors.set(name, { info, source });
   }
-  // Each Dense module's linear layer, in its own folder, under llama.cpp's `dense_<n>` names.
-  for (const m of embedding?.dense ?? []) {
-    const src = folder.source(`${m.path}/model.safetensors`);
-    for (const info of (await readSafetensors(src)).tensors) {
-      const field = /^linear\.(weight|bias)$/.exec(info.name)?.[1];
-      if (field) tensors.set(`${m.name}.${field}`, { info, source: src });
-    }
-  }
+  for (const [name, t] of await denseTensorsInFolder(folder, embedding?.dense ?? [])) tensors.set(name, t);
   return finish(config, embedding ?? { pooling: 'mean', maxSeqLength: null }, 'safetensors', tensors, { json: tokenizerJson, ...(tokenizerConfig ? { config: tokenizerConfig } : {}) });
 }
 

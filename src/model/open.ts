@@ -10,8 +10,8 @@ import { fileSource, httpSource, type ByteSource } from '../formats/source';
 import { elementCount, type TensorInfo } from '../formats/types';
 import type { ModelConfig } from './config';
 import { configFromGGUF } from './config-gguf';
-import { configFromHF } from './config-hf';
-import { embeddingFromFolder } from './embedding';
+import { configFromHF, isBidirectionalConfig } from './config-hf';
+import { denseTensorsInFolder, embeddingFromFolder } from './embedding';
 import { ModelError } from './errors';
 import { isLocalPath, openFolder, readJson, toLocalPath, type Folder } from './folder';
 import { canonicalName, expertPiece, fusedTensors, ggufCanonicalName, layerRow, validateTensors } from './tensors';
@@ -106,8 +106,9 @@ async function openHFFolder(folder: Folder): Promise<OpenedModel> {
   ]);
   // A sentence-transformers folder (Qwen3-Embedding, BERT) says how its rows are pooled.
   const embedding = await embeddingFromFolder(folder);
-  // Dense modules run on the encoder's path only (BERT); a decoder's hidden-states channel has none.
-  if (embedding?.dense) throw new ModelError('invalid_field', `${folder.name}: sentence-transformers Dense modules are supported on BERT encoders only (not yet EmbeddingGemma's)`, 'modules.json');
+  // Dense modules run on the BERT encoder and EmbeddingGemma (bidirectional); a decoder's hidden-states channel has none.
+  if (embedding?.dense && !isBidirectionalConfig(configJson!))
+    throw new ModelError('invalid_field', `${folder.name}: sentence-transformers Dense modules are supported on BERT encoders and EmbeddingGemma only`, 'modules.json');
   const config = { ...configFromHF(configJson, generationJson ?? undefined), ...(embedding ? { embedding } : {}) };
 
   // A sharded checkpoint lists its shards in the index; otherwise there is one model.safetensors.
@@ -137,6 +138,7 @@ async function openHFFolder(folder: Folder): Promise<OpenedModel> {
     }),
   );
   for (const [name, list] of pieces) tensors.set(name, stackExperts(name, list, config.moe!.numExperts));
+  for (const [name, t] of await denseTensorsInFolder(folder, embedding?.dense ?? [])) tensors.set(name, t);
   const vision = configJson && towerConfigFromHF(configJson) ? await openVisionInFolder(folder, configJson, stored) : undefined;
 
   return finish({

@@ -10,9 +10,10 @@
 import { attentionScale, layerBlocks, layerRope, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
 import type { DenseModule } from '../model/embedding';
 import { applyRope, ropeAttentionFactor, ropeInvFreqs } from '../model/rope';
-import type { ModelWeights } from '../model/tensors';
-import { denseNormalized, type DenseWeights } from './dense';
-import { glu, matmul, rmsnorm, softmax } from './forward';
+import type { OpenedModel } from '../model/open';
+import { assembleWeights, type ModelWeights } from '../model/tensors';
+import { denseNormalized, loadDenseWeights, type DenseWeights } from './dense';
+import { glu, matmul, readWeights, rmsnorm, softmax } from './forward';
 
 type Weights = ModelWeights<Float32Array, Float32Array>;
 
@@ -136,4 +137,14 @@ export function bidirectionalEmbedding(c: ModelConfig, w: Weights, dense: readon
   const mean = new Float64Array(dim);
   for (let t = 0; t < ids.length; t++) for (let i = 0; i < dim; i++) mean[i] += rows[t * dim + i] / ids.length;
   return denseNormalized(Float32Array.from(mean), dense, denseWeights);
+}
+
+/** An opened bidirectional model's reference embedder (EmbeddingGemma from its folder or GGUF): ids -> its vector. */
+export async function loadBidirectionalEmbedder(opened: OpenedModel): Promise<(ids: readonly number[]) => Float32Array> {
+  const c = opened.config;
+  const weights = await readWeights(opened);
+  const w = assembleWeights<Float32Array, Float32Array>(c, (t) => weights.get(t.name));
+  const dense = c.embedding?.dense ?? [];
+  const denseWeights = await loadDenseWeights(dense, (name) => opened.readTensorF32(name));
+  return (ids) => bidirectionalEmbedding(c, w, dense, denseWeights, ids);
 }

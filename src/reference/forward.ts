@@ -8,6 +8,7 @@
 import { attentionScale, deltaNetConvDim, layerBlocks, layerRope, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
 import { assembleWeights, modelTensors, type ModelWeights } from '../model/tensors';
+import { ModelError } from '../model/errors';
 import { routeTopK } from '../model/moe';
 import { shortConvStep } from '../model/short-conv';
 import { deltaNetState, deltaNetToken, type DeltaNetState } from '../model/delta-net';
@@ -69,6 +70,8 @@ export class ReferenceModel {
   private filled = 0; // positions held in the KV cache
 
   private constructor(config: ModelConfig, weights: Weights, ropeFreqFactors?: Float32Array, contextLength?: number) {
+    // This decoder is causal; EmbeddingGemma's pass is ./bidirectional.ts.
+    if (config.bidirectional) throw new ModelError('unsupported_arch', `${config.arch}: a bidirectional model runs on reference/bidirectional.ts, not the causal reference`, 'use_bidirectional_attention');
     this.config = config;
     this.w = weights;
     // The context picks LongRoPE's factor set, as the engine's does (model/rope.ts).
@@ -117,11 +120,7 @@ export class ReferenceModel {
    * engine it stands for runs (default the engine's default): LongRoPE picks its factors by it.
    */
   static async load(opened: OpenedModel, opts: { contextLength?: number } = {}): Promise<ReferenceModel> {
-    const weights = new Map<string, Float32Array>();
-    for (const { row, name } of modelTensors(opened.config)) {
-      if (row.field && opened.tensors.has(name)) weights.set(name, await opened.readTensorF32(name));
-    }
-    return ReferenceModel.fromWeights(opened.config, weights, opened.ropeFreqFactors, opts.contextLength);
+    return ReferenceModel.fromWeights(opened.config, await readWeights(opened), opened.ropeFreqFactors, opts.contextLength);
   }
 
   /** Builds a model from float32 weights under canonical names (shapes as `expectedTensors`). */
@@ -387,6 +386,15 @@ export class ReferenceModel {
     this.att = new Float32Array(capacity);
     this.capacity = capacity;
   }
+}
+
+/** Every weight of an opened model the config implies, dequantised to float32, by canonical name. */
+export async function readWeights(opened: OpenedModel): Promise<Map<string, Float32Array>> {
+  const weights = new Map<string, Float32Array>();
+  for (const { row, name } of modelTensors(opened.config)) {
+    if (row.field && opened.tensors.has(name)) weights.set(name, await opened.readTensorF32(name));
+  }
+  return weights;
 }
 
 /** gate = act(gate) * up over the first n: SwiGLU (silu) or GeGLU (tanh-approximated GELU, Gemma). */
