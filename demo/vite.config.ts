@@ -41,4 +41,7 @@ export default defineConfig({
   // make Vite re-optimise and reload the page in the middle of a load.
   optimizeDeps: { include: ['openai', 'comlink', '@huggingface/tokenizers', '@huggingface/jinja'] },
   server: { fs: { allow: ['..'] } },
+  // One page and no client-side routes: a missing file is a 404, not index.html with a 200, so a
+  // model folder served from public/ (the tiny SmolVLM) reads its optional files as absent.
+  appType: 'mpa',
 });
