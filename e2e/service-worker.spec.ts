@@ -3,6 +3,7 @@
  * (another tab, no engine) calls /v1 with plain fetch and the OpenAI client. The service worker is
  * then stopped (CDP) and must serve again from scratch; with no host left it answers 503. Two
  * client pages streaming at once share the engine's steps rather than queue one behind the other.
+ * The host's KV pages in OPFS outlive a reload of its page.
  */
 import { expect, test, type BrowserContext, type Page } from '@playwright/test';
 import Ajv2020 from 'ajv/dist/2020.js';
@@ -35,11 +36,18 @@ const openaiStream = (page: Page) => page.evaluate(() => (window as unknown as C
 
 /** Page `a` hosts the engine; page `b` has none and is controlled by the service worker. */
 async function hostAndClient(context: BrowserContext): Promise<{ a: Page; b: Page }> {
-  const a = await context.newPage();
-  await a.goto(`${PAGES}/host.html?model=${encodeURIComponent(modelURL)}`);
-  await expect(a.locator('#status')).toHaveAttribute('data-state', 'ready', { timeout: 90_000 });
+  const a = await hostPage(context);
   return { a, b: await clientPage(context) };
 }
+
+/** A page hosting an engine, loaded (host.html's options in `query`, as `&kv=DIR`). */
+async function hostPage(context: BrowserContext, query = ''): Promise<Page> {
+  const a = await context.newPage();
+  await a.goto(`${PAGES}/host.html?model=${encodeURIComponent(modelURL)}${query}`);
+  await hostReady(a);
+  return a;
+}
+const hostReady = (a: Page) => expect(a.locator('#status')).toHaveAttribute('data-state', 'ready', { timeout: 90_000 });
 
 /** Another tab without an engine, controlled by the service worker (registered by the host). */
 async function clientPage(context: BrowserContext): Promise<Page> {
@@ -143,4 +151,43 @@ test('two pages stream through the service worker at once: the second starts whi
   // Neither waited for the other: the short stream's first text came while the long one still streamed.
   const since = (t: number) => Math.round(t - l.tokenTimes[0]!);
   expect(since(s.tokenTimes[0]!), "ms from the long stream's first text to the short one's first, and to the long one's last").toBeLessThan(since(l.tokenTimes.at(-1)!));
+});
+
+type Completion = { choices: Array<{ text: string }>; usage: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens?: number } } };
+const complete = (a: Page, request: object) => a.evaluate((r) => (window as unknown as { complete(r: object): Promise<Completion> }).complete(r), request);
+
+test('KV pages in OPFS outlive a reload of the page: the same prompt and a few tokens more reads them back, with the same greedy text', async ({ context }) => {
+  const dir = `e2e-kv-${Date.now()}`;
+  const a = await hostPage(context, `&kv=${dir}`);
+  const prompt = 'one two three four five six seven eight nine ten '.repeat(5);
+  const longer = { prompt: `${prompt}eleven twelve`, max_tokens: 4, temperature: 0 };
+  const first = await complete(a, { prompt, max_tokens: 4, temperature: 0 });
+  expect(first.usage.prompt_tokens_details?.cached_tokens ?? 0).toBe(0);
+  // The longer prompt before the reload (its prefix from GPU memory, as identical as cold: src/engine tests).
+  const before = await complete(a, longer);
+  const pageSize = await a.evaluate(() => (window as unknown as { pageSize(): Promise<number> }).pageSize());
+  const wholePages = Math.floor(first.usage.prompt_tokens / pageSize);
+  // Pages are written behind the steps: wait for the files (whole: a file shows its bytes only when closed), then reload.
+  const written = (d: string) =>
+    a.evaluate(async (name) => {
+      const count = async (h: FileSystemDirectoryHandle): Promise<number> => {
+        let n = 0;
+        for await (const e of (h as unknown as { values(): AsyncIterable<FileSystemHandle> }).values()) {
+          if (e.kind === 'directory') n += await count(e as FileSystemDirectoryHandle);
+          else if (e.name.endsWith('.kv') && (await (e as FileSystemFileHandle).getFile()).size > 0) n++;
+        }
+        return n;
+      };
+      return count(await (await navigator.storage.getDirectory()).getDirectoryHandle(name));
+    }, d);
+  await expect.poll(() => written(dir), { timeout: 30_000 }).toBeGreaterThanOrEqual(wholePages);
+  await a.reload();
+  await hostReady(a);
+  try {
+    const after = await complete(a, longer);
+    expect(after.usage.prompt_tokens_details?.cached_tokens ?? 0).toBeGreaterThanOrEqual(wholePages * pageSize);
+    expect(after.choices[0]!.text).toBe(before.choices[0]!.text);
+  } finally {
+    await a.evaluate((name) => navigator.storage.getDirectory().then((r) => r.removeEntry(name, { recursive: true })), dir).catch(() => {});
+  }
 });
