@@ -34,13 +34,13 @@ type Client = {
 const plainFetch = (page: Page) => page.evaluate(() => (window as unknown as Client).plainFetch());
 const openaiStream = (page: Page) => page.evaluate(() => (window as unknown as Client).openaiStream());
 
-/** Page `a` hosts the engine; page `b` has none and is controlled by the service worker. */
-async function hostAndClient(context: BrowserContext): Promise<{ a: Page; b: Page }> {
-  const a = await hostPage(context);
+/** Page `a` hosts the engine (host.html's options in `query`); page `b` has none and is controlled by the service worker. */
+async function hostAndClient(context: BrowserContext, query = ''): Promise<{ a: Page; b: Page }> {
+  const a = await hostPage(context, query);
   return { a, b: await clientPage(context) };
 }
 
-/** A page hosting an engine, loaded (host.html's options in `query`, as `&kv=DIR`). */
+/** A page hosting an engine, loaded (host.html's options in `query`: `&kv=DIR`, `&fault=1`). */
 async function hostPage(context: BrowserContext, query = ''): Promise<Page> {
   const a = await context.newPage();
   await a.goto(`${PAGES}/host.html?model=${encodeURIComponent(modelURL)}${query}`);
@@ -66,6 +66,11 @@ type Timed = {
 const startTimedStream = (page: Page, request: object) => page.evaluate((r) => (window as unknown as Timed).startTimedStream(r), request);
 const timedFirstToken = (page: Page) => page.evaluate(() => (window as unknown as Timed).timedFirstToken());
 const timedEnd = (page: Page) => page.evaluate(() => (window as unknown as Timed).timedEnd());
+/** A stream on its own, to compare with the same request beside another one. */
+const alone = async (page: Page, request: object) => {
+  await startTimedStream(page, request);
+  return timedEnd(page);
+};
 
 test('a page without an engine gets answers through the service worker, also after it restarts', async ({ context }) => {
   const { a, b } = await hostAndClient(context);
@@ -130,10 +135,6 @@ test('two pages stream through the service worker at once: the second starts whi
   // by construction, not by timing luck.
   const long = { messages: [{ role: 'user', content: 'Tell me a long story' }], max_tokens: 48, temperature: 0, ignore_eos: true };
   const short = { messages: [{ role: 'user', content: 'Say hi' }], max_tokens: 6, temperature: 0, ignore_eos: true };
-  const alone = async (page: Page, request: object) => {
-    await startTimedStream(page, request);
-    return timedEnd(page);
-  };
   const longAlone = await alone(b, long);
   const shortAlone = await alone(c, short);
 
@@ -151,6 +152,32 @@ test('two pages stream through the service worker at once: the second starts whi
   // Neither waited for the other: the short stream's first text came while the long one still streamed.
   const since = (t: number) => Math.round(t - l.tokenTimes[0]!);
   expect(since(s.tokenTimes[0]!), "ms from the long stream's first text to the short one's first, and to the long one's last").toBeLessThan(since(l.tokenTimes.at(-1)!));
+});
+
+test('both pages keep streaming through the service worker across a lost GPU device, each with the text it gets without the loss', async ({ context }) => {
+  // A load, four streams and a recovery (a new device, weights uploaded again: 10-15 s) take 80 s alone on SwiftShader.
+  test.setTimeout(240_000);
+  const { a, b } = await hostAndClient(context, '&fault=1');
+  const c = await clientPage(context);
+  // Greedy past EOS: both streams last their max_tokens steps, long enough that the loss lands in both.
+  const long = { messages: [{ role: 'user', content: 'Tell me a long story' }], max_tokens: 48, temperature: 0, ignore_eos: true };
+  const other = { messages: [{ role: 'user', content: 'Say hi' }], max_tokens: 32, temperature: 0, ignore_eos: true };
+  const longAlone = await alone(b, long);
+  const otherAlone = await alone(c, other);
+
+  await startTimedStream(b, long);
+  await timedFirstToken(b);
+  await startTimedStream(c, other);
+  await timedFirstToken(c);
+  await a.evaluate(() => (window as unknown as { loseDevice(): Promise<void> }).loseDevice());
+  const [l, o] = await Promise.all([timedEnd(b), timedEnd(c)]);
+
+  for (const [name, got, request, solo] of [['long', l, long, longAlone], ['other', o, other, otherAlone]] as const) {
+    expect(got.finish, name).toBe('length');
+    expect(got.completionTokens, name).toBe(request.max_tokens);
+    expect(got.text, name).toBe(solo.text);
+  }
+  expect(await a.evaluate(() => (window as unknown as { recoveries(): Promise<number> }).recoveries())).toBe(1);
 });
 
 type Completion = { choices: Array<{ text: string }>; usage: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens?: number } } };
