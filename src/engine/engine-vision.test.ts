@@ -26,6 +26,7 @@ describe('the GPU engine with a vision tower (tiny SmolVLM)', () => {
   let url: string;
   let other: string;
   let third: string;
+  let fourth: string;
 
   beforeAll(async () => {
     const [paths, smolvlm2] = await Promise.all([
@@ -43,7 +44,7 @@ describe('the GPU engine with a vision tower (tiny SmolVLM)', () => {
       const raw = Uint8Array.from({ length: 40 * 30 * 3 }, (_, i) => (i * 37 + salt * i + ((i * i) % 251)) % 256);
       return `data:image/png;base64,${(await sharp(raw, { raw: { width: 40, height: 30, channels: 3 } }).png().toBuffer()).toString('base64')}`;
     };
-    [url, other, third] = await Promise.all([png(0), png(5), png(9)]);
+    [url, other, third, fourth] = await Promise.all([png(0), png(5), png(9), png(13)]);
   }, 300_000);
   afterAll(() => engine?.dispose());
 
@@ -59,6 +60,24 @@ describe('the GPU engine with a vision tower (tiny SmolVLM)', () => {
       });
     const [gpu, ref] = [await ask(gpuClient), await ask(refClient)];
     expect(engine.vision?.processor.tileSize).toBe(32);
+    expect(gpu.usage!.prompt_tokens).toBe(ref.usage!.prompt_tokens);
+    expect(gpu.choices[0]!.message.content).toBe(ref.choices[0]!.message.content);
+    const first = (r: typeof gpu) => r.choices[0]!.logprobs!.content![0]!.top_logprobs.map((t) => t.logprob);
+    first(gpu).forEach((v, i) => expect(v).toBeCloseTo(first(ref)[i]!, 3));
+  }, 300_000);
+
+  it('takes two images in one message, each spliced at its own <image> run, as the reference does', async () => {
+    const content: OpenAI.Chat.Completions.ChatCompletionUserMessageParam['content'] = [
+      // An image no other test sends first: the cache case's and the batching case's stay unseen.
+      { type: 'image_url', image_url: { url: fourth } },
+      { type: 'text', text: 'and' },
+      { type: 'image_url', image_url: { url } },
+      { type: 'text', text: 'Which differs?' },
+    ];
+    const ask = (client: OpenAI) => client.chat.completions.create({ model: 'default', messages: [{ role: 'user', content }], max_tokens: 3, temperature: 0, logprobs: true, top_logprobs: 2 });
+    const [gpu, ref] = [await ask(gpuClient), await ask(refClient)];
+    // Two images of 13 tiles' 52 tokens each.
+    expect(gpu.usage!.prompt_tokens).toBeGreaterThan(104);
     expect(gpu.usage!.prompt_tokens).toBe(ref.usage!.prompt_tokens);
     expect(gpu.choices[0]!.message.content).toBe(ref.choices[0]!.message.content);
     const first = (r: typeof gpu) => r.choices[0]!.logprobs!.content![0]!.top_logprobs.map((t) => t.logprob);
