@@ -17,6 +17,7 @@ import { GpuCheck } from './ui/gpu-check';
 import { Attachments } from './ui/attachments';
 import { MessageList } from './ui/messages';
 import { Notices } from './ui/notices';
+import { watchRecovery } from './ui/recovery';
 import { ModelPicker, type ModelChoice } from './ui/picker';
 import { BUNDLED_LORA_PATH, BUNDLED_MODEL_PATH } from './ui/models';
 import { ProgressView } from './ui/progress';
@@ -149,8 +150,6 @@ async function load(choice: ModelChoice): Promise<void> {
       worker: $<HTMLInputElement>('#opt-worker').checked,
       cache: cacheOn,
       signal: abort.signal,
-      // The page shows a loss and its way back (e2e/demo.spec.ts) rather than the library's recovery.
-      deviceRecovery: false,
     });
     if (abort.signal.aborted) {
       await e.unload();
@@ -158,11 +157,20 @@ async function load(choice: ModelChoice): Promise<void> {
     }
     engine = e;
     disconnect = connect(e);
+    let recoveries = 0;
     e.onError((err) => {
       if (engine !== e) return;
-      showError('gpu', err);
-      // A lost device answers nothing more; other GPU errors are reported and chat goes on.
-      if (err.code === 'device_lost') setReady(false);
+      if (err.code !== 'device_lost') return showError('gpu', err);
+      // The engine rebuilds on a new device by itself; replies under way wait and go on. Only if it
+      // gives up does the page offer to load again.
+      void watchRecovery(e, recoveries, {
+        recovering: () => notices.show({ key: 'gpu', kind: 'info', code: 'device_recovering', title: 'The GPU was lost: recovering…', text: ADVICE.recovering }),
+        recovered: () => notices.clear('gpu'),
+        failed: () => {
+          showError('gpu', err);
+          setReady(false);
+        },
+      }, () => engine === e).then((n) => (recoveries = n));
     });
     loadedSource = choice.snippet;
     progress.finish(`${choice.label} in ${((performance.now() - t0) / 1000).toFixed(1)} s`);

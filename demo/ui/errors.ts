@@ -36,6 +36,8 @@ export const ADVICE = {
     'The GPU ran out of memory. Close other GPU-heavy tabs, pick a smaller or more quantised model (Q4_K_M rather than Q8_0 or F16), or lower the context length.',
   deviceLost:
     'The GPU device was lost (a driver reset, the machine slept, or the GPU was needed elsewhere). Load the model again; if it keeps happening, pick a smaller model.',
+  recovering:
+    'The GPU device was lost (a driver reset, the machine slept, or the GPU was needed elsewhere). The engine is rebuilding on a new one; replies under way continue where they were.',
 } as const;
 
 export function explain(e: unknown): Explained {
