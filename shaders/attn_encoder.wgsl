@@ -8,6 +8,9 @@
 // each thread owns OUTS of the head's output columns. Scores and sums are f32 whatever `act` is.
 // The step's tokens are grouped by sequence in order: sequence s owns tokens
 // lastToken[s-1]+1 ..= lastToken[s] (StepBuffers.write gives them so).
+// A symmetric sliding window (EmbeddingGemma's local layers): with halfWindow > 0 a token sees
+// only the keys of its sequence at most halfWindow positions away on either side; 0: all of them.
+// Positions count within the sequence, so the distance is the distance between rows.
 alias act = f32;
 
 override WG: u32 = 64;
@@ -25,6 +28,7 @@ struct Params {
   nHeads: u32,
   nKv: u32,
   scale: f32,  // multiplies q·k (1/sqrt(HEAD_DIM) usually)
+  halfWindow: u32,  // keys at most this far from the query on either side; 0: no window
 }
 
 @group(0) @binding(0) var<storage, read> q: array<act>;          // [T, nHeads, HEAD_DIM]
@@ -65,6 +69,10 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       break;
     }
     begin = lastToken[s] + 1u;
+  }
+  if (p.halfWindow > 0u) {
+    if (t > begin + p.halfWindow) { begin = t - p.halfWindow; }
+    end = min(end, t + p.halfWindow + 1u);
   }
   let kh = h / (p.nHeads / p.nKv);
   for (var d = lid; d < HEAD_DIM; d += WG) { qs[d] = f32(q[(t * p.nHeads + h) * HEAD_DIM + d]) * p.scale; }

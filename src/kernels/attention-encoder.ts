@@ -16,7 +16,7 @@ const MAX_OUTS = 4;
  * of its sequence (BERT, SigLIP), no KV cache and no causal mask. q is [T, nHeads, headDim], k and
  * v [T, nKv, headDim], out like q; `lastToken` and `counts` are the step's (each sequence's last
  * token, `{T, S}`), its tokens grouped by sequence in order. The reference is `attentionRef` with
- * `causal: false` (./attention-ref.ts).
+ * `causal: false` (./attention-ref.ts), and its `halfWindow` for the symmetric window.
  */
 export async function createEncoderAttentionOp(
   ctx: OpContext,
@@ -32,6 +32,8 @@ export async function createEncoderAttentionOp(
     headDim: number;
     /** What q·k is multiplied by; default 1/sqrt(headDim). */
     scale?: number;
+    /** A symmetric sliding window: keys at most this many positions away on either side (EmbeddingGemma's local layers: floor(window / 2)). 0/absent: all. */
+    halfWindow?: number;
     wg?: number;
     label?: OpLabel;
   },
@@ -41,7 +43,7 @@ export async function createEncoderAttentionOp(
   if (args.nHeads % args.nKv !== 0) throw new RangeError(`encoder attention: ${args.nKv} KV heads do not divide ${args.nHeads} query heads`);
   const pipeline = await ctx.cache.get(encoderAttentionKernel, { precision: ctx.precision, constants: { WG: wg, HEAD_DIM: args.headDim } });
   const scale = args.scale ?? 1 / Math.sqrt(args.headDim);
-  const params = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', args.nHeads], ['u32', args.nKv], ['f32', scale]])), UNIFORM, 'attn_encoder params');
+  const params = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', args.nHeads], ['u32', args.nKv], ['f32', scale], ['u32', args.halfWindow ?? 0]])), UNIFORM, 'attn_encoder params');
   const act = elemBytes(ctx.precision);
   // Bytes as if each workgroup read its sequence's K and V once (a lower bound: the step's T² reads come from cache).
   const bindGroup = describeDispatch(

@@ -15,6 +15,11 @@ export interface AttentionRefArgs {
    * bidirectional attention); its position then only names its row. Default true.
    */
   causal?: boolean;
+  /**
+   * With `causal: false`: a token at position p sees only keys p - halfWindow <= j <= p + halfWindow
+   * (a symmetric sliding window, EmbeddingGemma's local layers). null/absent/0: all.
+   */
+  halfWindow?: number | null;
   /** What q·k is multiplied by. Default 1/sqrt(headDim). */
   scale?: number;
   /** Scaled scores s become tanh(s / softcap) * softcap before the softmax. null/absent: none. */
@@ -37,23 +42,25 @@ export function attentionRef(a: AttentionRefArgs): Float32Array {
     const V = a.values[a.tokenSeq[t]!]!;
     const len = a.causal === false ? K.length / (nKv * D) : a.positions[t]! + 1;
     if (K.length < len * nKv * D) throw new RangeError(`token ${t} at position ${len - 1} is past its sequence's history`);
-    const first = a.window ? Math.max(0, len - a.window) : 0; // first visible key
+    const hw = a.causal === false ? (a.halfWindow ?? 0) : 0;
+    const first = hw ? Math.max(0, a.positions[t]! - hw) : a.window ? Math.max(0, len - a.window) : 0; // first visible key
+    const last = hw ? Math.min(len, a.positions[t]! + hw + 1) : len; // past the last visible key
     for (let h = 0; h < nHeads; h++) {
       const kh = Math.floor(h / group);
       const qOff = (t * nHeads + h) * D;
       const scores = new Float64Array(len);
       let max = -Infinity;
-      for (let j = first; j < len; j++) {
+      for (let j = first; j < last; j++) {
         let s = 0;
         for (let d = 0; d < D; d++) s += a.q[qOff + d]! * K[(j * nKv + kh) * D + d]!;
         scores[j] = cap === null ? s * scale : Math.tanh((s * scale) / cap) * cap;
         max = Math.max(max, scores[j]!);
       }
       let sum = 0;
-      for (let j = first; j < len; j++) sum += scores[j] = Math.exp(scores[j]! - max);
+      for (let j = first; j < last; j++) sum += scores[j] = Math.exp(scores[j]! - max);
       for (let d = 0; d < D; d++) {
         let o = 0;
-        for (let j = first; j < len; j++) o += scores[j]! * V[(j * nKv + kh) * D + d]!;
+        for (let j = first; j < last; j++) o += scores[j]! * V[(j * nKv + kh) * D + d]!;
         out[qOff + d] = o / sum;
       }
     }
