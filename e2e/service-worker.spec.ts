@@ -127,28 +127,39 @@ test('a json_schema request through the service worker gets JSON valid against i
   expect(loads.filter((l) => l.fromServiceWorker)).toEqual([]);
 });
 
-test('two pages stream through the service worker at once: the second starts while the first streams, both get what they get alone', async ({ context }) => {
-  const { b } = await hostAndClient(context);
-  const c = await clientPage(context);
-  // Greedy, and past EOS to exactly max_tokens: the long stream lasts 48 steps whatever the random
-  // weights draw (about 1 s on SwiftShader), and the short one joins within a few, so they overlap
-  // by construction, not by timing luck.
-  const long = { messages: [{ role: 'user', content: 'Tell me a long story' }], max_tokens: 48, temperature: 0, ignore_eos: true };
-  const short = { messages: [{ role: 'user', content: 'Say hi' }], max_tokens: 6, temperature: 0, ignore_eos: true };
-  const longAlone = await alone(b, long);
-  const shortAlone = await alone(c, short);
+// Greedy, and past EOS to exactly max_tokens: the long stream lasts 48 steps whatever the random
+// weights draw (about 1 s on SwiftShader), and the other joins within a few, so they overlap by
+// construction, not by timing luck.
+const LONG = { messages: [{ role: 'user', content: 'Tell me a long story' }], max_tokens: 48, temperature: 0, ignore_eos: true };
+const withMax = (max_tokens: number) => ({ messages: [{ role: 'user', content: 'Say hi' }], max_tokens, temperature: 0, ignore_eos: true });
 
-  await startTimedStream(b, long);
+/**
+ * Streams LONG in page `b` and, once it streams, `other` in page `c` (then `meanwhile`, once both
+ * stream, when given). Each must end at its max_tokens with the text it gets alone: a sequence's
+ * row of a batched step does not depend on the other rows.
+ */
+async function besideEachOther(b: Page, c: Page, other: { max_tokens: number }, meanwhile?: () => Promise<void>): Promise<[TimedStream, TimedStream]> {
+  const longAlone = await alone(b, LONG);
+  const otherAlone = await alone(c, other);
+  await startTimedStream(b, LONG);
   await timedFirstToken(b);
-  await startTimedStream(c, short);
-  const [l, s] = await Promise.all([timedEnd(b), timedEnd(c)]);
-
-  // A sequence's row of a batched step does not depend on the other rows: each page gets its text alone.
-  for (const [name, got, request, solo] of [['long', l, long, longAlone], ['short', s, short, shortAlone]] as const) {
+  await startTimedStream(c, other);
+  if (meanwhile) {
+    await timedFirstToken(c);
+    await meanwhile();
+  }
+  const both = await Promise.all([timedEnd(b), timedEnd(c)]);
+  for (const [name, got, request, solo] of [['long', both[0], LONG, longAlone], ['other', both[1], other, otherAlone]] as const) {
     expect(got.finish, name).toBe('length');
     expect(got.completionTokens, name).toBe(request.max_tokens);
     expect(got.text, name).toBe(solo.text);
   }
+  return both;
+}
+
+test('two pages stream through the service worker at once: the second starts while the first streams, both get what they get alone', async ({ context }) => {
+  const { b } = await hostAndClient(context);
+  const [l, s] = await besideEachOther(b, await clientPage(context), withMax(6));
   // Neither waited for the other: the short stream's first text came while the long one still streamed.
   const since = (t: number) => Math.round(t - l.tokenTimes[0]!);
   expect(since(s.tokenTimes[0]!), "ms from the long stream's first text to the short one's first, and to the long one's last").toBeLessThan(since(l.tokenTimes.at(-1)!));
@@ -158,25 +169,8 @@ test('both pages keep streaming through the service worker across a lost GPU dev
   // A load, four streams and a recovery (a new device, weights uploaded again: 10-15 s) take 80 s alone on SwiftShader.
   test.setTimeout(240_000);
   const { a, b } = await hostAndClient(context, '&fault=1');
-  const c = await clientPage(context);
-  // Greedy past EOS: both streams last their max_tokens steps, long enough that the loss lands in both.
-  const long = { messages: [{ role: 'user', content: 'Tell me a long story' }], max_tokens: 48, temperature: 0, ignore_eos: true };
-  const other = { messages: [{ role: 'user', content: 'Say hi' }], max_tokens: 32, temperature: 0, ignore_eos: true };
-  const longAlone = await alone(b, long);
-  const otherAlone = await alone(c, other);
-
-  await startTimedStream(b, long);
-  await timedFirstToken(b);
-  await startTimedStream(c, other);
-  await timedFirstToken(c);
-  await a.evaluate(() => (window as unknown as { loseDevice(): Promise<void> }).loseDevice());
-  const [l, o] = await Promise.all([timedEnd(b), timedEnd(c)]);
-
-  for (const [name, got, request, solo] of [['long', l, long, longAlone], ['other', o, other, otherAlone]] as const) {
-    expect(got.finish, name).toBe('length');
-    expect(got.completionTokens, name).toBe(request.max_tokens);
-    expect(got.text, name).toBe(solo.text);
-  }
+  // 32 tokens: the loss lands while both stream.
+  await besideEachOther(b, await clientPage(context), withMax(32), () => a.evaluate(() => (window as unknown as { loseDevice(): Promise<void> }).loseDevice()));
   expect(await a.evaluate(() => (window as unknown as { recoveries(): Promise<number> }).recoveries())).toBe(1);
 });
 
