@@ -1,5 +1,6 @@
 /**
- * A BERT sentence encoder as an API backend: /v1/embeddings calls `embed`, which batches the
+ * A sentence encoder (BERT: ./forward/bert.ts; EmbeddingGemma, a bidirectional decoder-family
+ * model: ./forward/gemma-encoder.ts) as an API backend: /v1/embeddings calls `embed`, which batches the
  * inputs of every request waiting at that moment into the encoder's steps (GpuBertEncoder: up to
  * `maxBatch` inputs a step), so concurrent requests share steps as the decoder engine's sequences
  * do. An encoder generates nothing: the API refuses the generating routes on an embedding model
@@ -13,13 +14,15 @@ import type { GPUContext } from '../gpu/device';
 import { engineOpContext } from '../kernels/op';
 import { embeddingSize } from '../model/embedding';
 import { openEncoder, type OpenedEncoder } from '../model/encoder-open';
-import type { ModelLocation } from '../model/open';
+import type { EmbeddingConfig } from '../model/embedding';
+import type { ModelLocation, OpenedModel } from '../model/open';
 import { tokenizerOf } from '../text/from-model';
 import type { TextTokenizer } from '../text/tokenizer';
 import type { MemoryUse } from '../gpu/memory';
 import type { EngineStats } from './engine';
 import { BackendDisposedError, LoraUnsupportedError } from './errors';
 import { GpuBertEncoder } from './forward/bert';
+import { GpuGemmaEncoder } from './forward/gemma-encoder';
 import type { Backend, BackendConfig, GeneratedToken, GenerationResult, LoraInfo } from './types';
 
 export interface EncoderBackendOptions {
@@ -58,26 +61,29 @@ export class EncoderBackend implements Backend {
   private readonly counts = { running: 0, requests: 0, promptTokens: 0 };
 
   private constructor(
-    readonly model: OpenedEncoder,
-    private readonly encoder: GpuBertEncoder,
+    readonly model: OpenedEncoder | OpenedModel,
+    private readonly encoder: GpuBertEncoder | GpuGemmaEncoder,
     id: string,
     readonly gpu: GPUContext,
     readonly precision: 'f32' | 'f16',
   ) {
     this.id = id;
     // hiddenSize is the vector's size the API serves: after the Dense modules, where there are some.
-    this.config = { vocabSize: model.config.vocabSize, hiddenSize: embeddingSize(model.embedding, model.config.hiddenSize), embedding: model.embedding };
+    const embedding = embeddingOf(model);
+    this.config = { vocabSize: model.config.vocabSize, hiddenSize: embeddingSize(embedding, model.config.hiddenSize), embedding };
     this.tokenizer = tokenizerOf(model.tokenizer);
     this.contextLength = encoder.maxTokens / encoder.maxSeqs;
     this.limits = { maxSeqs: encoder.maxSeqs, numPages: 0, pageSize: 0 };
   }
 
-  static async load(model: ModelLocation | OpenedEncoder, opts: EncoderBackendOptions): Promise<EncoderBackend> {
+  /** A location opens as BERT; a bidirectional OpenedModel (EmbeddingGemma) comes opened (transport/host.ts routes it). */
+  static async load(model: ModelLocation | OpenedEncoder | OpenedModel, opts: EncoderBackendOptions): Promise<EncoderBackend> {
     const opened = isOpened(model) ? model : await openEncoder(model);
-    const limit = Math.min(opened.embedding.maxSeqLength ?? Infinity, opened.config.maxPositionEmbeddings, opts.contextLength ?? Infinity);
+    const limit = Math.min(embeddingOf(opened).maxSeqLength ?? Infinity, opened.config.maxPositionEmbeddings, opts.contextLength ?? Infinity);
     const maxSeqs = Math.max(1, Math.floor(opts.maxBatch ?? 8));
     const precision = opts.precision === 'auto' ? (opts.gpu.info.f16 ? 'f16' : 'f32') : (opts.precision ?? 'f32');
-    const encoder = await GpuBertEncoder.create(engineOpContext(opts.gpu, precision), opened, limit * maxSeqs, maxSeqs);
+    const ctx = engineOpContext(opts.gpu, precision);
+    const encoder = 'kind' in opened ? await GpuBertEncoder.create(ctx, opened, limit * maxSeqs, maxSeqs) : await GpuGemmaEncoder.create(ctx, opened, limit * maxSeqs, maxSeqs);
     return new EncoderBackend(opened, encoder, opts.id ?? 'bert', opts.gpu, precision);
   }
 
@@ -163,6 +169,11 @@ export class EncoderBackend implements Backend {
   }
 }
 
-function isOpened(m: ModelLocation | OpenedEncoder): m is OpenedEncoder {
-  return typeof m === 'object' && (m as OpenedEncoder).kind === 'bert' && (m as OpenedEncoder).tensors instanceof Map;
+function isOpened(m: ModelLocation | OpenedEncoder | OpenedModel): m is OpenedEncoder | OpenedModel {
+  return typeof m === 'object' && (m as OpenedEncoder).tensors instanceof Map;
+}
+
+/** The pooling chain: BERT's own, or a bidirectional model's config (mean when it names none). */
+function embeddingOf(m: OpenedEncoder | OpenedModel): EmbeddingConfig {
+  return 'kind' in m ? m.embedding : (m.config.embedding ?? { pooling: 'mean', maxSeqLength: null });
 }

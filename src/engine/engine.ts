@@ -360,7 +360,7 @@ export class GpuEngine implements Backend {
     const opened = isOpened(model) ? model : await openModel(model);
     // EmbeddingGemma's bidirectional attention: this causal decoder would serve it wrong (the CPU reference runs it).
     if (opened.config.bidirectional)
-      throw new ModelError('unsupported_arch', `${opened.config.arch}: bidirectional attention (EmbeddingGemma) is not run by the GPU engine yet`, 'use_bidirectional_attention');
+      throw new ModelError('unsupported_arch', `${opened.config.arch}: bidirectional attention (EmbeddingGemma) is not run by this causal engine: createEngine serves it through the encoder backend (engine/forward/gemma-encoder.ts)`, 'use_bidirectional_attention');
     const gpu = await toContext(opts.gpu);
     const precision: Precision = opts.precision === 'f32' || opts.precision === 'f16' ? opts.precision : gpu.info.f16 ? 'f16' : 'f32';
     const config = opened.config;

@@ -143,7 +143,7 @@ export interface ModelConfig {
   /**
    * Every token attends both ways (EmbeddingGemma: gemma3 text with `use_bidirectional_attention`,
    * GGUF `gemma-embedding`); windowed layers see half their window on each side. The CPU reference
-   * runs it (reference/bidirectional.ts), the causal decoder refuses it. Absent: causal.
+   * runs it (reference/bidirectional.ts); on the GPU the encoder backend does (engine/forward/gemma-encoder.ts), the causal decoder refuses it. Absent: causal.
    */
   bidirectional?: boolean;
 }

@@ -13,6 +13,7 @@ import { GpuEngine, type EngineStats } from '../engine/engine';
 import { EncoderBackend } from '../engine/encoder-backend';
 import { LoraUnsupportedError } from '../engine/errors';
 import { isEncoder, type OpenedEncoder } from '../model/encoder-open';
+import type { OpenedModel } from '../model/open';
 import { ModelError } from '../model/errors';
 import type { Backend, GenerateRequest, LoraInfo } from '../engine/types';
 import type { EngineOptions, LoraPoolOptions, LoraSource } from '../engine/engine';
@@ -107,7 +108,7 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
     const gpu = await acquire();
     let engine: HostedEngine;
     try {
-      engine = isEncoder(opened) ? await loadEncoder(opened, gpu, options) : await GpuEngine.load(opened, {
+      engine = isEncoder(opened) || opened.config.bidirectional ? await loadEncoder(opened, gpu, options) : await GpuEngine.load(opened, {
         gpu,
         precision: options.precision ?? 'auto',
         contextLength: options.contextLength,
@@ -142,8 +143,8 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
 /** createEngine options a BERT encoder has no use for: refused naming the option, not ignored. */
 const ENCODER_REFUSES = { draft: 'it generates nothing', mmproj: 'it reads no images', persistKv: 'it keeps no KV cache' } as const;
 
-/** A BERT encoder's host engine: createEngine's batch, context and precision; it takes no adapters. */
-async function loadEncoder(opened: OpenedEncoder, gpu: GPUContext, options: HostOptions): Promise<EncoderBackend> {
+/** An encoder's host engine (BERT, or a bidirectional model: EmbeddingGemma): createEngine's batch, context and precision; it takes no adapters. */
+async function loadEncoder(opened: OpenedEncoder | OpenedModel, gpu: GPUContext, options: HostOptions): Promise<EncoderBackend> {
   if (options.lora && Object.keys(options.lora).length) throw new LoraUnsupportedError(options.id ?? 'bert');
   for (const [option, why] of Object.entries(ENCODER_REFUSES))
     if (options[option as keyof typeof ENCODER_REFUSES]) throw new ModelError('invalid_field', `a BERT encoder takes no ${option}: ${why}`, option);

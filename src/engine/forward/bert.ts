@@ -20,6 +20,7 @@ import { createLayerNormOp } from '../../kernels/layer-norm';
 import { createLinearOp } from '../../kernels/matmul';
 import { actBytes, type Op, type OpContext } from '../../kernels/op';
 import { createDenseHead, type DenseHead } from './dense';
+import { embedInSteps, normalized } from './encoder-steps';
 import { createPoolMeanOp } from '../../kernels/pool-mean';
 import { uploadWeight } from '../../kernels/weights';
 import type { BertConfig } from '../../model/bert';
@@ -111,24 +112,7 @@ export class GpuBertEncoder {
    * in steps of up to maxTokens tokens and maxSeqs inputs, in order; each must fit one step.
    */
   async embed(inputs: readonly (readonly number[])[]): Promise<Float32Array[]> {
-    for (const [i, ids] of inputs.entries()) {
-      if (ids.length === 0) throw new RangeError(`input ${i} is empty`);
-      if (ids.length > Math.min(this.maxTokens, this.config.maxPositionEmbeddings)) throw new RangeError(`input ${i} has ${ids.length} tokens; a step takes at most ${Math.min(this.maxTokens, this.config.maxPositionEmbeddings)}`);
-    }
-    const out: Float32Array[] = [];
-    let batch: (readonly number[])[] = [];
-    let tokens = 0;
-    for (const ids of inputs) {
-      if (batch.length === this.maxSeqs || tokens + ids.length > this.maxTokens) {
-        out.push(...(await this.step(batch)));
-        batch = [];
-        tokens = 0;
-      }
-      batch.push(ids);
-      tokens += ids.length;
-    }
-    if (batch.length) out.push(...(await this.step(batch)));
-    return out;
+    return embedInSteps(inputs, { maxTokens: this.maxTokens, maxSeqs: this.maxSeqs, maxLength: this.config.maxPositionEmbeddings }, (batch) => this.step(batch));
   }
 
   /** Steps run since it was built (the host's stats). */
@@ -180,12 +164,4 @@ export class GpuBertEncoder {
     this.dense?.destroy();
     for (const b of this.owned) b.destroy();
   }
-}
-
-/** `v` over its L2 norm (sentence-transformers' Normalize); a zero vector stays zero. */
-function normalized(v: Float32Array): Float32Array {
-  let ss = 0;
-  for (const x of v) ss += x * x;
-  const inv = ss > 0 ? 1 / Math.sqrt(ss) : 0;
-  return Float32Array.from(v, (x) => x * inv);
 }
