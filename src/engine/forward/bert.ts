@@ -13,14 +13,14 @@
  * for the gather; the positions and token types are small. Everything is built once for steps of
  * up to `maxTokens` tokens and `maxSeqs` inputs: buffers, pipelines, bind groups.
  */
-import { createBuffer, readBuffer, STORAGE, UNIFORM, uploadBuffer, writeBuffer } from '../../gpu/buffers';
+import { createBuffer, STORAGE, UNIFORM, uploadBuffer, writeBuffer } from '../../gpu/buffers';
 import { createEncoderAttentionOp } from '../../kernels/attention-encoder';
 import { createGeluOp } from '../../kernels/gelu';
 import { createLayerNormOp } from '../../kernels/layer-norm';
 import { createLinearOp } from '../../kernels/matmul';
 import { actBytes, type Op, type OpContext } from '../../kernels/op';
 import { createDenseHead, type DenseHead } from './dense';
-import { embedInSteps, normalized } from './encoder-steps';
+import { embedInSteps, finishStep } from './encoder-steps';
 import { createPoolMeanOp } from '../../kernels/pool-mean';
 import { uploadWeight } from '../../kernels/weights';
 import type { BertConfig } from '../../model/bert';
@@ -145,12 +145,7 @@ export class GpuBertEncoder {
     this.pool?.encode(pass, batch.length);
     pass.end();
     if (!this.pool) batch.forEach((_, s) => encoder.copyBufferToBuffer(this.output, (last[s]! + 1 - batch[s]!.length) * d * 4, this.pooled, s * d * 4, d * 4));
-    // The Dense modules take the pooled vector before it is normalised.
-    this.dense?.encode(encoder, batch.length);
-    device.queue.submit([encoder.finish()]);
-    const n = this.dense?.size ?? d;
-    const all = new Float32Array(await readBuffer(device, this.dense?.out ?? this.pooled, batch.length * n * 4));
-    return batch.map((_, s) => normalized(all.subarray(s * n, (s + 1) * n)));
+    return finishStep(device, encoder, this.pooled, this.dense, batch.length, d);
   }
 
   /** GPU bytes the encoder allocated (weights, activations, staging). */

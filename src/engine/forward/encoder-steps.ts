@@ -3,6 +3,8 @@
  * inputs split into steps of up to maxTokens tokens and maxSeqs inputs, in order, and the L2
  * normalisation of each pooled vector.
  */
+import { readBuffer } from '../../gpu/buffers';
+import type { DenseHead } from './dense';
 
 /** Each input's vector from `step` over batches that fit; every input must fit one step alone. */
 export async function embedInSteps(
@@ -29,6 +31,18 @@ export async function embedInSteps(
   }
   if (batch.length) out.push(...(await step(batch)));
   return out;
+}
+
+/**
+ * The end of an encoder's step: the Dense modules (./dense.ts) on the pooled f32 [S, d] rows,
+ * before they are normalised, the step submitted, and each input's vector read back, L2-normalised.
+ */
+export async function finishStep(device: GPUDevice, encoder: GPUCommandEncoder, pooled: GPUBuffer, dense: DenseHead | null, seqs: number, d: number): Promise<Float32Array[]> {
+  dense?.encode(encoder, seqs);
+  device.queue.submit([encoder.finish()]);
+  const n = dense?.size ?? d;
+  const all = new Float32Array(await readBuffer(device, dense?.out ?? pooled, seqs * n * 4));
+  return Array.from({ length: seqs }, (_, s) => normalized(all.subarray(s * n, (s + 1) * n)));
 }
 
 /** `v` over its L2 norm (sentence-transformers' Normalize); a zero vector stays zero. */

@@ -12,7 +12,7 @@
  * uploaded as applied (the config's normWeightOffset added, as engine/gpu-weights.ts does).
  * Everything is built once for steps of up to `maxTokens` tokens and `maxSeqs` inputs.
  */
-import { createBuffer, readBuffer, STORAGE, UNIFORM, uploadBuffer, writeBuffer } from '../../gpu/buffers';
+import { createBuffer, STORAGE, UNIFORM, uploadBuffer, writeBuffer } from '../../gpu/buffers';
 import { createEncoderAttentionOp } from '../../kernels/attention-encoder';
 import { createLinearOp } from '../../kernels/matmul';
 import { actBytes, type Op, type OpContext } from '../../kernels/op';
@@ -26,7 +26,7 @@ import { ModelError } from '../../model/errors';
 import type { OpenedModel } from '../../model/open';
 import { ropeAttentionFactor } from '../../model/rope';
 import { createDenseHead, type DenseHead } from './dense';
-import { embedInSteps, normalized } from './encoder-steps';
+import { embedInSteps, finishStep } from './encoder-steps';
 
 /** Why a bidirectional config is beyond this encoder (EmbeddingGemma's own is not), or null. */
 export function gemmaEncoderRefusal(c: ModelConfig): string | null {
@@ -176,11 +176,7 @@ export class GpuGemmaEncoder {
     for (const op of this.ops) op.encode(pass, T);
     this.pool.encode(pass, batch.length);
     pass.end();
-    this.dense?.encode(encoder, batch.length);
-    device.queue.submit([encoder.finish()]);
-    const n = this.dense?.size ?? d;
-    const all = new Float32Array(await readBuffer(device, this.dense?.out ?? this.pooled, batch.length * n * 4));
-    return batch.map((_, s) => normalized(all.subarray(s * n, (s + 1) * n)));
+    return finishStep(device, encoder, this.pooled, this.dense, batch.length, d);
   }
 
   /** GPU bytes the encoder allocated (weights, activations, staging). */
