@@ -221,6 +221,49 @@ export function deltaNetConvDim(d: DeltaNetConfig): number {
 }
 
 /**
+ * Granite 4.0-H's Mamba-2 mixer (HF's GraniteMoeHybridMambaLayer, llama.cpp's mamba2 layer in its
+ * granite-hybrid graph), per token x:
+ * - in_proj · x gives, in order, z (numHeads · headDim), xBC (numHeads · headDim + 2 · numGroups ·
+ *   stateSize) and dt (numHeads);
+ * - xBC = SiLU(conv(xBC) + conv bias), the conv causal and depthwise over `convKernel` taps (the state
+ *   its last convKernel − 1 inputs), then split into x (per head), B and C (stateSize per group);
+ * - per head h, reading group h // (numHeads / numGroups): dt = softplus(dt_h + dt_bias_h),
+ *   A = −exp(A_log_h); the state S (headDim × stateSize) becomes S·exp(dt·A) + dt · x_h ⊗ B; the
+ *   head's output is S·C + D_h · x_h;
+ * - y ⊙ SiLU(z), then an RMSNorm per group of numHeads · headDim / numGroups channels (times w):
+ *   llama.cpp's grouping; transformers' gated norm (as mlx-lm's port) spans all channels, the same
+ *   when numGroups = 1, the only value Granite 4.0-H ships;
+ * - out_proj into the stream.
+ * transformers' time_step_limit defaults to (0, ∞), a clamp that never acts: not modelled.
+ */
+export interface Mamba2Config {
+  /** The layers that run Mamba-2 instead of attention, ascending. */
+  layers: readonly number[];
+  /** Taps of the conv: config.json's `mamba_d_conv`, GGUF's `ssm.conv_kernel` (4). */
+  convKernel: number;
+  /** config.json's `mamba_n_heads`, GGUF's `ssm.time_step_rank`. */
+  numHeads: number;
+  /** config.json's `mamba_d_head`; GGUF: `ssm.inner_size` / `ssm.time_step_rank`. */
+  headDim: number;
+  /** config.json's `mamba_d_state`, GGUF's `ssm.state_size`. */
+  stateSize: number;
+  /** config.json's `mamba_n_groups`, GGUF's `ssm.group_count` (Granite 4.0-H: 1). */
+  numGroups: number;
+  /** What the decay tensor holds: HF's A_log ('log': A = −exp(A_log)), or GGUF's ssm_a = −exp(A_log) ('neg'). */
+  aStored: 'log' | 'neg';
+}
+
+/** Channels of a Mamba-2 conv: x (numHeads · headDim), then B and C (numGroups · stateSize each). */
+export function mamba2ConvDim(m: Mamba2Config): number {
+  return m.numHeads * m.headDim + 2 * m.numGroups * m.stateSize;
+}
+
+/** The B/C group that head `h` of a Mamba-2 reads (heads in consecutive blocks per group, as HF's repeat_interleave). */
+export function mamba2Group(m: Mamba2Config, h: number): number {
+  return Math.floor(h / (m.numHeads / m.numGroups));
+}
+
+/**
  * A mixture-of-experts FFN: per token, router logits x · Wᵀ (E of them), softmax over all E,
  * the top k kept (ties: the lower expert id first), optionally renormalised to sum 1; the output
  * is Σ weight · down(act(gate(x)) · up(x)) over the k experts, plus (with a shared expert)
