@@ -38,7 +38,7 @@ import { SeqImages } from './seq-images';
 import { BreakerTable, Sequence, type SequenceEnv } from './sequence';
 import { KvPages } from './kv-pages';
 import { layerCacheKinds, pageBytes, pagesPerBinding, rowBytes } from './layer-cache';
-import { KvPersister, modelFingerprint, type KvPersistOptions, type PersistTarget } from './kv-persist';
+import { adapterFingerprint, KvPersister, modelFingerprint, type KvPersistOptions, type PersistTarget } from './kv-persist';
 import { hashKey } from './kv-page-file';
 import { Scheduler, type BatchRunner } from './scheduler';
 import { DeviceRecovery, type RecoveryOptions } from './recovery';
@@ -251,7 +251,10 @@ export class GpuEngine implements Backend {
     this.env = { eosIds: this.tokenizer.eosIds, contextLength: this.contextLength, breakers: (list) => breakers.of(list), moe: this.config.moe !== null, verifies };
     this.adapters = new LoraRegistry(
       (floats, rank) => (this.loraPool ??= this.makeLoraPool(floats, rank, opts.loraPool ?? {})),
-      (key) => this.scheduler.prefix.drop(key),
+      (key) => {
+        this.scheduler.prefix.drop(key);
+        this.persist?.forget(key);
+      },
     );
   }
 
@@ -342,7 +345,9 @@ export class GpuEngine implements Backend {
     const adapter = await openLoraWithCache(input, this.config, opts);
     // Not into a pool being rebuilt on a new device (a lost device's recovery reloads the adapters it knows).
     await this.recovery.recover();
-    return this.adapters.add(name, adapter, sourceName(input), scale);
+    // Its pages are stored under its content's hash (KV persistence on): a restart loading it reads them back.
+    const stored = this.persist ? await adapterFingerprint(adapter, scale) : undefined;
+    return this.adapters.add(name, adapter, sourceName(input), scale, stored);
   }
 
   /** Unloads an adapter: new requests naming it get a 404 at once; those in flight finish first. */
@@ -515,8 +520,9 @@ export class GpuEngine implements Backend {
       try {
         // Image positions are keyed by the image's content hash in the prefix cache (SeqImages.keys).
         const useCache = recurrent ? false : (request.cachePrompt ?? true);
-        // Stored pages of the prompt's prefix go into the prefix cache first (base model, no images: kv-persist.ts).
-        if (useCache && !lease && !images && this.persist) await this.persist.restore(promptIds, promptIds.length - 1);
+        // Stored pages of the prompt's prefix go into the prefix cache first (base model or an adapter, no images: kv-persist.ts).
+        if (lease?.storedKey) this.persist?.name(lease.key, lease.storedKey);
+        if (useCache && !images && this.persist) await this.persist.restore(promptIds, promptIds.length - 1, lease?.key);
         return yield* this.run(seq, useCache, request.signal);
       } finally {
         // run() ended it whichever way it went.

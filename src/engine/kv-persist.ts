@@ -20,6 +20,7 @@ import type { OpenedModel } from '../model/open';
 import type { KvStore } from '../loader/kv-store';
 import { decodePageFile, encodePageFile, hashKey, pageName, type PageKey } from './kv-page-file';
 import type { KvPages } from './kv-pages';
+import type { LoraAdapter } from '../lora/types';
 import type { PrefixCache, PrefixNode } from './prefix-cache';
 
 /** One paged layer's K and V buffers and the bytes of one token's row in each. */
@@ -69,6 +70,21 @@ export async function modelFingerprint(opened: OpenedModel): Promise<string> {
   return hashKey(table, chunks);
 }
 
+/**
+ * The namespace an adapter's pages are stored under: a hash of its content (every A and B, ranks,
+ * scales, q/k row order) and the load's scale, so a restarted engine loading the same adapter, under
+ * any name, reads them back, and another adapter (or the base, namespace '') never does.
+ */
+export async function adapterFingerprint(adapter: LoraAdapter, scale: number): Promise<string> {
+  const table: Array<string | number> = [adapter.qkRows, scale];
+  const chunks: Uint8Array[] = [];
+  for (const w of adapter.weights) {
+    table.push(w.layer, w.target, w.rank, w.inFeatures, w.outFeatures, w.scale);
+    for (const t of [w.a, w.b]) chunks.push(new Uint8Array(t.buffer, t.byteOffset, t.byteLength));
+  }
+  return `lora:${await hashKey(table, chunks)}`;
+}
+
 interface Pending {
   page: number;
   node: PrefixNode;
@@ -79,6 +95,8 @@ export class KvPersister {
   private readonly store: KvStore;
   private readonly warn: (message: string) => void;
   private disabled = false;
+  /** Prefix-cache namespace -> the namespace its pages are stored under; the base model's is ''. */
+  private readonly namespaces = new Map<string, string>([['', '']]);
   private pending: Pending[] = [];
   private scheduled = false;
   /** The device the staging buffers belong to, and those not being read back. */
@@ -109,6 +127,19 @@ export class KvPersister {
     prefix.onCached = (page, ids, namespace, node, marked) => !marked && this.cached(page, ids, namespace, node);
   }
 
+  /**
+   * Stores the pages of prefix-cache namespace `namespace` (a loaded adapter's, new at each load)
+   * under `stored` (its content's: adapterFingerprint), until `forget`.
+   */
+  name(namespace: string, stored: string): void {
+    this.namespaces.set(namespace, stored);
+  }
+
+  /** An adapter was unloaded: its namespace's pages are gone. */
+  forget(namespace: string): void {
+    if (namespace !== '') this.namespaces.delete(namespace);
+  }
+
   /** Waits for the store's index (before the first request) and for writes under way (tests, shutdown). */
   async settle(): Promise<void> {
     await this.store.open().catch(() => {});
@@ -131,10 +162,11 @@ export class KvPersister {
 
   /** A page entered the prefix cache (its step already submitted): queue its copy for this turn's flush (`ids` are its own copy). */
   private cached(page: number, ids: readonly number[], namespace: string, node: PrefixNode): void {
-    // Adapters' pages are not persisted yet (their namespace is not stable across loads), nor pages after an image (their key is the image's hash, not the ids).
-    if (this.disabled || namespace !== '') return;
+    // Pages after an image are not persisted (their key is the image's hash, not the ids): `marked`.
+    const stored = this.namespaces.get(namespace);
+    if (this.disabled || stored === undefined) return;
     if (this.queuedBytes + this.pageBytes > MAX_QUEUED_BYTES) return;
-    this.pending.push({ page, node, key: { model: this.modelKey, namespace, pageSize: this.kv.pageSize, ids } });
+    this.pending.push({ page, node, key: { model: this.modelKey, namespace: stored, pageSize: this.kv.pageSize, ids } });
     this.queuedBytes += this.pageBytes;
     if (!this.scheduled) (this.scheduled = true), queueMicrotask(() => this.flush());
   }
@@ -223,8 +255,9 @@ export class KvPersister {
    * Uploads the stored pages that continue the longest prefix of `ids` the GPU holds, up to
    * `maxTokens` tokens (a prompt keeps its last token to compute), into the prefix cache.
    */
-  async restore(ids: readonly number[], maxTokens: number): Promise<void> {
-    if (this.disabled) return;
+  async restore(ids: readonly number[], maxTokens: number, namespace = ''): Promise<void> {
+    const stored = this.namespaces.get(namespace);
+    if (this.disabled || stored === undefined) return;
     try {
       await this.store.open();
     } catch (e) {
@@ -232,10 +265,10 @@ export class KvPersister {
     }
     const ps = this.kv.pageSize;
     const full = Math.floor(Math.min(maxTokens, ids.length) / ps);
-    const have = this.prefix.match(ids, maxTokens).length;
+    const have = this.prefix.match(ids, maxTokens, namespace).length;
     const payloads: Uint8Array<ArrayBuffer>[] = [];
     for (let p = have; p < full; p++) {
-      const key: PageKey = { model: this.modelKey, namespace: '', pageSize: ps, ids: ids.slice(0, (p + 1) * ps) };
+      const key: PageKey = { model: this.modelKey, namespace: stored, pageSize: ps, ids: ids.slice(0, (p + 1) * ps) };
       const name = await pageName(key);
       if (!this.store.has(name)) break;
       const file = await this.store.read(name);
@@ -251,7 +284,7 @@ export class KvPersister {
     }
     if (!payloads.length || this.disabled) return;
     // The reads took a while: the GPU may hold more (or less) of the prefix now.
-    const matched = this.prefix.match(ids, maxTokens);
+    const matched = this.prefix.match(ids, maxTokens, namespace);
     if (matched.length < have || matched.length >= have + payloads.length) return;
     const fresh = payloads.slice(matched.length - have);
     // Under a sequence id of its own, so the pages it holds are not reclaimed while it allocates.
@@ -275,7 +308,7 @@ export class KvPersister {
     // Restored pages enter the prefix cache without being written back.
     const hook = this.prefix.onCached;
     this.prefix.onCached = null;
-    this.prefix.extend(ids, table, this.prefix.cursor(), table.length * ps);
+    this.prefix.extend(ids, table, this.prefix.cursor(namespace), table.length * ps);
     this.prefix.onCached = hook;
     this.kv.release(RESTORE_SEQ);
     this.counters.restored += fresh.length;

@@ -15,6 +15,8 @@ import { LoraPoolError, type LoraPool } from './lora-pool';
 export interface LoraLease {
   readonly id: number;
   readonly key: string;
+  /** The namespace its pages are stored under across restarts (kv-persist.ts adapterFingerprint), when KV persistence is on. */
+  readonly storedKey?: string;
   release(): void;
 }
 
@@ -24,6 +26,7 @@ interface Entry {
   adapter: LoraAdapter;
   id: number;
   key: string;
+  storedKey?: string;
   inFlight: number;
   closing: boolean;
   idle: (() => void) | null;
@@ -54,7 +57,7 @@ export class LoraRegistry {
   }
 
   /** Puts a fitted adapter (its q/k rows in the base's order) into the pool under `name`. */
-  async add(name: string, adapter: LoraAdapter, source: string, scale: number): Promise<LoraInfo> {
+  async add(name: string, adapter: LoraAdapter, source: string, scale: number, storedKey?: string): Promise<LoraInfo> {
     if (this.entries.has(name)) throw new LoraExistsError(name);
     const floats = adapter.weights.reduce((sum, w) => sum + w.rank * (w.inFeatures + w.outFeatures), 0);
     const pool = await this.pool(floats, Math.max(0, ...adapter.weights.map((w) => w.rank)));
@@ -68,7 +71,7 @@ export class LoraRegistry {
     }
     const targets = LORA_TARGETS.filter((t) => adapter.weights.some((w) => w.target === t));
     const info: LoraInfo = { name, source, format: adapter.format, rank: Math.max(0, ...adapter.weights.map((w) => w.rank)), targets, scale };
-    this.entries.set(name, { info, adapter, id, key: `lora:${name}#${++this.loads}`, inFlight: 0, closing: false, idle: null });
+    this.entries.set(name, { info, adapter, id, key: `lora:${name}#${++this.loads}`, ...(storedKey ? { storedKey } : {}), inFlight: 0, closing: false, idle: null });
     return { ...info, targets: [...targets] };
   }
 
@@ -84,6 +87,7 @@ export class LoraRegistry {
         return e.id;
       },
       key: e.key,
+      ...(e.storedKey ? { storedKey: e.storedKey } : {}),
       release: () => {
         if (released) return;
         released = true;

@@ -4,7 +4,9 @@
  * product in the step. Adapters come over HTTP through the loader, in both formats, onto HF and
  * GGUF bases (a `llama` GGUF's q/k rows are permuted: the adapter's B rows must follow).
  */
-import { relative } from 'node:path';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
 import type { Arch } from '../model/arch';
@@ -14,8 +16,9 @@ import { expectEngineMatchesReference, generateGreedy } from '../testing/engine-
 import { ensureLoraFixture } from '../testing/fixtures/lora-write';
 import { mergedReference } from '../testing/lora-reference';
 import { testGPU } from '../testing/gpu';
-import { GREEDY } from '../testing/sampling';
+import { drainGeneration, greedyRequest, GREEDY } from '../testing/sampling';
 import { serveDirectory, type StaticServer } from '../testing/server';
+import { nodeKvStore } from '../loader/kv-store-node';
 import { GpuEngine } from './engine';
 import { LoraExistsError, LoraNotFoundError } from './errors';
 
@@ -159,6 +162,33 @@ describe('LoRA serving: mixed batches, the prefix cache, load and unload', () =>
     expect(await generateGreedy(engine, p, 8, 'a2')).toEqual(greedy(refs.get('a')!, p, 8));
     expect(await generateGreedy(engine, p, 8, 'b')).toEqual(greedy(refs.get('b')!, p, 8));
     await expect(engine.unloadLora('a')).rejects.toMatchObject({ status: 404 });
+  });
+
+  it('persists an adapter’s KV pages under its content: the same adapter after a restart reads them back, another or none never', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'kv-lora-'));
+    const p = prompt(opened.config.vocabSize, 13);
+    /** `p` for 4 greedy tokens on a new engine persisting to `dir`, with `adapter` loaded as `name`. */
+    const restart = async (adapter: string | null, name = 'x') => {
+      const e = await GpuEngine.load(opened, { gpu, precision: 'f32', pageSize: 4, contextLength: 64, loraPool: { maxAdapters: 1, maxRank: 8 }, persistKv: { store: nodeKvStore(dir) } });
+      try {
+        if (adapter) await e.loadLora(name, r.at(adapter), { cache: false });
+        const { ids, result } = await drainGeneration(e.generate(greedyRequest(p, 4, {}, adapter ? { lora: name } : {})));
+        return { ids, cached: result.cachedTokens, restored: e.persist!.counters.restored };
+      } finally {
+        await e.dispose();
+      }
+    };
+    try {
+      const a = r.lora.peft['qv-r4']!;
+      const cold = await restart(a);
+      expect(cold).toEqual({ ids: greedy(refs.get('a')!, p, 4), cached: 0, restored: 0 });
+      // Under another name: the key is the adapter's content. Every whole page but the prompt's last.
+      expect(await restart(a, 'y')).toEqual({ ids: cold.ids, cached: 16, restored: 4 });
+      expect(await restart(r.lora.peft['all-r8-rslora']!)).toMatchObject({ cached: 0, restored: 0 });
+      expect(await restart(null)).toMatchObject({ cached: 0, restored: 0 });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('refuses an adapter made for another base, naming the file and the mismatch', async () => {
