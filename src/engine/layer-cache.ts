@@ -7,7 +7,7 @@
  * paged layers alone, and a sequence taking a slot starts from a zeroed state.
  */
 import { createBuffer, STORAGE } from '../gpu/buffers';
-import { deltaNetConvDim, layerBlocks, type MixerKind, type ModelConfig } from '../model/config';
+import { deltaNetConvDim, layerBlocks, mamba2ConvDim, type MixerKind, type ModelConfig } from '../model/config';
 
 export type LayerCacheKind =
   /** K and V rows of `kvHeads × headDim` act elements per token, in pages. */
@@ -23,6 +23,11 @@ const MIXER_CACHE: Readonly<Record<MixerKind, (config: ModelConfig) => LayerCach
   deltanet: (c) => {
     const d = c.deltaNet!;
     return { kind: 'slot-state', floats: (d.convKernel - 1) * deltaNetConvDim(d) + d.numVHeads * d.headKDim * d.headVDim };
+  },
+  // Granite 4.0-H's Mamba-2: its conv's last kernel − 1 inputs, and a headDim × stateSize matrix per head.
+  mamba2: (c) => {
+    const m = c.mamba2!;
+    return { kind: 'slot-state', floats: (m.convKernel - 1) * mamba2ConvDim(m) + m.numHeads * m.headDim * m.stateSize };
   },
 };
 

@@ -75,6 +75,12 @@ export interface ArchInfo {
    */
   ggufBidirectional?: string;
   /**
+   * `general.architecture` of this family's hybrid GGUFs, read with their own key prefix: llama.cpp's
+   * `granitehybrid` (Granite 4.0-H): per-layer `attention.head_count_kv` (0 on a Mamba-2 layer),
+   * `ssm.*` sizes, ssm_a stored as −exp(A_log), and `rope.scaling.finetuned` false for NoPE attention.
+   */
+  ggufHybrid?: string;
+  /**
    * What `{arch}.attention.sliding_window` means in this family's GGUF files: 'every_layer' (the
    * window on every layer), 'refused' where it asks for a layer pattern we do not run (OLMo 3
    * is written as olmo2 with windows on 3 layers of 4), or 'ignored' where llama.cpp ignores it
@@ -412,6 +418,7 @@ const ARCH_ROWS = {
     hfDefaults: { maxPositionEmbeddings: 2048, rmsNormEps: 1e-6 },
     hfSlidingWindow: null,
     gguf: 'granite',
+    ggufHybrid: 'granitehybrid',
     ggufSlidingWindow: 'every_layer',
     swaPattern: null,
     ggufRopeStyle: 'interleaved',

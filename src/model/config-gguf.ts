@@ -3,7 +3,7 @@
  * its row of the architecture table (./arch.ts) says.
  */
 import { ARCH, ARCHES, type ArchInfo } from './arch';
-import { everyNth, patternLayers, unique, type DeltaNetConfig, type ModelConfig, type MoeConfig, type RopeScaling } from './config';
+import { everyNth, patternLayers, unique, type DeltaNetConfig, type Mamba2Config, type ModelConfig, type MoeConfig, type RopeScaling } from './config';
 import { denseFromGGUF, embeddingFromGGUF, type EmbeddingConfig } from './embedding';
 import { ModelError } from './errors';
 import { yarnMscale } from './rope';
@@ -24,13 +24,18 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
   const archKey = 'general.architecture';
   const rawArch = metadata.get(archKey);
   if (rawArch === undefined) throw new ModelError('missing_field', `GGUF metadata has no ${archKey}`, archKey);
-  const family = ARCHES.find((a) => ARCH[a].gguf === rawArch || ARCH[a].ggufBidirectional === rawArch);
+  const family = ARCHES.find((a) => ARCH[a].gguf === rawArch || ARCH[a].ggufBidirectional === rawArch || ARCH[a].ggufHybrid === rawArch);
   if (!family) throw new ModelError('unsupported_arch', `GGUF ${archKey} "${String(rawArch)}" is not supported (supported: ${ggufSupported()})`, archKey);
   const row = ARCH[family];
   // Metadata keys are named `{general.architecture}.…` (EmbeddingGemma's: `gemma-embedding.…`).
   const bidirectional = rawArch === row.ggufBidirectional;
-  const prefix = bidirectional ? row.ggufBidirectional! : row.gguf;
+  const hybrid = rawArch === row.ggufHybrid;
+  const prefix = bidirectional ? row.ggufBidirectional! : hybrid ? row.ggufHybrid! : row.gguf;
   const byName = new Map((tensors ?? []).map((t) => [t.name, t]));
+  // Granite 4.0-H Tiny / Small route experts: refused by name until the hybrid MoE runs.
+  const expertsKey = `${prefix}.expert_count`;
+  if (hybrid && (toNumber(metadata.get(expertsKey)) ?? 0) > 0)
+    throw new ModelError('unsupported_arch', `GGUF ${String(rawArch)} with routed experts (${expertsKey} ${String(metadata.get(expertsKey))}) is not supported; only its dense form runs`, expertsKey);
 
   const get = (key: string, fallback?: number): number => {
     const full = `${prefix}.${key}`;
@@ -49,9 +54,9 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
   const embedding = embeddingFromGGUF(metadata, prefix);
   const numHeads = get('attention.head_count');
   const numLayers = get('block_count');
-  // LFM2: head_count_kv is a per-layer array, 0 on the conv layers.
+  // LFM2 and Granite 4.0-H: head_count_kv is a per-layer array, 0 on the conv (Mamba-2) layers.
   const kvKey = `${prefix}.attention.head_count_kv`;
-  const perLayerKv = row.shortConv && metadata.has(kvKey) ? ggufPerLayerKv(metadata.get(kvKey), numLayers, kvKey) : null;
+  const perLayerKv = (row.shortConv || hybrid) && metadata.has(kvKey) ? ggufPerLayerKv(metadata.get(kvKey), numLayers, kvKey) : null;
   const numKvHeads = perLayerKv?.numKvHeads ?? get('attention.head_count_kv', numHeads);
   const headDim = get('attention.key_length', hiddenSize / numHeads);
   const tokens = metadata.get('tokenizer.ggml.tokens');
@@ -133,11 +138,13 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
         ? null
         : { size: window, layers: row.ggufSlidingWindow === 'pattern' ? patternLayers(row.swaPattern, numLayers) : Array.from({ length: numLayers }, (_, i) => i) },
     // No metadata key: llama.cpp fixes the step per architecture.
-    noRopeLayers: everyNth(row.noRopeLayerStep, numLayers),
+    // Granite 4.0-H: llama.cpp's converter writes rope.scaling.finetuned = (position_embedding_type == "rope").
+    noRopeLayers: hybrid && metadata.get(`${prefix}.rope.scaling.finetuned`) !== true ? Array.from({ length: numLayers }, (_, l) => l) : everyNth(row.noRopeLayerStep, numLayers),
     // llama.cpp's keys; renormalisation is fixed per architecture (no key).
     moe: row.moe === null ? null : ggufMoe(row.moe, get, numLayers, prefix, metadata),
-    shortConv: perLayerKv?.convLayers.length ? { kernel: get('shortconv.l_cache'), layers: perLayerKv.convLayers } : null,
+    shortConv: row.shortConv && perLayerKv?.convLayers.length ? { kernel: get('shortconv.l_cache'), layers: perLayerKv.convLayers } : null,
     deltaNet: row.gatedDeltaNet ? ggufDeltaNet(get, numLayers, prefix) : null,
+    mamba2: hybrid && perLayerKv?.convLayers.length ? ggufMamba2(get, perLayerKv.convLayers, prefix) : null,
     attnOutputGate: row.gatedDeltaNet,
     bosTokenId: bos ?? null,
     eosTokenIds: unique(eos),
@@ -254,6 +261,20 @@ function ggufDeltaNet(get: (key: string, fallback?: number) => number, numLayers
  * LFM2's `attention.head_count_kv`: one count per layer, 0 where the layer convolves (llama.cpp's
  * converter); the attention layers' counts must agree. A single number: attention everywhere.
  */
+/**
+ * Granite 4.0-H's Mamba-2 sizes as llama.cpp's converter writes them: `ssm.conv_kernel`,
+ * `ssm.time_step_rank` (the heads), `ssm.inner_size` (heads · head dim), `ssm.state_size`,
+ * `ssm.group_count`; ssm_a holds −exp(A_log).
+ */
+function ggufMamba2(get: (key: string, fallback?: number) => number, layers: number[], prefix: string): Mamba2Config {
+  const numHeads = get('ssm.time_step_rank');
+  const inner = get('ssm.inner_size');
+  const numGroups = get('ssm.group_count', 1);
+  if (inner % numHeads !== 0 || numHeads % numGroups !== 0)
+    throw new ModelError('invalid_field', `GGUF ${prefix}.ssm.time_step_rank (${numHeads}) must divide ssm.inner_size (${inner}), and ssm.group_count the heads`, `${prefix}.ssm.inner_size`);
+  return { layers, convKernel: get('ssm.conv_kernel'), numHeads, headDim: inner / numHeads, stateSize: get('ssm.state_size'), numGroups, aStored: 'neg' };
+}
+
 function ggufPerLayerKv(raw: unknown, numLayers: number, key: string): { numKvHeads: number; convLayers: number[] } {
   const list = Array.isArray(raw) ? raw.map(toNumber) : [toNumber(raw)];
   const counts = list.length === 1 && !Array.isArray(raw) ? new Array<number | undefined>(numLayers).fill(list[0]) : list;

@@ -3,7 +3,7 @@
  * as its row of the architecture table (./arch.ts) says.
  */
 import { ARCH, ARCHES, type Arch, type ArchInfo } from './arch';
-import { everyNth, patternLayers, unique, type DeltaNetConfig, type ModelConfig, type MoeConfig, type RopeScaling, type ShortConvConfig, type SlidingWindow } from './config';
+import { everyNth, patternLayers, unique, type DeltaNetConfig, type Mamba2Config, type ModelConfig, type MoeConfig, type RopeScaling, type ShortConvConfig, type SlidingWindow } from './config';
 import { ModelError } from './errors';
 import { yarnMscale } from './rope';
 
@@ -15,7 +15,10 @@ type Json = Record<string, unknown>;
  */
 export function configFromHF(configJson: unknown, generationConfigJson?: unknown): ModelConfig {
   if (!isObject(configJson)) throw new ModelError('invalid_field', 'config.json is not a JSON object', 'config.json');
-  const c = denseOfHybrid(textConfig(configJson));
+  const text = textConfig(configJson);
+  const c = denseOfHybrid(text);
+  // Granite 4.0-H: the hybrid's Mamba-2 layers, and attention without RoPE unless it says "rope".
+  const hybrid = hybridArch(text) !== undefined;
   const arch = hfArch(c);
   const row = ARCH[arch];
   const field = (key: string) => `config.json: ${key}`;
@@ -115,10 +118,11 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     finalLogitSoftcap: row.logitSoftcaps ? optionalPositive('final_logit_softcapping') : null,
     // config.json may state its own pattern (Gemma 3's sliding_window_pattern).
     slidingWindow: hfSlidingWindow(c, row.hfSlidingWindow, numLayers, typeof c.sliding_window_pattern === 'number' ? c.sliding_window_pattern : row.swaPattern),
-    noRopeLayers: hfNoRopeLayers(c, row.noRopeLayerStep, numLayers),
+    noRopeLayers: hybrid && c.position_embedding_type !== 'rope' ? Array.from({ length: numLayers }, (_, l) => l) : hfNoRopeLayers(c, row.noRopeLayerStep, numLayers),
     moe: hfMoe(c, row.moe, positive, numLayers),
     shortConv: row.shortConv ? hfShortConv(c, positive, numLayers) : null,
     deltaNet: row.gatedDeltaNet ? hfDeltaNet(c, positive, numLayers) : null,
+    mamba2: hybrid ? hfMamba2(c, positive, numLayers, hiddenSize) : null,
     attnOutputGate: row.gatedDeltaNet,
     bosTokenId: typeof bos === 'number' ? bos : null,
     eosTokenIds: unique([...tokenIds(gen.eos_token_id), ...tokenIds(c.eos_token_id)]),
@@ -151,31 +155,18 @@ function textConfig(c: Json): Json {
 }
 
 /**
- * A hybrid family's config.json that describes a plain row (ArchInfo.hfHybrid: Granite 4.0's
- * dense `granitemoehybrid` checkpoints) as that row's own config: transformers' reading
- * (GraniteMoeHybridConfig: no `layer_types` means Mamba on every layer, `num_local_experts`
- * defaults to 8, `position_embedding_type` to none, `shared_intermediate_size` to 1024), refusing
- * what the row cannot run. Any other config.json comes back as it is.
+ * A hybrid family's config.json (ArchInfo.hfHybrid: Granite 4.0's `granitemoehybrid`) as its
+ * plain row's config, transformers' reading (GraniteMoeHybridConfig: `num_local_experts` defaults
+ * to 8, `shared_intermediate_size` to 1024); its Mamba-2 layers and NoPE attention are read by
+ * configFromHF (hfMamba2). Routed experts are refused. Any other config.json comes back as it is.
  */
 function denseOfHybrid(c: Json): Json {
-  const archs = Array.isArray(c.architectures) ? c.architectures : [];
-  const arch = ARCHES.find((a) => {
-    const h = ARCH[a].hfHybrid;
-    return h && (c.model_type === undefined ? archs.includes(h.hfClass) : c.model_type === h.modelType);
-  });
+  const arch = hybridArch(c);
   if (!arch) return c;
   const type = ARCH[arch].hfHybrid!.modelType;
-  const refuse = (key: string, what: string): never => {
-    throw new ModelError('unsupported_arch', `config.json: ${type} ${what} is not supported; only its dense form runs (every layer "attention", num_local_experts 0, position_embedding_type "rope")`, key);
-  };
-  const layers = c.num_hidden_layers;
-  const types = c.layer_types;
-  if (!Array.isArray(types) || types.length !== layers) refuse('layer_types', `without a layer_types list of its ${String(layers)} layers (transformers then runs Mamba-2 on every layer)`);
-  const mamba = (types as unknown[]).flatMap((t, i) => (t === 'attention' ? [] : [i]));
-  if (mamba.length > 0) refuse('layer_types', `with Mamba-2 (or other non-attention) layers (${mamba.join(', ')})`);
   const experts = c.num_local_experts ?? 8;
-  if (experts !== 0) refuse('num_local_experts', `with routed experts (num_local_experts ${JSON.stringify(experts)})`);
-  if (c.position_embedding_type !== 'rope') refuse('position_embedding_type', `without RoPE (position_embedding_type ${JSON.stringify(c.position_embedding_type ?? null)})`);
+  if (experts !== 0)
+    throw new ModelError('unsupported_arch', `config.json: ${type} with routed experts (num_local_experts ${JSON.stringify(experts)}) is not supported; only its dense form runs (num_local_experts 0)`, 'num_local_experts');
   return {
     ...c,
     model_type: ARCH[arch].hfModelType ?? arch,
@@ -183,6 +174,38 @@ function denseOfHybrid(c: Json): Json {
     // The dense MLP is the shared one.
     intermediate_size: c.shared_intermediate_size ?? 1024,
   };
+}
+
+/** The row whose hybrid config.json this is (ArchInfo.hfHybrid), if any. */
+function hybridArch(c: Json): Arch | undefined {
+  const archs = Array.isArray(c.architectures) ? c.architectures : [];
+  return ARCHES.find((a) => {
+    const h = ARCH[a].hfHybrid;
+    return h && (c.model_type === undefined ? archs.includes(h.hfClass) : c.model_type === h.modelType);
+  });
+}
+
+/**
+ * Granite 4.0-H's Mamba-2 layers as transformers reads config.json (GraniteMoeHybridConfig):
+ * `layer_types` ("mamba" or "attention" per layer; absent: Mamba on every layer), `mamba_*` sizes
+ * with its defaults (128 heads, d_head "auto" = mamba_expand (2) · hidden / heads, d_state 256,
+ * 1 group, d_conv 4), the conv biased and in_proj not. HF stores A_log. null: no Mamba layer.
+ */
+function hfMamba2(c: Json, positive: (key: string, fallback?: number) => number, numLayers: number, hiddenSize: number): Mamba2Config | null {
+  const types = c.layer_types ?? new Array<string>(numLayers).fill('mamba');
+  if (!Array.isArray(types) || types.length !== numLayers || !types.every((t) => t === 'mamba' || t === 'attention'))
+    throw new ModelError('invalid_field', `config.json: layer_types must list "mamba" or "attention" for each of the ${numLayers} layers`, 'layer_types');
+  const layers = types.flatMap((t, l) => (t === 'mamba' ? [l] : []));
+  if (layers.length === 0) return null;
+  if (c.mamba_proj_bias === true || c.mamba_conv_bias === false)
+    throw new ModelError('unsupported_arch', 'config.json: Mamba-2 layers with mamba_proj_bias true or mamba_conv_bias false are not supported', c.mamba_proj_bias === true ? 'mamba_proj_bias' : 'mamba_conv_bias');
+  const numHeads = positive('mamba_n_heads', 128);
+  const inner = positive('mamba_expand', 2) * hiddenSize;
+  const headDim = c.mamba_d_head === undefined || c.mamba_d_head === 'auto' ? inner / numHeads : positive('mamba_d_head');
+  const numGroups = positive('mamba_n_groups', 1);
+  if (!Number.isInteger(headDim) || headDim * numHeads !== inner || numHeads % numGroups !== 0)
+    throw new ModelError('invalid_field', `config.json: mamba_n_heads (${numHeads}) · mamba_d_head must be mamba_expand · hidden_size (${inner}), and mamba_n_groups must divide the heads`, 'mamba_d_head');
+  return { layers, convKernel: positive('mamba_d_conv', 4), numHeads, headDim, stateSize: positive('mamba_d_state', 256), numGroups, aStored: 'log' };
 }
 
 function hfArch(c: Json): Arch {

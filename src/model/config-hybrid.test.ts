@@ -187,3 +187,99 @@ describe('Qwen3.5 configs', () => {
     expect(() => configFromGGUF(gguf([['qwen35.ssm.time_step_rank', 24]]))).toThrow(expect.objectContaining({ field: 'qwen35.ssm.time_step_rank' }));
   });
 });
+
+// A granitemoehybrid config.json in Granite 4.0-H's dense form (sizes shrunk, keys as the 1B/micro
+// checkpoints state them): Mamba-2 layers beside NoPE attention, no routed experts, the shared MLP.
+const GRANITE_H = {
+  architectures: ['GraniteMoeHybridForCausalLM'],
+  model_type: 'granitemoehybrid',
+  vocab_size: 100352,
+  hidden_size: 512,
+  intermediate_size: 1024,
+  shared_intermediate_size: 1024,
+  num_hidden_layers: 6,
+  num_attention_heads: 8,
+  num_key_value_heads: 2,
+  max_position_embeddings: 131072,
+  rms_norm_eps: 1e-5,
+  layer_types: ['mamba', 'mamba', 'attention', 'mamba', 'mamba', 'attention'],
+  position_embedding_type: 'nope',
+  num_local_experts: 0,
+  num_experts_per_tok: 0,
+  mamba_n_heads: 16,
+  mamba_d_head: 64,
+  mamba_d_state: 128,
+  mamba_n_groups: 1,
+  mamba_d_conv: 4,
+  mamba_expand: 2,
+  mamba_conv_bias: true,
+  mamba_proj_bias: false,
+  embedding_multiplier: 12,
+  attention_multiplier: 0.0078125,
+  residual_multiplier: 0.246,
+  logits_scaling: 8,
+  tie_word_embeddings: true,
+};
+const GRANITE_H_MAMBA = [0, 1, 3, 4];
+
+describe('Granite 4.0-H configs', () => {
+  it('reads Mamba-2 layers from layer_types with the mamba_* sizes, NoPE attention, the four multipliers', () => {
+    const c = configFromHF(GRANITE_H);
+    expect(c).toMatchObject({ arch: 'granite', intermediateSize: 1024, embeddingScale: 12, residualScale: 0.246, logitsScaling: 8, attentionScale: 0.0078125 });
+    expect(c.mamba2).toEqual({ layers: GRANITE_H_MAMBA, convKernel: 4, numHeads: 16, headDim: 64, stateSize: 128, numGroups: 1, aStored: 'log' });
+    expect(c.noRopeLayers).toEqual([0, 1, 2, 3, 4, 5]);
+    expect([0, 2].map((l) => layerBlocks(c, l).mixer)).toEqual(['mamba2', 'attention']);
+    expect(hasRecurrentLayers(c)).toBe(true);
+    // "rope" attention keeps RoPE; d_head "auto" is mamba_expand · hidden / heads; no layer_types: Mamba everywhere (transformers).
+    expect(configFromHF({ ...GRANITE_H, position_embedding_type: 'rope' }).noRopeLayers).toEqual([]);
+    expect(configFromHF({ ...GRANITE_H, mamba_d_head: 'auto', mamba_n_heads: 32 }).mamba2).toMatchObject({ numHeads: 32, headDim: 32 });
+    expect(configFromHF({ ...GRANITE_H, layer_types: undefined }).mamba2?.layers).toEqual([0, 1, 2, 3, 4, 5]);
+  });
+
+  it('refuses what it cannot run, naming the key', () => {
+    const field = (change: Record<string, unknown>) => {
+      try {
+        configFromHF({ ...GRANITE_H, ...change });
+      } catch (e) {
+        return (e as { field?: string }).field;
+      }
+      return 'read';
+    };
+    expect(field({ num_local_experts: 64 })).toBe('num_local_experts');
+    expect(field({ layer_types: ['mamba', 'linear_attention', 'attention', 'mamba', 'mamba', 'attention'] })).toBe('layer_types');
+    expect(field({ mamba_proj_bias: true })).toBe('mamba_proj_bias');
+    expect(field({ mamba_d_head: 48 })).toBe('mamba_d_head');
+  });
+
+  const gguf = (extra: [string, unknown][] = []) =>
+    new Map<string, unknown>([
+      ['general.architecture', 'granitehybrid'],
+      ['granitehybrid.embedding_length', 512],
+      ['granitehybrid.feed_forward_length', 1024],
+      ['granitehybrid.block_count', 6],
+      ['granitehybrid.attention.head_count', 8],
+      ['granitehybrid.attention.head_count_kv', [0, 0, 2, 0, 0, 2]],
+      ['granitehybrid.attention.layer_norm_rms_epsilon', 1e-5],
+      ['granitehybrid.rope.scaling.finetuned', false],
+      ['granitehybrid.ssm.conv_kernel', 4],
+      ['granitehybrid.ssm.state_size', 128],
+      ['granitehybrid.ssm.group_count', 1],
+      ['granitehybrid.ssm.inner_size', 1024],
+      ['granitehybrid.ssm.time_step_rank', 16],
+      ['granitehybrid.embedding_scale', 12],
+      ['granitehybrid.residual_scale', 0.246],
+      ['granitehybrid.attention.scale', 0.0078125],
+      ['granitehybrid.logit_scale', 8],
+      ['granitehybrid.vocab_size', 100352],
+      ...extra,
+    ]);
+
+  it("reads llama.cpp's granitehybrid keys: Mamba-2 layers where head_count_kv is 0, ssm.* sizes, ssm_a as stored, NoPE unless rope.scaling.finetuned", () => {
+    const c = configFromGGUF(gguf());
+    expect(c).toMatchObject({ arch: 'granite', numKvHeads: 2, embeddingScale: 12, residualScale: 0.246, logitsScaling: 8, shortConv: null });
+    expect(c.mamba2).toEqual({ ...configFromHF(GRANITE_H).mamba2, aStored: 'neg' });
+    expect(c.noRopeLayers).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(configFromGGUF(gguf([['granitehybrid.rope.scaling.finetuned', true]])).noRopeLayers).toEqual([]);
+    expect(() => configFromGGUF(gguf([['granitehybrid.expert_count', 64]]))).toThrow(expect.objectContaining({ code: 'unsupported_arch', field: 'granitehybrid.expert_count' }));
+  });
+});

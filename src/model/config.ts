@@ -128,6 +128,8 @@ export interface ModelConfig {
   shortConv: ShortConvConfig | null;
   /** Qwen3.5's gated DeltaNet in place of attention on some layers; null: attention on every layer. */
   deltaNet: DeltaNetConfig | null;
+  /** Granite 4.0-H's Mamba-2 layers (Mamba2Config); null: none. */
+  mamba2: Mamba2Config | null;
   /**
    * Gated attention (Qwen3.5): q_proj's rows are, per head, its query then a gate of as many rows;
    * the attention output of each head is multiplied by sigmoid(gate) before o_proj.
@@ -163,6 +165,7 @@ export const PLAIN_MATH = {
   moe: null,
   shortConv: null,
   deltaNet: null,
+  mamba2: null,
   attnOutputGate: false,
 } as const satisfies Partial<ModelConfig>;
 
@@ -300,8 +303,8 @@ export function layerIsMoe(config: Pick<ModelConfig, 'moe'>, layer: number): boo
  * mixer kind, named here per layer.
  */
 export interface LayerBlocks {
-  /** Attention, LFM2's gated short convolution (ShortConvConfig) or Qwen3.5's gated DeltaNet (DeltaNetConfig). */
-  mixer: 'attention' | 'shortconv' | 'deltanet';
+  /** Attention, LFM2's gated short convolution (ShortConvConfig), Qwen3.5's gated DeltaNet (DeltaNetConfig) or Granite 4.0-H's Mamba-2 (Mamba2Config). */
+  mixer: 'attention' | 'shortconv' | 'deltanet' | 'mamba2';
   /** The dense MLP, or the mixture of experts (a MoE model's layers not among its dense ones). */
   ffn: 'mlp' | 'moe';
 }
@@ -310,13 +313,19 @@ export type MixerKind = LayerBlocks['mixer'];
 export type FfnKind = LayerBlocks['ffn'];
 
 /** Layer `layer`'s blocks (LayerBlocks). */
-export function layerBlocks(config: Pick<ModelConfig, 'moe' | 'shortConv' | 'deltaNet'>, layer: number): LayerBlocks {
-  const mixer = config.shortConv?.layers.includes(layer) ? 'shortconv' : config.deltaNet?.layers.includes(layer) ? 'deltanet' : 'attention';
+export function layerBlocks(config: Pick<ModelConfig, 'moe' | 'shortConv' | 'deltaNet' | 'mamba2'>, layer: number): LayerBlocks {
+  const mixer = config.shortConv?.layers.includes(layer)
+    ? 'shortconv'
+    : config.deltaNet?.layers.includes(layer)
+      ? 'deltanet'
+      : config.mamba2?.layers.includes(layer)
+        ? 'mamba2'
+        : 'attention';
   return { mixer, ffn: layerIsMoe(config, layer) ? 'moe' : 'mlp' };
 }
 
 /** Whether some layer keeps a recurrent state per sequence instead of K/V rows (a hybrid model): its prefix cannot be rewound or shared. */
-export function hasRecurrentLayers(config: Pick<ModelConfig, 'moe' | 'shortConv' | 'deltaNet' | 'numLayers'>): boolean {
+export function hasRecurrentLayers(config: Pick<ModelConfig, 'moe' | 'shortConv' | 'deltaNet' | 'mamba2' | 'numLayers'>): boolean {
   return Array.from({ length: config.numLayers }, (_, l) => layerBlocks(config, l).mixer).some((m) => m !== 'attention');
 }
 

@@ -97,6 +97,8 @@ export class ReferenceModel {
     this.eh = new Float32Array(expertHidden);
     this.eh2 = new Float32Array(expertHidden);
     this.eo = new Float32Array(moe ? dim : 0);
+    // Granite 4.0-H's Mamba-2 layers: model/mamba2.ts holds the token step, not yet wired in here.
+    if (config.mamba2) throw new ModelError('unsupported_arch', `${config.arch}: the CPU reference does not run Mamba-2 layers yet`, 'layer_types');
     const sc = config.shortConv;
     this.bcx = new Float32Array(sc ? 3 * dim : 0);
     this.bx = new Float32Array(sc ? dim : 0);
