@@ -46,6 +46,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const { ensureBertFixture } = await import('./fixtures/bert-write');
   const bert = await ensureBertFixture({ hf: ['F32'], gguf: [] });
   index.bert = { 'hf-F32': relative(root, bert.hf.F32!).split('\\').join('/') };
+  // The tiny EmbeddingGemma (bidirectional gemma3, sentence-transformers files): its Q8_0 GGUF.
+  const egemma = await ensureFixture({ arch: 'gemma3', preset: 'tiny', embedding: true }, { hf: [], gguf: ['Q8_0'] });
+  index['gemma3-embed'] = { Q8_0: relative(root, egemma.gguf.Q8_0!).split('\\').join('/') };
   const server = await serveDirectory(root);
   project.provide('fixturesURL', server.url);
   project.provide('fixtures', index);

@@ -3,13 +3,15 @@
  * bare-model tensors fetched over HTTP) in the engine's Worker, asked through the fetch shim by the
  * real `openai` client (base64, decoded by the SDK); each vector within cosine 0.999 of the CPU
  * reference's run in the page. The tiny BERT's folder the same way: createEngine opens it as the
- * encoder, and the shim's answers are within cosine 0.999 of the BERT reference's.
+ * encoder, and the shim's answers are within cosine 0.999 of the BERT reference's; the tiny
+ * EmbeddingGemma's Q8_0 GGUF the same (the GPU gemma encoder) against reference/bidirectional.ts.
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createEngine, installFetchShim, type EngineHandle } from '../index';
 import { openEncoder } from '../model/encoder-open';
 import { openModel } from '../model/open';
+import { loadBidirectionalEmbedder } from '../reference/bidirectional';
 import { bertForward, loadBertWeights, meanPoolNormalized } from '../reference/bert';
 import { ReferenceModel } from '../reference/forward';
 
@@ -62,6 +64,29 @@ describe('/v1/embeddings on a BERT encoder in the page', () => {
     } finally {
       uninstall();
       await bert.unload();
+    }
+  });
+});
+
+describe('/v1/embeddings on EmbeddingGemma in the page', () => {
+  it('answers the openai client through the fetch shim within cosine 0.999 of the reference', async () => {
+    const gemmaURL = `${inject('fixturesURL')}/${inject('fixtures')['gemma3-embed']!.Q8_0}`;
+    const gemma = await createEngine({ model: gemmaURL, cache: false, maxBatch: 2 });
+    const uninstall = installFetchShim(gemma);
+    try {
+      const client = new OpenAI({ baseURL: `${location.origin}/v1`, apiKey: 'unused', dangerouslyAllowBrowser: true, maxRetries: 0 });
+      const texts = ['hello', 'the quick brown fox jumps over the lazy dog'];
+      const { tokens } = await client.post<{ tokens: number[][] }>('/tokenize', { body: { prompt: texts } });
+      const got = await client.embeddings.create({ model: 'default', input: texts });
+      const ref = await loadBidirectionalEmbedder(await openModel(gemmaURL));
+      got.data.forEach((d, i) => {
+        const want = ref(tokens[i]!);
+        expect(d.embedding).toHaveLength(want.length);
+        expect(d.embedding.reduce((s, x, j) => s + x * want[j]!, 0)).toBeGreaterThanOrEqual(0.999);
+      });
+    } finally {
+      uninstall();
+      await gemma.unload();
     }
   });
 });
