@@ -45,48 +45,43 @@ describe('/v1/embeddings in the page', () => {
   });
 });
 
+/** A separate encoder engine behind the fetch shim: the openai client's token ids and vectors for `texts`. */
+async function embedThroughShim(model: string, texts: string[]): Promise<{ tokens: number[][]; vectors: number[][] }> {
+  const encoder = await createEngine({ model, cache: false, maxBatch: 2 });
+  const uninstall = installFetchShim(encoder);
+  try {
+    const client = new OpenAI({ baseURL: `${location.origin}/v1`, apiKey: 'unused', dangerouslyAllowBrowser: true, maxRetries: 0 });
+    const { tokens } = await client.post<{ tokens: number[][] }>('/tokenize', { body: { prompt: texts } });
+    const got = await client.embeddings.create({ model: 'default', input: texts });
+    return { tokens, vectors: got.data.map((d) => d.embedding) };
+  } finally {
+    uninstall();
+    await encoder.unload();
+  }
+}
+
 describe('/v1/embeddings on a BERT encoder in the page', () => {
   it('answers the openai client through the fetch shim within cosine 0.999 of the reference', async () => {
     const bertURL = `${inject('fixturesURL')}/${inject('fixtures').bert!['hf-F32']}`;
-    const bert = await createEngine({ model: bertURL, cache: false, maxBatch: 2 });
-    const uninstall = installFetchShim(bert);
-    try {
-      const client = new OpenAI({ baseURL: `${location.origin}/v1`, apiKey: 'unused', dangerouslyAllowBrowser: true, maxRetries: 0 });
-      const texts = ['hello', 'WebGPU runs in the page'];
-      const { tokens } = await client.post<{ tokens: number[][] }>('/tokenize', { body: { prompt: texts } });
-      const got = await client.embeddings.create({ model: 'default', input: texts });
-      const model = await openEncoder(bertURL);
-      const w = await loadBertWeights(model.config, model.readTensorF32);
-      got.data.forEach((d, i) => {
-        const want = meanPoolNormalized(bertForward(model.config, w, tokens[i]!), tokens[i]!.length, model.config.hiddenSize);
-        expect(d.embedding.reduce((s, x, j) => s + x * want[j]!, 0)).toBeGreaterThanOrEqual(0.999);
-      });
-    } finally {
-      uninstall();
-      await bert.unload();
-    }
+    const { tokens, vectors } = await embedThroughShim(bertURL, ['hello', 'WebGPU runs in the page']);
+    const model = await openEncoder(bertURL);
+    const w = await loadBertWeights(model.config, model.readTensorF32);
+    vectors.forEach((v, i) => {
+      const want = meanPoolNormalized(bertForward(model.config, w, tokens[i]!), tokens[i]!.length, model.config.hiddenSize);
+      expect(v.reduce((s, x, j) => s + x * want[j]!, 0)).toBeGreaterThanOrEqual(0.999);
+    });
   });
 });
 
 describe('/v1/embeddings on EmbeddingGemma in the page', () => {
   it('answers the openai client through the fetch shim within cosine 0.999 of the reference', async () => {
     const gemmaURL = `${inject('fixturesURL')}/${inject('fixtures')['gemma3-embed']!.Q8_0}`;
-    const gemma = await createEngine({ model: gemmaURL, cache: false, maxBatch: 2 });
-    const uninstall = installFetchShim(gemma);
-    try {
-      const client = new OpenAI({ baseURL: `${location.origin}/v1`, apiKey: 'unused', dangerouslyAllowBrowser: true, maxRetries: 0 });
-      const texts = ['hello', 'the quick brown fox jumps over the lazy dog'];
-      const { tokens } = await client.post<{ tokens: number[][] }>('/tokenize', { body: { prompt: texts } });
-      const got = await client.embeddings.create({ model: 'default', input: texts });
-      const ref = await loadBidirectionalEmbedder(await openModel(gemmaURL));
-      got.data.forEach((d, i) => {
-        const want = ref(tokens[i]!);
-        expect(d.embedding).toHaveLength(want.length);
-        expect(d.embedding.reduce((s, x, j) => s + x * want[j]!, 0)).toBeGreaterThanOrEqual(0.999);
-      });
-    } finally {
-      uninstall();
-      await gemma.unload();
-    }
+    const { tokens, vectors } = await embedThroughShim(gemmaURL, ['hello', 'the quick brown fox jumps over the lazy dog']);
+    const ref = await loadBidirectionalEmbedder(await openModel(gemmaURL));
+    vectors.forEach((v, i) => {
+      const want = ref(tokens[i]!);
+      expect(v).toHaveLength(want.length);
+      expect(v.reduce((s, x, j) => s + x * want[j]!, 0)).toBeGreaterThanOrEqual(0.999);
+    });
   });
 });
