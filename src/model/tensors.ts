@@ -6,7 +6,7 @@
  * forward pass that uses it).
  */
 import { ARCH, type Arch } from './arch';
-import { deltaNetConvDim, layerBlocks, layerIsMoe, rotaryDim, type MixerKind, type ModelConfig } from './config';
+import { deltaNetConvDim, layerBlocks, mamba2ConvDim, layerIsMoe, rotaryDim, type MixerKind, type ModelConfig } from './config';
 import { ModelError } from './errors';
 
 /**
@@ -89,6 +89,8 @@ const expertSize = (c: ModelConfig) => c.moe!.expertIntermediateSize;
 const sharedSize = (c: ModelConfig) => c.moe!.sharedExpertIntermediateSize!;
 const preNorm = (c: ModelConfig) => c.normPlacement !== 'post';
 const conv = (c: ModelConfig, l?: number) => c.shortConv !== null && (l === undefined || layerBlocks(c, l).mixer === 'shortconv');
+const mamba2 = (c: ModelConfig, l?: number) => c.mamba2 !== null && (l === undefined || layerBlocks(c, l).mixer === 'mamba2');
+const mbInner = (c: ModelConfig) => c.mamba2!.numHeads * c.mamba2!.headDim;
 const deltaNet = (c: ModelConfig, l?: number) => c.deltaNet !== null && (l === undefined || layerBlocks(c, l).mixer === 'deltanet');
 const postNorm = (c: ModelConfig) => c.normPlacement !== 'pre';
 
@@ -124,6 +126,15 @@ export const LAYER_TENSORS = [
   { field: 'dnDecay', hf: 'linear_attn.A_log', gguf: 'ssm_a', kind: 'bias', shape: (c) => [c.deltaNet!.numVHeads], when: deltaNet },
   { field: 'dnNorm', hf: 'linear_attn.norm.weight', gguf: 'ssm_norm.weight', kind: 'norm', shape: (c) => [c.deltaNet!.headVDim], plainNorm: true, when: deltaNet },
   { field: 'dnOut', hf: 'linear_attn.out_proj.weight', gguf: 'ssm_out.weight', kind: 'attn_out', shape: (c) => [c.hiddenSize, dnVDim(c)], when: deltaNet },
+  // Granite 4.0-H's Mamba-2 (Mamba2Config): in_proj's rows z, xBC, dt; the conv biased; A_log (GGUF: −exp(A_log)), D.
+  { field: 'mbIn', hf: 'mamba.in_proj.weight', gguf: 'ssm_in.weight', kind: 'linear', shape: (c) => [mbInner(c) + mamba2ConvDim(c.mamba2!) + c.mamba2!.numHeads, c.hiddenSize], when: mamba2 },
+  { field: 'mbConv', hf: 'mamba.conv1d.weight', gguf: 'ssm_conv1d.weight', kind: 'conv', shape: (c) => [mamba2ConvDim(c.mamba2!), c.mamba2!.convKernel], hfSqueezed: true, when: mamba2 },
+  { field: 'mbConvBias', hf: 'mamba.conv1d.bias', gguf: 'ssm_conv1d.bias', kind: 'bias', shape: (c) => [mamba2ConvDim(c.mamba2!)], when: mamba2 },
+  { field: 'mbDtBias', hf: 'mamba.dt_bias', gguf: 'ssm_dt.bias', kind: 'bias', shape: (c) => [c.mamba2!.numHeads], when: mamba2 },
+  { field: 'mbDecay', hf: 'mamba.A_log', gguf: 'ssm_a', kind: 'bias', shape: (c) => [c.mamba2!.numHeads], when: mamba2 },
+  { field: 'mbD', hf: 'mamba.D', gguf: 'ssm_d', kind: 'bias', shape: (c) => [c.mamba2!.numHeads], when: mamba2 },
+  { field: 'mbNorm', hf: 'mamba.norm.weight', gguf: 'ssm_norm.weight', kind: 'norm', shape: (c) => [mbInner(c)], when: mamba2 },
+  { field: 'mbOut', hf: 'mamba.out_proj.weight', gguf: 'ssm_out.weight', kind: 'attn_out', shape: (c) => [c.hiddenSize, mbInner(c)], when: mamba2 },
   // HF calls Llama's pre-FFN norm `post_attention_layernorm`; with post-norms (OLMo 2, and
   // Gemma's sandwich) the same name is the attention output's norm, llama.cpp's
   // post_attention_norm, and Gemma's pre-FFN norm is `pre_feedforward_layernorm`.

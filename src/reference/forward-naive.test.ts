@@ -4,7 +4,8 @@
  * for random small models with GQA, biases, q/k norms and both RoPE styles.
  */
 import { describe, expect, it } from 'vitest';
-import { layerWindow, PLAIN_MATH, type ModelConfig } from '../model/config';
+import { layerWindow, mamba2ConvDim, PLAIN_MATH, type ModelConfig } from '../model/config';
+import { mamba2Sequence } from '../testing/mamba2-naive';
 import { greedy, logitsFor, ReferenceModel } from './forward';
 import { randomWeights } from '../testing/random-weights';
 
@@ -234,11 +235,16 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
     };
     const isConv = c.shortConv?.layers.includes(l) ?? false;
     const isDelta = c.deltaNet?.layers.includes(l) ?? false;
-    const mixed = isConv ? convNaive(c, w, p, H) : isDelta ? deltaNetNaive(c, w, p, H) : attend();
+    const isMamba = c.mamba2?.layers.includes(l) ?? false;
+    const mixed = isConv ? convNaive(c, w, p, H) : isDelta ? deltaNetNaive(c, w, p, H) : isMamba ? mamba2Naive(c, w, p, H) : attend();
     // post-norm: the block's output is normed before the residual add
     const out = (y: number[], g: string) => (post ? norm(y, w.get(p + g)!, eps) : y);
     // Granite scales each branch before the residual add
-    const Wout = isConv ? W(p + 'shortconv.out_proj.weight', d) : isDelta ? W(p + 'ssm_out.weight', c.deltaNet!.numVHeads * c.deltaNet!.headVDim) : W(p + 'attn_output.weight', c.numHeads * hd);
+    const Wout = isConv ? W(p + 'shortconv.out_proj.weight', d) : isDelta
+        ? W(p + 'ssm_out.weight', c.deltaNet!.numVHeads * c.deltaNet!.headVDim)
+        : isMamba
+          ? W(p + 'ssm_out.weight', c.mamba2!.numHeads * c.mamba2!.headDim)
+          : W(p + 'attn_output.weight', c.numHeads * hd);
     X = X.map((x, t) => out(linear(mixed[t], Wout), 'post_attention_norm.weight').map((v, i) => c.residualScale * v + x[i]));
     X = X.map((x) => {
       const h = pre ? norm(x, w.get(p + 'ffn_norm.weight')!, c.rmsNormEps) : x;
@@ -253,6 +259,18 @@ function naiveLogits(c: ModelConfig, w: Map<string, Float32Array>, ids: number[]
   const out = W(c.tieWordEmbeddings ? 'token_embd.weight' : 'output.weight', d);
   // Granite divides the logits by logits_scaling
   return X.map((x) => linear(norm(x, w.get('output_norm.weight')!, eps), out).map((v) => cap(v / c.logitsScaling, c.finalLogitSoftcap)));
+}
+
+/** Granite 4.0-H's Mamba-2 over the whole sequence: in_proj's z, xBC, dt rows, then testing/mamba2-naive.ts's closed form. */
+function mamba2Naive(c: ModelConfig, w: Map<string, Float32Array>, p: string, H: Mat): Mat {
+  const m = c.mamba2!;
+  const inner = m.numHeads * m.headDim;
+  const cd = mamba2ConvDim(m);
+  const proj = H.map((x) => linear(x, rows(w.get(p + 'ssm_in.weight')!, c.hiddenSize)));
+  const v = (name: string) => w.get(p + name)!;
+  const vectors = { conv: v('ssm_conv1d.weight'), convBias: v('ssm_conv1d.bias'), dtBias: v('ssm_dt.bias'), decay: v('ssm_a'), d: v('ssm_d'), norm: v('ssm_norm.weight') };
+  const out = mamba2Sequence(m, c.rmsNormEps, vectors, proj.map((r) => r.slice(0, inner)), proj.map((r) => r.slice(inner, inner + cd)), proj.map((r) => r.slice(inner + cd)));
+  return out.map((r) => Array.from(r));
 }
 
 /**
@@ -411,6 +429,8 @@ const cases: [string, Partial<ModelConfig>][] = [
   // quarter rotary, (1 + w) norms), 3 taps over 6 positions, two value heads per key head, head
   // dims 4 (keys) and 3 (values): HF's grouped value heads and A_log, then llama.cpp's tiled heads.
   ['qwen35 with gated DeltaNet layers (grouped value heads, A_log) and gated attention', { ...QWEN35 }],
+  // Mamba-2 on layers 0 and 2 around a NoPE attention layer, 3 taps over 6 positions, two groups of two heads.
+  ['granite 4.0-H with Mamba-2 layers (grouped B/C, conv bias, D) and NoPE attention, its multipliers', { ...GRANITE, numLayers: 3, hiddenSize: 8, numHeads: 2, numKvHeads: 1, noRopeLayers: [0, 1, 2], mamba2: { layers: [0, 2], convKernel: 3, numHeads: 4, headDim: 2, stateSize: 3, numGroups: 2, aStored: 'log' } }],
   ['qwen35 with tiled value heads', { ...QWEN35, deltaNet: { ...QWEN35.deltaNet!, vHeadOrder: 'tiled' } }],
   ['gemma2 with sandwich (1 + w) norms, scaled embeddings, GeGLU, its own query scale, both soft-caps and a 2-key window on layer 0', { ...GEMMA2 }],
 ];

@@ -5,13 +5,14 @@
  * layer is one block of the GPU pass (src/engine/forward/: attention.ts, shortconv.ts, mlp.ts, moe.ts,
  * head.ts); Qwen3.5's DeltaNet runs here alone so far.
  */
-import { attentionScale, deltaNetConvDim, layerBlocks, layerRope, layerUsesRope, layerWindow, type ModelConfig } from '../model/config';
+import { attentionScale, deltaNetConvDim, layerBlocks, layerRope, layerUsesRope, layerWindow, mamba2ConvDim, type ModelConfig } from '../model/config';
 import type { OpenedModel } from '../model/open';
 import { assembleWeights, modelTensors, type ModelWeights } from '../model/tensors';
 import { ModelError } from '../model/errors';
 import { routeTopK } from '../model/moe';
 import { shortConvStep } from '../model/short-conv';
 import { deltaNetState, deltaNetToken, type DeltaNetState } from '../model/delta-net';
+import { mamba2State, mamba2Token, type Mamba2State } from '../model/mamba2';
 import { applyRope, ropeAttentionFactor, ropeInvFreqs } from '../model/rope';
 
 // Every weight float32, named and shaped as src/model/tensors.ts's table says; output is
@@ -62,6 +63,10 @@ export class ReferenceModel {
   private readonly dnB: Float32Array;
   private readonly dnA: Float32Array;
   private readonly dnOut: Float32Array;
+  // Granite 4.0-H's Mamba-2: per-layer state, in_proj's z/xBC/dt rows, the output before out_proj.
+  private readonly mbState: (Mamba2State | null)[];
+  private readonly mbProj: Float32Array;
+  private readonly mbOut: Float32Array;
   private att: Float32Array; // (capacity) scores of one head
   // KV cache, grown by doubling: per layer (capacity, numKvHeads * headDim).
   private keyCache: Float32Array[];
@@ -97,8 +102,6 @@ export class ReferenceModel {
     this.eh = new Float32Array(expertHidden);
     this.eh2 = new Float32Array(expertHidden);
     this.eo = new Float32Array(moe ? dim : 0);
-    // Granite 4.0-H's Mamba-2 layers: model/mamba2.ts holds the token step, not yet wired in here.
-    if (config.mamba2) throw new ModelError('unsupported_arch', `${config.arch}: the CPU reference does not run Mamba-2 layers yet`, 'layer_types');
     const sc = config.shortConv;
     this.bcx = new Float32Array(sc ? 3 * dim : 0);
     this.bx = new Float32Array(sc ? dim : 0);
@@ -111,6 +114,10 @@ export class ReferenceModel {
     this.dnB = new Float32Array(dn ? dn.numVHeads : 0);
     this.dnA = new Float32Array(dn ? dn.numVHeads : 0);
     this.dnOut = new Float32Array(dn ? dn.numVHeads * dn.headVDim : 0);
+    const mb = config.mamba2;
+    this.mbState = Array.from({ length: config.numLayers }, (_, l) => (mb && layerBlocks(config, l).mixer === 'mamba2' ? mamba2State(mb) : null));
+    this.mbProj = new Float32Array(mb ? 2 * mb.numHeads * mb.headDim + 2 * mb.numGroups * mb.stateSize + mb.numHeads : 0);
+    this.mbOut = new Float32Array(mb ? mb.numHeads * mb.headDim : 0);
     this.att = new Float32Array(0);
     this.keyCache = [];
     this.valueCache = [];
@@ -154,12 +161,13 @@ export class ReferenceModel {
     const group = numHeads / numKvHeads; // query heads per kv head (GQA)
     if (!Number.isInteger(token) || token < 0 || token >= c.vocabSize) throw new RangeError(`token ${token} is outside the vocabulary (0..${c.vocabSize - 1})`);
     if (!Number.isInteger(pos) || pos < 0 || pos > this.length) throw new RangeError(`position ${pos} must be in 0..${this.length} (the KV cache holds ${this.length})`);
-    const recurrent = this.convState.some((st) => st.length > 0) || this.dnState.some((st) => st !== null);
+    const recurrent = this.convState.some((st) => st.length > 0) || this.dnState.some((st) => st !== null) || this.mbState.some((st) => st !== null);
     if (pos !== 0 && pos !== this.length && recurrent)
       throw new RangeError(`position ${pos}: a hybrid model's recurrent state cannot rewind (give ${this.length}, or 0 to start over)`);
     if (pos === 0) {
       for (const st of this.convState) st.fill(0);
       for (const st of this.dnState) if (st) (st.conv.fill(0), st.s.fill(0));
+      for (const st of this.mbState) if (st) (st.conv.fill(0), st.s.fill(0));
     }
     if (pos >= this.capacity) this.grow(Math.max(2 * this.capacity, pos + 1));
     const { x, xb, xb2, q, k, v, attOut, hb, hb2 } = this;
@@ -187,6 +195,7 @@ export class ReferenceModel {
       const mixer = layerBlocks(c, l).mixer;
       if (mixer === 'shortconv') this.shortConv(l, lw, input, xb2);
       else if (mixer === 'deltanet') this.deltaNet(l, lw, input, xb2);
+      else if (mixer === 'mamba2') this.mamba2(l, lw, input, xb2);
       else {
         // qkv matmuls (+ biases); gated attention's q_proj gives each head's query then its gate
         if (c.attnOutputGate) {
@@ -328,6 +337,18 @@ export class ReferenceModel {
     const vectors = { conv: lw.dnConv!, dtBias: lw.dnDtBias!, decay: lw.dnDecay!, norm: lw.dnNorm! };
     deltaNetToken(c.deltaNet!, c.rmsNormEps, vectors, this.dnState[l]!, this.dnQkv, this.dnZ, this.dnB, this.dnA, this.dnOut);
     matmul(out, this.dnOut, lw.dnOut!);
+  }
+
+  /** Granite 4.0-H's Mamba-2 for one token into `out` (dim): in_proj, the token step over this layer's state (model/mamba2.ts), out_proj. */
+  private mamba2(l: number, lw: Weights['layers'][number], input: Float32Array, out: Float32Array): void {
+    const m = this.config.mamba2!;
+    const inner = m.numHeads * m.headDim;
+    const convDim = mamba2ConvDim(m);
+    matmul(this.mbProj, input, lw.mbIn!);
+    const vectors = { conv: lw.mbConv!, convBias: lw.mbConvBias!, dtBias: lw.mbDtBias!, decay: lw.mbDecay!, d: lw.mbD!, norm: lw.mbNorm! };
+    const p = this.mbProj;
+    mamba2Token(m, this.config.rmsNormEps, vectors, this.mbState[l]!, p.subarray(0, inner), p.subarray(inner, inner + convDim), p.subarray(inner + convDim), this.mbOut);
+    matmul(out, this.mbOut, lw.mbOut!);
   }
 
   /**
