@@ -270,3 +270,25 @@ describe('the tensor table', () => {
     );
   });
 });
+
+describe("Granite 4.0-H's Mamba-2 rows", () => {
+  // Mamba-2 on layer 0 (4 heads of 2, 1 group, state 3, 4 taps), attention on layer 1.
+  const c: ModelConfig = { ...config, arch: 'granite', attentionBias: false, mamba2: { layers: [0], convKernel: 4, numHeads: 4, headDim: 2, stateSize: 3, numGroups: 1, aStored: 'log' } };
+
+  it('lists them on the Mamba-2 layers only, in_proj as z, xBC, dt rows, and maps HF names to llama.cpp names', () => {
+    const shapes = new Map(expectedTensors(c).map((t) => [t.name, t.shape]));
+    // in_proj: z (8) + xBC (8 + 2·3) + dt (4) = 26 rows; the conv over xBC's 14 channels.
+    expect(shapes.get('blk.0.ssm_in.weight')).toEqual([26, 8]);
+    expect(shapes.get('blk.0.ssm_conv1d.weight')).toEqual([14, 4]);
+    expect(shapes.get('blk.0.ssm_conv1d.bias')).toEqual([14]);
+    for (const name of ['ssm_dt.bias', 'ssm_a', 'ssm_d']) expect(shapes.get(`blk.0.${name}`)).toEqual([4]);
+    expect(shapes.get('blk.0.ssm_norm.weight')).toEqual([8]);
+    expect(shapes.get('blk.0.ssm_out.weight')).toEqual([8, 8]);
+    expect(shapes.has('blk.0.attn_q.weight')).toBe(false);
+    expect(shapes.has('blk.1.ssm_in.weight')).toBe(false);
+    expect(shapes.has('blk.1.attn_q.weight')).toBe(true);
+    expect(canonicalName('model.layers.0.mamba.in_proj.weight', c)).toBe('blk.0.ssm_in.weight');
+    expect(canonicalName('model.layers.0.mamba.A_log', c)).toBe('blk.0.ssm_a');
+    expect(canonicalName('model.layers.0.mamba.conv1d.bias', c)).toBe('blk.0.ssm_conv1d.bias');
+  });
+});
