@@ -216,6 +216,21 @@ const LLAMA_MATH = {
   gatedDeltaNet: false,
 } as const;
 
+/**
+ * Qwen3's attention, which its MoE sibling, LFM2's attention layers and Qwen3.5's gated ones share:
+ * per-head q/k norms, NEOX RoPE, pre-norm blocks, no window unless the config states one.
+ */
+const QWEN3_ATTENTION = {
+  ggufSlidingWindow: 'every_layer',
+  swaPattern: null,
+  ggufRopeStyle: 'neox',
+  attentionBias: 'attention_bias',
+  qkNorm: true,
+  qkNormScope: 'head',
+  normPlacement: 'pre',
+  noRopeLayerStep: null,
+} as const;
+
 /** The dense families' FFN: one SwiGLU/GeGLU MLP per layer. */
 const DENSE = { moe: null } as const;
 
@@ -301,14 +316,7 @@ const ARCH_ROWS = {
     hfDefaults: { maxPositionEmbeddings: 32768, rmsNormEps: 1e-6 },
     hfSlidingWindow: 'use_sliding_window',
     gguf: 'qwen3',
-    ggufSlidingWindow: 'every_layer',
-    swaPattern: null,
-    ggufRopeStyle: 'neox',
-    attentionBias: 'attention_bias',
-    qkNorm: true,
-    qkNormScope: 'head',
-    normPlacement: 'pre',
-    noRopeLayerStep: null,
+    ...QWEN3_ATTENTION,
     ...LLAMA_MATH,
     ...DENSE,
   },
@@ -459,14 +467,7 @@ const ARCH_ROWS = {
     hfDefaults: { maxPositionEmbeddings: 32768, rmsNormEps: 1e-6 },
     hfSlidingWindow: 'use_sliding_window',
     gguf: 'qwen3moe',
-    ggufSlidingWindow: 'every_layer',
-    swaPattern: null,
-    ggufRopeStyle: 'neox',
-    attentionBias: 'attention_bias',
-    qkNorm: true,
-    qkNormScope: 'head',
-    normPlacement: 'pre',
-    noRopeLayerStep: null,
+    ...QWEN3_ATTENTION,
     ...LLAMA_MATH,
     moe: { sharedExpert: false, hfExpertSize: 'moe_intermediate_size', hfNormTopkProb: false, ggufNormTopkProb: true, hfDenseLayers: true },
   },
@@ -518,14 +519,7 @@ const ARCH_ROWS = {
     hfDefaults: { maxPositionEmbeddings: 128000, rmsNormEps: 1e-5, tieWordEmbeddings: true },
     hfSlidingWindow: null,
     gguf: 'lfm2',
-    ggufSlidingWindow: 'every_layer',
-    swaPattern: null,
-    ggufRopeStyle: 'neox',
-    attentionBias: 'attention_bias',
-    qkNorm: true,
-    qkNormScope: 'head',
-    normPlacement: 'pre',
-    noRopeLayerStep: null,
+    ...QWEN3_ATTENTION,
     ...LLAMA_MATH,
     shortConv: true,
     hfTensorNames: {
@@ -577,14 +571,7 @@ const ARCH_ROWS = {
     hfDefaults: { maxPositionEmbeddings: 32768, rmsNormEps: 1e-6, partialRotaryFactor: 0.25 },
     hfSlidingWindow: null,
     gguf: 'qwen35',
-    ggufSlidingWindow: 'every_layer',
-    swaPattern: null,
-    ggufRopeStyle: 'neox',
-    attentionBias: 'attention_bias',
-    qkNorm: true,
-    qkNormScope: 'head',
-    normPlacement: 'pre',
-    noRopeLayerStep: null,
+    ...QWEN3_ATTENTION,
     ...LLAMA_MATH,
     normOnePlus: true,
     gatedDeltaNet: true,
