@@ -13,6 +13,7 @@
  * layer's K page then V page, in layer order, as the GPU holds them), 32 bytes of SHA-256 over all
  * that precedes it. Little-endian throughout.
  */
+import { hex, sha256, sha256Hex } from '../formats/sha256';
 
 const MAGIC = 0x564b4757; // "WGKV" read as a little-endian u32
 const VERSION = 1;
@@ -29,9 +30,6 @@ export interface PageKey {
   ids: readonly number[];
 }
 
-const sha256 = async (data: Uint8Array<ArrayBuffer>): Promise<Uint8Array> => new Uint8Array(await crypto.subtle.digest('SHA-256', data));
-
-const hex = (bytes: Uint8Array, n = bytes.length): string => Array.from(bytes.subarray(0, n), (b) => b.toString(16).padStart(2, '0')).join('');
 
 /** A hex key for strings and numbers (e.g. the model fingerprint, precision and layout). */
 export async function hashKey(parts: ReadonlyArray<string | number>, chunks: readonly Uint8Array[] = []): Promise<string> {
@@ -40,7 +38,7 @@ export async function hashKey(parts: ReadonlyArray<string | number>, chunks: rea
   all.set(text);
   let at = text.length;
   for (const c of chunks) all.set(c, at), (at += c.length);
-  return hex(await sha256(all), 16);
+  return sha256Hex(all, 16);
 }
 
 /** The page's name in a store: `<model key>/<hash of namespace and ids>`. */

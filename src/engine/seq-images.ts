@@ -5,6 +5,7 @@
  * embeddings once the tower encoded them. The runner encodes an image in the first step that feeds
  * one of its positions; an image whose positions all come from the prefix cache is never encoded.
  */
+import { sha256Hex } from '../formats/sha256';
 import type { PromptImage } from './types';
 
 export interface SeqImage {
@@ -83,6 +84,5 @@ export async function contentHash(tiles: readonly Float32Array[]): Promise<strin
     bytes.set(new Uint8Array(t.buffer, t.byteOffset, t.byteLength), at + 4);
     at += 4 + t.byteLength;
   }
-  const digest = new Uint8Array(await globalThis.crypto.subtle.digest('SHA-256', bytes));
-  return Array.from(digest, (x) => x.toString(16).padStart(2, '0')).join('');
+  return sha256Hex(bytes);
 }

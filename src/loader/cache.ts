@@ -6,6 +6,7 @@
  * A store must never let a half-written file look complete: `lookup`/`open` only see entries
  * whose write finished (temp file + rename, or a commit-on-close writable, or an atomic put).
  */
+import { sha256Hex } from '../formats/sha256';
 import type { ByteSource } from '../formats/source';
 import { FormatError } from '../formats/types';
 import { abortedError, LoadError } from './errors';
@@ -135,8 +136,7 @@ export function parseEntry(value: unknown): CacheEntry | null {
 
 /** A stable file-name-safe key for a URL: hex SHA-256 (Web Crypto, in browsers and Node). */
 export async function urlKey(url: string): Promise<string> {
-  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(url));
-  return Array.from(new Uint8Array(digest).subarray(0, 16), (b) => b.toString(16).padStart(2, '0')).join('');
+  return sha256Hex(new TextEncoder().encode(url), 16);
 }
 
 /**
