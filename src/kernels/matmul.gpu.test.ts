@@ -175,7 +175,9 @@ const EMULATED_SPECS: ReadonlyArray<MatvecSpec | PrefillSpec> = [EMULATED_DECODE
  * over 300 s): the engine's f16 tests on lavapipe run them there, once per type they load.
  */
 const f16Spec = (spec: MatvecSpec | PrefillSpec) => spec === DECODE_SPEC || spec === FEW_TOKENS_SPEC || spec === PREFILL_SPEC;
-const typesAt = (spec: MatvecSpec | PrefillSpec): readonly DType[] => (EMULATED_SPECS.includes(spec) ? KERNEL_TYPES.filter((d) => d === 'Q8_0' || d === 'Q4_K') : KERNEL_TYPES);
+/** The two types (a 32-block and a K-quant one) of the samples below. */
+const TWO_TYPES: readonly DType[] = KERNEL_TYPES.filter((d) => d === 'Q8_0' || d === 'Q4_K');
+const typesAt = (spec: MatvecSpec | PrefillSpec): readonly DType[] => (EMULATED_SPECS.includes(spec) ? TWO_TYPES : KERNEL_TYPES);
 
 describe('matvec kernel', () => {
   // T = 9 takes several passes over the weights at both MAX_T tested (1 and 8).
@@ -287,10 +289,9 @@ describe('f16 activations', () => {
   // selfcheck for COVERAGE.emulated.types (both on lavapipe), and a cold lavapipe compiles each
   // f16 pipeline for about 20 s of CPU: this file is the f16 step's longest (91 cases took
   // 1878 s in a fresh-clone run). Selfcheck runs every type in f16 on a GPU that has it.
-  const f16TypesAt = (): readonly DType[] => KERNEL_TYPES.filter((d) => d === 'Q8_0' || d === 'Q4_K');
   cases.forEach(([kernel, spec, tokens], i) => {
     const withBias = i % 2 === 1;
-    for (const dtype of f16TypesAt()) {
+    for (const dtype of TWO_TYPES) {
       it(`${kernel} matches the reference for ${dtype} at ${describeSpec(spec)}${withBias ? ' with bias' : ''} (f16)`, async ({ skip }) => {
         await skipUnsupported(kernel, 'f16', skip);
         for (const T of tokens) {
