@@ -168,6 +168,12 @@ export interface ArchInfo {
    */
   gatedDeltaNet: boolean;
   /**
+   * The family's checkpoints may ship a multi-token-prediction layer after the trunk (Qwen3.5's
+   * `mtp.*`: ModelConfig.mtpLayers): config.json's `mtp_num_hidden_layers`, GGUF's
+   * `nextn_predict_layers` (its block_count counts them). Absent: never read.
+   */
+  mtp?: true;
+  /**
    * The family's own Hugging Face tensor names where they differ from the table's (tensors.ts's
    * `hf`, the part after `model.layers.N.` for a layer's): standard name -> the family's.
    */
@@ -575,6 +581,7 @@ const ARCH_ROWS = {
     ...LLAMA_MATH,
     normOnePlus: true,
     gatedDeltaNet: true,
+    mtp: true,
     ggufTensorNames: { 'ffn_norm.weight': 'attn_post_norm.weight' },
     ...DENSE,
   },

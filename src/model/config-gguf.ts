@@ -3,7 +3,7 @@
  * its row of the architecture table (./arch.ts) says.
  */
 import { ARCH, ARCHES, type ArchInfo } from './arch';
-import { everyNth, patternLayers, unique, type DeltaNetConfig, type Mamba2Config, type ModelConfig, type MoeConfig, type RopeScaling } from './config';
+import { everyNth, mtpLayerCount, patternLayers, unique, type DeltaNetConfig, type Mamba2Config, type ModelConfig, type MoeConfig, type RopeScaling } from './config';
 import { denseFromGGUF, embeddingFromGGUF, type EmbeddingConfig } from './embedding';
 import { ModelError } from './errors';
 import { yarnMscale } from './rope';
@@ -53,7 +53,10 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
   // An embedding model (llama.cpp's converter writes the pooling of sentence-transformers' files).
   const embedding = embeddingFromGGUF(metadata, prefix);
   const numHeads = get('attention.head_count');
-  const numLayers = get('block_count');
+  // block_count counts the multi-token-prediction layers after the trunk (llama.cpp's nextn).
+  const nextnKey = `${prefix}.nextn_predict_layers`;
+  const mtpLayers = row.mtp ? mtpLayerCount(toNumber(metadata.get(nextnKey)) ?? metadata.get(nextnKey), `GGUF ${nextnKey}`, nextnKey) : 0;
+  const numLayers = get('block_count') - mtpLayers;
   // LFM2 and Granite 4.0-H: head_count_kv is a per-layer array, 0 on the conv (Mamba-2) layers.
   const kvKey = `${prefix}.attention.head_count_kv`;
   const perLayerKv = (row.shortConv || hybrid) && metadata.has(kvKey) ? ggufPerLayerKv(metadata.get(kvKey), numLayers, kvKey) : null;
@@ -146,6 +149,7 @@ export function configFromGGUF(metadata: Map<string, unknown>, tensors?: readonl
     deltaNet: row.gatedDeltaNet ? ggufDeltaNet(get, numLayers, prefix) : null,
     mamba2: hybrid && perLayerKv?.convLayers.length ? ggufMamba2(get, perLayerKv.convLayers, prefix) : null,
     attnOutputGate: row.gatedDeltaNet,
+    ...(row.mtp ? { mtpLayers } : {}),
     bosTokenId: bos ?? null,
     eosTokenIds: unique(eos),
     ...(embedding ? { embedding: bidirectional ? withGGUFDense(embedding, tensors ?? [], hiddenSize) : embedding } : {}),

@@ -3,7 +3,7 @@
  * as its row of the architecture table (./arch.ts) says.
  */
 import { ARCH, ARCHES, type Arch, type ArchInfo } from './arch';
-import { everyNth, patternLayers, unique, type DeltaNetConfig, type Mamba2Config, type ModelConfig, type MoeConfig, type RopeScaling, type ShortConvConfig, type SlidingWindow } from './config';
+import { everyNth, mtpLayerCount, patternLayers, unique, type DeltaNetConfig, type Mamba2Config, type ModelConfig, type MoeConfig, type RopeScaling, type ShortConvConfig, type SlidingWindow } from './config';
 import { ModelError } from './errors';
 import { yarnMscale } from './rope';
 
@@ -124,6 +124,7 @@ export function configFromHF(configJson: unknown, generationConfigJson?: unknown
     deltaNet: row.gatedDeltaNet ? hfDeltaNet(c, positive, numLayers) : null,
     mamba2: hybrid ? hfMamba2(c, positive, numLayers, hiddenSize) : null,
     attnOutputGate: row.gatedDeltaNet,
+    ...(row.mtp ? { mtpLayers: mtpLayerCount(c.mtp_num_hidden_layers, field('mtp_num_hidden_layers'), 'mtp_num_hidden_layers') } : {}),
     bosTokenId: typeof bos === 'number' ? bos : null,
     eosTokenIds: unique([...tokenIds(gen.eos_token_id), ...tokenIds(c.eos_token_id)]),
     ...(bidirectional ? { bidirectional: true } : {}),

@@ -5,6 +5,7 @@
  */
 import type { Arch, FfnActivation, NormPlacement, QkNormScope, RopeStyle } from './arch';
 import type { EmbeddingConfig } from './embedding';
+import { ModelError } from './errors';
 
 export type RopeScaling =
   | null
@@ -135,6 +136,15 @@ export interface ModelConfig {
    * the attention output of each head is multiplied by sigmoid(gate) before o_proj.
    */
   attnOutputGate: boolean;
+  /**
+   * Multi-token-prediction layers after the trunk (Qwen3.5's MTP head, ArchInfo.mtp; 0 or 1):
+   * from the trunk's final hidden state at position t (after the output norm, as vLLM's
+   * Qwen3NextMTP takes it) and token t+1's embedding, each RMSNorm'd by its own weight,
+   * fc · [embedding | hidden] feeds one full-attention decoder layer of the trunk's kind (its own
+   * KV), then its own norm and the shared LM head: logits for token t+2 (reference/mtp.ts).
+   * Absent or 0: none, or the file's are not read.
+   */
+  mtpLayers?: number;
   bosTokenId: number | null;
   eosTokenIds: number[];
   /**
@@ -322,6 +332,17 @@ export function layerBlocks(config: Pick<ModelConfig, 'moe' | 'shortConv' | 'del
         ? 'mamba2'
         : 'attention';
   return { mixer, ffn: layerIsMoe(config, layer) ? 'moe' : 'mlp' };
+}
+
+/**
+ * ModelConfig.mtpLayers from the count a file states (`what`: where it says so, for errors;
+ * absent: 0). Qwen3.5 ships one layer, the only count read: more are refused by name.
+ */
+export function mtpLayerCount(v: unknown, what: string, key: string): number {
+  if (v === undefined || v === null) return 0;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw new ModelError('invalid_field', `${what} must be a non-negative integer, got ${JSON.stringify(v)}`, key);
+  if (v > 1) throw new ModelError('unsupported_arch', `${what} is ${v}: only one multi-token-prediction layer is supported`, key);
+  return v;
 }
 
 /** Whether some layer keeps a recurrent state per sequence instead of K/V rows (a hybrid model): its prefix cannot be rewound or shared. */

@@ -14,7 +14,7 @@ import { configFromHF, isBidirectionalConfig } from './config-hf';
 import { denseTensorsInFolder, embeddingFromFolder } from './embedding';
 import { ModelError } from './errors';
 import { isLocalPath, openFolder, readJson, toLocalPath, type Folder } from './folder';
-import { canonicalName, expertPiece, fusedTensors, ggufCanonicalName, layerRow, validateTensors } from './tensors';
+import { canonicalName, expertPiece, fusedTensors, ggufCanonicalName, layerRow, mtpTensors, validateTensors } from './tensors';
 import { openVisionInFolder, type OpenedVisionTower } from './vision-open';
 import { towerConfigFromHF } from '../vision/tower';
 import type { ModelLocation, OpenedTensor } from './location';
@@ -261,6 +261,10 @@ async function finish(parts: Parts): Promise<OpenedModel> {
   // tie_word_embeddings says: its head is never run (src/engine/forward/head.ts), so the
   // embedding stands in and nothing more is uploaded.
   if (config.embedding && !config.tieWordEmbeddings && !tensors.has('output.weight')) config = { ...config, tieWordEmbeddings: true };
+  // A config stating an MTP head whose tensors the file left out (converters and exports that
+  // drop it) loads without one.
+  const mtpFc = mtpTensors(config).find((t) => t.row.field === 'fc');
+  if (mtpFc && !tensors.has(mtpFc.name)) config = { ...config, mtpLayers: 0 };
   validateTensors(
     config,
     new Map([...tensors].map(([name, t]) => [name, t.info])),

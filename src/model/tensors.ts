@@ -175,6 +175,21 @@ export const TAIL_TENSORS = [
 ] as const satisfies readonly TensorRow[];
 
 /**
+ * A multi-token-prediction head's own tensors (Qwen3.5's `mtp.*`, ModelConfig.mtpLayers), HF names
+ * after `mtp.`, llama.cpp's after `blk.{numLayers}.` (its converter numbers the head's layer after
+ * the trunk's and names these `nextn.*`, as for DeepSeek and GLM: enorm the embedding's norm,
+ * hnorm the hidden state's, eh_proj the fc over [embedding | hidden], shared_head_norm the last
+ * norm). The head's decoder layer is LAYER_TENSORS' rows (mtpTensors); its embedding and LM head
+ * are the trunk's.
+ */
+export const MTP_TENSORS = [
+  { field: 'embNorm', hf: 'pre_fc_norm_embedding.weight', gguf: 'nextn.enorm.weight', kind: 'norm', shape: (c) => [c.hiddenSize] },
+  { field: 'hiddenNorm', hf: 'pre_fc_norm_hidden.weight', gguf: 'nextn.hnorm.weight', kind: 'norm', shape: (c) => [c.hiddenSize] },
+  { field: 'fc', hf: 'fc.weight', gguf: 'nextn.eh_proj.weight', kind: 'linear', shape: (c) => [c.hiddenSize, 2 * c.hiddenSize] },
+  { field: 'norm', hf: 'norm.weight', gguf: 'nextn.shared_head_norm.weight', kind: 'norm', shape: (c) => [c.hiddenSize] },
+] as const satisfies readonly TensorRow[];
+
+/**
  * A matrix some checkpoints hold fused: its rows are the listed per-projection tensors one after
  * another (`parts`, canonical names with their row counts). The loader splits it by rows into
  * those tensors (model/open.ts), so the rest of the code sees the usual rows of LAYER_TENSORS.
@@ -275,6 +290,17 @@ export function modelTensors(config: ModelConfig): ModelTensor[] {
   ];
 }
 
+/**
+ * The multi-token-prediction head's tensors (none when config.mtpLayers is 0): MTP_TENSORS, then
+ * its decoder layer, layer numLayers (past the last DeltaNet layer: a full-attention one), named
+ * `mtp.layers.0.` in HF. Not in modelTensors: the trunk's upload and checks never see them.
+ */
+export function mtpTensors(config: ModelConfig): ModelTensor[] {
+  if (!config.mtpLayers) return [];
+  const l = config.numLayers;
+  return [...place(config, MTP_TENSORS, l, `blk.${l}.`, 'mtp.'), ...place(config, LAYER_TENSORS, l, `blk.${l}.`, 'mtp.layers.0.')];
+}
+
 function place(config: ModelConfig, rows: readonly TensorRow[], layer: number | null, ggufPrefix: string, hfPrefix: string): ModelTensor[] {
   // The family's own HF names (ArchInfo.hfTensorNames: LFM2's).
   const own = ARCH[config.arch].hfTensorNames ?? {};
@@ -312,6 +338,33 @@ export function assembleWeights<M, V>(config: ModelConfig, get: (t: ModelTensor)
   const tail = pick(place(config, TAIL_TENSORS, null, '', ''));
   const layers = Array.from({ length: config.numLayers }, (_, l) => pick(layerTensors(config, l)) as LayerWeights<M, V>);
   return { tokenEmbd: head.tokenEmbd as M, layers, outputNorm: tail.outputNorm as V, output: (tail.output ?? head.tokenEmbd) as M };
+}
+
+/** The multi-token-prediction head's weights under MTP_TENSORS' fields and its decoder layer's. */
+export interface MtpWeights<M, V> {
+  embNorm: V;
+  hiddenNorm: V;
+  fc: M;
+  norm: V;
+  layer: LayerWeights<M, V>;
+}
+
+/** Gathers the MTP head's weights as assembleWeights does the trunk's; null when the config has none. */
+export function assembleMtpWeights<M, V>(config: ModelConfig, get: (t: ModelTensor) => M | V | undefined): MtpWeights<M, V> | null {
+  const tensors = mtpTensors(config);
+  if (tensors.length === 0) return null;
+  const own = new Set<string>(MTP_TENSORS.map((r) => r.gguf));
+  const pick = (ts: ModelTensor[]): Record<string, M | V> => {
+    const out: Record<string, M | V> = {};
+    for (const t of ts) {
+      const w = get(t);
+      if (w !== undefined) out[t.row.field!] = w;
+      else if (!t.row.optional) throw new ModelError('missing_tensor', `tensor ${t.name} is missing`, t.name);
+    }
+    return out;
+  };
+  const head = pick(tensors.filter((t) => own.has(t.row.gguf)));
+  return { embNorm: head.embNorm as V, hiddenNorm: head.hiddenNorm as V, fc: head.fc as M, norm: head.norm as V, layer: pick(tensors.filter((t) => !own.has(t.row.gguf))) as LayerWeights<M, V> };
 }
 
 /** HF name -> canonical name; the first row claiming a name wins (rows present for `config` only, when given). */
@@ -358,6 +411,8 @@ const HF_MODEL_NAMES = hfNames([...HEAD_TENSORS, ...TAIL_TENSORS]);
  * Multimodal checkpoints' text tensors read as the text model's.
  */
 export function canonicalName(name: string, config?: ModelConfig): string | null {
+  // The MTP head's (`mtp.*`, top level in every Qwen3.5 checkpoint) when the config reads it.
+  if (config?.mtpLayers && name.startsWith('mtp.')) return mtpTensors(config).find((t) => t.hfName === name)?.name ?? null;
   // Multimodal checkpoints (Gemma 3 4B+) keep the text model under `language_model.` (or, as
   // newer transformers save them, `model.language_model.`); the vision tower and projector have
   // no row, so they are skipped like any unused tensor.
@@ -416,7 +471,7 @@ export interface ExpectedTensor {
 
 /** Every canonical tensor the config implies, with its shape. */
 export function expectedTensors(config: ModelConfig): ExpectedTensor[] {
-  return modelTensors(config).map(({ row, name, shape }) => (row.optional ? { name, shape, optional: true } : { name, shape }));
+  return [...modelTensors(config), ...mtpTensors(config)].map(({ row, name, shape }) => (row.optional ? { name, shape, optional: true } : { name, shape }));
 }
 
 /**

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { layerWindow, mamba2ConvDim, PLAIN_MATH, type ModelConfig } from '../model/config';
 import { mamba2Sequence } from '../testing/mamba2-naive';
 import { greedy, logitsFor, ReferenceModel } from './forward';
+import { MtpReference } from './mtp';
 import { randomWeights } from '../testing/random-weights';
 
 const base: ModelConfig = {
@@ -619,5 +620,52 @@ describe('reference forward, LongRoPE by context', () => {
     const diff = (a: Float32Array, b: Float32Array) => Math.max(...a.map((v, i) => Math.abs(v - b[i])));
     expect(diff(logits(c), logits({ ...c, ropeScaling: { ...s, attentionFactor: 1 } }))).toBeGreaterThan(1e-3);
     expect(diff(logits({ ...c, ropeScaling: null }), logits({ ...c, ropeScaling: null, rotaryDim: 2 }))).toBeGreaterThan(1e-3);
+  });
+});
+
+describe('Qwen3.5 MTP head against an independent computation', () => {
+  // The trunk of the qwen35 case above with an MTP head: layer 3, whose decoder layer attends.
+  const c: ModelConfig = { ...base, numLayers: 2, vocabSize: 11, intermediateSize: 6, rmsNormEps: 1e-5, ropeTheta: 100, ...QWEN35, mtpLayers: 1 };
+  const w = randomWeights(c, 11);
+  const ids = [3, 1, 4, 1, 5, 9, 2];
+  const d = c.hiddenSize;
+  const trunk = ReferenceModel.fromWeights(c, w);
+  // h_t: the trunk's final hidden state (after its output norm) at each position
+  const hidden = ids.map((id, t) => (trunk.forward(id, t), Array.from(trunk.hidden)));
+  const emb = (id: number) => Array.from(w.get('token_embd.weight')!.subarray(id * d, (id + 1) * d));
+  const mtp = (name: string) => w.get(`blk.3.${name}`)!;
+
+  /**
+   * The head over the whole sequence: row t is fc · [enorm(e_{t+1}) | hnorm(h_t)] (or the `wrong`
+   * variant), then naiveLogits' one attention layer over rows 0..t with the head's weights, its
+   * norm and the trunk's (tied) LM head. Rows stand in as the embedding table, ids 0, 1, 2, ...
+   */
+  function naiveMtp(wrong?: 'hidden first' | 'norms swapped'): number[][] {
+    const rowsX = ids.slice(1).map((next, t) => {
+      const [ge, gh] = wrong === 'norms swapped' ? [mtp('nextn.hnorm.weight'), mtp('nextn.enorm.weight')] : [mtp('nextn.enorm.weight'), mtp('nextn.hnorm.weight')];
+      const e = normOf(emb(next), ge, c.rmsNormEps, 1);
+      const h = normOf(hidden[t], gh, c.rmsNormEps, 1);
+      return linear(wrong === 'hidden first' ? [...h, ...e] : [...e, ...h], rows(mtp('nextn.eh_proj.weight'), 2 * d));
+    });
+    const one: ModelConfig = { ...c, numLayers: 1, deltaNet: null, mtpLayers: 0, tieWordEmbeddings: false };
+    const w1 = new Map<string, Float32Array>([
+      ['token_embd.weight', Float32Array.from(rowsX.flat())],
+      ['output_norm.weight', mtp('nextn.shared_head_norm.weight')],
+      ['output.weight', w.get('token_embd.weight')!],
+    ]);
+    for (const [name, v] of w) if (name.startsWith('blk.3.') && !name.includes('nextn')) w1.set(name.replace('blk.3.', 'blk.0.'), v);
+    return naiveLogits(one, w1, rowsX.map((_, t) => t));
+  }
+
+  it('gives the logits of fc · [embedding | hidden] through its attention layer, its norm and the LM head, over 6 positions', () => {
+    const head = MtpReference.fromWeights(c, w);
+    const got = ids.slice(1).map((next, t) => head.forward(Float32Array.from(hidden[t]), next, t));
+    const want = naiveMtp();
+    for (let t = 0; t < got.length; t++) for (let v = 0; v < c.vocabSize; v++) expect(got[t][v]).toBeCloseTo(want[t][v], 5);
+    // The conventions show: the other concat order, or the two norms exchanged, move the logits.
+    for (const wrong of ['hidden first', 'norms swapped'] as const) {
+      const moved = naiveMtp(wrong);
+      expect(Math.max(...moved.flatMap((r, t) => r.map((v, i) => Math.abs(v - got[t][i])))), wrong).toBeGreaterThan(1e-2);
+    }
   });
 });
