@@ -1,6 +1,7 @@
 // A causal depthwise convolution then SiLU over a ragged step, with each sequence's state
-// (Qwen3.5's DeltaNet conv over q, k, v; src/kernels/delta-net.ts):
-//   y[t, c] = silu(Σ_j w[c, j] · x[t − (taps − 1) + j, c])
+// (Qwen3.5's DeltaNet conv over q, k, v; Granite 4.0-H's Mamba-2 conv over x, B, C, biased;
+// src/kernels/delta-net.ts):
+//   y[t, c] = silu(Σ_j w[c, j] · x[t − (taps − 1) + j, c] + bias[c])   (bias 0 unless p.bias)
 // the inputs before the step being the sequence's state (its last taps − 1 inputs, oldest first,
 // zero for a new sequence), which the step advances. One invocation per (channel, row of the
 // step), walking the row's tokens in order: prefill chunks and one-token decode alike. The sums and
@@ -14,6 +15,7 @@ struct Params {
   n: u32,       // channels
   taps: u32,    // 1 ..= MAX_TAPS
   stride: u32,  // floats of one slot in state (at least (taps − 1)·n: the layer's slot state may hold more after it)
+  bias: u32,    // 1: w holds the bias [n] after the taps (Mamba-2's conv1d.bias); 0: no bias
 }
 
 struct Counts {
@@ -22,7 +24,7 @@ struct Counts {
 }
 
 @group(0) @binding(0) var<storage, read> x: array<act>;             // [T, n]
-@group(0) @binding(1) var<storage, read> w: array<f32>;             // [n, taps]
+@group(0) @binding(1) var<storage, read> w: array<f32>;             // [n, taps], then the bias [n] if p.bias
 @group(0) @binding(2) var<storage, read_write> state: array<f32>;   // [maxSeqs, stride], the window first: [taps − 1, n]
 @group(0) @binding(3) var<storage, read_write> y: array<act>;       // [T, n]
 @group(0) @binding(4) var<storage, read> lastToken: array<u32>;     // [maxSeqs]
@@ -43,8 +45,10 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   var win: array<f32, MAX_TAPS>;
   for (var j = 0u; j < p.taps; j++) { wk[j] = w[c * p.taps + j]; }
   for (var j = 0u; j < k; j++) { win[j] = state[base + j * p.n]; }
+  var bias = 0.0;
+  if (p.bias == 1u) { bias = w[p.n * p.taps + c]; }
   for (var t = first; t <= lastToken[s]; t++) {
-    let acc = conv_window_step(&wk, &win, k, f32(x[t * p.n + c]));
+    let acc = conv_window_step(&wk, &win, k, f32(x[t * p.n + c])) + bias;
     y[t * p.n + c] = act(acc / (1.0 + exp(-acc)));
   }
   for (var j = 0u; j < k; j++) { state[base + j * p.n] = win[j]; }

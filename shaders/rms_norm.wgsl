@@ -1,4 +1,6 @@
-// RMSNorm over the last dimension: y[r, i] = x[r, i] / sqrt(mean(x[r, :]^2) + eps) * w[i].
+// RMSNorm over the last dimension: y[r, i] = x[r, i] / sqrt(mean(x[r, :]^2) + eps) * w[i], or with
+// wRows > 1 each row its group's weights, w[(r % wRows)·n + i] (Mamba-2's grouped norm: a token's
+// rows are its groups).
 // With ADD the normed row is added into y instead (y[r, i] += scale · that, summed in f32): a
 // post-norm block's output norm and its residual add in one dispatch (Gemma 2/3, OLMo 2).
 // One workgroup per row; the sum of squares is accumulated in f32 whatever `act` is.
@@ -17,6 +19,7 @@ struct Params {
   n: u32,     // elements per row
   eps: f32,
   scale: f32, // ADD: multiplies the normed row (Granite's residual_multiplier, else 1)
+  wRows: u32, // rows of n weights in w, row r using row r % wRows; 0 or 1: one row shared by all
 }
 
 @group(0) @binding(0) var<storage, read> x: array<x_t>;
@@ -44,9 +47,11 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     workgroupBarrier();
   }
   let scale = inverseSqrt(partial[0] / f32(p.n) + p.eps);
+  var wBase = 0u;
+  if (p.wRows > 1u) { wBase = (row % p.wRows) * p.n; }
 
   for (var i = lid; i < p.n; i += WG) {
-    let v = f32(x[base + i]) * scale * w[i];
+    let v = f32(x[base + i]) * scale * w[wBase + i];
     if (ADD) {
       y[base + i] = y_t(f32(y[base + i]) + p.scale * v);
     } else {

@@ -27,7 +27,6 @@ import type { ChatTemplateConfig, TextTokenizer } from '../text/index';
 import { ProgressEmitter, type ProgressCallback } from '../loader/progress';
 import { logprobsOf } from './logit-processors';
 import { GpuForward } from './forward/forward';
-import { refuseGpuPending } from './forward/blocks';
 import { GpuVisionTower } from './forward/vision';
 import { ModelError } from '../model/errors';
 import { openVisionTower, type OpenedVisionTower } from '../model/vision-open';
@@ -364,8 +363,6 @@ export class GpuEngine implements Backend {
   /** Opens (if needed), uploads and prepares a model: every buffer and pipeline is made here. */
   static async load(model: ModelLocation | OpenedModel, opts: EngineOptions = {}): Promise<GpuEngine> {
     const opened = isOpened(model) ? model : await openModel(model);
-    // Before any GPU work: a model with layers the GPU pass does not run yet is refused.
-    refuseGpuPending(opened.config);
     // EmbeddingGemma's bidirectional attention: this causal decoder would serve it wrong (the CPU reference runs it).
     if (opened.config.bidirectional)
       throw new ModelError('unsupported_arch', `${opened.config.arch}: bidirectional attention (EmbeddingGemma) is not run by this causal engine: createEngine serves it through the encoder backend (engine/forward/gemma-encoder.ts)`, 'use_bidirectional_attention');

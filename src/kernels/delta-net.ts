@@ -24,21 +24,21 @@ export const DELTA_NET_WG = [64, 128] as const;
 export const DELTA_NET_LIMITS = { taps: 8, headKDim: 256, headVDim: 256 } as const;
 
 /** Rows of a step: row s owns the tokens after row s − 1's last up to lastToken[s], on slot rowSlot[s]. */
-function eachToken(lastToken: readonly number[], visit: (t: number, s: number) => void): void {
+export function eachToken(lastToken: readonly number[], visit: (t: number, s: number) => void): void {
   let t = 0;
   lastToken.forEach((last, s) => {
     for (; t <= last; t++) visit(t, s);
   });
 }
 
-/** Reference of causal_conv_silu: x [T, n], w [n, taps], states[slot] [(taps − 1)·n] advanced; returns y [T, n]. */
-export function causalConvSiluRef(x: Float32Array, w: Float32Array, n: number, taps: number, lastToken: readonly number[], rowSlot: readonly number[], states: Float32Array[]): Float32Array {
+/** Reference of causal_conv_silu: x [T, n], w [n, taps], bias [n] (Mamba-2's) or none, states[slot] [(taps − 1)·n] advanced; returns y [T, n]. */
+export function causalConvSiluRef(x: Float32Array, w: Float32Array, n: number, taps: number, lastToken: readonly number[], rowSlot: readonly number[], states: Float32Array[], bias?: Float32Array): Float32Array {
   const T = lastToken.length ? lastToken[lastToken.length - 1]! + 1 : 0;
   const y = new Float32Array(T * n);
   eachToken(lastToken, (t, s) => {
     const out = y.subarray(t * n, (t + 1) * n);
     shortConvStep(states[rowSlot[s]!]!, x.slice(t * n, (t + 1) * n), w, taps, out);
-    for (let c = 0; c < n; c++) out[c] = silu(out[c]!);
+    for (let c = 0; c < n; c++) out[c] = silu(out[c]! + (bias?.[c] ?? 0));
   });
   return y;
 }
@@ -76,22 +76,23 @@ export interface StepRows {
 /**
  * causal_conv_silu over `n` channels: x [maxTokens, n] act → y [maxTokens, n] act; state f32, each
  * slot `stateStride` floats (default (taps − 1)·n) starting with its window [taps − 1, n].
+ * `bias`: the weight buffer holds the bias [n] after the taps [n, taps] (Mamba-2's conv).
  */
 export async function createCausalConvSiluOp(
   ctx: OpContext,
-  args: StepRows & { x: BufferRef; weight: GPUBuffer; state: GPUBuffer; y: BufferRef; n: number; taps: number; stateStride?: number; wg?: number; label?: OpLabel },
+  args: StepRows & { x: BufferRef; weight: GPUBuffer; bias?: boolean; state: GPUBuffer; y: BufferRef; n: number; taps: number; stateStride?: number; wg?: number; label?: OpLabel },
 ): Promise<DeltaNetOp> {
   const { n, taps } = args;
   if (!(Number.isInteger(taps) && taps >= 1 && taps <= DELTA_NET_LIMITS.taps)) throw new RangeError(`causal_conv_silu takes 1..${DELTA_NET_LIMITS.taps} taps, got ${taps}`);
   const wg = args.wg ?? 64;
   const pipeline = await ctx.cache.get(causalConvSiluKernel, { precision: ctx.precision, constants: { WG: wg } });
-  const params = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', n], ['u32', taps], ['u32', args.stateStride ?? (taps - 1) * n]])), UNIFORM, 'causal_conv_silu params');
+  const params = uploadBuffer(ctx.device, new Uint8Array(packParams([['u32', n], ['u32', taps], ['u32', args.stateStride ?? (taps - 1) * n], ['u32', args.bias ? 1 : 0]])), UNIFORM, 'causal_conv_silu params');
   const act = actBytes(ctx.precision);
   const group = describeDispatch(
     bindBuffers(ctx.device, pipeline, [args.x, args.weight, args.state, args.y, args.lastToken, args.rowSlot, args.counts, params]),
     args.label,
     'causal_conv_silu',
-    (rows, shape) => 2 * rows * n * act + n * taps * 4 + 2 * shape.seqs * (taps - 1) * n * 4,
+    (rows, shape) => 2 * rows * n * act + n * (taps + (args.bias ? 1 : 0)) * 4 + 2 * shape.seqs * (taps - 1) * n * 4,
   );
   const groupsX = Math.ceil(n / wg);
   return {

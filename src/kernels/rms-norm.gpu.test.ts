@@ -32,7 +32,7 @@ describe('rms_norm kernel', () => {
           gpu,
           rmsNormKernel,
           { constants: { WG } },
-          [{ input: x }, { input: w }, { output: rows * n * 4 }, { uniform: packParams([['u32', rows], ['u32', n], ['f32', eps], ['f32', 1]]) }],
+          [{ input: x }, { input: w }, { output: rows * n * 4 }, { uniform: packParams([['u32', rows], ['u32', n], ['f32', eps], ['f32', 1], ['u32', 1]]) }],
           [rows],
         );
         const { diff } = maxAbsDiff(new Float32Array(y!), rmsNormRef(x, w, rows, n, eps));
@@ -41,32 +41,36 @@ describe('rms_norm kernel', () => {
     }
   }
 
-  it('runs as an op over per-head rows for a varying token count', async () => {
-    const gpu = await testGPU();
-    const { device } = gpu;
-    const [heads, n, maxTokens] = [4, 64, 3];
-    const x = random(maxTokens * heads * n, 99);
-    const w = random(n, 5);
-    const xBuf = uploadBuffer(device, x, STORAGE);
-    const yBuf = createBuffer(device, x.byteLength, STORAGE);
-    const op = await createRmsNormOp(
-      { device, cache: pipelineCache(device), precision: 'f32' },
-      { x: xBuf, weight: uploadBuffer(device, w, STORAGE), y: yBuf, n, rowsPerToken: heads, maxTokens, eps: 1e-6 },
-    );
-    for (const tokens of [2, 3]) {
-      device.queue.writeBuffer(yBuf, 0, new Float32Array(x.length));
-      const encoder = device.createCommandEncoder();
-      const pass = encoder.beginComputePass();
-      op.encode(pass, tokens);
-      pass.end();
-      device.queue.submit([encoder.finish()]);
-      const y = new Float32Array(await readBuffer(device, yBuf));
-      const rows = tokens * heads;
-      expect(maxAbsDiff(y.subarray(0, rows * n), rmsNormRef(x, w, rows, n, 1e-6)).diff).toBeLessThan(TOLERANCE);
-      // Rows past this step's tokens are untouched.
-      expect(y.subarray(rows * n).every((v) => v === 0)).toBe(true);
-    }
-  });
+  // Per-head rows share one weight row (qwen3's q/k norm); a grouped norm's rows each take their
+  // group's (Mamba-2's, weightPerRow).
+  for (const weightPerRow of [false, true]) {
+    it(`runs as an op over per-head rows for a varying token count${weightPerRow ? ', a weight row per group' : ''}`, async () => {
+      const gpu = await testGPU();
+      const { device } = gpu;
+      const [heads, n, maxTokens] = [4, 64, 3];
+      const x = random(maxTokens * heads * n, 99);
+      const w = random(weightPerRow ? heads * n : n, 5);
+      const xBuf = uploadBuffer(device, x, STORAGE);
+      const yBuf = createBuffer(device, x.byteLength, STORAGE);
+      const op = await createRmsNormOp(
+        { device, cache: pipelineCache(device), precision: 'f32' },
+        { x: xBuf, weight: uploadBuffer(device, w, STORAGE), y: yBuf, n, rowsPerToken: heads, weightPerRow, maxTokens, eps: 1e-6 },
+      );
+      for (const tokens of [2, 3]) {
+        device.queue.writeBuffer(yBuf, 0, new Float32Array(x.length));
+        const encoder = device.createCommandEncoder();
+        const pass = encoder.beginComputePass();
+        op.encode(pass, tokens);
+        pass.end();
+        device.queue.submit([encoder.finish()]);
+        const y = new Float32Array(await readBuffer(device, yBuf));
+        const rows = tokens * heads;
+        expect(maxAbsDiff(y.subarray(0, rows * n), rmsNormRef(x, w, rows, n, 1e-6, weightPerRow ? heads : 1)).diff).toBeLessThan(TOLERANCE);
+        // Rows past this step's tokens are untouched.
+        expect(y.subarray(rows * n).every((v) => v === 0)).toBe(true);
+      }
+    });
+  }
 
   // A post-norm and its residual add in one dispatch: y += scale · norm(x), summed in f32; the
   // same tolerance (O(1) values). Rows past the step's tokens keep their y.

@@ -8,14 +8,15 @@ export const rmsNormKernel: Kernel = { name: 'rms_norm', source };
 /** Workgroup sizes the kernel is specialised and tested at (a power of two: the reduction halves). */
 export const RMS_NORM_WG = [32, 64, 128, 256] as const;
 
-/** TypeScript reference: RMSNorm of each row of `x` ([rows, n]) with weight `w` ([n]). */
-export function rmsNormRef(x: Float32Array, w: Float32Array, rows: number, n: number, eps: number): Float32Array {
+/** TypeScript reference: RMSNorm of each row of `x` ([rows, n]) with weight `w` ([n]), or row r with w's row r % wRows ([wRows, n]). */
+export function rmsNormRef(x: Float32Array, w: Float32Array, rows: number, n: number, eps: number, wRows = 1): Float32Array {
   const y = new Float32Array(rows * n);
   for (let r = 0; r < rows; r++) {
     let ss = 0;
     for (let i = 0; i < n; i++) ss += x[r * n + i]! ** 2;
     const scale = 1 / Math.sqrt(ss / n + eps);
-    for (let i = 0; i < n; i++) y[r * n + i] = x[r * n + i]! * scale * w[i]!;
+    const wBase = (r % wRows) * n;
+    for (let i = 0; i < n; i++) y[r * n + i] = x[r * n + i]! * scale * w[wBase + i]!;
   }
   return y;
 }
@@ -46,6 +47,8 @@ export async function createRmsNormOp(
   ctx: OpContext,
   args: RowNormArgs & {
     rowsPerToken?: number;
+    /** The weight holds one row of `n` per row of a token (a grouped norm: Mamba-2's), not one row shared by all. */
+    weightPerRow?: boolean;
     /** Adds scale · the normed rows into y instead of storing them. */
     add?: { scale: number };
   },
@@ -55,7 +58,7 @@ export async function createRmsNormOp(
   const pipeline = await ctx.cache.get(rmsNormKernel, { precision: ctx.precision, f32, constants: { WG: args.wg ?? 64, ...(args.add ? { ADD: 1 } : {}) } });
   const params = uploadBuffer(
     ctx.device,
-    new Uint8Array(packParams([['u32', args.maxTokens * rowsPerToken], ['u32', args.n], ['f32', args.eps], ['f32', args.add?.scale ?? 1]])),
+    new Uint8Array(packParams([['u32', args.maxTokens * rowsPerToken], ['u32', args.n], ['f32', args.eps], ['f32', args.add?.scale ?? 1], ['u32', args.weightPerRow ? rowsPerToken : 1]])),
     UNIFORM,
     'rms_norm params',
   );

@@ -1,6 +1,6 @@
 /**
  * One token of Granite 4.0-H's Mamba-2 mixer (Mamba2Config) between its projections, for the CPU
- * reference forward pass and, later, the Mamba-2 kernels' references (as delta-net.ts is for Qwen3.5).
+ * reference forward pass and the Mamba-2 kernels' references (src/kernels/mamba2.ts, as delta-net.ts is for Qwen3.5).
  */
 import { mamba2ConvDim, mamba2Group, type Mamba2Config } from './config';
 import { silu, softplus } from './delta-net';
@@ -39,11 +39,20 @@ export function mamba2A(m: Mamba2Config, decay: Float32Array, h: number): number
  * numHeads × headDim), advancing `state`.
  */
 export function mamba2Token(m: Mamba2Config, eps: number, w: Mamba2Vectors, state: Mamba2State, z: Float32Array, xBCIn: Float32Array, dtIn: Float32Array, out: Float32Array): void {
-  const { numHeads, headDim: p, stateSize: n, numGroups } = m;
-  const inner = numHeads * p;
   const xBC = new Float32Array(xBCIn.length);
   shortConvStep(state.conv, xBCIn, w.conv, m.convKernel, xBC);
   for (let c = 0; c < xBC.length; c++) xBC[c] = silu(xBC[c] + w.convBias[c]);
+  mamba2Scan(m, w, state.s, xBC, dtIn, out);
+  mamba2GatedNorm(m, eps, w.norm, z, out);
+}
+
+/**
+ * The scan of one token: from the conv's output xBC (x, B, C after SiLU) and in_proj's dt, each
+ * head's S [headDim, stateSize] ← exp(dt·A)·S + dt·x ⊗ B of its group, and out (numHeads × headDim) = S·C + D·x.
+ */
+export function mamba2Scan(m: Mamba2Config, w: Pick<Mamba2Vectors, 'dtBias' | 'decay' | 'd'>, s: Float32Array, xBC: Float32Array, dtIn: Float32Array, out: Float32Array): void {
+  const { numHeads, headDim: p, stateSize: n, numGroups } = m;
+  const inner = numHeads * p;
   const x = xBC.subarray(0, inner);
   const B = xBC.subarray(inner, inner + numGroups * n);
   const C = xBC.subarray(inner + numGroups * n);
@@ -56,14 +65,13 @@ export function mamba2Token(m: Mamba2Config, eps: number, w: Mamba2Vectors, stat
       const xi = x[h * p + i];
       let y = 0;
       for (let j = 0; j < n; j++) {
-        const s = state.s[row + j] * decay + dt * xi * B[g + j];
-        state.s[row + j] = s;
-        y += s * C[g + j];
+        const v = s[row + j] * decay + dt * xi * B[g + j];
+        s[row + j] = v;
+        y += v * C[g + j];
       }
       out[h * p + i] = y + w.d[h] * xi;
     }
   }
-  mamba2GatedNorm(m, eps, w.norm, z, out);
 }
 
 /** y ← RMSNorm(y ⊙ SiLU(z)) per group of inner / numGroups channels, times w (the gate before the norm). */

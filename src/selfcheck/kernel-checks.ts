@@ -20,7 +20,8 @@ import { createRmsNormOp, rmsNormRef } from '../kernels/rms-norm';
 import { createRopeOp, ropeRef } from '../kernels/rope';
 import { causalConvSiluRef, createCausalConvSiluOp, createDeltaRuleOp, deltaRuleRef } from '../kernels/delta-net';
 import { createShortConvOp, shortConvRef } from '../kernels/short-conv';
-import { deltaNetConvDim, type DeltaNetConfig } from '../model/config';
+import { createMamba2ScanOp, mamba2ScanRef } from '../kernels/mamba2';
+import { deltaNetConvDim, mamba2ConvDim, type DeltaNetConfig, type Mamba2Config } from '../model/config';
 import { createSoftcapOp, softcapRef } from '../kernels/softcap';
 import { createSwigluOp, swigluRef } from '../kernels/swiglu';
 import { uploadWeight } from '../kernels/weights';
@@ -399,5 +400,54 @@ const deltaNet: KernelCheck = {
   },
 };
 
+/**
+ * Granite 4.0-H's Mamba-2 at its head dim and state size (64, 128): the conv with its bias + SiLU
+ * and the scan over one step of a 5-token row and a 1-token row from nonzero states (GGUF's
+ * ssm_a), y against the reference (the grouped norm after it is rms_norm's check).
+ */
+const mamba2: KernelCheck = {
+  name: 'mamba2',
+  async run({ ctx, precision }) {
+    const { device } = ctx;
+    const m: Mamba2Config = { layers: [0], convKernel: 4, numHeads: 4, headDim: 64, stateSize: 128, numGroups: 1, aStored: 'neg' };
+    const [lastToken, rowSlot, T] = [[4, 5], [1, 0], 6];
+    const [H, inner, C] = [m.numHeads, m.numHeads * m.headDim, mamba2ConvDim(m)];
+    const x = actRound(random(T * C, 81, 2), precision);
+    const [w, bias] = [random(C * m.convKernel, 82), random(C, 83, 0.5)];
+    const convInit = random(2 * (m.convKernel - 1) * C, 84);
+    // z [T, inner], then dt [T, heads]
+    const zdt = actRound(random(T * (inner + H), 85, 2), precision);
+    const vecs = Float32Array.from([...random(H, 86, 0.5), ...random(H, 87, 0.5).map((v) => -Math.exp(v)), ...random(H, 88)]);
+    const sInit = random(2 * inner * m.stateSize, 89, 0.5);
+    const u32 = (xs: number[]) => uploadBuffer(device, Uint32Array.from(xs), STORAGE);
+    const rows = { lastToken: u32(lastToken), rowSlot: u32(rowSlot), counts: uploadBuffer(device, Uint32Array.from([T, 2, 0, 0]), UNIFORM) };
+    const convY = createBuffer(device, T * C * 4, STORAGE);
+    const y = createBuffer(device, T * inner * 4, STORAGE);
+    const buffers = [uploadAct(device, x, precision), uploadBuffer(device, Float32Array.from([...w, ...bias]), STORAGE), uploadBuffer(device, convInit, STORAGE), uploadAct(device, zdt, precision), uploadBuffer(device, vecs, STORAGE), uploadBuffer(device, sInit, STORAGE), convY, y, rows.lastToken, rows.rowSlot, rows.counts];
+    const [xBuf, wBuf, convState, zdtBuf, vecBuf, sState] = buffers as [GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer];
+    const conv = await createCausalConvSiluOp(ctx, { ...rows, x: xBuf, weight: wBuf, bias: true, state: convState, y: convY, n: C, taps: m.convKernel });
+    const scan = await createMamba2ScanOp(ctx, { ...rows, m, conv: convY, zdt: zdtBuf, dtOffset: T * inner, vecs: vecBuf, state: sState, y });
+    try {
+      await runPass(device, (pass) => {
+        conv.encode(pass, 2);
+        scan.encode(pass, 2);
+      });
+    } finally {
+      conv.destroy();
+      scan.destroy();
+    }
+    const gotConv = await readAct(device, convY, T * C, precision);
+    const got = await readAct(device, y, T * inner, precision);
+    free(buffers);
+    const per = (a: Float32Array, n: number) => [0, 1].map((s) => a.slice(s * n, (s + 1) * n));
+    const wantConv = actRound(causalConvSiluRef(x, w, C, m.convKernel, lastToken, rowSlot, per(convInit, (m.convKernel - 1) * C), bias), precision);
+    const want = actRound(mamba2ScanRef(m, wantConv, zdt.subarray(0, T * inner), zdt.subarray(T * inner), vecs, lastToken, rowSlot, per(sInit, inner * m.stateSize)), precision);
+    return [
+      { name: 'causal_conv_silu (bias)', maxError: maxRelDiff(gotConv, wantConv), tolerance: KERNEL_TOLERANCE.causalConvSilu[precision] },
+      { name: 'mamba2_scan', maxError: maxRelDiff(got, want), tolerance: KERNEL_TOLERANCE.mamba2Scan[precision] },
+    ];
+  },
+};
+
 /** Every kernel check, in the order selfcheck runs and prints them. */
-export const KERNEL_CHECKS: readonly KernelCheck[] = [linear, attention, rmsNorm, rope, embed, elementwise, shortConv, deltaNet];
+export const KERNEL_CHECKS: readonly KernelCheck[] = [linear, attention, rmsNorm, rope, embed, elementwise, shortConv, deltaNet, mamba2];

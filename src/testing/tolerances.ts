@@ -36,6 +36,8 @@ export const KERNEL_TOLERANCE = {
   causalConvSilu: { f32: 1e-6, f16: 2e-3 },
   // The delta rule: f32 sums over a head dim per output, carried in an f32 state over a row's tokens; f16: inputs and y rounded.
   deltaRule: { f32: 1e-5, f16: 3e-3 },
+  // Mamba-2's scan: f32 sums over the state size per output, carried in an f32 state over a row's tokens; f16: inputs and y rounded.
+  mamba2Scan: { f32: 1e-5, f16: 3e-3 },
 } as const satisfies Record<string, Record<Precision, number>>;
 
 /**

@@ -201,10 +201,10 @@ export class BlockBuilder {
     );
   }
 
-  /** RMSNorm of x into y: rows of `n` (default the hidden size), `rowsPerToken` of them per token (per-head norms). */
-  norm(a: { label: OpLabel; x: BufferRef; weight: GPUBuffer; y: BufferRef; n?: number; rowsPerToken?: number }): Promise<Op> {
+  /** RMSNorm of x into y: rows of `n` (default the hidden size), `rowsPerToken` of them per token (per-head norms; `weightPerRow`: per-group weights). */
+  norm(a: { label: OpLabel; x: BufferRef; weight: GPUBuffer; y: BufferRef; n?: number; rowsPerToken?: number; weightPerRow?: boolean }): Promise<Op> {
     const { x, weight, y, label } = a;
-    return createRmsNormOp(this.ctx, { x, weight, y, n: a.n ?? this.config.hiddenSize, rowsPerToken: a.rowsPerToken ?? 1, maxTokens: this.limits.maxTokens, eps: this.config.rmsNormEps, label, xF32: this.buffers.isF32(x) });
+    return createRmsNormOp(this.ctx, { x, weight, y, n: a.n ?? this.config.hiddenSize, rowsPerToken: a.rowsPerToken ?? 1, weightPerRow: a.weightPerRow, maxTokens: this.limits.maxTokens, eps: this.config.rmsNormEps, label, xF32: this.buffers.isF32(x) });
   }
 
   /**

@@ -1,0 +1,101 @@
+/**
+ * Granite 4.0-H's Mamba-2 block of one layer: the Mamba-2 paragraph of `ReferenceModel.forward`
+ * (src/reference/forward.ts, `mamba2`; src/model/mamba2.ts), in place of attention.
+ *   xb        = rmsnorm(x)                     (input_layernorm; folded into the matvec steps' in_proj)
+ *   z, xBC, dt = W_in · xb                     (in_proj's rows, each stored in its region of one buffer)
+ *   xBC       = silu(causal_conv(xBC) + bias)  (causal_conv_silu: the slot's window, then S, in its state)
+ *   y         = (S·C + D·x) ⊙ silu(z)          (mamba2_scan: per head over the slot's S)
+ *   y         = rmsnorm per group(y)·w         (rms_norm, a weight row per group)
+ *   x        += W_out · y                      (or into xb2, then Granite's residual scale)
+ * The state lives in the layer's slot-state buffer (../layer-cache.ts): per slot the conv's last
+ * kernel − 1 inputs, then each head's headDim × stateSize matrix, zeroed when a sequence takes the
+ * slot. Its linears never take the integer dot-product path (issue #29).
+ */
+import { STORAGE, createBuffer } from '../../gpu/buffers';
+import { createCausalConvSiluOp } from '../../kernels/delta-net';
+import { createMamba2ScanOp } from '../../kernels/mamba2';
+import type { OpLabel } from '../../kernels/op';
+import { mamba2ConvDim } from '../../model/config';
+import { destroyAll, type Block, type BlockBuilder } from './block';
+
+/** The Mamba-2 buffers, made once and shared by its layers (layers run one after another). */
+interface Mamba2Scratch {
+  proj: GPUBuffer; // in_proj's output: z [maxTokens, inner] at 0, xBC [maxTokens, convDim] at xBytes, dt [maxTokens, heads] at dtBytes
+  xBytes: number;
+  dtBytes: number;
+  conv: GPUBuffer; // [maxTokens, convDim] after the conv and SiLU
+  y: GPUBuffer; // [maxTokens, inner] the gated scan output
+  yn: GPUBuffer; // [maxTokens, inner] after the grouped norm: out_proj's input
+}
+
+export async function createMamba2Block(b: BlockBuilder, l: number): Promise<Block> {
+  const { state, step } = b;
+  const m = b.config.mamba2!;
+  const T = b.limits.maxTokens;
+  const H = m.numHeads;
+  const inner = H * m.headDim;
+  const convDim = mamba2ConvDim(m);
+  const s = b.once('mamba2', (): Mamba2Scratch => {
+    const [zBytes, xRegion] = [b.region(T * inner), b.region(T * convDim)];
+    return {
+      proj: b.buffers.make((zBytes + xRegion + b.region(T * H)) / b.act, 'mb proj'),
+      xBytes: zBytes,
+      dtBytes: zBytes + xRegion,
+      conv: b.buffers.make(T * convDim, 'mb conv'),
+      y: b.buffers.make(T * inner, 'mb y'),
+      yn: b.buffers.make(T * inner, 'mb yn'),
+    };
+  });
+  const w = b.weights.layers[l]!;
+  const at = (role: string): OpLabel => ({ role, layer: l });
+  const act = b.act;
+
+  // The conv's taps then its bias (causal_conv_silu's `bias`), and dt_bias, the decay tensor and D
+  // (mamba2_scan's `vecs`): f32 buffers copied once.
+  const device = b.ctx.device;
+  const convW = b.buffers.own(createBuffer(device, convDim * (m.convKernel + 1) * 4, STORAGE, `blk.${l} mb conv`));
+  const vecs = b.buffers.own(createBuffer(device, 3 * H * 4, STORAGE, `blk.${l} mb vecs`));
+  const enc = device.createCommandEncoder();
+  enc.copyBufferToBuffer(w.mbConv!, 0, convW, 0, convDim * m.convKernel * 4);
+  enc.copyBufferToBuffer(w.mbConvBias!, 0, convW, convDim * m.convKernel * 4, convDim * 4);
+  enc.copyBufferToBuffer(w.mbDtBias!, 0, vecs, 0, H * 4);
+  enc.copyBufferToBuffer(w.mbDecay!, 0, vecs, H * 4, H * 4);
+  enc.copyBufferToBuffer(w.mbD!, 0, vecs, 2 * H * 4, H * 4);
+  device.queue.submit([enc.finish()]);
+
+  const input = w.attnNorm ? state.xb : state.x;
+  const norm = w.attnNorm && (await b.norm({ label: at('attn_norm'), x: state.x, weight: w.attnNorm, y: state.xb }));
+  // in_proj: z, xBC and dt rows, each into its region of proj ([maxTokens][rows] each)
+  const segments = [
+    { rows: inner, offset: 0 },
+    { rows: convDim, offset: s.xBytes / act },
+    { rows: H, offset: s.dtBytes / act },
+  ];
+  const inProj = await b.linear({ label: at('mb_in'), weight: w.mbIn!, x: input, y: s.proj, foldNorm: w.attnNorm, integerDot: false, segments });
+  const sOff = (m.convKernel - 1) * convDim;
+  const slotFloats = sOff + inner * m.stateSize;
+  const rows = { lastToken: step.lastToken, rowSlot: step.rowSlot, counts: step.counts };
+  const slots = { state: b.caches.state(l), stateStride: slotFloats };
+  const conv = await createCausalConvSiluOp(b.ctx, { ...rows, ...slots, x: { buffer: s.proj, offset: s.xBytes }, weight: convW, bias: true, y: s.conv, n: convDim, taps: m.convKernel, label: at('causal_conv_silu') });
+  const scan = await createMamba2ScanOp(b.ctx, { ...rows, ...slots, m, conv: s.conv, zdt: s.proj, dtOffset: s.dtBytes / act, vecs, stateOffset: sOff, y: s.y, label: at('mamba2_scan') });
+  const groupNorm = await b.norm({ label: at('mb_norm'), x: s.y, weight: w.mbNorm!, y: s.yn, n: inner / m.numGroups, rowsPerToken: m.numGroups, weightPerRow: true });
+  const out = b.branchOut(w.postAttnNorm);
+  const outProj = await b.linear({ label: at('mb_out'), weight: w.mbOut!, x: s.yn, y: out.y, addInto: out.addInto, integerDot: false });
+  const end = await b.branchEnd(l, 'attn', w.postAttnNorm);
+
+  return {
+    // No LoRA target (q, k, v, o, gate, up, down) lives here.
+    lora: {},
+    encode(pass, plan) {
+      const { tokens } = plan;
+      if (!plan.foldNorms) norm?.encode(pass, tokens);
+      inProj.encode(pass, tokens);
+      conv.encode(pass, plan.seqs);
+      scan.encode(pass, plan.seqs);
+      groupNorm.encode(pass, tokens);
+      outProj.encode(pass, tokens);
+      end?.encode(pass, tokens);
+    },
+    destroy: () => destroyAll([norm, inProj, conv, scan, groupNorm, outProj, end]),
+  };
+}
