@@ -14,7 +14,7 @@ import { configFromHF, isBidirectionalConfig } from './config-hf';
 import { denseTensorsInFolder, embeddingFromFolder } from './embedding';
 import { ModelError } from './errors';
 import { isLocalPath, openFolder, readJson, toLocalPath, type Folder } from './folder';
-import { canonicalName, expertPiece, fusedTensors, ggufCanonicalName, layerRow, mtpTensors, validateTensors } from './tensors';
+import { canonicalName, expertPiece, fusedTensors, ggufCanonicalName, ggufReshaped, layerRow, mtpTensors, validateTensors } from './tensors';
 import { openVisionInFolder, type OpenedVisionTower } from './vision-open';
 import { towerConfigFromHF } from '../vision/tower';
 import type { ModelLocation, OpenedTensor } from './location';
@@ -85,6 +85,11 @@ export async function openParsedGGUF(src: ByteSource, gguf: GGUFFile): Promise<O
   const tensors = new Map<string, OpenedTensor>();
   // A family's own names (ArchInfo.ggufTensorNames: LFM2's final norm is token_embd_norm) under the canonical ones.
   for (const info of gguf.tensors) tensors.set(ggufCanonicalName(config.arch, info.name), { info, source: src });
+  // Mamba-2's ssm_a, ssm_d ([heads, 1]) and grouped norm ([groups, inner / groups]) read as the table's shapes.
+  for (const [name, { file, shape }] of ggufReshaped(config)) {
+    const t = tensors.get(name);
+    if (t && t.info.shape.join() === file.join()) tensors.set(name, { ...t, info: { ...t.info, shape } });
+  }
   const template = gguf.metadata.get('tokenizer.chat_template');
   return finish({
     config,

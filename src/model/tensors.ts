@@ -56,6 +56,12 @@ export interface TensorRow {
   mixer?: MixerKind;
   /** Hugging Face stores it [n, 1, k] (a depthwise Conv1d's weight), llama.cpp's converter squeezed to [n, k]: read as [n, k]. */
   hfSqueezed?: true;
+  /**
+   * The shape llama.cpp's converter gives it when that is not the table's (the same values in the
+   * same order: Mamba-2's ssm_a and ssm_d [heads, 1], its grouped norm [groups, inner / groups]);
+   * read as the table's shape.
+   */
+  ggufShape?: (c: ModelConfig) => number[];
   /** A norm applied by the plain w in every file, never ModelConfig.normWeightOffset + w (Qwen3.5's DeltaNet output norm). */
   plainNorm?: true;
   /** The rows are q or k heads, rotated by RoPE (llama.cpp permutes them in `llama` files). */
@@ -127,13 +133,14 @@ export const LAYER_TENSORS = [
   { field: 'dnNorm', hf: 'linear_attn.norm.weight', gguf: 'ssm_norm.weight', kind: 'norm', shape: (c) => [c.deltaNet!.headVDim], plainNorm: true, when: deltaNet },
   { field: 'dnOut', hf: 'linear_attn.out_proj.weight', gguf: 'ssm_out.weight', kind: 'attn_out', shape: (c) => [c.hiddenSize, dnVDim(c)], when: deltaNet },
   // Granite 4.0-H's Mamba-2 (Mamba2Config): in_proj's rows z, xBC, dt; the conv biased; A_log (GGUF: −exp(A_log)), D.
+  // llama.cpp's converter writes ssm_a and ssm_d as [heads, 1] and the norm as [groups, inner / groups].
   { field: 'mbIn', hf: 'mamba.in_proj.weight', gguf: 'ssm_in.weight', kind: 'linear', shape: (c) => [mbInner(c) + mamba2ConvDim(c.mamba2!) + c.mamba2!.numHeads, c.hiddenSize], when: mamba2 },
   { field: 'mbConv', hf: 'mamba.conv1d.weight', gguf: 'ssm_conv1d.weight', kind: 'conv', shape: (c) => [mamba2ConvDim(c.mamba2!), c.mamba2!.convKernel], hfSqueezed: true, when: mamba2 },
   { field: 'mbConvBias', hf: 'mamba.conv1d.bias', gguf: 'ssm_conv1d.bias', kind: 'bias', shape: (c) => [mamba2ConvDim(c.mamba2!)], when: mamba2 },
   { field: 'mbDtBias', hf: 'mamba.dt_bias', gguf: 'ssm_dt.bias', kind: 'bias', shape: (c) => [c.mamba2!.numHeads], when: mamba2 },
-  { field: 'mbDecay', hf: 'mamba.A_log', gguf: 'ssm_a', kind: 'bias', shape: (c) => [c.mamba2!.numHeads], when: mamba2 },
-  { field: 'mbD', hf: 'mamba.D', gguf: 'ssm_d', kind: 'bias', shape: (c) => [c.mamba2!.numHeads], when: mamba2 },
-  { field: 'mbNorm', hf: 'mamba.norm.weight', gguf: 'ssm_norm.weight', kind: 'norm', shape: (c) => [mbInner(c)], when: mamba2 },
+  { field: 'mbDecay', hf: 'mamba.A_log', gguf: 'ssm_a', kind: 'bias', shape: (c) => [c.mamba2!.numHeads], ggufShape: (c) => [c.mamba2!.numHeads, 1], when: mamba2 },
+  { field: 'mbD', hf: 'mamba.D', gguf: 'ssm_d', kind: 'bias', shape: (c) => [c.mamba2!.numHeads], ggufShape: (c) => [c.mamba2!.numHeads, 1], when: mamba2 },
+  { field: 'mbNorm', hf: 'mamba.norm.weight', gguf: 'ssm_norm.weight', kind: 'norm', shape: (c) => [mbInner(c)], ggufShape: (c) => [c.mamba2!.numGroups, mbInner(c) / c.mamba2!.numGroups], when: mamba2 },
   { field: 'mbOut', hf: 'mamba.out_proj.weight', gguf: 'ssm_out.weight', kind: 'attn_out', shape: (c) => [c.hiddenSize, mbInner(c)], when: mamba2 },
   // HF calls Llama's pre-FFN norm `post_attention_layernorm`; with post-norms (OLMo 2, and
   // Gemma's sandwich) the same name is the attention output's norm, llama.cpp's
@@ -307,6 +314,15 @@ function place(config: ModelConfig, rows: readonly TensorRow[], layer: number | 
   return rows
     .filter((row) => (!row.when || row.when(config, layer ?? undefined)) && (!row.mixer || layer === null || layerBlocks(config, layer).mixer === row.mixer))
     .map((row) => ({ row, layer, name: ggufPrefix + row.gguf, hfName: row.hf === null ? null : hfPrefix + (own[row.hf] ?? row.hf), shape: row.shape(config) }));
+}
+
+/**
+ * The tensors llama.cpp's converter writes in a shape of its own (TensorRow.ggufShape), by
+ * canonical name: the file's shape and the table's. The loader reads the first as the second; the
+ * fixture writer writes the first.
+ */
+export function ggufReshaped(config: ModelConfig): Map<string, { file: number[]; shape: number[] }> {
+  return new Map(modelTensors(config).flatMap((t) => (t.row.ggufShape ? [[t.name, { file: t.row.ggufShape(config), shape: t.shape }] as const] : [])));
 }
 
 /** A model's weights under the table's fields (matrices as `M`, vectors as `V`). */
