@@ -6,7 +6,7 @@
 import { describe, it } from 'vitest';
 import type { Arch } from '../model/arch';
 import { expectModelMatchesReference } from '../testing/engine-check';
-import { describeEngineGrid, F16_LOGIT_TOLERANCE, STEPS } from '../testing/engine-matrix';
+import { describeEngineGrid, F16_LOGIT_TOLERANCE, SHORT_STEPS, STEPS } from '../testing/engine-matrix';
 import { useFixtureURLs } from '../testing/fixture-server';
 import { testGPU } from '../testing/gpu';
 
@@ -35,5 +35,16 @@ describe('the f16 GPU engine on a mixture of experts with a dense layer (qwen3mo
     const gpu = await testGPU();
     skip(!gpu.info.f16, 'the device has no shader-f16');
     await expectModelMatchesReference(gpu, urls().Q8_0!, { precision: 'f16', steps: STEPS, tolerance: F16_LOGIT_TOLERANCE, salt: 17 });
+  });
+});
+
+describe('the f16 GPU engine on Granite 4.0-H (Mamba-2 on layers 0 and 2)', () => {
+  // f16 in_proj output, conv output and y; the conv window, the scan state and their sums in f32.
+  const urls = useFixtureURLs('granite', { options: { hybrid: { mambaGroups: 1 } }, which: { hf: [], gguf: ['Q8_0'] } });
+
+  it('Q8_0: greedy tokens and teacher-forced logits match the reference (f16)', { timeout: 300_000 }, async ({ skip }) => {
+    const gpu = await testGPU();
+    skip(!gpu.info.f16, 'the device has no shader-f16');
+    await expectModelMatchesReference(gpu, urls().Q8_0!, { precision: 'f16', steps: SHORT_STEPS, tolerance: F16_LOGIT_TOLERANCE, salt: 29, sampled: false });
   });
 });

@@ -99,6 +99,16 @@ describe('the GPU engine on a dense Granite 4.0 folder (granitemoehybrid)', () =
   });
 });
 
+describe('the GPU engine on a Granite 4.0-H folder (granitemoehybrid with Mamba-2 on layers 0 and 2, NoPE attention on layer 1)', () => {
+  // HF's A_log and in_proj's z, xBC, dt rows, one B/C group as the released models; the scan state
+  // carried over 36 positions. engine-hybrid.test.ts runs its GGUF (ssm_a, two groups) over prefill chunks.
+  const urls = useFixtureURLs('granite', { options: { hybrid: { mambaGroups: 1 } }, which: { hf: ['F32'], gguf: [] } });
+
+  it('hf-F32: greedy tokens and teacher-forced logits match the reference', async () => {
+    await expectModelMatchesReference(await testGPU(), urls()['hf-F32']!, { precision: 'f32', steps: STEPS, tolerance: LOGIT_TOLERANCE, salt: 29 });
+  });
+});
+
 describe('the GPU engine on a mixture of experts with a dense layer (qwen3moe, layer 0 dense)', () => {
   // config.json's mlp_only_layers [0] (HF) and leading_dense_block_count 1 (GGUF): layer 0 runs the
   // dense MLP, layer 1 the experts.

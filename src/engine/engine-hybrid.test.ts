@@ -6,8 +6,9 @@
  * boundary is not kept: a repeated prompt is computed whole and reports no cached tokens), and no
  * speculation (the state cannot roll back the rows a verify step fed past a miss).
  * The grid's lfm2 cases (engine-matrix.ts) check the model itself over 16 steps. Qwen3.5's
- * DeltaNet (its conv window and per-head state in one slot) takes the chunked prompt and concurrent
- * requests; the rest is the same slot-state machinery.
+ * DeltaNet (its conv window and per-head state in one slot) and Granite 4.0-H's Mamba-2 (its conv
+ * window and per-head scan state) take the chunked prompt and concurrent requests; the rest is the
+ * same slot-state machinery.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
@@ -102,6 +103,28 @@ describe('the GPU engine on Qwen3.5 (gated DeltaNet on layers 0 and 2, gated att
     const prompts = [p(2, 21), p(3, 7), p(2, 21)];
     const outs = await Promise.all(prompts.map((x) => drainGeneration(q35.generate(greedyRequest(x, 8)))));
     prompts.forEach((x, i) => expect(outs[i]!.ids, `request ${i}`).toEqual(greedy(q35Ref, x, 8)));
+    expect(outs.map((o) => o.result.cachedTokens)).toEqual([0, 0, 0]);
+  });
+});
+
+describe('the GPU engine on Granite 4.0-H (Mamba-2 on layers 0 and 2, NoPE attention on layer 1)', () => {
+  let gh: GpuEngine;
+  let ghRef: ReferenceModel;
+  beforeAll(async () => {
+    // Q8_0: llama.cpp's granitehybrid file (ssm_a, ssm_norm [groups, inner / groups]), two B/C groups (heads 0-3 read group 0, 4-7 group 1).
+    const ghOpened = await openModel((await ensureFixture({ arch: 'granite', preset: 'tiny', hybrid: { mambaGroups: 2 } }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
+    ghRef = await ReferenceModel.load(ghOpened);
+    gh = await GpuEngine.load(ghOpened, { gpu, precision: 'f32', contextLength: 96, pageSize: 4, prefillChunk: 16, maxBatch: 4 });
+  }, 300_000);
+  afterAll(() => gh?.dispose());
+
+  it('carries the conv and scan states over a 40-token prompt in three prefill chunks; concurrent requests each as the reference', async () => {
+    expect(gh.config.mamba2?.layers).toEqual([0, 2]);
+    const p = (seed: number, n: number) => Array.from({ length: n }, (_, i) => (seed * 131 + i * 17 + 3) % gh.config.vocabSize);
+    await expectEngineMatchesReference(gh, ghRef, p(1, 40), 6, LOGIT_TOLERANCE);
+    const prompts = [p(2, 21), p(3, 7), p(2, 21)];
+    const outs = await Promise.all(prompts.map((x) => drainGeneration(gh.generate(greedyRequest(x, 8)))));
+    prompts.forEach((x, i) => expect(outs[i]!.ids, `request ${i}`).toEqual(greedy(ghRef, x, 8)));
     expect(outs.map((o) => o.result.cachedTokens)).toEqual([0, 0, 0]);
   });
 });
