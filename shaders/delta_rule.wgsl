@@ -7,33 +7,12 @@
 //   S ← decay·S; S += k ⊗ β(v − Sᵀk); o = Sᵀq;
 //   y = RMSNorm(o)·w ⊙ SiLU(z_h)   (the plain w)
 // Value head h reads key head h / (nv / nk) (HF's grouped heads) or h % nk (GGUF's tiled ones).
+// Rows of chunkFrom tokens or more are left to the chunked form (delta_chunk, delta_chunk_state).
 alias act = f32;
 
 override WG: u32 = 64;
 const MAX_DK: u32 = 256u;
 const MAX_DV: u32 = 256u;
-
-struct Params {
-  nk: u32,     // key heads
-  nv: u32,     // value heads
-  dk: u32,     // key head dim, ≤ MAX_DK
-  dv: u32,     // value head dim, ≤ MAX_DV
-  tiled: u32,  // 1: value head h reads key head h % nk; 0: h / (nv / nk)
-  aNeg: u32,   // 1: the decay tensor holds −exp(A_log); 0: A_log
-  eps: f32,
-  bOff: u32,    // where b's rows [T, nv] start in zba (elements)
-  aOff: u32,    // where a's rows [T, nv] start in zba
-  stride: u32,  // floats of one slot in state
-  sOff: u32,    // where S starts in a slot (after the conv's window, in the layer's slot state)
-  pad0: u32,
-  pad1: u32,
-  pad2: u32,
-}
-
-struct Counts {
-  T: u32,
-  S: u32,
-}
 
 @group(0) @binding(0) var<storage, read> conv: array<act>;          // [T, 2·nk·dk + nv·dv] q, k, v after the conv
 @group(0) @binding(1) var<storage, read> zba: array<act>;           // z [T, nv·dv] at 0, b [T, nv] at bOff, a [T, nv] at aOff
@@ -69,17 +48,16 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: v
   let lid = lidv.x;
   // Workgroup-uniform: the whole group returns or none does.
   if (s >= counts.S) { return; }
-  var first = 0u;
-  if (s > 0u) { first = lastToken[s - 1u] + 1u; }
-  let last = lastToken[s];
+  let span = delta_row(s);
+  let first = span.x;
+  let last = span.y;
+  if (p.chunkFrom > 0u && last + 1u - first >= p.chunkFrom) { return; }
   let dk = p.dk;
   let dv = p.dv;
-  var kh = h / (p.nv / p.nk);
-  if (p.tiled == 1u) { kh = h % p.nk; }
+  let kh = delta_key_head(p, h);
   let C = 2u * p.nk * dk + p.nv * dv;
   let sb = rowSlot[s] * p.stride + p.sOff + h * dk * dv;
-  var rate = exp(vecs[p.nv + h]);
-  if (p.aNeg == 1u) { rate = -vecs[p.nv + h]; }
+  let rate = delta_rate(p, vecs[p.nv + h]);
   for (var t = first; t <= last; t++) {
     var sk = 0.0;
     var sq = 0.0;
@@ -97,10 +75,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: v
     let ik = inverseSqrt(red[0] + p.eps);
     let iq = inverseSqrt(red2[0] + p.eps) * inverseSqrt(f32(dk));
     let beta = 1.0 / (1.0 + exp(-f32(zba[p.bOff + t * p.nv + h])));
-    let x = f32(zba[p.aOff + t * p.nv + h]) + vecs[h];
-    var sp = x;
-    if (x <= 20.0) { sp = log(1.0 + exp(x)); }
-    let decay = exp(-rate * sp);
+    let decay = exp(delta_log_decay(rate, f32(zba[p.aOff + t * p.nv + h]) + vecs[h]));
     // Everyone has read red before it is written again below.
     workgroupBarrier();
     var ss = 0.0;

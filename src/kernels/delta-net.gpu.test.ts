@@ -12,13 +12,19 @@ import { testGPU } from '../testing/gpu';
 import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } from '../testing/kernel-helpers';
 import { KERNEL_TOLERANCE } from '../testing/tolerances';
 import { causalConvSiluRef, createCausalConvSiluOp, createDeltaRuleOp, DELTA_NET_WG, deltaRuleRef } from './delta-net';
+import { createDeltaChunkOp, DELTA_CHUNK_SIZES, deltaChunkScratch, deltaRuleChunkedRef } from './delta-net-chunked';
 
 const STEPS = [
   { lastToken: [4, 5, 7], rowSlot: [2, 0, 3] },
   { lastToken: [0, 3, 4], rowSlot: [3, 2, 0] },
 ];
-const MAX_TOKENS = 8;
+// Rows of 11, 1 and 9 tokens, then 1, 13 and 2: with chunks of 8 from 4 tokens, two chunks each for the long ones.
+const CHUNK_STEPS = [
+  { lastToken: [10, 11, 20], rowSlot: [2, 0, 3] },
+  { lastToken: [0, 13, 15], rowSlot: [3, 2, 0] },
+];
 const MAX_SEQS = 4;
+const MAX_TOKENS = 8;
 // Two value heads per key head; head dims not multiples of the workgroup (the column loops' bounds matter).
 const D: DeltaNetConfig = { layers: [0], convKernel: 4, numKHeads: 2, numVHeads: 4, headKDim: 8, headVDim: 12, vHeadOrder: 'grouped', aStored: 'log' };
 const EPS = 1e-6;
@@ -65,8 +71,9 @@ describe('causal_conv_silu kernel', () => {
 });
 
 describe('delta_rule kernel', () => {
-  async function run(precision: 'f32' | 'f16', wg: number, d: DeltaNetConfig) {
+  async function run(precision: 'f32' | 'f16', wg: number, d: DeltaNetConfig, chunk?: { size: number; from: number }) {
     const { device } = await testGPU();
+    const [steps, MAX_TOKENS] = chunk ? [CHUNK_STEPS, 24] : [STEPS, 8];
     const { numVHeads: nv, headKDim: dk, headVDim: dv } = d;
     const C = deltaNetConvDim(d);
     // z, b and a in regions of one buffer, as three projections write them
@@ -82,14 +89,21 @@ describe('delta_rule kernel', () => {
     const vecBuf = uploadBuffer(device, vecs, STORAGE);
     const yBuf = createBuffer(device, MAX_TOKENS * nv * dv * 4, STORAGE);
     const results: { got: Float32Array; want: Float32Array }[] = [];
-    for (const [i, step] of STEPS.entries()) {
+    const scratch = chunk && createBuffer(device, deltaChunkScratch(d, MAX_TOKENS, chunk.size).floats * 4, STORAGE);
+    for (const [i, step] of steps.entries()) {
       const rows = await stepRows(device, step);
       const conv = actRound(random(MAX_TOKENS * C, 20 + i, 1), precision);
       const zba = actRound(random(MAX_TOKENS * (nv * dv + 2 * nv), 30 + i, 2), precision);
       const parts = { z: zba.subarray(0, bOffset), b: zba.subarray(bOffset, aOffset), a: zba.subarray(aOffset) };
-      const op = await createDeltaRuleOp(opContext(device, precision), { ...rows, d, eps: EPS, conv: uploadAct(device, conv, precision), zba: uploadAct(device, zba, precision), bOffset, aOffset, vecs: vecBuf, state: stateBuf, stateStride: stride, stateOffset, y: yBuf, wg });
-      await runPass(device, (pass) => op.encode(pass, step.lastToken.length));
-      results.push({ got: await readAct(device, yBuf, rows.T * nv * dv, precision), want: actRound(deltaRuleRef(d, EPS, conv, parts, vecs, step.lastToken, step.rowSlot, states), precision) });
+      const args = { ...rows, d, eps: EPS, conv: uploadAct(device, conv, precision), zba: uploadAct(device, zba, precision), bOffset, aOffset, vecs: vecBuf, state: stateBuf, stateStride: stride, stateOffset, y: yBuf, wg };
+      const op = await createDeltaRuleOp(opContext(device, precision), { ...args, chunkFrom: chunk?.from });
+      const chunked = chunk && (await createDeltaChunkOp(opContext(device, precision), { ...args, scratch: scratch!, maxTokens: MAX_TOKENS, chunk }));
+      await runPass(device, (pass) => {
+        op.encode(pass, step.lastToken.length);
+        chunked?.encode(pass, rows.T, step.lastToken.length);
+      });
+      const want = chunk ? deltaRuleChunkedRef(d, EPS, conv, parts, vecs, step.lastToken, step.rowSlot, states, chunk) : deltaRuleRef(d, EPS, conv, parts, vecs, step.lastToken, step.rowSlot, states);
+      results.push({ got: await readAct(device, yBuf, rows.T * nv * dv, precision), want: actRound(want, precision) });
     }
     const all = new Float32Array(await readBuffer(device, stateBuf, initial.length * 4));
     // S of each slot; the floats before it untouched
@@ -111,4 +125,20 @@ describe('delta_rule kernel', () => {
       expect(maxRelDiff(gotState, wantState)).toBeLessThan(1e-5);
     });
   }
+
+  describe('with delta_chunk and delta_chunk_state (the chunked form) on the long rows', () => {
+    const cases: Array<['f32' | 'f16', number, number, DeltaNetConfig, string]> = [
+      ...DELTA_CHUNK_SIZES.map((size, i): ['f32', number, number, DeltaNetConfig, string] => ['f32', DELTA_NET_WG[i % DELTA_NET_WG.length]!, size, D, "HF's grouped value heads and A_log"]),
+      ['f32', 64, 8, { ...D, vHeadOrder: 'tiled', aStored: 'neg' }, "GGUF's tiled value heads and ssm_a"],
+      ['f16', 64, 8, D, "HF's grouped value heads and A_log"],
+    ];
+    for (const [precision, wg, size, d, what] of cases) {
+      it(`matches the reference over two ragged steps, chunks of ${size} at WG=${wg} in ${precision} (${what}), its states carried`, async (ctx) => {
+        if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
+        const { results, gotState, wantState } = await run(precision, wg, d, { size, from: 4 });
+        for (const { got, want } of results) expect(maxRelDiff(got, want)).toBeLessThan(KERNEL_TOLERANCE.deltaRule[precision]);
+        expect(maxRelDiff(gotState, wantState)).toBeLessThan(1e-5);
+      });
+    }
+  });
 });

@@ -2,12 +2,13 @@
  * Qwen3.5's gated DeltaNet on the GPU over a ragged step (prefill chunks and one-token decode
  * alike), in two dispatches: the causal conv + SiLU over q, k, v (shaders/causal_conv_silu.wgsl)
  * and the gated delta rule with its gated RMSNorm (shaders/delta_rule.wgsl), each row of the step
- * over its slot's state (f32). Token-sequential within a row; a chunked prefill form is left for later.
+ * over its slot's state (f32). Token-sequential within a row; long prefill rows take the chunked form instead (./delta-net-chunked.ts).
  * Their references step model/delta-net.ts, the CPU reference forward pass's own functions.
  */
 import convSource from '../../shaders/causal_conv_silu.wgsl';
 import windowLib from '../../shaders/lib/conv_window.wgsl';
 import ruleSource from '../../shaders/delta_rule.wgsl';
+import ruleLib from '../../shaders/lib/delta_rule_common.wgsl';
 import { bindBuffers, packParams, UNIFORM, uploadBuffer, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { deltaNetConvDim, type DeltaNetConfig } from '../model/config';
@@ -16,7 +17,7 @@ import { shortConvStep } from '../model/short-conv';
 import { actBytes, describeDispatch, type OpContext, type OpLabel } from './op';
 
 export const causalConvSiluKernel: Kernel = { name: 'causal_conv_silu', source: windowLib + convSource };
-export const deltaRuleKernel: Kernel = { name: 'delta_rule', source: ruleSource };
+export const deltaRuleKernel: Kernel = { name: 'delta_rule', source: ruleLib + ruleSource };
 
 /** Workgroup sizes the kernels are specialised and tested at (powers of two: delta_rule reduces by halves). */
 export const DELTA_NET_WG = [64, 128] as const;
@@ -105,21 +106,12 @@ export async function createCausalConvSiluOp(
   };
 }
 
-/**
- * delta_rule for a DeltaNet of `d`: one workgroup per (value head, row). `zba` holds z [T, nv·dv]
- * at 0 and b, a [T, nv] at `bOffset`, `aOffset` (elements); each slot of `state` is `stateStride`
- * floats (default nv·dk·dv) with S at `stateOffset` (default 0).
- */
-export async function createDeltaRuleOp(
-  ctx: OpContext,
-  args: StepRows & { d: DeltaNetConfig; eps: number; conv: BufferRef; zba: BufferRef; bOffset: number; aOffset: number; vecs: GPUBuffer; state: GPUBuffer; stateStride?: number; stateOffset?: number; y: BufferRef; wg?: number; label?: OpLabel },
-): Promise<DeltaNetOp> {
-  const { d } = args;
-  if (d.headKDim > DELTA_NET_LIMITS.headKDim || d.headVDim > DELTA_NET_LIMITS.headVDim)
-    throw new RangeError(`delta_rule takes head dims up to ${DELTA_NET_LIMITS.headKDim} (keys) and ${DELTA_NET_LIMITS.headVDim} (values), got ${d.headKDim} and ${d.headVDim}`);
-  const wg = args.wg ?? 64;
-  const pipeline = await ctx.cache.get(deltaRuleKernel, { precision: ctx.precision, constants: { WG: wg } });
-  const fields: Array<['u32' | 'f32', number]> = [
+/** The Params fields (shaders/lib/delta_rule_common.wgsl) up to chunkFrom; the chunked form's scratch offsets follow. */
+export function deltaRuleParams(
+  d: DeltaNetConfig,
+  args: { eps: number; bOffset: number; aOffset: number; stateStride?: number; stateOffset?: number; chunkFrom?: number },
+): Array<['u32' | 'f32', number]> {
+  return [
     ['u32', d.numKHeads],
     ['u32', d.numVHeads],
     ['u32', d.headKDim],
@@ -131,10 +123,27 @@ export async function createDeltaRuleOp(
     ['u32', args.aOffset],
     ['u32', args.stateStride ?? d.numVHeads * d.headKDim * d.headVDim],
     ['u32', args.stateOffset ?? 0],
-    ['u32', 0],
-    ['u32', 0],
-    ['u32', 0],
+    ['u32', args.chunkFrom ?? 0],
   ];
+}
+
+/**
+ * delta_rule for a DeltaNet of `d`: one workgroup per (value head, row); rows of `chunkFrom` tokens
+ * or more (0: none) left to the chunked form (./delta-net-chunked.ts). `zba` holds z [T, nv·dv]
+ * at 0 and b, a [T, nv] at `bOffset`, `aOffset` (elements); each slot of `state` is `stateStride`
+ * floats (default nv·dk·dv) with S at `stateOffset` (default 0).
+ */
+export async function createDeltaRuleOp(
+  ctx: OpContext,
+  args: StepRows & { d: DeltaNetConfig; eps: number; conv: BufferRef; zba: BufferRef; bOffset: number; aOffset: number; vecs: GPUBuffer; state: GPUBuffer; stateStride?: number; stateOffset?: number; y: BufferRef; wg?: number; label?: OpLabel; chunkFrom?: number },
+): Promise<DeltaNetOp> {
+  const { d } = args;
+  if (d.headKDim > DELTA_NET_LIMITS.headKDim || d.headVDim > DELTA_NET_LIMITS.headVDim)
+    throw new RangeError(`delta_rule takes head dims up to ${DELTA_NET_LIMITS.headKDim} (keys) and ${DELTA_NET_LIMITS.headVDim} (values), got ${d.headKDim} and ${d.headVDim}`);
+  const wg = args.wg ?? 64;
+  const pipeline = await ctx.cache.get(deltaRuleKernel, { precision: ctx.precision, constants: { WG: wg } });
+  // The chunked form's scratch offsets unused here.
+  const fields: Array<['u32' | 'f32', number]> = [...deltaRuleParams(d, args), ['u32', 0], ['u32', 0], ['u32', 0], ['u32', 0]];
   const params = uploadBuffer(ctx.device, new Uint8Array(packParams(fields)), UNIFORM, 'delta_rule params');
   const act = actBytes(ctx.precision);
   const vDim = d.numVHeads * d.headVDim;

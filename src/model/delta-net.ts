@@ -92,7 +92,17 @@ export function deltaNetToken(d: DeltaNetConfig, eps: number, w: DeltaNetVectors
  * SiLU(z). `conv` is normalised in place.
  */
 export function deltaNetCore(d: DeltaNetConfig, eps: number, w: Omit<DeltaNetVectors, 'conv'>, s: Float32Array, conv: Float32Array, z: Float32Array, b: Float32Array, a: Float32Array, out: Float32Array): void {
-  const { numKHeads, numVHeads, headKDim: dk, headVDim: dv } = d;
+  const { q, k, v, g, beta } = deltaNetRuleInputs(d, eps, w, conv, b, a);
+  deltaRuleStep(d, s, q, k, v, g, beta, out);
+  deltaNetGatedNorm(d, eps, w.norm, out, z);
+}
+
+/**
+ * The delta rule's inputs of one token from the conv's output (normalised in place): q and k L2
+ * normalised per key head, q times 1/√dk, v as is; g and β per value head.
+ */
+export function deltaNetRuleInputs(d: DeltaNetConfig, eps: number, w: Omit<DeltaNetVectors, 'conv' | 'norm'>, conv: Float32Array, b: Float32Array, a: Float32Array) {
+  const { numKHeads, numVHeads, headKDim: dk } = d;
   const q = conv.subarray(0, numKHeads * dk);
   const k = conv.subarray(numKHeads * dk, 2 * numKHeads * dk);
   const v = conv.subarray(2 * numKHeads * dk);
@@ -109,12 +119,17 @@ export function deltaNetCore(d: DeltaNetConfig, eps: number, w: Omit<DeltaNetVec
     g[h] = deltaNetLogDecay(d, w.decay, w.dtBias, a[h], h);
     beta[h] = 1 / (1 + Math.exp(-b[h]));
   }
-  deltaRuleStep(d, s, q, k, v, g, beta, out);
+  return { q, k, v, g, beta };
+}
+
+/** out ← RMSNorm(out)·norm ⊙ SiLU(z) per value head (the plain w), in place. */
+export function deltaNetGatedNorm(d: DeltaNetConfig, eps: number, norm: Float32Array, out: Float32Array, z: Float32Array): void {
+  const { numVHeads, headVDim: dv } = d;
   for (let h = 0; h < numVHeads; h++) {
     const o = out.subarray(h * dv, (h + 1) * dv);
     let ss = 0;
     for (let j = 0; j < dv; j++) ss += o[j] * o[j];
     const inv = 1 / Math.sqrt(ss / dv + eps);
-    for (let j = 0; j < dv; j++) o[j] = o[j] * inv * w.norm[j] * silu(z[h * dv + j]);
+    for (let j = 0; j < dv; j++) o[j] = o[j] * inv * norm[j] * silu(z[h * dv + j]);
   }
 }

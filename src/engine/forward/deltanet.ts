@@ -6,6 +6,8 @@
  *   z, b, a   = W_z · xb, W_b · xb, W_a · xb   (regions of one buffer)
  *   conv      = silu(causal_conv(mixed))       (causal_conv_silu: the slot's window, then S, in its state)
  *   y         = delta_rule(conv, z, b, a)      (per value head over the slot's S; gated RMSNorm)
+ *               rows of DELTA_CHUNK.from tokens or more: the chunked form instead (delta_chunk, then
+ *               delta_chunk_state: ⌈T/C⌉ state updates for T tokens; ../../kernels/delta-net-chunked.ts)
  *   x        += W_out · y
  * The state lives in the layer's slot-state buffer (../layer-cache.ts): per slot the conv's last
  * kernel − 1 inputs, then each value head's dk × dv matrix, zeroed when a sequence takes the slot.
@@ -13,6 +15,7 @@
  */
 import { STORAGE, createBuffer } from '../../gpu/buffers';
 import { createCausalConvSiluOp, createDeltaRuleOp } from '../../kernels/delta-net';
+import { createDeltaChunkOp, DELTA_CHUNK, deltaChunkScratch } from '../../kernels/delta-net-chunked';
 import type { OpLabel } from '../../kernels/op';
 import { deltaNetConvDim } from '../../model/config';
 import { destroyAll, type Block, type BlockBuilder } from './block';
@@ -25,6 +28,7 @@ interface DeltaNetScratch {
   zBytes: number;
   bBytes: number;
   y: GPUBuffer; // [maxTokens, nv·dv] the gated norm's output
+  chunk: GPUBuffer; // f32 the chunked form's W, U, P, F (deltaChunkScratch)
 }
 
 export async function createDeltaNetBlock(b: BlockBuilder, l: number): Promise<Block> {
@@ -35,7 +39,7 @@ export async function createDeltaNetBlock(b: BlockBuilder, l: number): Promise<B
   const vDim = d.numVHeads * d.headVDim;
   const s = b.once('deltanet', (): DeltaNetScratch => {
     const [zBytes, bBytes] = [b.region(T * vDim), b.region(T * d.numVHeads)];
-    return { mixed: b.buffers.make(T * C, 'dn mixed'), conv: b.buffers.make(T * C, 'dn conv'), zba: b.buffers.make((zBytes + 2 * bBytes) / b.act, 'dn zba'), zBytes, bBytes, y: b.buffers.make(T * vDim, 'dn y') };
+    return { mixed: b.buffers.make(T * C, 'dn mixed'), conv: b.buffers.make(T * C, 'dn conv'), zba: b.buffers.make((zBytes + 2 * bBytes) / b.act, 'dn zba'), zBytes, bBytes, y: b.buffers.make(T * vDim, 'dn y'), chunk: b.buffers.make(deltaChunkScratch(d, T, DELTA_CHUNK.size).floats, 'dn chunk', 'f32') };
   });
   const w = b.weights.layers[l]!;
   const at = (role: string): OpLabel => ({ role, layer: l });
@@ -63,7 +67,7 @@ export async function createDeltaNetBlock(b: BlockBuilder, l: number): Promise<B
   const slotFloats = (d.convKernel - 1) * C + d.numVHeads * d.headKDim * d.headVDim;
   const rows = { lastToken: step.lastToken, rowSlot: step.rowSlot, counts: step.counts };
   const conv = await createCausalConvSiluOp(b.ctx, { ...rows, x: s.mixed, weight: w.dnConv!, state: b.caches.state(l), stateStride: slotFloats, y: s.conv, n: C, taps: d.convKernel, label: at('causal_conv_silu') });
-  const rule = await createDeltaRuleOp(b.ctx, {
+  const ruleArgs = {
     ...rows,
     d,
     eps: c.rmsNormEps,
@@ -77,7 +81,9 @@ export async function createDeltaNetBlock(b: BlockBuilder, l: number): Promise<B
     stateOffset: (d.convKernel - 1) * C,
     y: s.y,
     label: at('delta_rule'),
-  });
+  };
+  const rule = await createDeltaRuleOp(b.ctx, { ...ruleArgs, chunkFrom: DELTA_CHUNK.from });
+  const chunked = await createDeltaChunkOp(b.ctx, { ...ruleArgs, scratch: s.chunk, maxTokens: T, chunk: DELTA_CHUNK });
   const out = b.branchOut(w.postAttnNorm);
   const outProj = await b.linear({ label: at('dn_out'), weight: w.dnOut!, x: s.y, y: out.y, addInto: out.addInto, integerDot: false });
   const end = await b.branchEnd(l, 'attn', w.postAttnNorm);
@@ -91,9 +97,11 @@ export async function createDeltaNetBlock(b: BlockBuilder, l: number): Promise<B
       for (const p of projections) p.encode(pass, tokens);
       conv.encode(pass, plan.seqs);
       rule.encode(pass, plan.seqs);
+      // Only a prefill step can hold a row of DELTA_CHUNK.from tokens.
+      if (plan.mode === 'prefill' && plan.tokens >= DELTA_CHUNK.from) chunked.encode(pass, plan.tokens, plan.seqs);
       outProj.encode(pass, tokens);
       end?.encode(pass, tokens);
     },
-    destroy: () => destroyAll([norm, ...projections, conv, rule, outProj, end]),
+    destroy: () => destroyAll([norm, ...projections, conv, rule, chunked, outProj, end]),
   };
 }
