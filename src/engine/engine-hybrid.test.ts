@@ -2,8 +2,9 @@
  * The GPU engine on a hybrid model (LFM2: gated short convolutions on layers 0 and 2, attention on
  * layer 1), where each sequence keeps a conv state in its slot: state carried across prefill
  * chunks, rows of one step each over their own slot, a slot reused after an abort and after a
- * preemption starting from zero, prompts never served from the prefix cache (the state at a page
- * boundary is not kept: a repeated prompt is computed whole and reports no cached tokens), and no
+ * preemption starting from zero, the prefix cache resuming from the state snapshots kept at page
+ * boundaries (./state-snapshots.ts: a repeated prompt, `n` choices and a conversation's next turn
+ * compute only what follows the last snapshot, with the cold run's tokens and logprobs), and no
  * speculation (the state cannot roll back the rows a verify step fed past a miss).
  * The grid's lfm2 cases (engine-matrix.ts) check the model itself over 16 steps. Qwen3.5's
  * DeltaNet (its conv window and per-head state in one slot) and Granite 4.0-H's Mamba-2 (its conv
@@ -20,6 +21,9 @@ import { ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
 import { drainGeneration, greedyRequest } from '../testing/sampling';
 import { GpuEngine } from './engine';
+import { layerCacheKinds } from './layer-cache';
+import { snapshotBytes } from './state-snapshots';
+import type { GeneratedToken, GenerationResult } from './types';
 
 let gpu: GPUContext;
 let opened: OpenedModel;
@@ -38,20 +42,44 @@ afterAll(() => engine?.dispose());
 
 const prompt = (seed: number, n: number) => Array.from({ length: n }, (_, i) => (seed * 131 + i * 17 + 3) % engine.config.vocabSize);
 
+/** A greedy run with each token's logprob (a hit must give the cold run's logits, not only its argmax). */
+async function withLogprobs(e: GpuEngine, p: number[], n: number): Promise<{ ids: number[]; logprobs: number[]; result: GenerationResult }> {
+  const gen = e.generate(greedyRequest(p, n, { logprobs: true }));
+  const tokens: GeneratedToken[] = [];
+  for (let r = await gen.next(); ; r = await gen.next()) {
+    if (r.done) return { ids: tokens.map((t) => t.id), logprobs: tokens.map((t) => t.logprob!), result: r.value };
+    tokens.push(r.value);
+  }
+}
+
+/** Same tokens, logprobs within `tol`. */
+function expectSameRun(got: { ids: number[]; logprobs: number[] }, want: { ids: number[]; logprobs: number[] }, tol: number): void {
+  expect(got.ids).toEqual(want.ids);
+  got.logprobs.forEach((lp, i) => expect(Math.abs(lp - want.logprobs[i]!), `logprob ${i}`).toBeLessThan(tol));
+}
+
 describe('the GPU engine on a hybrid model (LFM2)', () => {
   it('carries the conv state over a 40-token prompt in three prefill chunks, then decodes as the reference', async () => {
     expect(engine.config.shortConv?.layers).toEqual([0, 2]);
     await expectEngineMatchesReference(engine, ref, prompt(1, 40), 6, LOGIT_TOLERANCE);
   });
 
-  it('runs concurrent requests (the same prompt twice, as n choices) each as the reference, never from the prefix cache', async () => {
+  it('runs concurrent requests (the same prompt twice, as n choices) each as the reference; the twin, a repeat and the next turn resume from state snapshots', async () => {
     const prompts = [prompt(2, 21), prompt(3, 7), prompt(2, 21)];
-    const outs = await Promise.all(prompts.map((p) => drainGeneration(engine.generate(greedyRequest(p, 8)))));
+    const outs = await Promise.all(prompts.map((p) => withLogprobs(engine, p, 8)));
     prompts.forEach((p, i) => expect(outs[i]!.ids, `request ${i}`).toEqual(greedy(ref, p, 8)));
-    // Asked again, the prompt is computed whole: no state is kept at its cached pages.
-    const again = await drainGeneration(engine.generate(greedyRequest(prompts[0]!, 8)));
-    expect(again.ids).toEqual(outs[0]!.ids);
-    expect([...outs.map((o) => o.result.cachedTokens), again.result.cachedTokens]).toEqual([0, 0, 0, 0]);
+    // The twin waited for the first one's state at 20 tokens (the prompt's last page boundary) and computed one token.
+    expect(outs.map((o) => o.result.cachedTokens)).toEqual([0, 0, 20]);
+    expectSameRun(outs[2]!, outs[0]!, LOGIT_TOLERANCE);
+    // Asked again: the same 20 tokens skipped, the cold run's tokens and logprobs.
+    const again = await withLogprobs(engine, prompts[0]!, 8);
+    expect(again.result.cachedTokens).toBe(20);
+    expectSameRun(again, outs[0]!, LOGIT_TOLERANCE);
+    // The next turn resumes where the last fed one's last full page ended: 21 + 7 tokens fed, 28 kept.
+    const next = [...prompts[0]!, ...again.ids, 5, 6, 7];
+    const turn = await drainGeneration(engine.generate(greedyRequest(next, 4)));
+    expect(turn.result.cachedTokens).toBe(28);
+    expect(turn.ids).toEqual(greedy(ref, next, 4));
   });
 
   it('does not speculate: a prediction that misses midway leaves the output as the reference', async () => {
@@ -71,14 +99,16 @@ describe('the GPU engine on a hybrid model (LFM2)', () => {
     expect((await drainGeneration(engine.generate(greedyRequest(prompt(6, 13), 6)))).ids).toEqual(greedy(ref, prompt(6, 13), 6));
   });
 
-  it('recomputes a preempted sequence from zero state and finishes every request as the reference', async () => {
+  it('recomputes a preempted sequence from zero state or a snapshot, and finishes every request as the reference under a pool of 2 snapshots', async () => {
     // 48 tokens of KV for 3 sequences of up to 34 tokens each.
-    const small = await GpuEngine.load(opened, { gpu, precision: 'f32', contextLength: 48, pageSize: 4, prefillChunk: 16, kvCacheTokens: 48, maxBatch: 3 });
+    const small = await GpuEngine.load(opened, { gpu, precision: 'f32', contextLength: 48, pageSize: 4, prefillChunk: 16, kvCacheTokens: 48, maxBatch: 3, stateSnapshots: 2 });
     try {
       const prompts = [prompt(7, 14), prompt(8, 10), prompt(9, 18)];
       const outs = await Promise.all(prompts.map((p) => drainGeneration(small.generate(greedyRequest(p, 16)))));
       prompts.forEach((p, i) => expect(outs[i]!.ids, `request ${i}`).toEqual(greedy(ref, p, 16)));
       expect(small.kvStats.preemptions).toBeGreaterThan(0);
+      // The pool's two snapshots (both conv layers' states each) are counted with the KV cache.
+      expect(small.memoryUse.kvCache - small.footprint.kvCacheBytes).toBe(2 * snapshotBytes(layerCacheKinds(engine.config)));
     } finally {
       await small.dispose();
     }
@@ -101,9 +131,11 @@ describe('the GPU engine on Qwen3.5 (gated DeltaNet on layers 0 and 2, gated att
     const p = (seed: number, n: number) => Array.from({ length: n }, (_, i) => (seed * 131 + i * 17 + 3) % q35.config.vocabSize);
     await expectEngineMatchesReference(q35, q35Ref, p(1, 40), 6, LOGIT_TOLERANCE);
     const prompts = [p(2, 21), p(3, 7), p(2, 21)];
-    const outs = await Promise.all(prompts.map((x) => drainGeneration(q35.generate(greedyRequest(x, 8)))));
+    const outs = await Promise.all(prompts.map((x) => withLogprobs(q35, x, 8)));
     prompts.forEach((x, i) => expect(outs[i]!.ids, `request ${i}`).toEqual(greedy(q35Ref, x, 8)));
-    expect(outs.map((o) => o.result.cachedTokens)).toEqual([0, 0, 0]);
+    // The twin resumed from the first one's conv and delta-rule states at 20 tokens.
+    expect(outs.map((o) => o.result.cachedTokens)).toEqual([0, 0, 20]);
+    expectSameRun(outs[2]!, outs[0]!, LOGIT_TOLERANCE);
   });
 });
 
@@ -123,8 +155,10 @@ describe('the GPU engine on Granite 4.0-H (Mamba-2 on layers 0 and 2, NoPE atten
     const p = (seed: number, n: number) => Array.from({ length: n }, (_, i) => (seed * 131 + i * 17 + 3) % gh.config.vocabSize);
     await expectEngineMatchesReference(gh, ghRef, p(1, 40), 6, LOGIT_TOLERANCE);
     const prompts = [p(2, 21), p(3, 7), p(2, 21)];
-    const outs = await Promise.all(prompts.map((x) => drainGeneration(gh.generate(greedyRequest(x, 8)))));
+    const outs = await Promise.all(prompts.map((x) => withLogprobs(gh, x, 8)));
     prompts.forEach((x, i) => expect(outs[i]!.ids, `request ${i}`).toEqual(greedy(ghRef, x, 8)));
-    expect(outs.map((o) => o.result.cachedTokens)).toEqual([0, 0, 0]);
+    // The twin resumed from the first one's conv and scan states at 20 tokens.
+    expect(outs.map((o) => o.result.cachedTokens)).toEqual([0, 0, 20]);
+    expectSameRun(outs[2]!, outs[0]!, LOGIT_TOLERANCE);
   });
 });

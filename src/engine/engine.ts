@@ -43,6 +43,7 @@ import { hashKey } from './kv-page-file';
 import { Scheduler, type BatchRunner } from './scheduler';
 import { DeviceRecovery, type RecoveryOptions } from './recovery';
 import { StepRunner, type Sampler, type StepProfiler } from './step-runner';
+import { SnapshotPool, snapshotCount, StateSnapshots } from './state-snapshots';
 
 export type { StepProfiler } from './step-runner';
 import { StepBuffers } from './step';
@@ -124,9 +125,16 @@ export interface EngineOptions {
    */
   recovery?: RecoveryOptions;
   /**
+   * A hybrid model's prefix cache (./state-snapshots.ts): recurrent states kept at page
+   * boundaries, each every recurrent layer's slot state (f32). Snapshots in the pool; default as
+   * many as 128 MiB hold, within [2, 64] (Qwen3.5 0.8B: 19.3 MiB each, 6 = 116 MiB; LFM2 350M:
+   * 80 KiB each, 64 = 5 MiB). 0: a hybrid's prompts are always computed whole (cached_tokens 0).
+   */
+  stateSnapshots?: number;
+  /**
    * Keeps full pages of the prefix cache in a store (./kv-persist.ts: a directory in Node), so a
    * restarted engine uploads a known prompt prefix instead of computing it. Not on hybrid models
-   * (no prefix cache there) nor for adapters' sequences.
+   * (their recurrent states are not stored with the pages) nor for adapters' sequences.
    */
   persistKv?: KvPersistOptions;
 }
@@ -147,6 +155,8 @@ interface PartsSpec {
   integerDot: boolean;
   limits: { maxTokens: number; maxSeqs: number; numPages: number; pageSize: number; maxPagesPerSeq: number; contextLength: number };
   maxWeightPartBytes?: number;
+  /** State snapshots of a hybrid's prefix cache (0: none; EngineOptions.stateSnapshots). */
+  snapshots: number;
 }
 
 /** An adapter to load: where it is (anything a model load takes), or that with a multiplier on its own scale. */
@@ -243,7 +253,7 @@ export class GpuEngine implements Backend {
       isLoss: (e) => e instanceof WebGPUError && e.code === 'device_lost',
       recover: () => this.recovery.recover(),
     };
-    this.scheduler = new Scheduler(this.kv, runner, { maxSeqs, prefillTokens: maxTokens - maxSeqs });
+    this.scheduler = new Scheduler(this.kv, runner, { maxSeqs, prefillTokens: maxTokens - maxSeqs }, spec.snapshots ? new SnapshotPool(spec.snapshots) : null);
     this.recovery = new DeviceRecovery(parts.gpu, opts.recovery, { lost: () => this.scheduler.deviceLost(), rebuild: (gpu) => this.rebuild(gpu), disposed: () => this.disposed });
     const breakers = new BreakerTable(this.tokenizer);
     // Recurrent layers keep one state per slot that every row advances: no verify rows there.
@@ -295,7 +305,8 @@ export class GpuEngine implements Backend {
   }
 
   private runnerFor(parts: GpuParts): StepRunner {
-    return new StepRunner(parts.gpu, this.config, { maxSeqs: this.spec.limits.maxSeqs }, parts.forward, parts.sampler, parts.step, this.kv);
+    const snapshots = StateSnapshots.create(parts.gpu.device, layerCacheKinds(this.config), parts.forward.caches, this.spec.snapshots);
+    return new StepRunner(parts.gpu, this.config, { maxSeqs: this.spec.limits.maxSeqs }, parts.forward, parts.sampler, parts.step, this.kv, snapshots);
   }
 
   /**
@@ -378,7 +389,8 @@ export class GpuEngine implements Backend {
     const integerDot = opts.integerDot === true;
     const prefillChunk = Math.max(1, Math.floor(opts.prefillChunk ?? defaultPrefillChunk(gpu.info, engineOpContext(gpu, precision, integerDot).emulated)));
     const limits = { maxTokens: prefillChunk + maxSeqs, maxSeqs, numPages, pageSize, maxPagesPerSeq, contextLength };
-    const spec: PartsSpec = { precision, integerDot, limits, maxWeightPartBytes: opts.maxWeightPartBytes };
+    const snapshots = snapshotCount(layerCacheKinds(config), gpu.device.limits.maxBufferSize, opts.stateSnapshots);
+    const spec: PartsSpec = { precision, integerDot, limits, maxWeightPartBytes: opts.maxWeightPartBytes, snapshots };
     const text = loadTextModel(opened);
     // The draft's vocabulary is checked before anything goes to the GPU.
     const draftOpened = opts.draft && (isOpened(opts.draft.model) ? opts.draft.model : await openModel(opts.draft.model));
@@ -469,7 +481,7 @@ export class GpuEngine implements Backend {
   /** GPU memory the engine allocated at load, by use (the memory warning's figures: src/gpu/memory.ts). */
   get memoryUse(): MemoryUse {
     const { weights, forward, step } = this.parts;
-    return { weights: weights.bytes, kvCache: forward.kvCacheBytes, other: forward.stateBytes + step.buffer.size + this.stepRunner.readbackBytes };
+    return { weights: weights.bytes, kvCache: forward.kvCacheBytes + this.stepRunner.snapshotBytes, other: forward.stateBytes + step.buffer.size + this.stepRunner.readbackBytes };
   }
 
   /** The page pool and the scheduler now: pages used by sequences, held by the prefix cache, free; sequences running and waiting. */
@@ -509,17 +521,17 @@ export class GpuEngine implements Backend {
     }
     const lease = request.lora !== undefined ? this.adapters.acquire(request.lora, request.loraParam ?? 'model') : null;
     try {
-      // A hybrid model's recurrent layers hold no state at a cached page boundary: its prompts are
-      // always computed whole (cached_tokens 0, `n` choices each computing theirs). It does not
-      // speculate either (SequenceEnv.verifies).
-      const recurrent = hasRecurrentLayers(this.config);
+      // A hybrid model's cached prefix needs the recurrent states at its end (./state-snapshots.ts):
+      // without a snapshot pool its prompts are always computed whole (cached_tokens 0). It does
+      // not speculate either (SequenceEnv.verifies).
+      const uncached = hasRecurrentLayers(this.config) && !this.scheduler.snapshots;
       const speculation = request.speculation ?? this.speculation;
       const images = await this.promptImages(request);
       const seq = new Sequence({ ...request, ...(speculation ? { speculation } : {}) }, this.env, lease ?? undefined);
       if (images) seq.images = images;
       try {
         // Image positions are keyed by the image's content hash in the prefix cache (SeqImages.keys).
-        const useCache = recurrent ? false : (request.cachePrompt ?? true);
+        const useCache = uncached ? false : (request.cachePrompt ?? true);
         // Stored pages of the prompt's prefix go into the prefix cache first (base model or an adapter, no images: kv-persist.ts).
         if (lease?.storedKey) this.persist?.name(lease.key, lease.storedKey);
         if (useCache && !images && this.persist) await this.persist.restore(promptIds, promptIds.length - 1, lease?.key);

@@ -109,4 +109,25 @@ describe('PrefixCache', () => {
     kv.release(2);
     expect(kv.freePages).toBe(6);
   });
+
+  it('reclaims an idle page whose continuation a sequence holds (its path runs through a copy of it): the page and its idle subtree go, the held pages stay the sequence’s', () => {
+    const kv = new KvPages(6, 2);
+    const cache = new PrefixCache(kv);
+    kv.append(1, 4);
+    cache.extend(ids(4), kv.table(1), cache.cursor());
+    kv.release(1); // both pages idle in the tree
+    // Sequence 2 adopts the first page, computes its own second (a hybrid's match stopped there), then a third.
+    const [first] = cache.match(ids(7), 6);
+    kv.adopt(2, [first!]);
+    kv.append(2, 4);
+    let c2 = cache.extend(ids(6), kv.table(2), cache.cursor());
+    expect([c2.pages, cache.size]).toEqual([3, 3]);
+    // The tree's second page is idle, under a referenced first, over a referenced third: no idle leaf.
+    expect(kv.availablePages).toBe(3);
+    expect(cache.reclaim(3)).toBe(1);
+    expect([kv.freePages, cache.size]).toEqual([3, 1]);
+    // Its next offer walks the tree again and enters its own pages.
+    c2 = cache.extend(ids(6), kv.table(2), c2);
+    expect(cache.match(ids(7), 6)).toEqual(kv.table(2));
+  });
 });

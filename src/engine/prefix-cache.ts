@@ -50,6 +50,8 @@ export class PrefixCache implements PageReclaimer {
    * filled it.
    */
   onCached: ((page: number, ids: readonly number[], namespace: string, node: PrefixNode, marked: boolean) => void) | null = null;
+  /** Called as a node leaves the tree (evicted, cleared, its namespace dropped): a hybrid's state snapshot goes with it (./state-snapshots.ts). */
+  onRemoved: ((node: PrefixNode) => void) | null = null;
 
   constructor(private readonly kv: KvPages) {
     kv.setReclaimer(this);
@@ -79,18 +81,31 @@ export class PrefixCache implements PageReclaimer {
    * (a prompt keeps at least its last token to compute, for its logits). Marks them used now.
    */
   match(ids: readonly number[], maxTokens: number, namespace = '', marks?: ReadonlyMap<number, string>): number[] {
+    return this.path(ids, maxTokens, namespace, marks).map((n) => n.page);
+  }
+
+  /** As `match`, the nodes of the path (a hybrid's match ends at the deepest one holding a state snapshot). */
+  path(ids: readonly number[], maxTokens: number, namespace = '', marks?: ReadonlyMap<number, string>): Array<PrefixNode & { readonly page: number }> {
     const ps = this.kv.pageSize;
-    const pages: number[] = [];
+    const nodes: Node[] = [];
     let node = this.rootOf(namespace);
     const now = ++this.clock;
     for (let p = 0; (p + 1) * ps <= Math.min(maxTokens, ids.length); p++) {
       const child = node.children.get(this.keyOf(ids, p, marks));
       if (!child) break;
       child.lastUse = now;
-      pages.push(child.page);
+      nodes.push(child);
       node = child;
     }
-    return pages;
+    return nodes;
+  }
+
+  /** The node of the cursor's path holding its `pages`-th page (1-based), or null when the path is not that long. */
+  nodeAt(cursor: PrefixCursor, pages: number): PrefixNode | null {
+    if (pages < 1 || pages > cursor.pages || !this.holds(cursor.node)) return null;
+    let node: Node = cursor.node;
+    for (let d = cursor.pages; d > pages; d--) node = node.parent!;
+    return node;
   }
 
   /** Where a sequence's pages stop in the tree, so offering its next page starts there. */
@@ -138,24 +153,55 @@ export class PrefixCache implements PageReclaimer {
     return this.byPage.get(n.page) === n;
   }
 
-  /** Evicts up to `n` unreferenced pages, least recently used leaves first; returns how many. */
+  /**
+   * Evicts up to `n` unreferenced pages, least recently used leaves first; returns how many. An
+   * unreferenced page may have referenced descendants where a sequence's path runs through a node
+   * whose page it does not hold (it computed its own copy: a twin computing the same page, or a
+   * hybrid's match that stopped at the last page with a state snapshot): with no unreferenced leaf
+   * left, the least recently used such node goes with its subtree (the pages sequences hold stay
+   * theirs; their next offer walks the tree again), so every idle page counted available is.
+   */
   reclaim(n: number): number {
     let freed = 0;
     while (freed < n) {
       let victim: Node | null = null;
+      let inner: Node | null = null;
       for (const node of this.byPage.values()) {
-        if (node.children.size === 0 && this.kv.refCount(node.page) === 0 && (!victim || node.lastUse < victim.lastUse)) victim = node;
+        if (this.kv.refCount(node.page) !== 0) continue;
+        if (node.children.size === 0 && (!victim || node.lastUse < victim.lastUse)) victim = node;
+        if (!inner || node.lastUse < inner.lastUse) inner = node;
       }
-      if (!victim) break;
-      this.remove(victim);
-      freed++;
+      if (victim) {
+        this.remove(victim);
+        freed++;
+      } else if (inner) {
+        freed += this.removeSubtree(inner);
+      } else break;
+    }
+    return freed;
+  }
+
+  /** Removes `node` and every node under it; returns the pages that went back to the pool (those no sequence holds). */
+  private removeSubtree(node: Node): number {
+    node.parent!.children.delete(node.key);
+    let freed = 0;
+    const stack = [node];
+    for (let x = stack.pop(); x; x = stack.pop()) {
+      stack.push(...x.children.values());
+      if (this.kv.refCount(x.page) === 0) freed++;
+      this.byPage.delete(x.page);
+      this.kv.uncache(x.page);
+      this.onRemoved?.(x);
     }
     return freed;
   }
 
   /** Forgets everything (pages no sequence uses go back to the pool). */
   clear(): void {
-    for (const node of [...this.byPage.values()]) this.kv.uncache(node.page);
+    for (const node of [...this.byPage.values()]) {
+      this.kv.uncache(node.page);
+      this.onRemoved?.(node);
+    }
     this.byPage.clear();
     this.roots.clear();
   }
@@ -169,6 +215,7 @@ export class PrefixCache implements PageReclaimer {
       stack.push(...n.children.values());
       this.byPage.delete(n.page);
       this.kv.uncache(n.page);
+      this.onRemoved?.(n);
     }
     this.roots.delete(namespace);
   }
@@ -177,5 +224,6 @@ export class PrefixCache implements PageReclaimer {
     node.parent!.children.delete(node.key);
     this.byPage.delete(node.page);
     this.kv.uncache(node.page);
+    this.onRemoved?.(node);
   }
 }

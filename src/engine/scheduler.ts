@@ -17,12 +17,19 @@
  * (a stop id) is known only then: the token step n+1 drew for it is discarded, never delivered.
  * Sequences whose draws must come back first (a grammar, a CPU sampler) skip a step instead.
  *
+ * A hybrid model's recurrent layers keep one state per slot (./state-snapshots.ts): with a
+ * snapshot pool, a prefill chunk ends at the prompt's last page boundary, the state there (and at
+ * each page boundary after, while it decodes: only the latest kept) is copied into a snapshot
+ * that belongs to the prefix-cache node of the page ending there, and a new sequence adopts
+ * cached pages only up to the deepest node holding one, whose state its slot starts from.
+ *
  * The scheduler knows nothing of the GPU: a `BatchRunner` (the engine) runs the steps.
  */
 import { nextTask } from './backend-util';
 import type { KvPages } from './kv-pages';
-import { PrefixCache, type PrefixCursor } from './prefix-cache';
+import { PrefixCache, type PrefixCursor, type PrefixNode } from './prefix-cache';
 import type { SeqStep, Sequence } from './sequence';
+import type { SnapshotPool } from './state-snapshots';
 import type { GeneratedToken } from './types';
 
 /** One sequence's part of a step. */
@@ -31,6 +38,10 @@ export interface BatchItem {
   /** Its slot: the KV sequence id and the row of per-sequence GPU state, fixed while it runs. */
   readonly slot: number;
   readonly work: SeqStep;
+  /** A hybrid's state snapshot copied into the slot before the step (a cached prefix's state). */
+  readonly loadState?: number;
+  /** A snapshot the slot's state is copied into after the step (its tokens end at a page boundary). */
+  readonly saveState?: number;
   /** Set by the runner when this sequence alone failed (e.g. its grammar refused a token). */
   error?: unknown;
 }
@@ -114,6 +125,10 @@ interface Running {
   cursor: PrefixCursor;
   /** Whether the prefix cache may serve its prompt (the API's cache_prompt). */
   useCache: boolean;
+  /** State snapshots its steps took (`saveState`) whose page is not in the prefix cache yet: `end` tokens each. */
+  snaps: Array<{ end: number; snap: number }>;
+  /** The node holding the last snapshot it took past its prompt's (the one before it is dropped: only the latest is kept). */
+  moving: PrefixNode | null;
 }
 
 interface Waiting {
@@ -139,8 +154,11 @@ export class Scheduler {
     private readonly kv: KvPages,
     private readonly runner: BatchRunner,
     readonly limits: SchedulerLimits,
+    /** A hybrid model's state snapshots (absent: attention only, or hybrid prefixes never served). */
+    readonly snapshots: SnapshotPool | null = null,
   ) {
     this.prefix = new PrefixCache(kv);
+    if (snapshots) this.prefix.onRemoved = (node) => snapshots.dropNode(node);
     for (let s = limits.maxSeqs - 1; s >= 0; s--) this.freeSlots.push(s);
   }
 
@@ -284,6 +302,67 @@ export class Scheduler {
   /** Offers a running sequence's full pages of known tokens to the prefix cache. */
   private offer(r: Running): void {
     r.cursor = this.prefix.extend(r.seq.tokens, this.kv.table(r.slot), r.cursor, r.seq.keyedLength, r.seq.images?.keys);
+    if (r.snaps.length) this.attach(r);
+  }
+
+  /** Its snapshots whose page is cached now go to that page's node; one past its prompt's replaces the one it took before. */
+  private attach(r: Running): void {
+    const pool = this.snapshots!;
+    const ps = this.kv.pageSize;
+    r.snaps = r.snaps.filter(({ end, snap }) => {
+      const node = this.prefix.nodeAt(r.cursor, end / ps);
+      if (!node) return true;
+      if (pool.attach(snap, node) && end > this.boundary(r.seq.promptIds.length)) {
+        if (r.moving && r.moving !== node) pool.dropNode(r.moving);
+        r.moving = node;
+      }
+      return false;
+    });
+  }
+
+  /** The last page boundary before a sequence of `length` tokens' last one: where a repeat of it can resume (its last token is always computed). */
+  private boundary(length: number): number {
+    const ps = this.kv.pageSize;
+    return Math.floor((length - 1) / ps) * ps;
+  }
+
+  /** A prefill chunk of `n` tokens from `fed` on, cut to end at the sequence's last page boundary (its state snapshot is taken there). */
+  private chunk(seq: Sequence, fed: number, n: number): number {
+    if (!this.snapshots) return n;
+    const b = this.boundary(seq.tokens.length);
+    return fed < b && fed + n > b ? b - fed : n;
+  }
+
+  /**
+   * A step whose tokens end at a page boundary at or past the sequence's last one (its prompt's,
+   * then every page it decodes) copies the state there into a snapshot, if one is free or
+   * evictable. Not a verify step: its rows past a miss are rolled back.
+   */
+  private saveAt(r: Running, work: SeqStep): { saveState?: number } {
+    if (!this.snapshots || work.proposed?.length) return {};
+    const end = r.seq.kvLength + work.tokens.length;
+    if (end % this.kv.pageSize !== 0 || end < this.boundary(r.seq.tokens.length)) return {};
+    // The cache holds the state there already (a repeated prompt): no snapshot evicted for a copy of it.
+    const { tokens } = r.seq;
+    if (end <= tokens.length) {
+      const path = this.prefix.path(tokens, end, r.seq.adapter?.key, r.seq.images?.keys);
+      if (path.length === end / this.kv.pageSize && this.snapshots.holds(path.at(-1)!)) return {};
+    }
+    const snap = this.snapshots.take();
+    if (snap === null) return {};
+    r.snaps.push({ end, snap });
+    return { saveState: snap };
+  }
+
+  /** A plan given up (null): the snapshots its steps would have saved go back, never written. */
+  private abandon(items: readonly BatchItem[]): null {
+    for (const { seq, saveState } of items) {
+      if (saveState === undefined) continue;
+      const r = this.running.find((x) => x.seq === seq)!;
+      r.snaps = r.snaps.filter((s) => s.snap !== saveState);
+      this.snapshots!.release(saveState);
+    }
+    return null;
   }
 
   /** Ends running and waiting sequences that were aborted (or may not sample at all). */
@@ -308,6 +387,8 @@ export class Scheduler {
   private unslot(r: Running, keep: boolean): void {
     this.running = this.running.filter((x) => x !== r);
     if (keep) this.offer(r);
+    // Snapshots of pages that never entered the cache (not keyed yet, or the sequence failed).
+    for (const { snap } of r.snaps.splice(0)) this.snapshots!.release(snap);
     this.kv.release(r.slot);
     this.freeSlots.push(r.slot);
   }
@@ -327,6 +408,7 @@ export class Scheduler {
       this.waiting.unshift({ seq: r.seq, stream: r.stream, useCache: r.useCache });
     }
     this.prefix.clear();
+    this.snapshots?.clear();
     try {
       await this.runner.recover!();
     } catch (e) {
@@ -365,11 +447,11 @@ export class Scheduler {
     for (const r of order) {
       const decodes = r.seq.pending === 1;
       if (!this.running.includes(r) || !r.seq.ready || (!decodes && budget === 0)) continue;
-      const n = decodes ? 1 : Math.min(r.seq.pending, budget);
+      const n = decodes ? 1 : this.chunk(r.seq, r.seq.kvLength, Math.min(r.seq.pending, budget));
       // Its proposals' K/V rows need pages too (rolled back once verified); a prefill chunk that samples may have them.
       const proposed = r.seq.work(n, spareRows).proposed?.length ?? 0;
       let need = this.kv.pagesNeeded(r.slot, n + proposed);
-      if (pages + need > this.kv.availablePages && pipelined) return null;
+      if (pages + need > this.kv.availablePages && pipelined) return this.abandon(items);
       // Not enough pages: preempt the newest running sequence not yet in this batch (or this one).
       while (pages + need > this.kv.availablePages) {
         const victim = [...this.running].reverse().find((x) => !planned.has(x));
@@ -381,7 +463,7 @@ export class Scheduler {
       if (!this.running.includes(r) || pages + need > this.kv.availablePages) continue;
       const work = r.seq.work(n, proposed);
       spareRows -= work.proposed?.length ?? 0;
-      items.push({ seq: r.seq, slot: r.slot, work });
+      items.push({ seq: r.seq, slot: r.slot, work, ...this.saveAt(r, work) });
       planned.add(r);
       pages += need;
       if (!decodes) budget -= work.tokens.length;
@@ -393,10 +475,10 @@ export class Scheduler {
         i++;
         continue;
       }
-      const matched = w.useCache ? this.prefix.match(w.seq.tokens, w.seq.tokens.length - 1, w.seq.adapter?.key, w.seq.images?.keys) : [];
+      const { matched, loadState } = this.matchOf(w);
       const cached = matched.length * this.kv.pageSize;
       const left = w.seq.tokens.length - cached;
-      const n = left === 1 ? 1 : Math.min(left, budget);
+      const n = left === 1 ? 1 : this.chunk(w.seq, cached, Math.min(left, budget));
       // A prompt prefilled in one step verifies proposals with its first draw (a prediction's first tokens).
       const proposed = n === left ? w.seq.proposals(spareRows).length : 0;
       // Adopting cached pages takes them out of what can be reclaimed.
@@ -407,18 +489,34 @@ export class Scheduler {
       const slot = this.freeSlots.pop()!;
       this.kv.adopt(slot, matched);
       w.seq.reuse(cached);
-      const r: Running = { seq: w.seq, slot, stream: w.stream, cursor: this.prefix.cursor(w.seq.adapter?.key), useCache: w.useCache };
+      const r: Running = { seq: w.seq, slot, stream: w.stream, cursor: this.prefix.cursor(w.seq.adapter?.key), useCache: w.useCache, snaps: [], moving: null };
       r.cursor = this.prefix.extend(w.seq.tokens, matched, r.cursor, cached, w.seq.images?.keys);
       this.running.push(r);
       this.runner.place(w.seq, slot);
       const work = w.seq.work(n, proposed);
       spareRows -= work.proposed?.length ?? 0;
-      items.push({ seq: w.seq, slot, work });
+      items.push({ seq: w.seq, slot, work, ...(loadState !== undefined ? { loadState } : {}), ...this.saveAt(r, work) });
       planned.add(r);
       pages += need;
       if (n > 1) budget -= work.tokens.length;
     }
     return items;
+  }
+
+  /**
+   * The cached pages a waiting sequence adopts: its prompt's longest cached prefix of whole pages;
+   * with recurrent layers, only up to the deepest page holding a state snapshot, which its slot
+   * starts from (`loadState`).
+   */
+  private matchOf(w: Waiting): { matched: number[]; loadState?: number } {
+    if (!w.useCache) return { matched: [] };
+    const args = [w.seq.tokens, w.seq.tokens.length - 1, w.seq.adapter?.key, w.seq.images?.keys] as const;
+    const pool = this.snapshots;
+    if (!pool) return { matched: this.prefix.match(...args) };
+    const path = this.prefix.path(...args);
+    let d = path.length;
+    while (d > 0 && !pool.holds(path[d - 1]!)) d--;
+    return d ? { matched: path.slice(0, d).map((n) => n.page), loadState: pool.of(path[d - 1]!)! } : { matched: [] };
   }
 
   /**
@@ -439,8 +537,9 @@ export class Scheduler {
       const max = Math.min(ids.length - 1, theirs.length);
       const [mine, its] = [w.seq.images?.keys, r.seq.images?.keys];
       while (common < max && ids[common] === theirs[common] && mine?.get(common) === its?.get(common)) common++;
-      // It will compute at least one whole page we could adopt.
-      if (Math.floor(common / ps) > Math.floor(fed / ps)) return true;
+      // It will compute at least one whole page we could adopt (a hybrid: with the state snapshot at its prompt's last page boundary).
+      const b = this.boundary(r.seq.tokens.length);
+      if (this.snapshots ? fed < b && b <= common : Math.floor(common / ps) > Math.floor(fed / ps)) return true;
     }
     return false;
   }

@@ -21,6 +21,7 @@ import type { KvPages } from './kv-pages';
 import type { LayerCaches } from './layer-cache';
 import type { BatchItem, BatchRunner, StepCompletion } from './scheduler';
 import type { Sequence } from './sequence';
+import type { StateSnapshots } from './state-snapshots';
 import type { StepBuffers } from './step';
 import type { GeneratedToken, SamplingParams } from './types';
 
@@ -168,6 +169,8 @@ export class StepRunner implements BatchRunner {
     private readonly sampler: Sampler,
     private readonly stepBuffers: StepBuffers,
     private readonly kv: KvPages,
+    /** A hybrid model's state snapshots (BatchItem.loadState / saveState), null without. */
+    private readonly snapshots: StateSnapshots | null = null,
   ) {
     const { maxSeqs } = limits;
     this.caches = forward.caches;
@@ -181,6 +184,11 @@ export class StepRunner implements BatchRunner {
   /** Bytes of the readback buffers. */
   get readbackBytes(): number {
     return this.ring.reduce((n, r) => n + Object.values(r).reduce((m, b) => m + b.size, 0), 0);
+  }
+
+  /** Bytes of the state snapshot pool. */
+  get snapshotBytes(): number {
+    return this.snapshots?.bytes ?? 0;
   }
 
   /**
@@ -244,6 +252,8 @@ export class StepRunner implements BatchRunner {
     const spliced = this.writeImageRows(rows, tokens);
     const ring = this.ring[this.submitted++ % this.ring.length]!;
     let encoder = device.createCommandEncoder();
+    // A cached prefix's recurrent states into the slots they resume in, before the pass reads them.
+    for (const item of items) if (item.loadState !== undefined) this.snapshots!.load(encoder, item.loadState, item.slot);
     // Each sequence's keys after this step: the longest decides attention's splits; a profiled
     // step reports them all.
     const keys = rows.map((r) => this.kv.length(r.item.slot));
@@ -280,6 +290,8 @@ export class StepRunner implements BatchRunner {
       this.sampler.op.encode(pass, gpuRows.length);
     }
     pass.end();
+    // The states at a page boundary the step ended on, for the prefix cache.
+    for (const item of items) if (item.saveState !== undefined) this.snapshots!.save(encoder, item.slot, item.saveState);
     this.profiler?.end(encoder);
     // The step's outputs into this step's readback buffers (READBACK: one row per channel).
     const out: StepOut = { gpuRows, cpuRows, params, sampling: rows.slice(0, sampling), wantLogprobs: params.some((p) => p.logprobs), wantHidden, wantRouted: rows.slice(0, sampling).some((r) => r.item.seq.wantsRouted) };
@@ -441,6 +453,7 @@ export class StepRunner implements BatchRunner {
   /** Frees the readback buffers. */
   destroy(): void {
     for (const r of this.ring) for (const b of Object.values(r)) b.destroy();
+    this.snapshots?.destroy();
   }
 }
 
