@@ -47,6 +47,8 @@ export const BROWSER_ENGINE_CASES: Array<[string, string]> = [
   ['lfm2', 'Q8_0'],
   // Gated DeltaNet and gated attention (Qwen3.5).
   ['qwen35', 'Q8_0'],
+  // Mamba-2 (Granite 4.0-H): the biased conv, the scan and the grouped norm.
+  ['granite-h', 'Q8_0'],
   // Hidden 288: rows of 288 in llama-quantize's fallbacks (Q5_0 and Q8_0; IQ4_NL).
   ['llama-d288', 'Q4_K_M'],
   ['llama-d288', 'IQ4_XS_MIX'],

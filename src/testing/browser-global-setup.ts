@@ -36,6 +36,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // Gemma 3's multimodal checkpoint: an HF folder only (its text model's GGUF is gemma3's).
   const mm = await ensureFixture({ arch: 'gemma3', preset: 'tiny', multimodal: true }, { hf: ['F32'] });
   index['gemma3-mm'] = { 'hf-F32': relative(root, mm.hf.F32!).split('\\').join('/') };
+  // Granite 4.0-H (Mamba-2 layers beside NoPE attention): its granitehybrid Q8_0 file.
+  const graniteH = await ensureFixture({ arch: 'granite', preset: 'tiny', hybrid: { mambaGroups: 1 } }, { hf: [], gguf: ['Q8_0'] });
+  index['granite-h'] = { Q8_0: relative(root, graniteH.gguf.Q8_0!).split('\\').join('/') };
   // The Qwen3-Embedding checkpoint (bare-model names, sentence-transformers files): its folder.
   const embed = await ensureFixture({ arch: 'qwen3', preset: 'tiny', embedding: true }, { hf: ['F32'], gguf: [] });
   index['qwen3-embed'] = { 'hf-F32': relative(root, embed.hf.F32!).split('\\').join('/') };
