@@ -18,7 +18,8 @@ import { matvecDotRef, quantizeActivationRef } from '../kernels/matvec-dot';
 import type { Op, OpContext } from '../kernels/op';
 import { createRmsNormOp, rmsNormRef } from '../kernels/rms-norm';
 import { createRopeOp, ropeRef } from '../kernels/rope';
-import { causalConvSiluRef, createCausalConvSiluOp, createDeltaRuleOp, deltaRuleRef } from '../kernels/delta-net';
+import { causalConvSiluRef, createCausalConvSiluOp, createDeltaRuleOp } from '../kernels/delta-net';
+import { createDeltaChunkOp, DELTA_CHUNK, deltaChunkScratch, deltaRuleChunkedRef } from '../kernels/delta-net-chunked';
 import { createShortConvOp, shortConvRef } from '../kernels/short-conv';
 import { createMamba2ScanOp, mamba2ScanRef } from '../kernels/mamba2';
 import { deltaNetConvDim, mamba2ConvDim, type DeltaNetConfig, type Mamba2Config } from '../model/config';
@@ -354,7 +355,9 @@ const shortConv: KernelCheck = {
 
 /**
  * Qwen3.5's DeltaNet at its head dims (128): the conv + SiLU and the delta rule over one step of a
- * 5-token row and a 1-token row from nonzero states (GGUF's tiled heads and ssm_a), y against the reference.
+ * 5-token row and a 1-token row from nonzero states (GGUF's tiled heads and ssm_a), y against the
+ * reference. The 5-token row takes the chunked form (delta_chunk, delta_chunk_state at the engine's
+ * chunk size), the 1-token row the recurrence (delta_rule).
  */
 const deltaNet: KernelCheck = {
   name: 'delta_net',
@@ -377,22 +380,29 @@ const deltaNet: KernelCheck = {
     const buffers = [uploadAct(device, x, precision), uploadBuffer(device, w, STORAGE), uploadBuffer(device, convInit, STORAGE), uploadAct(device, zba, precision), uploadBuffer(device, vecs, STORAGE), uploadBuffer(device, sInit, STORAGE), convY, y, rows.lastToken, rows.rowSlot, rows.counts];
     const [xBuf, wBuf, convState, zbaBuf, vecBuf, sState] = buffers as [GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer];
     const conv = await createCausalConvSiluOp(ctx, { ...rows, x: xBuf, weight: wBuf, state: convState, y: convY, n: C, taps: d.convKernel });
-    const rule = await createDeltaRuleOp(ctx, { ...rows, d, eps, conv: convY, zba: zbaBuf, bOffset, aOffset, vecs: vecBuf, state: sState, y });
+    const chunk = { size: DELTA_CHUNK.size, from: 4 };
+    const scratch = createBuffer(device, deltaChunkScratch(d, T, chunk.size).floats * 4, STORAGE);
+    buffers.push(scratch);
+    const ruleArgs = { ...rows, d, eps, conv: convY, zba: zbaBuf, bOffset, aOffset, vecs: vecBuf, state: sState, y };
+    const rule = await createDeltaRuleOp(ctx, { ...ruleArgs, chunkFrom: chunk.from });
+    const chunked = await createDeltaChunkOp(ctx, { ...ruleArgs, scratch, maxTokens: T, chunk });
     try {
       await runPass(device, (pass) => {
         conv.encode(pass, 2);
         rule.encode(pass, 2);
+        chunked.encode(pass, T, 2);
       });
     } finally {
       conv.destroy();
       rule.destroy();
+      chunked.destroy();
     }
     const gotConv = await readAct(device, convY, T * C, precision);
     const got = await readAct(device, y, T * d.numVHeads * d.headVDim, precision);
     free(buffers);
     const per = (a: Float32Array, n: number) => [0, 1].map((s) => a.slice(s * n, (s + 1) * n));
     const wantConv = actRound(causalConvSiluRef(x, w, C, d.convKernel, lastToken, rowSlot, per(convInit, (d.convKernel - 1) * C)), precision);
-    const want = actRound(deltaRuleRef(d, eps, wantConv, { z: zba.subarray(0, bOffset), b: zba.subarray(bOffset, aOffset), a: zba.subarray(aOffset) }, vecs, lastToken, rowSlot, per(sInit, d.numVHeads * d.headKDim * d.headVDim)), precision);
+    const want = actRound(deltaRuleChunkedRef(d, eps, wantConv, { z: zba.subarray(0, bOffset), b: zba.subarray(bOffset, aOffset), a: zba.subarray(aOffset) }, vecs, lastToken, rowSlot, per(sInit, d.numVHeads * d.headKDim * d.headVDim), chunk), precision);
     return [
       { name: 'causal_conv_silu', maxError: maxRelDiff(gotConv, wantConv), tolerance: KERNEL_TOLERANCE.causalConvSilu[precision] },
       { name: 'delta_rule', maxError: maxRelDiff(got, want), tolerance: KERNEL_TOLERANCE.deltaRule[precision] },
