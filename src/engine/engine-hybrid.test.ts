@@ -9,12 +9,15 @@
  * The grid's lfm2 cases (engine-matrix.ts) check the model itself over 16 steps. Qwen3.5's
  * DeltaNet (its conv window and per-head state in one slot) and Granite 4.0-H's Mamba-2 (its conv
  * window and per-head scan state) take the chunked prompt and concurrent requests; the rest is the
- * same slot-state machinery.
+ * same slot-state machinery. Qwen3.5's MTP head runs here on the GPU beside that engine, against
+ * the CPU reference.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
 import { openModel, type OpenedModel } from '../model/open';
 import { greedy, ReferenceModel } from '../reference/forward';
+import { MtpReference } from '../reference/mtp';
+import { maxAbsDiffAll } from '../testing/compare';
 import { expectEngineMatchesReference } from '../testing/engine-check';
 import { LOGIT_TOLERANCE } from '../testing/engine-matrix';
 import { ensureFixture } from '../testing/fixtures/shared';
@@ -24,6 +27,7 @@ import { GpuEngine } from './engine';
 import { layerCacheKinds } from './layer-cache';
 import { snapshotBytes } from './state-snapshots';
 import type { GeneratedToken, GenerationResult } from './types';
+import { GpuMtpHead } from './mtp-head';
 
 let gpu: GPUContext;
 let opened: OpenedModel;
@@ -136,6 +140,31 @@ describe('the GPU engine on Qwen3.5 (gated DeltaNet on layers 0 and 2, gated att
     // The twin resumed from the first one's conv and delta-rule states at 20 tokens.
     expect(outs.map((o) => o.result.cachedTokens)).toEqual([0, 0, 20]);
     expectSameRun(outs[2]!, outs[0]!, LOGIT_TOLERANCE);
+  });
+});
+
+// Beside the Qwen3.5 engine above: the head's pipelines are mostly that engine's (Q8_0 at f32, one
+// device per file), compiled once.
+describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU reference (reference/mtp.ts)", () => {
+  it('Q8_0: the same logits over 7 rows, 4 fed at once then one by one, from the trunk hidden states', async () => {
+    const mtpOpened = await openModel((await ensureFixture({ arch: 'qwen35', preset: 'tiny', mtp: true }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
+    const ids = Array.from({ length: 8 }, (_, i) => (i * 7919 + 13) % mtpOpened.config.vocabSize);
+    // The trunk's hidden states teacher-forced on the CPU; the head's rows (h_t, token t+1).
+    const trunk = await ReferenceModel.load(mtpOpened);
+    const hidden = ids.map((id, t) => (trunk.forward(id, t), trunk.hidden));
+    const headRef = await MtpReference.load(mtpOpened);
+    const want = ids.slice(1).map((next, t) => headRef.forward(hidden[t]!, next, t));
+    const head = await GpuMtpHead.create(gpu, mtpOpened, { precision: 'f32', limits: { maxTokens: 8, maxSeqs: 1, numPages: 4, pageSize: 16, maxPagesPerSeq: 4, contextLength: 64 } });
+    try {
+      const rows = (from: number, to: number) => Float32Array.from(hidden.slice(from, to).flatMap((h) => [...h]));
+      const got = [await head.run(0, rows(0, 4), ids.slice(1, 5))];
+      for (let t = 4; t < 7; t++) got.push(await head.run(0, rows(t, t + 1), [ids[t + 1]!]));
+      expect(got[0]!.length).toBe(mtpOpened.config.vocabSize);
+      // Within 1e-3 of logits of spread about 5: the reference reads the same Q8_0 blocks, summed in another order.
+      expect(maxAbsDiffAll(got, [want[3]!, ...want.slice(4)])).toBeLessThan(1e-3);
+    } finally {
+      head.destroy();
+    }
   });
 });
 

@@ -6,12 +6,13 @@
  * Qwen3NextMultiTokenPredictor concatenates them), one full-attention decoder layer of the
  * trunk's kind at position t over the head's own KV, the head's norm, then the trunk's LM head:
  * logits for token t+2. Every norm is the family's (1 + w in HF, w + 1 stored in GGUF). The decoder
- * layer is a one-layer ReferenceModel fed x as its input row.
+ * layer is a one-layer ReferenceModel (model/mtp.ts) fed x as its input row.
  */
 import type { ModelConfig } from '../model/config';
 import { ModelError } from '../model/errors';
 import type { OpenedModel } from '../model/open';
-import { assembleMtpWeights, modelTensors, mtpTensors, type MtpWeights } from '../model/tensors';
+import { mtpLayerConfig, mtpLayerNames } from '../model/mtp';
+import { assembleMtpWeights, mtpTensors, type MtpWeights } from '../model/tensors';
 import { matmul, ReferenceModel, rmsnorm, type WeightMap } from './forward';
 
 export class MtpReference {
@@ -38,26 +39,12 @@ export class MtpReference {
 
   /** From float32 weights under canonical names (the trunk's embedding and output, the head's `blk.{numLayers}.*`). */
   static fromWeights(config: ModelConfig, weights: WeightMap, ropeFreqFactors?: Float32Array, contextLength?: number): MtpReference {
-    if (!config.mtpLayers) throw new ModelError('unsupported_arch', `${config.arch}: this model has no multi-token-prediction head`);
-    // Qwen3.5's MoE checkpoints' heads route experts: not read yet (the dense family's only).
-    if (config.moe) throw new ModelError('unsupported_arch', `${config.arch}: a mixture-of-experts MTP head is not supported`);
+    // The decoder layer alone (model/mtp.ts): one attention layer, the head's norm as its output norm.
+    const one = mtpLayerConfig(config);
     const w = assembleMtpWeights<Float32Array, Float32Array>(config, (t) => weights.get(t.name))!;
+    const layerWeights = new Map([...mtpLayerNames(config)].flatMap(([own, file]) => (weights.has(file) ? [[own, weights.get(file)!] as const] : [])));
     const tokenEmbd = weights.get('token_embd.weight');
-    const output = config.tieWordEmbeddings ? tokenEmbd : weights.get('output.weight');
-    if (!tokenEmbd || !output) throw new ModelError('missing_tensor', `the MTP head needs the trunk's ${tokenEmbd ? 'output' : 'token_embd'}.weight`);
-    // The decoder layer alone: one attention layer (no DeltaNet), the head's norm as its output
-    // norm, the trunk's LM head untied from the (unused) embedding rows.
-    const one: ModelConfig = { ...config, numLayers: 1, deltaNet: null, mtpLayers: 0, tieWordEmbeddings: false };
-    const layerWeights = new Map<string, Float32Array>([
-      ['token_embd.weight', tokenEmbd],
-      ['output_norm.weight', w.norm],
-      ['output.weight', output],
-    ]);
-    const l = config.numLayers;
-    for (const t of modelTensors(one)) {
-      const own = weights.get(t.name.replace(/^blk\.0\./, `blk.${l}.`));
-      if (t.layer === 0 && own) layerWeights.set(t.name, own);
-    }
+    if (!tokenEmbd) throw new ModelError('missing_tensor', "the MTP head needs the trunk's token_embd.weight", 'token_embd.weight');
     return new MtpReference(config, w, tokenEmbd, ReferenceModel.fromWeights(one, layerWeights, ropeFreqFactors, contextLength));
   }
 

@@ -1,0 +1,164 @@
+/**
+ * Qwen3.5's multi-token-prediction head on the GPU (ModelConfig.mtpLayers): reference/mtp.ts's
+ * arithmetic as GPU ops, on its own KV pages. Rows of one sequence, each the trunk's final hidden
+ * state h_t (after its output norm) and token t+1:
+ *   e  = embedding(token t+1)                     (the trunk's table, unscaled)
+ *   x  = fc_e · rmsnorm(e)·enorm + fc_h · rmsnorm(h_t)·hnorm
+ *        (fc's two column halves, split at upload: fc · [embedding | hidden] without a concat)
+ *   the decoder layer as a one-layer model (model/mtp.ts) whose rows are x (the image splice puts
+ *   them over its embedded rows), its output norm the head's, the LM head the trunk's.
+ * Everything but the rows is made once; a call records one command buffer and reads the last row's
+ * logits back. Not yet a proposer (issue #32): the engine's step does not hand it hidden states,
+ * and it uploads its own copy of the embedding (the one-layer model's weights).
+ */
+import { createBuffer, readBuffer, STORAGE, uploadBuffer } from '../gpu/buffers';
+import type { GPUContext } from '../gpu/device';
+import { createEmbedOp } from '../kernels/embed';
+import { createLinearOp, engineLinearSpecs } from '../kernels/matmul';
+import { engineOpContext, type Op } from '../kernels/op';
+import type { Precision } from '../gpu/pipelines';
+import { createRmsNormOp } from '../kernels/rms-norm';
+import { uploadWeightParts, type WeightPart } from '../kernels/weights';
+import { tensorByteLength } from '../formats/dtypes';
+import { ModelError } from '../model/errors';
+import { mtpLayerModel } from '../model/mtp';
+import type { OpenedModel } from '../model/open';
+import { mtpTensors } from '../model/tensors';
+import { GpuForward, type ForwardLimits } from './forward/forward';
+import { maxWeightPartBytes, uploadWeights, type GpuWeights } from './gpu-weights';
+import { KvPages } from './kv-pages';
+import { StepBuffers } from './step';
+
+export class GpuMtpHead {
+  private readonly kv: KvPages;
+  private readonly readback: GPUBuffer;
+
+  private constructor(
+    private readonly gpu: GPUContext,
+    private readonly opened: OpenedModel,
+    private readonly forward: GpuForward,
+    private readonly step: StepBuffers,
+    private readonly weights: GpuWeights,
+    /** u32 [maxTokens] the rows' next tokens, f32 [maxTokens, hidden] their hidden states. */
+    private readonly ids: GPUBuffer,
+    private readonly hidden: GPUBuffer,
+    /** embed, the two input norms, fc's halves: the rows' x, before the layer. */
+    private readonly pre: readonly Op[],
+    private readonly own: readonly GPUBuffer[],
+  ) {
+    this.kv = new KvPages(forward.limits.numPages, forward.limits.pageSize);
+    this.readback = createBuffer(gpu.device, opened.config.vocabSize * 4, GPUBufferUsage.COPY_DST | GPUBufferUsage.MAP_READ, 'mtp logits readback');
+  }
+
+  static async create(gpu: GPUContext, opened: OpenedModel, opts: { precision: Precision; limits: ForwardLimits }): Promise<GpuMtpHead> {
+    const c = opened.config;
+    const { device } = gpu;
+    const layer = mtpLayerModel(opened);
+    const maxPart = maxWeightPartBytes(device.limits);
+    const weights = await uploadWeights(device, layer, undefined, maxPart);
+    const own: GPUBuffer[] = [];
+    const ctx = engineOpContext(gpu, opts.precision);
+    // The head's input side in f32 whatever the precision: the hidden state is the trunk's f32 row.
+    const f32 = { ...ctx, precision: 'f32' as const };
+    const H = c.hiddenSize;
+    const T = opts.limits.maxTokens;
+    const head = new Map(mtpTensors(c).map((t) => [t.row.field, t.name]));
+    const [fcE, fcH] = await fcHalves(device, opened, head.get('fc')!, H, maxPart);
+    own.push(...[...fcE, ...fcH].map((p) => p.buffer));
+    // Norm weights as applied: offset + w (HF's 1 + w).
+    const norm = async (field: string) => {
+      const b = uploadBuffer(device, (await opened.readTensorF32(head.get(field)!)).map((v) => v + c.normWeightOffset), STORAGE, head.get(field));
+      own.push(b);
+      return b;
+    };
+    const [embNorm, hiddenNorm] = [await norm('embNorm'), await norm('hiddenNorm')];
+    const make = (bytes: number, label: string) => {
+      const b = createBuffer(device, bytes, STORAGE, label);
+      own.push(b);
+      return b;
+    };
+    const ids = make(T * 4, 'mtp next tokens');
+    const hidden = make(T * H * 4, 'mtp hidden');
+    const e = make(T * H * 4, 'mtp embedding');
+    const eN = make(T * H * 4, 'mtp normed embedding');
+    const hN = make(T * H * 4, 'mtp normed hidden');
+    const sampled = make(2 * opts.limits.maxSeqs * 4, 'mtp sampled');
+
+    const step = new StepBuffers(device, opts.limits);
+    const forward = await GpuForward.create(ctx, layer.config, weights, step, sampled, opts.limits, opened.ropeFreqFactors);
+    const splice = await forward.enableImages(ctx);
+    // Every row takes its x: the splice's index is the identity.
+    device.queue.writeBuffer(splice.index, 0, Uint32Array.from({ length: T }, (_, i) => i));
+    const table = weights.tokenEmbd;
+    const eps = c.rmsNormEps;
+    const specs = engineLinearSpecs(ctx);
+    const fc = (parts: WeightPart[], x: GPUBuffer, residual: boolean, role: string) =>
+      createLinearOp(f32, { weight: parts, dtype: opened.tensors.get(head.get('fc')!)!.info.dtype, n: H, k: H, x, y: splice.rows, xF32: true, yF32: true, step: step.counts, maxTokens: T, label: { role }, residual }, specs);
+    const pre = [
+      await createEmbedOp(f32, { tokens: ids, table: table.parts, x: e, xF32: true, dtype: table.dtype, n: H, vocab: c.vocabSize, label: { role: 'mtp_embed' } }),
+      await createRmsNormOp(f32, { x: e, xF32: true, weight: embNorm, y: eN, yF32: true, n: H, maxTokens: T, eps, label: { role: 'mtp_enorm' } }),
+      await createRmsNormOp(f32, { x: hidden, xF32: true, weight: hiddenNorm, y: hN, yF32: true, n: H, maxTokens: T, eps, label: { role: 'mtp_hnorm' } }),
+      await fc(fcE, eN, false, 'mtp_fc_e'),
+      await fc(fcH, hN, true, 'mtp_fc_h'),
+    ];
+    return new GpuMtpHead(gpu, opened, forward, step, weights, ids, hidden, pre, own);
+  }
+
+  /**
+   * Feeds rows of sequence `seq` at its next positions: `hidden` f32 [n, hidden], each the trunk's
+   * final hidden state at that position, and `next` the n tokens that follow them. Returns the
+   * head's logits (vocab) of the last row: its guess for the token after `next`'s last.
+   */
+  async run(seq: number, hidden: Float32Array, next: readonly number[]): Promise<Float32Array> {
+    const { device } = this.gpu;
+    const n = next.length;
+    if (hidden.length !== n * this.opened.config.hiddenSize) throw new RangeError(`${n} rows need ${n * this.opened.config.hiddenSize} hidden values, got ${hidden.length}`);
+    device.queue.writeBuffer(this.hidden, 0, hidden as Float32Array<ArrayBuffer>);
+    device.queue.writeBuffer(this.ids, 0, Uint32Array.from(next));
+    const { tokens, seqs } = this.step.write([{ seq, tokens: next }], this.kv);
+    const plan = { ...this.forward.plan({ tokens, seqs, adapted: false, hidden: false, maxKeys: this.kv.length(seq) }), images: true };
+    const encoder = device.createCommandEncoder({ label: 'mtp head' });
+    const pass = encoder.beginComputePass();
+    for (const op of this.pre) op.encode(pass, n);
+    this.forward.encode(pass, plan);
+    pass.end();
+    encoder.copyBufferToBuffer(this.forward.logits, 0, this.readback, 0, this.readback.size);
+    device.queue.submit([encoder.finish()]);
+    await this.readback.mapAsync(GPUMapMode.READ);
+    const out = new Float32Array(this.readback.getMappedRange().slice(0));
+    this.readback.unmap();
+    return out;
+  }
+
+  /** Forgets sequence `seq`'s rows (its KV pages go back to the pool). */
+  release(seq: number): void {
+    this.kv.release(seq);
+  }
+
+  destroy(): void {
+    for (const op of this.pre) op.destroy();
+    this.forward.destroy();
+    this.step.destroy();
+    this.weights.destroy();
+    for (const b of [...this.own, this.readback]) b.destroy();
+  }
+}
+
+/**
+ * fc ([hidden, 2·hidden], its columns the embedding's then the hidden state's) as two
+ * [hidden, hidden] matrices of the file's type: each row's bytes cut at column `hidden` (whole
+ * quant blocks where hidden is a multiple of the type's block, which the file's rows are).
+ */
+async function fcHalves(device: GPUDevice, opened: OpenedModel, name: string, H: number, maxPart: number): Promise<[WeightPart[], WeightPart[]]> {
+  const { dtype } = opened.tensors.get(name)!.info;
+  const row = tensorByteLength(dtype, 2 * H);
+  const half = tensorByteLength(dtype, H);
+  if (2 * half !== row) throw new ModelError('unsupported_dtype', `${name}: a ${dtype} row of ${2 * H} cannot be cut at column ${H}`, name);
+  const bytes = await opened.readTensor(name);
+  const halves = [new Uint8Array(H * half), new Uint8Array(H * half)] as const;
+  for (let r = 0; r < H; r++) {
+    halves[0].set(bytes.subarray(r * row, r * row + half), r * half);
+    halves[1].set(bytes.subarray(r * row + half, (r + 1) * row), r * half);
+  }
+  return [uploadWeightParts(device, dtype, halves[0], { rows: H, cols: H }, maxPart, `${name} [embedding]`), uploadWeightParts(device, dtype, halves[1], { rows: H, cols: H }, maxPart, `${name} [hidden]`)];
+}
