@@ -10,6 +10,7 @@ import { readGGUF } from '../formats/gguf';
 import { fileSource } from '../formats/source';
 import { configFromGGUF } from '../model/config-gguf';
 import { configFromHF } from '../model/config-hf';
+import { openFolder, type Folder } from '../model/folder';
 import { openModel, type OpenedModel } from '../model/open';
 import { mtpTensors } from '../model/tensors';
 import { maxAbsDiffAll as maxAbsDiff } from '../testing/compare';
@@ -56,6 +57,18 @@ describe('Qwen3.5 MTP head from its HF folder and from GGUF', () => {
 });
 
 describe('MTP configs', () => {
+  it('loads a folder whose config.json states a head its files lack (an export that dropped it) as the trunk alone', async () => {
+    const plain = await openFolder((await ensureFixture({ arch: 'qwen35', preset: 'tiny' }, { hf: ['F32'], gguf: [] })).hf.F32!);
+    const stated: Folder = {
+      ...plain,
+      source: (file) => plain.source(file),
+      text: async (file) => (file === 'config.json' ? JSON.stringify({ ...JSON.parse((await plain.text(file))!), mtp_num_hidden_layers: 1 }) : plain.text(file)),
+    };
+    const opened = await openModel(stated);
+    expect(opened.config).toMatchObject({ numLayers: 3, mtpLayers: 0 });
+    expect(mtpTensors(opened.config)).toEqual([]);
+  });
+
   const fx = makeFixture({ arch: 'qwen35', preset: 'tiny', mtp: true });
 
   it('reads mtp_num_hidden_layers (absent: 0) and refuses more than one layer by name', () => {
