@@ -146,7 +146,7 @@ describe('the GPU engine on Qwen3.5 (gated DeltaNet on layers 0 and 2, gated att
 // Beside the Qwen3.5 engine above: the head's pipelines are mostly that engine's (Q8_0 at f32, one
 // device per file), compiled once.
 describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU reference (reference/mtp.ts)", () => {
-  it('Q8_0: the same logits over 7 rows, 4 fed at once then one by one, from the trunk hidden states', async () => {
+  it('Q8_0: the same logits over 7 rows, 4 fed at once then one by one, from the trunk hidden states, and after a rollback', async () => {
     const mtpOpened = await openModel((await ensureFixture({ arch: 'qwen35', preset: 'tiny', mtp: true }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
     const ids = Array.from({ length: 8 }, (_, i) => (i * 7919 + 13) % mtpOpened.config.vocabSize);
     // The trunk's hidden states teacher-forced on the CPU; the head's rows (h_t, token t+1).
@@ -160,8 +160,14 @@ describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU ref
       const got = [await head.run(0, rows(0, 4), ids.slice(1, 5))];
       for (let t = 4; t < 7; t++) got.push(await head.run(0, rows(t, t + 1), [ids[t + 1]!]));
       expect(got[0]!.length).toBe(mtpOpened.config.vocabSize);
+      // Rolled back to 5 rows after a wrong row at position 5, it gives row 5's logits again.
+      head.truncate(0, 5);
+      await head.run(0, rows(0, 1), [(ids[6]! + 1) % mtpOpened.config.vocabSize]);
+      head.truncate(0, 5);
+      expect(head.length(0)).toBe(5);
+      got.push(await head.run(0, rows(5, 6), [ids[6]!]));
       // Within 1e-3 of logits of spread about 5: the reference reads the same Q8_0 blocks, summed in another order.
-      expect(maxAbsDiffAll(got, [want[3]!, ...want.slice(4)])).toBeLessThan(1e-3);
+      expect(maxAbsDiffAll(got, [want[3]!, ...want.slice(4), want[5]!])).toBeLessThan(1e-3);
     } finally {
       head.destroy();
     }

@@ -130,6 +130,19 @@ export class GpuMtpHead {
     return out;
   }
 
+  /** Rows of sequence `seq` the head holds (its KV length): the next run feeds position this. */
+  length(seq: number): number {
+    return this.kv.length(seq);
+  }
+
+  /**
+   * Forgets sequence `seq`'s rows from position `length` on (a proposer's rollback: rows whose next
+   * token the target rejected); the next run feeds position `length`.
+   */
+  truncate(seq: number, length: number): void {
+    this.kv.truncate(seq, length);
+  }
+
   /** Forgets sequence `seq`'s rows (its KV pages go back to the pool). */
   release(seq: number): void {
     this.kv.release(seq);
