@@ -13,7 +13,7 @@ alias act = f32;
 
 override WG: u32 = 64;
 override CH: u32 = 32;       // chunk length
-override CH2: u32 = CH * CH;
+override TRI: u32 = CH * (CH - 1u) / 2u + 1u;  // a strictly lower CH × CH triangle, packed (at least one)
 
 @group(0) @binding(0) var<storage, read> conv: array<act>;          // [T, 2·nk·dk + nv·dv] q, k, v after the conv
 @group(0) @binding(1) var<storage, read> zba: array<act>;           // b [T, nv] at bOff, a [T, nv] at aOff
@@ -23,12 +23,15 @@ override CH2: u32 = CH * CH;
 @group(0) @binding(5) var<uniform> counts: Counts;
 @group(0) @binding(6) var<uniform> p: Params;
 
-var<workgroup> m: array<f32, CH2>;  // A, then M's strictly lower part, row-major [CH, CH]
+var<workgroup> m: array<f32, TRI>;  // A, then M's strictly lower part: row t's c < t at tri(t) + c
 var<workgroup> gc: array<f32, CH>;
 var<workgroup> rq: array<f32, CH>;
 var<workgroup> rk: array<f32, CH>;
 var<workgroup> bt: array<f32, CH>;
 var<workgroup> row: array<f32, CH>;  // the solve's next row before it replaces A's
+
+// Where row t of the packed triangle starts.
+fn tri(t: u32) -> u32 { return t * (t - 1u) / 2u; }
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: vec3u) {
@@ -94,7 +97,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: v
       }
       let decay = exp(gc[t] - gc[c]);
       chunk[p.pOff + ((t0 + t) * p.nv + h) * CH + c] = decay * qk * rq[t] * rk[c];
-      if (c < t) { m[t * CH + c] = bt[t] * decay * kk * rk[t] * rk[c]; }
+      if (c < t) { m[tri(t) + c] = bt[t] * decay * kk * rk[t] * rk[c]; }
     }
   }
   workgroupBarrier();
@@ -102,12 +105,12 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: v
   // M = (I + A)⁻¹, a row at a time: M[t][c] = −A[t][c] − Σ_{c<j<t} A[t][j]·M[j][c].
   for (var t = 1u; t < n; t++) {
     for (var c = lid; c < t; c += WG) {
-      var acc = -m[t * CH + c];
-      for (var j = c + 1u; j < t; j++) { acc -= m[t * CH + j] * m[j * CH + c]; }
+      var acc = -m[tri(t) + c];
+      for (var j = c + 1u; j < t; j++) { acc -= m[tri(t) + j] * m[tri(j) + c]; }
       row[c] = acc;
     }
     workgroupBarrier();
-    for (var c = lid; c < t; c += WG) { m[t * CH + c] = row[c]; }
+    for (var c = lid; c < t; c += WG) { m[tri(t) + c] = row[c]; }
     workgroupBarrier();
   }
 
@@ -119,7 +122,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: v
     var acc = 0.0;
     for (var c = 0u; c <= t; c++) {
       var coef = bt[c];
-      if (c < t) { coef *= m[t * CH + c]; }
+      if (c < t) { coef *= m[tri(t) + c]; }
       if (col < dk) {
         acc += coef * exp(gc[c]) * rk[c] * f32(conv[(t0 + c) * width + kb + col]);
       } else {

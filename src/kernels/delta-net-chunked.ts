@@ -23,8 +23,9 @@ export const deltaChunkStateKernel: Kernel = { name: 'delta_chunk_state', source
 
 /**
  * When the engine takes the chunked form, and its chunk: rows of `from` tokens or more, in chunks of
- * `size` (≤ 32: delta_chunk keeps a size² matrix in 16 KiB of workgroup memory; ≤ the state pass's
- * MAX_CH). Below `from` the recurrence's one dispatch beats two; no real GPU has timed the crossover.
+ * `size` (≤ 64, the state pass's MAX_CH; delta_chunk keeps the size × size triangle, packed, in
+ * workgroup memory: 2.6 KiB at 32). Below `from` the recurrence's single dispatch is presumed to
+ * beat three; no real GPU has timed the crossover.
  */
 export const DELTA_CHUNK = { size: 32, from: 16 } as const;
 /** Chunk sizes the kernels are specialised and tested at. */
@@ -124,7 +125,7 @@ export async function createDeltaChunkOp(
   const { size, from } = args.chunk ?? DELTA_CHUNK;
   if (d.headKDim > DELTA_NET_LIMITS.headKDim || d.headVDim > DELTA_NET_LIMITS.headVDim)
     throw new RangeError(`delta_chunk takes head dims up to ${DELTA_NET_LIMITS.headKDim} (keys) and ${DELTA_NET_LIMITS.headVDim} (values), got ${d.headKDim} and ${d.headVDim}`);
-  if (!(Number.isInteger(size) && size >= 1 && size <= 32 && from >= 1)) throw new RangeError(`delta_chunk takes chunks of 1..32 tokens from rows of at least one, got ${size} from ${from}`);
+  if (!(Number.isInteger(size) && size >= 1 && size <= 64 && from >= 1)) throw new RangeError(`delta_chunk takes chunks of 1..64 tokens from rows of at least one, got ${size} from ${from}`);
   const wg = args.wg ?? 64;
   const constants = { WG: wg, CH: size };
   const [intra, pass2] = await Promise.all([ctx.cache.get(deltaChunkKernel, { precision: ctx.precision, constants }), ctx.cache.get(deltaChunkStateKernel, { precision: ctx.precision, constants })]);
