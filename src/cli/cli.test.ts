@@ -12,8 +12,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openModel } from '../model/open';
 import { ensureLoraFixture } from '../testing/fixtures/lora-write';
 import { mergedReference } from '../testing/lora-reference';
-import { greedy, logitsFor, ReferenceModel } from '../reference/forward';
-import { ensureFixture } from '../testing/fixtures/shared';
+import { greedy, ReferenceModel } from '../reference/forward';
+import { stableGreedy } from '../testing/stable-greedy';
+import { ensureFixture, HYBRID_FIXTURES } from '../testing/fixtures/shared';
 import { serveDirectory, type StaticServer } from '../testing/server';
 import type { GenerateOutput } from './generate';
 import { main } from './main';
@@ -41,13 +42,7 @@ async function cli(...args: string[]): Promise<GenerateOutput> {
 async function reference(location: string, lora?: string): Promise<number[]> {
   const opened = await openModel(location);
   const ref = lora ? await mergedReference(opened, lora) : await ReferenceModel.load(opened);
-  const want = greedy(ref, PROMPT, STEPS);
-  const logits = logitsFor(ref, [...PROMPT, ...want]);
-  const stable = want.findIndex((_, s) => {
-    const sorted = [...logits[PROMPT.length - 1 + s]!].sort((a, b) => b - a);
-    return sorted[0]! - sorted[1]! < TIE;
-  });
-  return stable < 0 ? want : want.slice(0, stable);
+  return stableGreedy(ref, PROMPT, STEPS, TIE);
 }
 
 describe('webgpu-llm generate (the built CLI in a child process)', () => {
@@ -94,6 +89,15 @@ describe('webgpu-llm generate (the built CLI in a child process)', () => {
     expect(got.ids.slice(0, want.length)).toEqual(want);
     // and the adapter changed the output
     expect(got.ids).not.toEqual(greedy(await ReferenceModel.load(await openModel(paths.gguf.Q8_0!)), PROMPT, STEPS));
+  });
+
+  // Each family with recurrent layers (issue #29) from its Q8_0 GGUF: one model load each on SwiftShader.
+  it.each(HYBRID_FIXTURES)('runs the hybrid %s from its GGUF: the reference greedy ids', { timeout: 180_000 }, async (_, options) => {
+    const { gguf } = await ensureFixture(options, { hf: [], gguf: ['Q8_0'] });
+    const got = await cli('--model', gguf.Q8_0!, '--prompt-ids', PROMPT.join(','), '--max-tokens', String(STEPS), '--temperature', '0', '--ignore-eos', '--precision', 'f32', '--json');
+    const want = await reference(gguf.Q8_0!);
+    expect(want.length).toBeGreaterThan(0);
+    expect(got.ids.slice(0, want.length)).toEqual(want);
   });
 });
 

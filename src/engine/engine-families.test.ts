@@ -12,13 +12,16 @@ import { logitsFor, ReferenceModel } from '../reference/forward';
 import { expectEngineMatchesReference, expectModelMatchesReference } from '../testing/engine-check';
 import { GpuEngine } from './engine';
 import { GREEDY } from '../testing/sampling';
-import { describeEngineGrid, FIRST_FAMILIES, LOGIT_TOLERANCE, MAIN_GRID, SHORT_STEPS, STEPS } from '../testing/engine-matrix';
+import { describeEngineGrid, FIRST_FAMILIES, LAYOUT_GRID, LOGIT_TOLERANCE, MAIN_GRID, SHORT_STEPS, STEPS } from '../testing/engine-matrix';
 import { useFixtureURLs } from '../testing/fixture-server';
 import { D288_MIXES, ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
 import { serveDirectory } from '../testing/server';
 
 describeEngineGrid(MAIN_GRID.filter(([a]) => !FIRST_FAMILIES.includes(a)));
+// Other fixture layouts (Granite 4.0-H, issue #29), long and short.
+describeEngineGrid(LAYOUT_GRID.filter((l) => l.long.length).map((l) => [l.arch, l.long, l.variant]));
+describeEngineGrid(LAYOUT_GRID.filter((l) => l.short.length).map((l) => [l.arch, l.short, l.variant]), 'f32', SHORT_STEPS);
 
 describe('the GPU engine on LongRoPE from the GGUF (typed "longrope"), on each side of its switch', () => {
   const urls = useFixtureURLs('phi3');
@@ -96,16 +99,6 @@ describe('the GPU engine on a dense Granite 4.0 folder (granitemoehybrid)', () =
     } finally {
       await server.close();
     }
-  });
-});
-
-describe('the GPU engine on a Granite 4.0-H folder (granitemoehybrid with Mamba-2 on layers 0 and 2, NoPE attention on layer 1)', () => {
-  // HF's A_log and in_proj's z, xBC, dt rows, one B/C group as the released models; the scan state
-  // carried over 36 positions. engine-hybrid.test.ts runs its GGUF (ssm_a, two groups) over prefill chunks.
-  const urls = useFixtureURLs('granite', { options: { hybrid: { mambaGroups: 1 } }, which: { hf: ['F32'], gguf: [] } });
-
-  it('hf-F32: greedy tokens and teacher-forced logits match the reference', async () => {
-    await expectModelMatchesReference(await testGPU(), urls()['hf-F32']!, { precision: 'f32', steps: STEPS, tolerance: LOGIT_TOLERANCE, salt: 29 });
   });
 });
 

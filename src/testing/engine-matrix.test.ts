@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { ARCH, ARCHES } from '../model/arch';
 import { GGUF_VARIANTS } from './fixtures/gguf-layout';
 import { HF_DTYPES } from './fixtures/write';
-import { MAIN_GRID, requiredFormats, TYPE_CARRIERS, TYPE_GROUPS, typeGrid } from './engine-matrix';
+import { LAYOUT_GRID, MAIN_GRID, requiredFormats, TYPE_CARRIERS, TYPE_GROUPS, typeGrid } from './engine-matrix';
 import { BROWSER_ENGINE_CASES } from './browser-engine-cases';
 
 const WRITTEN = new Set<string>([...HF_DTYPES.map((d) => `hf-${d}`), ...GGUF_VARIANTS]);
@@ -28,6 +28,17 @@ describe('the engine grid', () => {
     for (const arch of TYPE_CARRIERS) expect(GGUF_VARIANTS.filter((v) => !requiredFormats(arch).includes(v))).toEqual([]);
     // A dense carrier and an MoE one: the experts' kernels dequantise every type too.
     expect(TYPE_CARRIERS.map((a) => ARCH[a].moe !== null)).toEqual([false, true]);
+  });
+
+  it('runs each other fixture layout (Granite 4.0-H) on formats its variant writes, each once', () => {
+    for (const { long, short, variant } of LAYOUT_GRID) {
+      const all = [...long, ...short];
+      expect(all.length).toBeGreaterThan(0);
+      expect(new Set(all).size).toBe(all.length);
+      expect(all.filter((f) => !WRITTEN.has(f))).toEqual([]);
+      const written = [...(variant.which?.hf ?? []).map((d) => `hf-${d}`), ...(variant.which?.gguf ?? [])];
+      expect(all.filter((f) => !written.includes(f))).toEqual([]);
+    }
   });
 
   it("Chromium's sample runs every architecture and every format the generator writes", () => {

@@ -9,7 +9,8 @@ import { beforeAll, describe, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
 import { ARCHES, type Arch } from '../model/arch';
 import { expectModelMatchesReference, SHORT_STEPS, STEPS } from './engine-check';
-import { useFixtureURLs } from './fixture-server';
+import { useFixtureURLs, type FixtureVariant } from './fixture-server';
+import { fixtureName } from './fixtures/shared';
 import { testGPU } from './gpu';
 
 import { F16_LOGIT_TOLERANCE, LOGIT_TOLERANCE } from './tolerances';
@@ -101,6 +102,18 @@ export const MAIN_GRID: ReadonlyArray<[Arch, readonly string[]]> = [
 ];
 
 /**
+ * Fixture layouts of a family other than the one its rows above run (issue #29), run by
+ * engine-families.test.ts as the main grid's rows: Granite 4.0-H, the granite row's Mamba-2 layout
+ * (mamba, NoPE attention, mamba), its HF folder (A_log, the shared MLP's fused gate/up, one B/C
+ * group as the released models) long, the scan state carried over 36 positions.
+ * engine-hybrid.test.ts runs its GGUF (granitehybrid, two groups) over prefill chunks, and
+ * engine-families.f16.test.ts its Q8_0 in f16.
+ */
+export const LAYOUT_GRID: ReadonlyArray<{ arch: Arch; variant: FixtureVariant; long: readonly string[]; short: readonly string[] }> = [
+  { arch: 'granite', variant: { options: { hybrid: { mambaGroups: 1 } }, which: { hf: ['F32'], gguf: [] } }, long: ['hf-F32'], short: [] },
+];
+
+/**
  * The type grid's parts, one file each: the plain and block-of-32 types (and the HF folders), the
  * K-quants and IQ4_XS (blocks of 256), and llama-quantize's mixes.
  */
@@ -127,11 +140,13 @@ export function typeGrid(types: readonly string[]): Array<[Arch, string[]]> {
  * which the short check (SHORT_STEPS) takes from the engine's teacher-forced logits rather than a
  * second run through the GPU sampler (the sampler does not depend on the weight type).
  */
-export function describeEngineGrid(cases: Array<[Arch, readonly string[]]>, precision: 'f32' | 'f16' = 'f32', steps = STEPS): void {
+export function describeEngineGrid(cases: Array<[Arch, readonly string[], FixtureVariant?]>, precision: 'f32' | 'f16' = 'f32', steps = STEPS): void {
   const sampled = steps !== SHORT_STEPS;
   const f16 = precision === 'f16';
-  describe.each(cases)(`the ${f16 ? 'f16 ' : ''}GPU engine on the tiny %s fixture`, (arch, variants) => {
-    const urls = useFixtureURLs(arch);
+  // A layout's fixture (LAYOUT_GRID) is named as its folder is.
+  const named = cases.map(([arch, variants, layout]) => [layout ? fixtureName({ ...layout.options, arch, preset: 'tiny' }) : arch, arch, variants, layout] as const);
+  describe.each(named)(`the ${f16 ? 'f16 ' : ''}GPU engine on the tiny %s fixture`, (_, arch, variants, layout) => {
+    const urls = useFixtureURLs(arch, layout);
     let gpu: GPUContext;
     beforeAll(async () => {
       gpu = await testGPU();
