@@ -24,7 +24,7 @@ describe('Granite 4.0-H from its HF folder and from GGUF', () => {
 
   beforeAll(async () => {
     [one, two] = await Promise.all([
-      ensureFixture({ arch: 'granite', preset: 'tiny', hybrid: { mambaGroups: 1 } }, { hf: ['F32'], gguf: ['F32', 'F16', 'Q8_0'] }),
+      ensureFixture({ arch: 'granite', preset: 'tiny', hybrid: { mambaGroups: 1 } }, { hf: ['F32'], gguf: ['F32', 'F16', 'Q8_0', 'Q4_K_M'] }),
       ensureFixture({ arch: 'granite', preset: 'tiny', hybrid: { mambaGroups: 2 } }, { hf: ['F32'], gguf: ['F32'] }),
     ]);
     hf = await load(one.hf.F32);
@@ -49,6 +49,9 @@ describe('Granite 4.0-H from its HF folder and from GGUF', () => {
     expect(at('blk.0.ssm_in.weight')).toEqual(['F16', [512 + 640 + 8, 256]]);
     expect(at('blk.1.ffn_gate.weight')).toEqual(['F16', [512, 256]]);
     expect(file.has('blk.1.ssm_in.weight') || file.has('blk.0.attn_q.weight')).toBe(false);
+    // llama-quantize's Q4_K_M: the one attn_v is the first and last of its kind (Q6_K), Mamba-2's projections the preset's Q4_K.
+    const mix = new Map((await readGGUF(fileSource(one.gguf.Q4_K_M!))).tensors.map((t) => [t.name, t.dtype]));
+    expect(['blk.1.attn_v.weight', 'blk.0.ssm_in.weight', 'blk.2.ssm_out.weight', 'blk.0.ssm_a'].map((n) => mix.get(n))).toEqual(['Q6_K', 'Q4_K', 'Q4_K', 'F32']);
   });
 
   it('gives the HF logits from the F32 GGUF within 1e-4, and not when ssm_a is read as A_log or in_proj as xBC then z', async () => {
@@ -84,6 +87,7 @@ describe('Granite 4.0-H from its HF folder and from GGUF', () => {
   it.each([
     ['F16', 0.00085], // measured 0.00049
     ['Q8_0', 0.017], // measured 0.0097
+    ['Q4_K_M', 0.19], // measured 0.11
   ] as const)('%s stays within %f of the F32 logits', async (variant, bound) => {
     expect(relativeError(logitsFor(await load(one.gguf[variant]), ids), want)).toBeLessThan(bound);
   });
