@@ -1,6 +1,6 @@
 /**
  * The HTTP server on each family with recurrent layers (issue #29), on the CPU reference backend:
- * `serve` around the API app over a ReferenceBackend of the tiny fixture's GGUF, and the real OpenAI
+ * `serve` around the API app over a ReferenceBackend of the tiny fixture's HF folder or Q8_0 GGUF, and the real OpenAI
  * client asks it for greedy completions of token ids; the text is the reference's greedy tokens
  * decoded, and a repeated request (its recurrent state recomputed, not rewound) gives it again.
  * The GPU engine equals the reference on these fixtures in the engine grid; the CLI runs them on
@@ -21,10 +21,10 @@ import type { EngineHandle } from './types';
 const PROMPT = [1, 17, 42, 99, 7, 250, 3, 64];
 const STEPS = 8;
 
-describe.each(HYBRID_FIXTURES)('the HTTP server on the hybrid %s (its Q8_0 GGUF, CPU reference backend)', (name, options) => {
-  it('answers greedy completions with the reference greedy tokens, twice', async () => {
-    const { gguf } = await ensureFixture(options, { hf: [], gguf: ['Q8_0'] });
-    const opened = await openModel(gguf.Q8_0!);
+describe.each(HYBRID_FIXTURES)('the HTTP server on the hybrid %s (CPU reference backend)', (name, options) => {
+  it.each(['hf-F32', 'Q8_0'])('%s: answers greedy completions with the reference greedy tokens, twice', async (format) => {
+    const { hf, gguf } = await ensureFixture(options, { hf: ['F32'], gguf: ['Q8_0'] });
+    const opened = await openModel(format === 'Q8_0' ? gguf.Q8_0! : hf.F32!);
     const want = stableGreedy(await ReferenceModel.load(opened), PROMPT, STEPS);
     expect(want.length).toBeGreaterThan(0);
     const app = createApp({ backends: [await ReferenceBackend.create(opened, { id: name })] });
