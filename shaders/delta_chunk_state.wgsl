@@ -37,7 +37,8 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: v
   let span = delta_row(s);
   let first = span.x;
   let len = span.y + 1u - first;
-  if (len < p.chunkFrom) { return; }
+  // A verify run's rows (shaders/lib/verify_runs.wgsl, prepended) all stay with delta_rule, which checkpoints them.
+  if (len < p.chunkFrom || run_end(s) > s) { return; }
   let dk = p.dk;
   let dv = p.dv;
   let kh = delta_key_head(p, h);

@@ -4,13 +4,14 @@
  * chunks, rows of one step each over their own slot, a slot reused after an abort and after a
  * preemption starting from zero, the prefix cache resuming from the state snapshots kept at page
  * boundaries (./state-snapshots.ts: a repeated prompt, `n` choices and a conversation's next turn
- * compute only what follows the last snapshot, with the cold run's tokens and logprobs), and no
- * speculation (the state cannot roll back the rows a verify step fed past a miss).
+ * compute only what follows the last snapshot, with the cold run's tokens and logprobs), and
+ * speculation: a verify step's rows past a rejected proposal rolled back out of the state (the
+ * checkpoint at the miss, ./layer-cache.ts), with each proposer, and an abort mid-verify.
  * The grid's lfm2 cases (engine-matrix.ts) check the model itself over 16 steps. Qwen3.5's
  * DeltaNet (its conv window and per-head state in one slot) and Granite 4.0-H's Mamba-2 (its conv
- * window and per-head scan state) take the chunked prompt and concurrent requests; the rest is the
- * same slot-state machinery. Qwen3.5's MTP head runs here on the GPU beside that engine, against
- * the CPU reference.
+ * window and per-head scan state) take the chunked prompt and concurrent requests; Qwen3.5
+ * speculates as LFM2 does, Granite not yet; the rest is the same slot-state machinery. Qwen3.5's
+ * MTP head runs here on the GPU beside that engine, against the CPU reference.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
@@ -26,7 +27,7 @@ import { drainGeneration, greedyRequest } from '../testing/sampling';
 import { GpuEngine } from './engine';
 import { layerCacheKinds } from './layer-cache';
 import { snapshotBytes } from './state-snapshots';
-import type { GeneratedToken, GenerationResult } from './types';
+import type { GeneratedToken, GenerateRequest, GenerationResult } from './types';
 import { GpuMtpHead } from './mtp-head';
 
 let gpu: GPUContext;
@@ -86,11 +87,42 @@ describe('the GPU engine on a hybrid model (LFM2)', () => {
     expect(turn.ids).toEqual(greedy(ref, next, 4));
   });
 
-  it('does not speculate: a prediction that misses midway leaves the output as the reference', async () => {
-    const want = greedy(ref, prompt(10, 11), 8);
-    // Right for three tokens, then wrong: a verify step would feed rows the conv state cannot roll back.
-    const prediction = [...want.slice(0, 3), (want[3]! + 1) % engine.config.vocabSize, ...want.slice(4)];
-    expect((await drainGeneration(engine.generate(greedyRequest(prompt(10, 11), 8, {}, { speculation: { prediction } })))).ids).toEqual(want);
+  it('speculates: a prediction wrong midway rolls the conv state back to the miss; its own output in two steps; n-gram lookup; each as the reference', async () => {
+    await expectSpeculation(engine, ref, prompt(10, 11));
+  });
+
+  it('a draft model (the same model) over the conv state: the output as the reference in fewer steps than tokens', async () => {
+    const paths = await ensureFixture({ arch: 'lfm2', preset: 'tiny' });
+    const target = await GpuEngine.load(opened, { gpu, precision: 'f32', contextLength: 96, pageSize: 4, prefillChunk: 16, maxBatch: 4, draft: { model: paths.gguf.Q8_0!, tokens: 4 } });
+    try {
+      const out = await run(target, prompt(11, 9), 12);
+      expect(out.ids).toEqual(greedy(ref, prompt(11, 9), 12));
+      expect(out.result.speculation!.accepted).toBeGreaterThan(0);
+      // One step a draw, less those accepted, and one prefill chunk: the 9-token prompt's first 8 end at a page boundary (its state snapshot).
+      expect(out.steps).toBe(12 - out.result.speculation!.accepted + 1);
+    } finally {
+      await target.dispose();
+    }
+  });
+
+  it('an abort mid-verify leaves the page pool as before, and the slot starts from zero again', async () => {
+    const p = prompt(12, 10);
+    const want = greedy(ref, p, 12);
+    const pages = engine.kvStats.pages.used;
+    const ctl = new AbortController();
+    let submits = 0;
+    // Its second verify step is in flight when the abort lands.
+    engine.trace = (e) => e === 'submit' && ++submits === 2 && ctl.abort();
+    try {
+      const prediction = [...want.slice(0, 2), (want[2]! + 1) % engine.config.vocabSize, ...want.slice(3)];
+      const aborted = await drainGeneration(engine.generate({ ...greedyRequest(p, 12, {}, { speculation: { prediction } }), signal: ctl.signal }));
+      expect(aborted.result.finishReason).toBe('abort');
+    } finally {
+      engine.trace = null;
+    }
+    expect(engine.kvStats.pages.used).toBe(pages);
+    expect(engine.kvStats.running).toBe(0);
+    expect((await drainGeneration(engine.generate(greedyRequest(p, 12)))).ids).toEqual(want);
   });
 
   it('starts a slot from zero after an abort mid-sequence', async () => {
@@ -140,6 +172,10 @@ describe('the GPU engine on Qwen3.5 (gated DeltaNet on layers 0 and 2, gated att
     // The twin resumed from the first one's conv and delta-rule states at 20 tokens.
     expect(outs.map((o) => o.result.cachedTokens)).toEqual([0, 0, 20]);
     expectSameRun(outs[2]!, outs[0]!, LOGIT_TOLERANCE);
+  });
+
+  it('speculates after a 16-token prompt (a row the chunked form would take, its verify run walked by the recurrence): a prediction wrong midway rolls the conv and delta-rule states back to the miss; its own output in two steps; n-gram lookup; each as the reference', async () => {
+    await expectSpeculation(q35, q35Ref, Array.from({ length: 16 }, (_, i) => (10 * 131 + i * 17 + 3) % q35.config.vocabSize));
   });
 });
 
@@ -196,4 +232,38 @@ describe('the GPU engine on Granite 4.0-H (Mamba-2 on layers 0 and 2, NoPE atten
     expect(outs.map((o) => o.result.cachedTokens)).toEqual([0, 0, 20]);
     expectSameRun(outs[2]!, outs[0]!, LOGIT_TOLERANCE);
   });
+
+  it('does not speculate yet (its Mamba-2 state keeps no checkpoints): a prediction wrong midway leaves the output as the reference', async () => {
+    const p = Array.from({ length: 11 }, (_, i) => (10 * 131 + i * 17 + 3) % gh.config.vocabSize);
+    const want = greedy(ghRef, p, 8);
+    const out = await run(gh, p, 8, { prediction: [...want.slice(0, 2), (want[2]! + 1) % gh.config.vocabSize, ...want.slice(3)] });
+    expect(out.ids).toEqual(want);
+    expect(out.result.speculation).toEqual({ proposed: 0, accepted: 0 });
+  });
 });
+
+/** One greedy generation, and the target's steps it took. */
+async function run(e: GpuEngine, p: number[], maxTokens: number, speculation?: GenerateRequest['speculation']) {
+  const before = e.kvStats.steps;
+  const out = await drainGeneration(e.generate(greedyRequest(p, maxTokens, {}, speculation ? { speculation } : {})));
+  return { ...out, steps: e.kvStats.steps - before };
+}
+
+/**
+ * The reference's 8 greedy tokens after `p` (at most 16 tokens: prefilled in one step) with each proposer,
+ * at most three proposals a step (maxBatch 4): a prediction right for two tokens, then wrong (the
+ * prompt's step verifies [w0, w1, x2], takes two and draws w2: the states must forget row 3's x2 and
+ * hold what row 2 left; without the rollback the tokens after it differ); a prediction of the
+ * output itself (four tokens a step: 2 steps); n-gram lookup.
+ */
+async function expectSpeculation(e: GpuEngine, r: ReferenceModel, p: number[]): Promise<void> {
+  const want = greedy(r, p, 8);
+  const wrong = await run(e, p, 8, { prediction: [...want.slice(0, 2), (want[2]! + 1) % e.config.vocabSize, ...want.slice(3)] });
+  expect(wrong.ids).toEqual(want);
+  expect(wrong.result.speculation!.accepted).toBeGreaterThanOrEqual(2);
+  expect(wrong.result.speculation!.proposed).toBeGreaterThan(wrong.result.speculation!.accepted);
+  const own = await run(e, p, 8, { prediction: want });
+  expect(own.ids).toEqual(want);
+  expect(own.steps).toBe(2);
+  expect((await run(e, p, 8, { ngram: { n: 1, k: 3 } })).ids).toEqual(want);
+}

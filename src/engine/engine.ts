@@ -37,7 +37,7 @@ import { BackendDisposedError, ContextLengthError, LoraExistsError, PrecisionUns
 import { SeqImages } from './seq-images';
 import { BreakerTable, Sequence, type SequenceEnv } from './sequence';
 import { KvPages } from './kv-pages';
-import { layerCacheKinds, pageBytes, pagesPerBinding, rowBytes } from './layer-cache';
+import { layerCacheKinds, pageBytes, pagesPerBinding, rollsBack, rowBytes } from './layer-cache';
 import { adapterFingerprint, KvPersister, modelFingerprint, type KvPersistOptions, type PersistTarget } from './kv-persist';
 import { hashKey } from './kv-page-file';
 import { Scheduler, type BatchRunner } from './scheduler';
@@ -256,8 +256,8 @@ export class GpuEngine implements Backend {
     this.scheduler = new Scheduler(this.kv, runner, { maxSeqs, prefillTokens: maxTokens - maxSeqs }, spec.snapshots ? new SnapshotPool(spec.snapshots) : null);
     this.recovery = new DeviceRecovery(parts.gpu, opts.recovery, { lost: () => this.scheduler.deviceLost(), rebuild: (gpu) => this.rebuild(gpu), disposed: () => this.disposed });
     const breakers = new BreakerTable(this.tokenizer);
-    // Recurrent layers keep one state per slot that every row advances: no verify rows there.
-    const verifies = !layerCacheKinds(this.config).some((k) => k.kind === 'slot-state');
+    // Verify rows only where every recurrent layer's state rolls back to the first rejected proposal.
+    const verifies = rollsBack(layerCacheKinds(this.config));
     this.env = { eosIds: this.tokenizer.eosIds, contextLength: this.contextLength, breakers: (list) => breakers.of(list), moe: this.config.moe !== null, verifies };
     this.adapters = new LoraRegistry(
       (floats, rank) => (this.loraPool ??= this.makeLoraPool(floats, rank, opts.loraPool ?? {})),
@@ -522,8 +522,7 @@ export class GpuEngine implements Backend {
     const lease = request.lora !== undefined ? this.adapters.acquire(request.lora, request.loraParam ?? 'model') : null;
     try {
       // A hybrid model's cached prefix needs the recurrent states at its end (./state-snapshots.ts):
-      // without a snapshot pool its prompts are always computed whole (cached_tokens 0). It does
-      // not speculate either (SequenceEnv.verifies).
+      // without a snapshot pool its prompts are always computed whole (cached_tokens 0).
       const uncached = hasRecurrentLayers(this.config) && !this.scheduler.snapshots;
       const speculation = request.speculation ?? this.speculation;
       const images = await this.promptImages(request);

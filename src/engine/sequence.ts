@@ -40,8 +40,8 @@ export interface SequenceEnv {
   moe?: boolean;
   /**
    * Whether a step may verify proposals as rows of their own (speculative decoding; default true).
-   * False where a rejected row could not be rolled back: the GPU engine on a model with recurrent
-   * layers, whose per-slot state each row would advance in place.
+   * False where a rejected row could not be rolled back: the GPU engine on a model with a recurrent
+   * layer whose state keeps no checkpoints (./layer-cache.ts `rollsBack`).
    */
   verifies?: boolean;
 }

@@ -288,6 +288,8 @@ export class StepRunner implements BatchRunner {
       // The op runs over every sampling row; rows whose slot does not use it are left as they are.
       if (gpuRows.some((r) => this.slotPenalized[r.item.slot])) this.sampler.penalties.encode(pass, gpuRows.length);
       this.sampler.op.encode(pass, gpuRows.length);
+      // Verify rows past a rejected proposal leave no recurrent state (their K/V is truncated after the readback).
+      if (gpuRows.some((r) => r.verify > 0)) this.forward.rollBack(pass, seqs);
     }
     pass.end();
     // The states at a page boundary the step ended on, for the prefix cache.

@@ -4,12 +4,15 @@
  * products and the UT transform's triangular solve, every chunk of every long row at once) and the
  * state pass (shaders/delta_chunk_state.wgsl: each row's chunks in order over its slot's state,
  * then the gated RMSNorm). Rows shorter than `from` tokens (decode, short prefills) stay with
- * delta_rule's recurrence (./delta-net.ts), which skips the long ones. States, W, U, P and their
+ * delta_rule's recurrence (./delta-net.ts), which skips the long ones; so does a long row that
+ * starts a verify run (speculative decoding: the run's rows are checkpointed by delta_rule; the
+ * intra-chunk pass still computes its scratch, unread). States, W, U, P and their
  * sums are f32 at both precisions. The math and its reference: model/delta-net-chunked.ts.
  */
 import chunkSource from '../../shaders/delta_chunk.wgsl';
 import stateSource from '../../shaders/delta_chunk_state.wgsl';
 import ruleLib from '../../shaders/lib/delta_rule_common.wgsl';
+import runsLib from '../../shaders/lib/verify_runs.wgsl';
 import { bindBuffers, packParams, UNIFORM, uploadBuffer, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { deltaNetConvDim, type DeltaNetConfig } from '../model/config';
@@ -19,7 +22,7 @@ import { deltaRuleParams, deltaRuleRef, DELTA_NET_LIMITS, type DeltaNetOp, type 
 import { actBytes, describeDispatch, type OpContext, type OpLabel } from './op';
 
 export const deltaChunkKernel: Kernel = { name: 'delta_chunk', source: ruleLib + chunkSource };
-export const deltaChunkStateKernel: Kernel = { name: 'delta_chunk_state', source: ruleLib + stateSource };
+export const deltaChunkStateKernel: Kernel = { name: 'delta_chunk_state', source: ruleLib + runsLib + stateSource };
 
 /**
  * When the engine takes the chunked form, and its chunk: rows of `from` tokens or more, in chunks of
@@ -43,7 +46,9 @@ export function deltaChunkScratch(d: DeltaNetConfig, maxTokens: number, size: nu
 
 /**
  * Reference of the chunked step: rows of `from` tokens or more in the chunked form (chunks of
- * `size`), the others as deltaRuleRef; the arguments and result as deltaRuleRef's.
+ * `size`), the others as deltaRuleRef; the arguments and result as deltaRuleRef's (`checkpoints[r]`:
+ * the state after row r of a verify run). A long row that starts a verify run is chunked here; the
+ * GPU takes it through the recurrence, the same values up to the sums' order.
  */
 export function deltaRuleChunkedRef(
   d: DeltaNetConfig,
@@ -55,6 +60,7 @@ export function deltaRuleChunkedRef(
   rowSlot: readonly number[],
   states: Float32Array[],
   chunk: { size: number; from: number },
+  checkpoints?: Float32Array[],
 ): Float32Array {
   const { numKHeads: nk, numVHeads: nv, headKDim: dk, headVDim: dv } = d;
   const C = deltaNetConvDim(d);
@@ -85,6 +91,7 @@ export function deltaRuleChunkedRef(
       deltaRuleChunked(d, states[rowSlot[s]!]!, q, k, v, g, beta, out, n, chunk.size);
       for (let t = 0; t < n; t++) deltaNetGatedNorm(d, eps, w.norm, out.subarray(t * nv * dv, (t + 1) * nv * dv), zba.z.subarray((first + t) * nv * dv, (first + t + 1) * nv * dv));
     }
+    if (s + 1 < lastToken.length && rowSlot[s + 1] === rowSlot[s]) checkpoints?.[s]?.set(states[rowSlot[s]!]!);
     first = last + 1;
   });
   return y;

@@ -16,14 +16,18 @@ import { createDeltaChunkOp, DELTA_CHUNK_SIZES, deltaChunkScratch, deltaRuleChun
 
 const STEPS = [
   { lastToken: [4, 5, 7], rowSlot: [2, 0, 3] },
-  { lastToken: [0, 3, 4], rowSlot: [3, 2, 0] },
+  { lastToken: [2, 3, 4, 6], rowSlot: [2, 2, 2, 0] },
 ];
-// Rows of 11, 1 and 9 tokens, then 1, 13 and 2: with chunks of 8 from 4 tokens, two chunks each for the long ones.
+// Rows of 11, 1 and 9 tokens, then 1, 13, 1 and 1: with chunks of 8 from 4 tokens, two chunks each for
+// the long ones; but the 13 start a verify run (a one-token row on their slot after them), which the
+// recurrence takes whole, checkpointed after the 13.
 const CHUNK_STEPS = [
   { lastToken: [10, 11, 20], rowSlot: [2, 0, 3] },
-  { lastToken: [0, 13, 15], rowSlot: [3, 2, 0] },
+  { lastToken: [0, 13, 14, 15], rowSlot: [3, 2, 2, 0] },
 ];
 const MAX_SEQS = 4;
+/** State rows: the slots, then a checkpoint row per step row (from row MAX_SEQS on), as the engine's layer caches. */
+const ROWS = 2 * MAX_SEQS;
 const MAX_TOKENS = 8;
 // Two value heads per key head; head dims not multiples of the workgroup (the column loops' bounds matter).
 const D: DeltaNetConfig = { layers: [0], convKernel: 4, numKHeads: 2, numVHeads: 4, headKDim: 8, headVDim: 12, vHeadOrder: 'grouped', aStored: 'log' };
@@ -43,8 +47,8 @@ describe('causal_conv_silu kernel', () => {
     const w = random(n * taps, 3, 1);
     // Each slot's window followed by 3 floats of something else (the engine's slot state holds S after it).
     const stride = (taps - 1) * n + 3;
-    const initial = random(MAX_SEQS * stride, 4, 2);
-    const states = Array.from({ length: MAX_SEQS }, (_, s) => initial.slice(s * stride, (s + 1) * stride));
+    const initial = random(ROWS * stride, 4, 2);
+    const states = Array.from({ length: ROWS }, (_, s) => initial.slice(s * stride, (s + 1) * stride));
     const stateBuf = uploadBuffer(device, initial, STORAGE);
     const wBuf = uploadBuffer(device, w, STORAGE);
     const yBuf = createBuffer(device, MAX_TOKENS * n * 4, STORAGE);
@@ -52,9 +56,9 @@ describe('causal_conv_silu kernel', () => {
     for (const [i, step] of STEPS.entries()) {
       const rows = await stepRows(device, step);
       const x = actRound(random(MAX_TOKENS * n, 10 + i, 2), precision);
-      const op = await createCausalConvSiluOp(opContext(device, precision), { ...rows, x: uploadAct(device, x, precision), weight: wBuf, state: stateBuf, stateStride: stride, y: yBuf, n, taps, wg });
+      const op = await createCausalConvSiluOp(opContext(device, precision), { ...rows, x: uploadAct(device, x, precision), weight: wBuf, state: stateBuf, ckpt: MAX_SEQS, stateStride: stride, y: yBuf, n, taps, wg });
       await runPass(device, (pass) => op.encode(pass, step.lastToken.length));
-      results.push({ got: await readAct(device, yBuf, rows.T * n, precision), want: actRound(causalConvSiluRef(x, w, n, taps, step.lastToken, step.rowSlot, states), precision) });
+      results.push({ got: await readAct(device, yBuf, rows.T * n, precision), want: actRound(causalConvSiluRef(x, w, n, taps, step.lastToken, step.rowSlot, states, undefined, states.slice(MAX_SEQS)), precision) });
     }
     const gotState = new Float32Array(await readBuffer(device, stateBuf, initial.length * 4));
     return { results, gotState, wantState: Float32Array.from(states.flatMap((s) => [...s])) };
@@ -83,8 +87,8 @@ describe('delta_rule kernel', () => {
     const vecs = Float32Array.from([...random(nv, 6, 0.5), ...(d.aStored === 'log' ? aLog : aLog.map((v) => -Math.exp(v))), ...random(dv, 7, 0.2).map((v) => 1 + v)]);
     // Each slot: 5 floats of something else (the engine's conv window), then S.
     const [stateOffset, stride] = [5, 5 + nv * dk * dv];
-    const initial = random(MAX_SEQS * stride, 8, 0.5);
-    const states = Array.from({ length: MAX_SEQS }, (_, s) => initial.slice(s * stride + stateOffset, (s + 1) * stride));
+    const initial = random(ROWS * stride, 8, 0.5);
+    const states = Array.from({ length: ROWS }, (_, s) => initial.slice(s * stride + stateOffset, (s + 1) * stride));
     const stateBuf = uploadBuffer(device, initial, STORAGE);
     const vecBuf = uploadBuffer(device, vecs, STORAGE);
     const yBuf = createBuffer(device, MAX_TOKENS * nv * dv * 4, STORAGE);
@@ -95,20 +99,21 @@ describe('delta_rule kernel', () => {
       const conv = actRound(random(MAX_TOKENS * C, 20 + i, 1), precision);
       const zba = actRound(random(MAX_TOKENS * (nv * dv + 2 * nv), 30 + i, 2), precision);
       const parts = { z: zba.subarray(0, bOffset), b: zba.subarray(bOffset, aOffset), a: zba.subarray(aOffset) };
-      const args = { ...rows, d, eps: EPS, conv: uploadAct(device, conv, precision), zba: uploadAct(device, zba, precision), bOffset, aOffset, vecs: vecBuf, state: stateBuf, stateStride: stride, stateOffset, y: yBuf, wg };
+      const args = { ...rows, d, eps: EPS, conv: uploadAct(device, conv, precision), zba: uploadAct(device, zba, precision), bOffset, aOffset, vecs: vecBuf, state: stateBuf, ckpt: MAX_SEQS, stateStride: stride, stateOffset, y: yBuf, wg };
       const op = await createDeltaRuleOp(opContext(device, precision), { ...args, chunkFrom: chunk?.from });
       const chunked = chunk && (await createDeltaChunkOp(opContext(device, precision), { ...args, scratch: scratch!, maxTokens: MAX_TOKENS, chunk }));
       await runPass(device, (pass) => {
         op.encode(pass, step.lastToken.length);
         chunked?.encode(pass, rows.T, step.lastToken.length);
       });
-      const want = chunk ? deltaRuleChunkedRef(d, EPS, conv, parts, vecs, step.lastToken, step.rowSlot, states, chunk) : deltaRuleRef(d, EPS, conv, parts, vecs, step.lastToken, step.rowSlot, states);
+      const checkpoints = states.slice(MAX_SEQS);
+      const want = chunk ? deltaRuleChunkedRef(d, EPS, conv, parts, vecs, step.lastToken, step.rowSlot, states, chunk, checkpoints) : deltaRuleRef(d, EPS, conv, parts, vecs, step.lastToken, step.rowSlot, states, checkpoints);
       results.push({ got: await readAct(device, yBuf, rows.T * nv * dv, precision), want: actRound(want, precision) });
     }
     const all = new Float32Array(await readBuffer(device, stateBuf, initial.length * 4));
     // S of each slot; the floats before it untouched
-    const gotState = Float32Array.from(Array.from({ length: MAX_SEQS }, (_, s) => [...all.subarray(s * stride + stateOffset, (s + 1) * stride)]).flat());
-    for (let s = 0; s < MAX_SEQS; s++) expect(all.subarray(s * stride, s * stride + stateOffset)).toEqual(initial.subarray(s * stride, s * stride + stateOffset));
+    const gotState = Float32Array.from(Array.from({ length: ROWS }, (_, s) => [...all.subarray(s * stride + stateOffset, (s + 1) * stride)]).flat());
+    for (let s = 0; s < ROWS; s++) expect(all.subarray(s * stride, s * stride + stateOffset)).toEqual(initial.subarray(s * stride, s * stride + stateOffset));
     return { results, gotState, wantState: Float32Array.from(states.flatMap((s) => [...s])) };
   }
 

@@ -73,7 +73,7 @@ async function run(precision: 'f32' | 'f16', wg: number, m: Mamba2Config) {
     const at = (off: number, n: number) => proj.slice(off / act, off / act + rows.T * n);
     const [z, xBC, dt] = [at(0, inner), at(xOff, convDim), at(dtOff, H)];
     const common = { lastToken: rows.lastToken, rowSlot: rows.rowSlot, counts: rows.counts, state: stateBuf, stateStride: stride };
-    const conv = await createCausalConvSiluOp(ctx, { ...common, x: { buffer: projBuf, offset: xOff }, weight: wBuf, bias: true, y: convBuf, n: convDim, taps: m.convKernel });
+    const conv = await createCausalConvSiluOp(ctx, { ...common, x: { buffer: projBuf, offset: xOff }, weight: wBuf, bias: true, ckpt: MAX_SEQS, y: convBuf, n: convDim, taps: m.convKernel });
     const scan = await createMamba2ScanOp(ctx, { ...common, m, conv: convBuf, zdt: projBuf, dtOffset: dtOff / act, vecs: vecBuf, stateOffset: sOff, y: yBuf, wg });
     const groupNorm = await createRmsNormOp(ctx, { x: yBuf, weight: normBuf, y: ynBuf, n: inner / m.numGroups, rowsPerToken: m.numGroups, weightPerRow: true, maxTokens: MAX_TOKENS, eps: EPS });
     await runPass(device, (pass) => {

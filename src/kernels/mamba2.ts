@@ -33,7 +33,7 @@ export function mamba2ScanRef(m: Mamba2Config, conv: Float32Array, z: Float32Arr
   const T = lastToken.length ? lastToken[lastToken.length - 1]! + 1 : 0;
   const y = new Float32Array(T * inner);
   const w = { dtBias: vecs.subarray(0, H), decay: vecs.subarray(H, 2 * H), d: vecs.subarray(2 * H, 3 * H) };
-  eachToken(lastToken, (t, s) => {
+  eachToken(lastToken, rowSlot, (t, s) => {
     const out = y.subarray(t * inner, (t + 1) * inner);
     mamba2Scan(m, w, states[rowSlot[s]!]!, conv.slice(t * C, (t + 1) * C), dt.subarray(t * H, (t + 1) * H), out);
     for (let i = 0; i < inner; i++) out[i]! *= silu(z[t * inner + i]!);

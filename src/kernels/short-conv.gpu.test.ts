@@ -13,19 +13,21 @@ describe('short_conv kernel', () => {
   /**
    * Two steps over the same slots: a prefill row longer than the kernel, a one-token decode row and
    * a two-token row, each slot starting from a nonzero state; the second step continues from the
-   * first one's states with rows in another order. y of both steps and the states after them
-   * against the reference.
+   * first one's states with a verify run (a three-token row and two one-token rows on one slot: each
+   * continues the state the row before left, checkpointed at rows 0 and 1) and a row on another
+   * slot. y of both steps and the states and checkpoint rows after them against the reference.
    */
   async function run(precision: 'f32' | 'f16', wg: number, taps: number) {
     const { device } = await testGPU();
     const steps = [
       { lastToken: [4, 5, 7], rowSlot: [2, 0, 3] },
-      { lastToken: [0, 3, 4], rowSlot: [3, 2, 0] },
+      { lastToken: [2, 3, 4, 6], rowSlot: [2, 2, 2, 0] },
     ];
     const maxTokens = 8;
     const w = random(n * taps, 5 + taps, 1);
-    const initial = random(maxSeqs * (taps - 1) * n, 9, 2);
-    const states = Array.from({ length: maxSeqs }, (_, s) => initial.slice(s * (taps - 1) * n, (s + 1) * (taps - 1) * n));
+    // The slots, then a checkpoint row per step row (from row maxSeqs on), as the engine's layer caches.
+    const initial = random(2 * maxSeqs * (taps - 1) * n, 9, 2);
+    const states = Array.from({ length: 2 * maxSeqs }, (_, s) => initial.slice(s * (taps - 1) * n, (s + 1) * (taps - 1) * n));
     const stateBuf = uploadBuffer(device, initial, STORAGE);
     const wBuf = uploadBuffer(device, w, STORAGE);
     const yBuf = createBuffer(device, maxTokens * n * 4, STORAGE);
@@ -39,6 +41,7 @@ describe('short_conv kernel', () => {
         bcx: uploadAct(device, bcx, precision),
         weight: wBuf,
         state: stateBuf,
+        ckpt: maxSeqs,
         y: yBuf,
         lastToken: meta(step.lastToken),
         rowSlot: meta(step.rowSlot),
@@ -49,9 +52,9 @@ describe('short_conv kernel', () => {
       });
       await runPass(device, (pass) => op.encode(pass, step.lastToken.length));
       const got = await readAct(device, yBuf, T * n, precision);
-      results.push({ got, want: actRound(shortConvRef(bcx, w, n, taps, step.lastToken, step.rowSlot, states), precision) });
+      results.push({ got, want: actRound(shortConvRef(bcx, w, n, taps, step.lastToken, step.rowSlot, states, states.slice(maxSeqs)), precision) });
     }
-    const gotState = new Float32Array(await readBuffer(device, stateBuf, maxSeqs * (taps - 1) * n * 4));
+    const gotState = new Float32Array(await readBuffer(device, stateBuf, initial.length * 4));
     return { results, gotState, wantState: Float32Array.from(states.flatMap((s) => [...s])) };
   }
 

@@ -339,7 +339,7 @@ const shortConv: KernelCheck = {
     const u32 = (xs: number[]) => uploadBuffer(device, Uint32Array.from(xs), STORAGE);
     const buffers = [uploadAct(device, bcx, precision), uploadBuffer(device, w, STORAGE), uploadBuffer(device, initial, STORAGE), createBuffer(device, 6 * n * 4, STORAGE), u32(lastToken), u32(rowSlot), uploadBuffer(device, Uint32Array.from([6, 2, 0, 0]), UNIFORM)];
     const [bcxBuf, wBuf, state, y, last, slot, counts] = buffers as [GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer];
-    const op = await createShortConvOp(ctx, { bcx: bcxBuf, weight: wBuf, state, y, lastToken: last, rowSlot: slot, counts, n, taps });
+    const op = await createShortConvOp(ctx, { bcx: bcxBuf, weight: wBuf, state, ckpt: 2, y, lastToken: last, rowSlot: slot, counts, n, taps });
     try {
       await runPass(device, (pass) => op.encode(pass, 2));
     } finally {
@@ -379,11 +379,11 @@ const deltaNet: KernelCheck = {
     const y = createBuffer(device, T * d.numVHeads * d.headVDim * 4, STORAGE);
     const buffers = [uploadAct(device, x, precision), uploadBuffer(device, w, STORAGE), uploadBuffer(device, convInit, STORAGE), uploadAct(device, zba, precision), uploadBuffer(device, vecs, STORAGE), uploadBuffer(device, sInit, STORAGE), convY, y, rows.lastToken, rows.rowSlot, rows.counts];
     const [xBuf, wBuf, convState, zbaBuf, vecBuf, sState] = buffers as [GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer];
-    const conv = await createCausalConvSiluOp(ctx, { ...rows, x: xBuf, weight: wBuf, state: convState, y: convY, n: C, taps: d.convKernel });
+    const conv = await createCausalConvSiluOp(ctx, { ...rows, x: xBuf, weight: wBuf, state: convState, ckpt: 2, y: convY, n: C, taps: d.convKernel });
     const chunk = { size: DELTA_CHUNK.size, from: 4 };
     const scratch = createBuffer(device, deltaChunkScratch(d, T, chunk.size).floats * 4, STORAGE);
     buffers.push(scratch);
-    const ruleArgs = { ...rows, d, eps, conv: convY, zba: zbaBuf, bOffset, aOffset, vecs: vecBuf, state: sState, y };
+    const ruleArgs = { ...rows, d, eps, conv: convY, zba: zbaBuf, bOffset, aOffset, vecs: vecBuf, state: sState, ckpt: 2, y };
     const rule = await createDeltaRuleOp(ctx, { ...ruleArgs, chunkFrom: chunk.from });
     const chunked = await createDeltaChunkOp(ctx, { ...ruleArgs, scratch, maxTokens: T, chunk });
     try {
@@ -435,7 +435,7 @@ const mamba2: KernelCheck = {
     const y = createBuffer(device, T * inner * 4, STORAGE);
     const buffers = [uploadAct(device, x, precision), uploadBuffer(device, Float32Array.from([...w, ...bias]), STORAGE), uploadBuffer(device, convInit, STORAGE), uploadAct(device, zdt, precision), uploadBuffer(device, vecs, STORAGE), uploadBuffer(device, sInit, STORAGE), convY, y, rows.lastToken, rows.rowSlot, rows.counts];
     const [xBuf, wBuf, convState, zdtBuf, vecBuf, sState] = buffers as [GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer];
-    const conv = await createCausalConvSiluOp(ctx, { ...rows, x: xBuf, weight: wBuf, bias: true, state: convState, y: convY, n: C, taps: m.convKernel });
+    const conv = await createCausalConvSiluOp(ctx, { ...rows, x: xBuf, weight: wBuf, bias: true, state: convState, ckpt: 2, y: convY, n: C, taps: m.convKernel });
     const scan = await createMamba2ScanOp(ctx, { ...rows, m, conv: convY, zdt: zdtBuf, dtOffset: T * inner, vecs: vecBuf, state: sState, y });
     try {
       await runPass(device, (pass) => {

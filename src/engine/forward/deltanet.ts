@@ -10,7 +10,8 @@
  *               delta_chunk_state: ⌈T/C⌉ state updates for T tokens; ../../kernels/delta-net-chunked.ts)
  *   x        += W_out · y
  * The state lives in the layer's slot-state buffer (../layer-cache.ts): per slot the conv's last
- * kernel − 1 inputs, then each value head's dk × dv matrix, zeroed when a sequence takes the slot.
+ * kernel − 1 inputs, then each value head's dk × dv matrix, zeroed when a sequence takes the slot;
+ * a checkpoint row per verify row after the slots (speculative decoding's rollback).
  * Its linears never take the integer dot-product path (issue #29).
  */
 import { STORAGE, createBuffer } from '../../gpu/buffers';
@@ -66,7 +67,7 @@ export async function createDeltaNetBlock(b: BlockBuilder, l: number): Promise<B
   ];
   const slotFloats = (d.convKernel - 1) * C + d.numVHeads * d.headKDim * d.headVDim;
   const rows = { lastToken: step.lastToken, rowSlot: step.rowSlot, counts: step.counts };
-  const conv = await createCausalConvSiluOp(b.ctx, { ...rows, x: s.mixed, weight: w.dnConv!, state: b.caches.state(l), stateStride: slotFloats, y: s.conv, n: C, taps: d.convKernel, label: at('causal_conv_silu') });
+  const conv = await createCausalConvSiluOp(b.ctx, { ...rows, x: s.mixed, weight: w.dnConv!, state: b.caches.state(l), ckpt: b.caches.checkpointRow, stateStride: slotFloats, y: s.conv, n: C, taps: d.convKernel, label: at('causal_conv_silu') });
   const ruleArgs = {
     ...rows,
     d,
@@ -77,6 +78,7 @@ export async function createDeltaNetBlock(b: BlockBuilder, l: number): Promise<B
     aOffset: (s.zBytes + s.bBytes) / act,
     vecs,
     state: b.caches.state(l),
+    ckpt: b.caches.checkpointRow,
     stateStride: slotFloats,
     stateOffset: (d.convKernel - 1) * C,
     y: s.y,

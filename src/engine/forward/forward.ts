@@ -12,6 +12,7 @@ import { createEmbedOp } from '../../kernels/embed';
 import { createBuffer, STORAGE } from '../../gpu/buffers';
 import { createFeedOp } from '../../kernels/feed';
 import { createSpliceRowsOp } from '../../kernels/splice-rows';
+import { createStateRollbackOp } from '../../kernels/state-rollback';
 import { MATVEC_MAX_TOKENS } from '../../kernels/matmul';
 import { actBytes, type Op, type OpContext } from '../../kernels/op';
 import { layerBlocks, type ModelConfig } from '../../model/config';
@@ -55,6 +56,8 @@ export class GpuForward {
      * routed to; null on the model's dense layers (MoeConfig.denseLayers), which route nothing.
      */
     readonly routedIds: readonly (GPUBuffer | null)[],
+    /** Each rolling-back recurrent layer's state rollback after a verify step's draws (../layer-cache.ts). */
+    private readonly rollbacks: readonly Op[],
   ) {}
 
   /** Bytes of the layers' caches (K and V of every layer). */
@@ -122,7 +125,12 @@ export class GpuForward {
 
     const head = await createHead(b);
     const routedIds = config.moe ? layers.map((blocks) => blocks.find((k) => k.routedIds)?.routedIds ?? null) : [];
-    return new GpuForward(config, limits, state, caches, feed, embed, layers, head, buffers, routedIds);
+    const rollbacks: Op[] = [];
+    for (const { layer, state: s, floats } of caches.rollingBack()) {
+      const rows = { tokens: step.tokens, lastToken: step.lastToken, rowSlot: step.rowSlot, drawSlot: step.drawSlot, counts: step.counts };
+      rollbacks.push(await createStateRollbackOp(ctx, { ...rows, state: s, floats, ckpt: caches.checkpointRow, sampled, label: { role: 'state_rollback', layer } }));
+    }
+    return new GpuForward(config, limits, state, caches, feed, embed, layers, head, buffers, routedIds, rollbacks);
   }
 
   /**
@@ -179,9 +187,17 @@ export class GpuForward {
     this.head.encode(pass, plan);
   }
 
+  /**
+   * After a verify step's sampler (speculative decoding): each recurrent layer's slot of a verify
+   * run takes the state at its first rejected proposal (../layer-cache.ts). `seqs`: the step's rows.
+   */
+  rollBack(pass: GPUComputePassEncoder, seqs: number): void {
+    for (const op of this.rollbacks) op.encode(pass, seqs);
+  }
+
   /** Frees every op's own buffers, then the run state's. */
   destroy(): void {
-    for (const op of [this.feed, this.embed, ...this.layers.flat(), this.head]) op.destroy();
+    for (const op of [this.feed, this.embed, ...this.layers.flat(), this.head, ...this.rollbacks]) op.destroy();
     if (this.images) {
       this.images.op.destroy();
       this.images.rows.destroy();

@@ -76,7 +76,7 @@ export async function createMamba2Block(b: BlockBuilder, l: number): Promise<Blo
   const slotFloats = sOff + inner * m.stateSize;
   const rows = { lastToken: step.lastToken, rowSlot: step.rowSlot, counts: step.counts };
   const slots = { state: b.caches.state(l), stateStride: slotFloats };
-  const conv = await createCausalConvSiluOp(b.ctx, { ...rows, ...slots, x: { buffer: s.proj, offset: s.xBytes }, weight: convW, bias: true, y: s.conv, n: convDim, taps: m.convKernel, label: at('causal_conv_silu') });
+  const conv = await createCausalConvSiluOp(b.ctx, { ...rows, ...slots, x: { buffer: s.proj, offset: s.xBytes }, weight: convW, bias: true, ckpt: b.caches.checkpointRow, y: s.conv, n: convDim, taps: m.convKernel, label: at('causal_conv_silu') });
   const scan = await createMamba2ScanOp(b.ctx, { ...rows, ...slots, m, conv: s.conv, zdt: s.proj, dtOffset: s.dtBytes / act, vecs, stateOffset: sOff, y: s.y, label: at('mamba2_scan') });
   const groupNorm = await b.norm({ label: at('mb_norm'), x: s.y, weight: w.mbNorm!, y: s.yn, n: inner / m.numGroups, rowsPerToken: m.numGroups, weightPerRow: true });
   const out = b.branchOut(w.postAttnNorm);

@@ -7,7 +7,7 @@
  *                                               state, the last kernel − 1 inputs, which it advances)
  *   x        += W_out · y                      (or into xb2, then its post-norm or Granite's scale)
  * The state lives in the layer's slot-state buffer (../layer-cache.ts), zeroed when a sequence takes
- * its slot. Its linears never take the integer dot-product path: the recurrence is not fed
+ * its slot, with a checkpoint row per verify row (speculative decoding's rollback). Its linears never take the integer dot-product path: the recurrence is not fed
  * quantised activations (issue #29).
  */
 import type { OpLabel } from '../../kernels/op';
@@ -38,6 +38,7 @@ export async function createShortConvBlock(b: BlockBuilder, l: number): Promise<
     bcx: s.bcx,
     weight: w.convKernel!,
     state: b.caches.state(l),
+    ckpt: b.caches.checkpointRow,
     y: s.y,
     lastToken: step.lastToken,
     rowSlot: step.rowSlot,
