@@ -91,8 +91,11 @@ describe('webgpu-llm generate (the built CLI in a child process)', () => {
     expect(got.ids).not.toEqual(greedy(await ReferenceModel.load(await openModel(paths.gguf.Q8_0!)), PROMPT, STEPS));
   });
 
-  // Each family with recurrent layers (issue #29) from its Q8_0 GGUF: one model load each on SwiftShader.
-  it.each(HYBRID_FIXTURES)('runs the hybrid %s from its GGUF: the reference greedy ids', { timeout: 180_000 }, async (_, options) => {
+  // A family with recurrent layers (issue #29) from its Q8_0 GGUF. The CLI's path is the same for every
+  // family, and the grid checks each hybrid family's engine = reference: one family here (Granite 4.0-H,
+  // whose conv bias, scan and grouped norm are the newest kernels), as each cold CLI load on SwiftShader
+  // costs about 50 s. The HTTP server runs all three (src/transport/serve-hybrids.test.ts).
+  it.each(HYBRID_FIXTURES.filter(([name]) => name === 'granite-4.0-h'))('runs the hybrid %s from its GGUF: the reference greedy ids', { timeout: 180_000 }, async (_, options) => {
     const { gguf } = await ensureFixture(options, { hf: [], gguf: ['Q8_0'] });
     const got = await cli('--model', gguf.Q8_0!, '--prompt-ids', PROMPT.join(','), '--max-tokens', String(STEPS), '--temperature', '0', '--ignore-eos', '--precision', 'f32', '--json');
     const want = await reference(gguf.Q8_0!);
