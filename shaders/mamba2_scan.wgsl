@@ -5,26 +5,11 @@
 //   dt = softplus(dt_h + dt_bias_h), A = −exp(A_log) (or the stored −exp(A_log));
 //   S ← exp(dt·A)·S + dt·x ⊗ B_g;  y = S·C_g + D_h·x;  y ← y ⊙ SiLU(z)
 // The grouped RMSNorm after the gate spans heads, so it is a separate dispatch (rms_norm).
+// Rows of chunkFrom tokens or more are left to the chunked form (mamba2_chunk, mamba2_chunk_state).
+// Params, the row and dt helpers: shaders/lib/mamba2_common.wgsl.
 alias act = f32;
 
 override WG: u32 = 64;
-const MAX_STATE: u32 = 256u;
-
-struct Params {
-  heads: u32,
-  groups: u32,  // divides heads
-  P: u32,       // head dim
-  N: u32,       // state size, ≤ MAX_STATE
-  aNeg: u32,    // 1: the decay tensor holds −exp(A_log) (GGUF's ssm_a); 0: A_log
-  dtOff: u32,   // where dt's rows [T, heads] start in zdt (elements); z's [T, heads·P] start at 0
-  stride: u32,  // floats of one slot in state
-  sOff: u32,    // where S starts in a slot (after the conv's window, in the layer's slot state)
-}
-
-struct Counts {
-  T: u32,
-  S: u32,
-}
 
 @group(0) @binding(0) var<storage, read> conv: array<act>;          // [T, heads·P + 2·groups·N] x, B, C after the conv and SiLU
 @group(0) @binding(1) var<storage, read> zdt: array<act>;           // z [T, heads·P] at 0, dt [T, heads] at dtOff
@@ -45,17 +30,17 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: v
   let lid = lidv.x;
   // Workgroup-uniform: the whole group returns or none does.
   if (s >= counts.S) { return; }
-  var first = 0u;
-  if (s > 0u) { first = lastToken[s - 1u] + 1u; }
-  let last = lastToken[s];
+  let span = mamba2_row(s);
+  let first = span.x;
+  let last = span.y;
+  if (p.chunkFrom > 0u && last + 1u - first >= p.chunkFrom) { return; }
   let P = p.P;
   let N = p.N;
   let inner = p.heads * P;
   let C = inner + 2u * p.groups * N;
   let g = h / (p.heads / p.groups);
   let sb = rowSlot[s] * p.stride + p.sOff + h * P * N;
-  var A = -exp(vecs[p.heads + h]);
-  if (p.aNeg == 1u) { A = vecs[p.heads + h]; }
+  let A = mamba2_a(p, h);
   let D = vecs[2u * p.heads + h];
   for (var t = first; t <= last; t++) {
     for (var j = lid; j < N; j += WG) {
@@ -63,9 +48,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: v
       bc[MAX_STATE + j] = f32(conv[t * C + inner + (p.groups + g) * N + j]);
     }
     workgroupBarrier();
-    let u = f32(zdt[p.dtOff + t * p.heads + h]) + vecs[h];
-    var dt = u;
-    if (u <= 20.0) { dt = log(1.0 + exp(u)); }
+    let dt = mamba2_dt(p, h, t);
     let decay = exp(dt * A);
     for (var i = lid; i < P; i += WG) {
       let xi = f32(conv[t * C + h * P + i]);

@@ -5,7 +5,9 @@
  * each slot starting from a nonzero state in the engine's layout (the conv's window, then S), the
  * second step continuing from the first's with the rows in another order. Each kernel against its
  * reference fed the kernel before it's output; in f32 the whole chain also against mamba2Token,
- * the CPU reference forward pass's own token step; the states after both steps.
+ * the CPU reference forward pass's own token step; the states after both steps. The chunked (SSD)
+ * cases run mamba2_chunk and mamba2_chunk_state on the steps' long rows beside mamba2_scan on the
+ * short ones.
  */
 import { describe, expect, it } from 'vitest';
 import { createBuffer, readBuffer, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
@@ -16,13 +18,18 @@ import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } 
 import { KERNEL_TOLERANCE } from '../testing/tolerances';
 import { causalConvSiluRef, createCausalConvSiluOp } from './delta-net';
 import { createMamba2ScanOp, MAMBA2_WG, mamba2ScanRef } from './mamba2';
+import { createMamba2ChunkOp, MAMBA2_CHUNK_SIZES, mamba2ScanChunkedRef } from './mamba2-chunked';
 import { createRmsNormOp, rmsNormRef } from './rms-norm';
 
 const STEPS = [
   { lastToken: [4, 5, 7], rowSlot: [2, 0, 3] },
   { lastToken: [0, 3, 4], rowSlot: [3, 2, 0] },
 ];
-const MAX_TOKENS = 8;
+// Rows of 11, 1 and 9 tokens, then 1, 13 and 2: with chunks of 8 from 4 tokens, two chunks each for the long ones.
+const CHUNK_STEPS = [
+  { lastToken: [10, 11, 20], rowSlot: [2, 0, 3] },
+  { lastToken: [0, 13, 15], rowSlot: [3, 2, 0] },
+];
 const MAX_SEQS = 4;
 // Two groups of two heads (head h reads group h / 2); head dim and state size not multiples of the workgroup.
 const M: Mamba2Config = { layers: [0], convKernel: 4, numHeads: 4, headDim: 6, stateSize: 5, numGroups: 2, aStored: 'log' };
@@ -34,8 +41,9 @@ async function stepRows(device: GPUDevice, step: (typeof STEPS)[number]) {
   return { T, lastToken: meta(step.lastToken), rowSlot: meta(step.rowSlot), counts: uploadBuffer(device, Uint32Array.from([T, step.lastToken.length, 0, 0]), UNIFORM) };
 }
 
-async function run(precision: 'f32' | 'f16', wg: number, m: Mamba2Config) {
+async function run(precision: 'f32' | 'f16', wg: number, m: Mamba2Config, chunk?: { size: number; from: number }) {
   const { device } = await testGPU();
+  const [steps, MAX_TOKENS] = chunk ? [CHUNK_STEPS, 24] : [STEPS, 8];
   const ctx = opContext(device, precision);
   const act = precision === 'f16' ? 2 : 4;
   const H = m.numHeads;
@@ -65,8 +73,9 @@ async function run(precision: 'f32' | 'f16', wg: number, m: Mamba2Config) {
   const vecBuf = uploadBuffer(device, vecs, STORAGE);
   const normBuf = uploadBuffer(device, norm, STORAGE);
   const [convBuf, yBuf, ynBuf] = [createBuffer(device, MAX_TOKENS * convDim * act, STORAGE), createBuffer(device, MAX_TOKENS * inner * act, STORAGE), createBuffer(device, MAX_TOKENS * inner * act, STORAGE)];
+  const scratch = createBuffer(device, MAX_TOKENS * inner * 4, STORAGE);
   const diffs = { conv: 0, scan: 0, norm: 0, token: 0 };
-  for (const [i, step] of STEPS.entries()) {
+  for (const [i, step] of steps.entries()) {
     const rows = await stepRows(device, step);
     const proj = actRound(random(projElements, 20 + i, 1.5), precision);
     const projBuf = uploadAct(device, proj, precision);
@@ -74,17 +83,21 @@ async function run(precision: 'f32' | 'f16', wg: number, m: Mamba2Config) {
     const [z, xBC, dt] = [at(0, inner), at(xOff, convDim), at(dtOff, H)];
     const common = { lastToken: rows.lastToken, rowSlot: rows.rowSlot, counts: rows.counts, state: stateBuf, stateStride: stride };
     const conv = await createCausalConvSiluOp(ctx, { ...common, x: { buffer: projBuf, offset: xOff }, weight: wBuf, bias: true, ckpt: MAX_SEQS, y: convBuf, n: convDim, taps: m.convKernel });
-    const scan = await createMamba2ScanOp(ctx, { ...common, m, conv: convBuf, zdt: projBuf, dtOffset: dtOff / act, vecs: vecBuf, stateOffset: sOff, y: yBuf, wg });
+    const scanArgs = { ...common, m, conv: convBuf, zdt: projBuf, dtOffset: dtOff / act, vecs: vecBuf, stateOffset: sOff, y: yBuf, wg };
+    const scan = await createMamba2ScanOp(ctx, { ...scanArgs, chunkFrom: chunk?.from });
+    const chunked = chunk && (await createMamba2ChunkOp(ctx, { ...scanArgs, scratch, chunk }));
     const groupNorm = await createRmsNormOp(ctx, { x: yBuf, weight: normBuf, y: ynBuf, n: inner / m.numGroups, rowsPerToken: m.numGroups, weightPerRow: true, maxTokens: MAX_TOKENS, eps: EPS });
     await runPass(device, (pass) => {
       conv.encode(pass, step.lastToken.length);
       scan.encode(pass, step.lastToken.length);
+      chunked?.encode(pass, rows.T, step.lastToken.length);
       groupNorm.encode(pass, rows.T);
     });
     const [gotConv, gotY, gotYn] = [await readAct(device, convBuf, rows.T * convDim, precision), await readAct(device, yBuf, rows.T * inner, precision), await readAct(device, ynBuf, rows.T * inner, precision)];
     const max = (key: keyof typeof diffs, d: number) => (diffs[key] = Math.max(diffs[key], d));
     max('conv', maxRelDiff(gotConv, actRound(causalConvSiluRef(xBC, w, convDim, m.convKernel, step.lastToken, step.rowSlot, windows, bias), precision)));
-    max('scan', maxRelDiff(gotY, actRound(mamba2ScanRef(m, gotConv, z, dt, vecs, step.lastToken, step.rowSlot, scans), precision)));
+    const wantY = chunk ? mamba2ScanChunkedRef(m, gotConv, z, dt, vecs, step.lastToken, step.rowSlot, scans, chunk) : mamba2ScanRef(m, gotConv, z, dt, vecs, step.lastToken, step.rowSlot, scans);
+    max('scan', maxRelDiff(gotY, actRound(wantY, precision)));
     max('norm', maxRelDiff(gotYn, actRound(rmsNormRef(gotY, norm, rows.T * m.numGroups, inner / m.numGroups, EPS, m.numGroups), precision)));
     // the chain as the CPU reference forward pass runs a token
     const want = new Float32Array(rows.T * inner);
@@ -104,15 +117,19 @@ async function run(precision: 'f32' | 'f16', wg: number, m: Mamba2Config) {
 }
 
 describe('Mamba-2 kernels (causal_conv_silu with bias, mamba2_scan, the grouped rms_norm)', () => {
-  const cases: Array<['f32' | 'f16', number, Mamba2Config, string]> = [
+  type Case = ['f32' | 'f16', number, Mamba2Config, string, { size: number; from: number }?];
+  const cases: Case[] = [
     ['f32', MAMBA2_WG[1], M, "HF's A_log"],
     ['f32', MAMBA2_WG[0], { ...M, aStored: 'neg' }, "GGUF's ssm_a"],
     ['f16', MAMBA2_WG[1], M, "HF's A_log"],
+    // mamba2_chunk and mamba2_chunk_state (the SSD form) on the rows of 4 tokens or more
+    ...MAMBA2_CHUNK_SIZES.map((size, i): Case => ['f32', MAMBA2_WG[i % MAMBA2_WG.length]!, i ? M : { ...M, aStored: 'neg' }, `chunked, chunks of ${size}, ${i ? "HF's A_log" : "GGUF's ssm_a"}`, { size, from: 4 }]),
+    ['f16', MAMBA2_WG[1], M, "chunked, chunks of 8, HF's A_log", { size: 8, from: 4 }],
   ];
-  for (const [precision, wg, m, what] of cases) {
+  for (const [precision, wg, m, what, chunk] of cases) {
     it(`match their references over two ragged steps at WG=${wg} in ${precision} (${what}), the states carried`, async (ctx) => {
       if (precision === 'f16' && !(await testGPU()).info.f16) ctx.skip();
-      const { diffs, state, tokenState } = await run(precision, wg, m);
+      const { diffs, state, tokenState } = await run(precision, wg, m, chunk);
       expect(diffs.conv).toBeLessThan(KERNEL_TOLERANCE.causalConvSilu[precision]);
       expect(diffs.scan).toBeLessThan(KERNEL_TOLERANCE.mamba2Scan[precision]);
       expect(diffs.norm).toBeLessThan(KERNEL_TOLERANCE.rmsNorm[precision]);

@@ -1,11 +1,12 @@
 /**
  * Granite 4.0-H's Mamba-2 scan on the GPU over a ragged step (prefill chunks and one-token decode
  * alike), after causal_conv_silu with its bias (./delta-net.ts): shaders/mamba2_scan.wgsl, each
- * row of the step over its slot's state (f32), token by token; the SSD chunked form is left for
- * later. Its reference steps model/mamba2.ts's mamba2Scan, the CPU reference forward pass's own
+ * row of the step over its slot's state (f32), token by token; rows of `chunkFrom` tokens or more
+ * are left to the SSD chunked form (./mamba2-chunked.ts). Its reference steps model/mamba2.ts's mamba2Scan, the CPU reference forward pass's own
  * function, then the gate; the grouped RMSNorm after it is rms_norm's (weightPerRow).
  */
 import scanSource from '../../shaders/mamba2_scan.wgsl';
+import scanLib from '../../shaders/lib/mamba2_common.wgsl';
 import { bindBuffers, packParams, UNIFORM, uploadBuffer, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { mamba2ConvDim, type Mamba2Config } from '../model/config';
@@ -14,7 +15,7 @@ import { mamba2Scan } from '../model/mamba2';
 import { eachToken, type DeltaNetOp, type StepRows } from './delta-net';
 import { actBytes, describeDispatch, type OpContext, type OpLabel } from './op';
 
-export const mamba2ScanKernel: Kernel = { name: 'mamba2_scan', source: scanSource };
+export const mamba2ScanKernel: Kernel = { name: 'mamba2_scan', source: scanLib + scanSource };
 
 /** Workgroup sizes the scan is specialised and tested at (no reduction: any size serves). */
 export const MAMBA2_WG = [32, 64] as const;
@@ -41,37 +42,40 @@ export function mamba2ScanRef(m: Mamba2Config, conv: Float32Array, z: Float32Arr
   return y;
 }
 
+/** The scan's arguments, the chunked form's too (./mamba2-chunked.ts). */
+export type Mamba2ScanArgs = StepRows & { m: Mamba2Config; conv: BufferRef; zdt: BufferRef; dtOffset: number; vecs: GPUBuffer; state: GPUBuffer; stateStride?: number; stateOffset?: number; y: BufferRef; wg?: number; label?: OpLabel };
+
+/** The Params fields of shaders/lib/mamba2_common.wgsl, in its order. */
+export function mamba2ScanParams(m: Mamba2Config, args: { dtOffset: number; stateStride?: number; stateOffset?: number; chunkFrom?: number }): Array<['u32', number]> {
+  return [
+    ['u32', m.numHeads],
+    ['u32', m.numGroups],
+    ['u32', m.headDim],
+    ['u32', m.stateSize],
+    ['u32', m.aStored === 'neg' ? 1 : 0],
+    ['u32', args.dtOffset],
+    ['u32', args.stateStride ?? m.numHeads * m.headDim * m.stateSize],
+    ['u32', args.stateOffset ?? 0],
+    ['u32', args.chunkFrom ?? 0],
+  ];
+}
+
 /**
- * mamba2_scan for a Mamba-2 of `m`: one workgroup per (head, row). `zdt` holds z [T, heads·P] at 0
+ * mamba2_scan for a Mamba-2 of `m`: one workgroup per (head, row), rows of `chunkFrom` tokens or more
+ * skipped. `zdt` holds z [T, heads·P] at 0
  * and dt [T, heads] at `dtOffset` (elements); `vecs` dt_bias, the decay tensor and D (f32); each
  * slot of `state` is `stateStride` floats (default heads·P·N) with S at `stateOffset` (default 0).
  */
 export async function createMamba2ScanOp(
   ctx: OpContext,
-  args: StepRows & { m: Mamba2Config; conv: BufferRef; zdt: BufferRef; dtOffset: number; vecs: GPUBuffer; state: GPUBuffer; stateStride?: number; stateOffset?: number; y: BufferRef; wg?: number; label?: OpLabel },
+  args: Mamba2ScanArgs & { chunkFrom?: number },
 ): Promise<DeltaNetOp> {
   const { m } = args;
   if (m.stateSize > MAMBA2_LIMITS.stateSize) throw new RangeError(`mamba2_scan takes a state size up to ${MAMBA2_LIMITS.stateSize}, got ${m.stateSize}`);
   const wg = args.wg ?? 64;
   const pipeline = await ctx.cache.get(mamba2ScanKernel, { precision: ctx.precision, constants: { WG: wg } });
   const inner = m.numHeads * m.headDim;
-  const params = uploadBuffer(
-    ctx.device,
-    new Uint8Array(
-      packParams([
-        ['u32', m.numHeads],
-        ['u32', m.numGroups],
-        ['u32', m.headDim],
-        ['u32', m.stateSize],
-        ['u32', m.aStored === 'neg' ? 1 : 0],
-        ['u32', args.dtOffset],
-        ['u32', args.stateStride ?? inner * m.stateSize],
-        ['u32', args.stateOffset ?? 0],
-      ]),
-    ),
-    UNIFORM,
-    'mamba2_scan params',
-  );
+  const params = uploadBuffer(ctx.device, new Uint8Array(packParams(mamba2ScanParams(m, args))), UNIFORM, 'mamba2_scan params');
   const act = actBytes(ctx.precision);
   const group = describeDispatch(
     bindBuffers(ctx.device, pipeline, [args.conv, args.zdt, args.vecs, args.state, args.y, args.lastToken, args.rowSlot, args.counts, params]),

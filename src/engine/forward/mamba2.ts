@@ -5,6 +5,8 @@
  *   z, xBC, dt = W_in · xb                     (in_proj's rows, each stored in its region of one buffer)
  *   xBC       = silu(causal_conv(xBC) + bias)  (causal_conv_silu: the slot's window, then S, in its state)
  *   y         = (S·C + D·x) ⊙ silu(z)          (mamba2_scan: per head over the slot's S)
+ *               rows of MAMBA2_CHUNK.from tokens or more: the SSD chunked form instead (mamba2_chunk,
+ *               then mamba2_chunk_state: ⌈T/Q⌉ state updates for T tokens; ../../kernels/mamba2-chunked.ts)
  *   y         = rmsnorm per group(y)·w         (rms_norm, a weight row per group)
  *   x        += W_out · y                      (or into xb2, then Granite's residual scale)
  * The state lives in the layer's slot-state buffer (../layer-cache.ts): per slot the conv's last
@@ -14,6 +16,7 @@
 import { STORAGE, createBuffer } from '../../gpu/buffers';
 import { createCausalConvSiluOp } from '../../kernels/delta-net';
 import { createMamba2ScanOp } from '../../kernels/mamba2';
+import { createMamba2ChunkOp, MAMBA2_CHUNK } from '../../kernels/mamba2-chunked';
 import type { OpLabel } from '../../kernels/op';
 import { mamba2ConvDim } from '../../model/config';
 import { destroyAll, type Block, type BlockBuilder } from './block';
@@ -26,6 +29,7 @@ interface Mamba2Scratch {
   conv: GPUBuffer; // [maxTokens, convDim] after the conv and SiLU
   y: GPUBuffer; // [maxTokens, inner] the gated scan output
   yn: GPUBuffer; // [maxTokens, inner] after the grouped norm: out_proj's input
+  chunk: GPUBuffer; // f32 [maxTokens, inner]: the chunked form's intra-chunk output
 }
 
 export async function createMamba2Block(b: BlockBuilder, l: number): Promise<Block> {
@@ -44,6 +48,7 @@ export async function createMamba2Block(b: BlockBuilder, l: number): Promise<Blo
       conv: b.buffers.make(T * convDim, 'mb conv'),
       y: b.buffers.make(T * inner, 'mb y'),
       yn: b.buffers.make(T * inner, 'mb yn'),
+      chunk: b.buffers.make(T * inner, 'mb chunk', 'f32'),
     };
   });
   const w = b.weights.layers[l]!;
@@ -77,7 +82,9 @@ export async function createMamba2Block(b: BlockBuilder, l: number): Promise<Blo
   const rows = { lastToken: step.lastToken, rowSlot: step.rowSlot, counts: step.counts };
   const slots = { state: b.caches.state(l), stateStride: slotFloats };
   const conv = await createCausalConvSiluOp(b.ctx, { ...rows, ...slots, x: { buffer: s.proj, offset: s.xBytes }, weight: convW, bias: true, ckpt: b.caches.checkpointRow, y: s.conv, n: convDim, taps: m.convKernel, label: at('causal_conv_silu') });
-  const scan = await createMamba2ScanOp(b.ctx, { ...rows, ...slots, m, conv: s.conv, zdt: s.proj, dtOffset: s.dtBytes / act, vecs, stateOffset: sOff, y: s.y, label: at('mamba2_scan') });
+  const scanArgs = { ...rows, ...slots, m, conv: s.conv, zdt: s.proj, dtOffset: s.dtBytes / act, vecs, stateOffset: sOff, y: s.y, label: at('mamba2_scan') };
+  const scan = await createMamba2ScanOp(b.ctx, { ...scanArgs, chunkFrom: MAMBA2_CHUNK.from });
+  const chunked = await createMamba2ChunkOp(b.ctx, { ...scanArgs, scratch: s.chunk, chunk: MAMBA2_CHUNK });
   const groupNorm = await b.norm({ label: at('mb_norm'), x: s.y, weight: w.mbNorm!, y: s.yn, n: inner / m.numGroups, rowsPerToken: m.numGroups, weightPerRow: true });
   const out = b.branchOut(w.postAttnNorm);
   const outProj = await b.linear({ label: at('mb_out'), weight: w.mbOut!, x: s.yn, y: out.y, addInto: out.addInto, integerDot: false });
@@ -92,10 +99,12 @@ export async function createMamba2Block(b: BlockBuilder, l: number): Promise<Blo
       inProj.encode(pass, tokens);
       conv.encode(pass, plan.seqs);
       scan.encode(pass, plan.seqs);
+      // Only a prefill step can hold a row of MAMBA2_CHUNK.from tokens.
+      if (plan.mode === 'prefill' && tokens >= MAMBA2_CHUNK.from) chunked.encode(pass, tokens, plan.seqs);
       groupNorm.encode(pass, tokens);
       outProj.encode(pass, tokens);
       end?.encode(pass, tokens);
     },
-    destroy: () => destroyAll([norm, inProj, conv, scan, groupNorm, outProj, end]),
+    destroy: () => destroyAll([norm, inProj, conv, scan, chunked, groupNorm, outProj, end]),
   };
 }

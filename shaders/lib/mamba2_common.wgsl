@@ -1,0 +1,43 @@
+// What Granite 4.0-H's Mamba-2 scan kernels share: mamba2_scan.wgsl (the recurrence) and the chunked
+// (SSD) form's mamba2_chunk.wgsl and mamba2_chunk_state.wgsl. src/kernels/mamba2.ts's
+// mamba2ScanParams packs Params in this order. Each kernel declares the step's `conv`, `zdt`,
+// `vecs` and `lastToken` itself.
+
+const MAX_STATE: u32 = 256u;
+
+struct Params {
+  heads: u32,
+  groups: u32,    // divides heads
+  P: u32,         // head dim
+  N: u32,         // state size, ≤ MAX_STATE
+  aNeg: u32,      // 1: the decay tensor holds −exp(A_log) (GGUF's ssm_a); 0: A_log
+  dtOff: u32,     // where dt's rows [T, heads] start in zdt (elements); z's [T, heads·P] start at 0
+  stride: u32,    // floats of one slot in state
+  sOff: u32,      // where S starts in a slot (after the conv's window, in the layer's slot state)
+  chunkFrom: u32, // rows of at least this many tokens take the chunked form (0: none)
+}
+
+struct Counts {
+  T: u32,
+  S: u32,
+}
+
+// Row s's first and last token in the step.
+fn mamba2_row(s: u32) -> vec2u {
+  var first = 0u;
+  if (s > 0u) { first = lastToken[s - 1u] + 1u; }
+  return vec2u(first, lastToken[s]);
+}
+
+// A = −exp(A_log) of head h, whichever form the decay tensor (vecs[heads + h]) holds.
+fn mamba2_a(prm: Params, h: u32) -> f32 {
+  if (prm.aNeg == 1u) { return vecs[prm.heads + h]; }
+  return -exp(vecs[prm.heads + h]);
+}
+
+// dt of head h at token t: softplus(dt + dt_bias) (torch's softplus: linear above 20).
+fn mamba2_dt(prm: Params, h: u32, t: u32) -> f32 {
+  let u = f32(zdt[prm.dtOff + t * prm.heads + h]) + vecs[h];
+  if (u <= 20.0) { return log(1.0 + exp(u)); }
+  return u;
+}
