@@ -51,7 +51,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: v
   let lid = lidv.x;
   // Workgroup-uniform: the whole group returns or none does.
   if (s >= counts.S || run_continues(s)) { return; }
-  let span = delta_row(s);
+  let span = step_row(s);
   var t = span.x;
   let end = run_end(s);
   if (p.chunkFrom > 0u && span.y + 1u - t >= p.chunkFrom && end == s) { return; }

@@ -34,7 +34,7 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: v
   let lid = lidv.x;
   // Workgroup-uniform: the whole group returns or none does.
   if (s >= counts.S) { return; }
-  let span = mamba2_row(s);
+  let span = step_row(s);
   let first = span.x;
   let len = span.y + 1u - first;
   if (p.chunkFrom == 0u || len < p.chunkFrom) { return; }

@@ -1,6 +1,7 @@
 // What Qwen3.5's gated delta rule kernels share: delta_rule.wgsl (the recurrence) and the chunked
 // form's delta_chunk.wgsl and delta_chunk_state.wgsl. src/kernels/delta-net.ts's deltaRuleParams
-// packs Params in this order. Each kernel declares the step's `lastToken` rows itself.
+// packs Params in this order. Counts and the row: lib/step_rows.wgsl. Each kernel declares the
+// step's `lastToken` rows itself.
 
 struct Params {
   nk: u32,        // key heads
@@ -22,17 +23,7 @@ struct Params {
   fOff: u32,      // F [T, nv, 4]: gc, rq, rk, unused
 }
 
-struct Counts {
-  T: u32,
-  S: u32,
-}
 
-// Row s's first and last token in the step.
-fn delta_row(s: u32) -> vec2u {
-  var first = 0u;
-  if (s > 0u) { first = lastToken[s - 1u] + 1u; }
-  return vec2u(first, lastToken[s]);
-}
 
 // The key head value head h reads: h / (nv / nk) (HF's grouped heads) or h % nk (GGUF's tiled ones).
 fn delta_key_head(prm: Params, h: u32) -> u32 {

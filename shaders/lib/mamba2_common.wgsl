@@ -1,7 +1,7 @@
 // What Granite 4.0-H's Mamba-2 scan kernels share: mamba2_scan.wgsl (the recurrence) and the chunked
 // (SSD) form's mamba2_chunk.wgsl and mamba2_chunk_state.wgsl. src/kernels/mamba2.ts's
-// mamba2ScanParams packs Params in this order. Each kernel declares the step's `conv`, `zdt`,
-// `vecs` and `lastToken` itself.
+// mamba2ScanParams packs Params in this order. Counts and the row: lib/step_rows.wgsl. Each kernel
+// declares `conv`, `zdt`, `vecs`, `lastToken` and `counts` itself.
 
 const MAX_STATE: u32 = 256u;
 
@@ -17,17 +17,7 @@ struct Params {
   chunkFrom: u32, // rows of at least this many tokens take the chunked form (0: none)
 }
 
-struct Counts {
-  T: u32,
-  S: u32,
-}
 
-// Row s's first and last token in the step.
-fn mamba2_row(s: u32) -> vec2u {
-  var first = 0u;
-  if (s > 0u) { first = lastToken[s - 1u] + 1u; }
-  return vec2u(first, lastToken[s]);
-}
 
 // A = −exp(A_log) of head h, whichever form the decay tensor (vecs[heads + h]) holds.
 fn mamba2_a(prm: Params, h: u32) -> f32 {

@@ -12,6 +12,7 @@
 import chunkSource from '../../shaders/delta_chunk.wgsl';
 import stateSource from '../../shaders/delta_chunk_state.wgsl';
 import ruleLib from '../../shaders/lib/delta_rule_common.wgsl';
+import stepRows from '../../shaders/lib/step_rows.wgsl';
 import runsLib from '../../shaders/lib/verify_runs.wgsl';
 import { bindBuffers, packParams, UNIFORM, uploadBuffer, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
@@ -21,8 +22,8 @@ import { deltaRuleChunked } from '../model/delta-net-chunked';
 import { deltaRuleParams, deltaRuleRef, DELTA_NET_LIMITS, type DeltaNetOp, type StepRows } from './delta-net';
 import { actBytes, describeDispatch, type OpContext, type OpLabel } from './op';
 
-export const deltaChunkKernel: Kernel = { name: 'delta_chunk', source: ruleLib + chunkSource };
-export const deltaChunkStateKernel: Kernel = { name: 'delta_chunk_state', source: ruleLib + runsLib + stateSource };
+export const deltaChunkKernel: Kernel = { name: 'delta_chunk', source: stepRows + ruleLib + chunkSource };
+export const deltaChunkStateKernel: Kernel = { name: 'delta_chunk_state', source: stepRows + ruleLib + runsLib + stateSource };
 
 /**
  * When the engine takes the chunked form, and its chunk: rows of `from` tokens or more, in chunks of

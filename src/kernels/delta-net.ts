@@ -10,6 +10,7 @@ import windowLib from '../../shaders/lib/conv_window.wgsl';
 import runsLib from '../../shaders/lib/verify_runs.wgsl';
 import ruleSource from '../../shaders/delta_rule.wgsl';
 import ruleLib from '../../shaders/lib/delta_rule_common.wgsl';
+import stepRows from '../../shaders/lib/step_rows.wgsl';
 import { bindBuffers, packParams, UNIFORM, uploadBuffer, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { deltaNetConvDim, type DeltaNetConfig } from '../model/config';
@@ -18,7 +19,7 @@ import { shortConvStep } from '../model/short-conv';
 import { actBytes, describeDispatch, type OpContext, type OpLabel } from './op';
 
 export const causalConvSiluKernel: Kernel = { name: 'causal_conv_silu', source: windowLib + runsLib + convSource };
-export const deltaRuleKernel: Kernel = { name: 'delta_rule', source: ruleLib + runsLib + ruleSource };
+export const deltaRuleKernel: Kernel = { name: 'delta_rule', source: stepRows + ruleLib + runsLib + ruleSource };
 
 /** Workgroup sizes the kernels are specialised and tested at (powers of two: delta_rule reduces by halves). */
 export const DELTA_NET_WG = [64, 128] as const;

@@ -10,6 +10,7 @@
 import chunkSource from '../../shaders/mamba2_chunk.wgsl';
 import stateSource from '../../shaders/mamba2_chunk_state.wgsl';
 import scanLib from '../../shaders/lib/mamba2_common.wgsl';
+import stepRows from '../../shaders/lib/step_rows.wgsl';
 import { bindBuffers, packParams, UNIFORM, uploadBuffer } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { mamba2ConvDim, type Mamba2Config } from '../model/config';
@@ -18,8 +19,8 @@ import { mamba2ScanChunked } from '../model/mamba2-chunked';
 import { MAMBA2_LIMITS, mamba2ScanParams, mamba2ScanRef, type Mamba2ScanArgs } from './mamba2';
 import { actBytes, describeDispatch, type OpContext } from './op';
 
-export const mamba2ChunkKernel: Kernel = { name: 'mamba2_chunk', source: scanLib + chunkSource };
-export const mamba2ChunkStateKernel: Kernel = { name: 'mamba2_chunk_state', source: scanLib + stateSource };
+export const mamba2ChunkKernel: Kernel = { name: 'mamba2_chunk', source: stepRows + scanLib + chunkSource };
+export const mamba2ChunkStateKernel: Kernel = { name: 'mamba2_chunk_state', source: stepRows + scanLib + stateSource };
 
 /**
  * When the engine takes the chunked form, and its chunk: rows of `from` tokens or more, in chunks of

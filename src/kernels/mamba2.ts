@@ -7,6 +7,7 @@
  */
 import scanSource from '../../shaders/mamba2_scan.wgsl';
 import scanLib from '../../shaders/lib/mamba2_common.wgsl';
+import stepRows from '../../shaders/lib/step_rows.wgsl';
 import { bindBuffers, packParams, UNIFORM, uploadBuffer, type BufferRef } from '../gpu/buffers';
 import type { Kernel } from '../gpu/pipelines';
 import { mamba2ConvDim, type Mamba2Config } from '../model/config';
@@ -15,7 +16,7 @@ import { mamba2Scan } from '../model/mamba2';
 import { eachToken, type DeltaNetOp, type StepRows } from './delta-net';
 import { actBytes, describeDispatch, type OpContext, type OpLabel } from './op';
 
-export const mamba2ScanKernel: Kernel = { name: 'mamba2_scan', source: scanLib + scanSource };
+export const mamba2ScanKernel: Kernel = { name: 'mamba2_scan', source: stepRows + scanLib + scanSource };
 
 /** Workgroup sizes the scan is specialised and tested at (no reduction: any size serves). */
 export const MAMBA2_WG = [32, 64] as const;
