@@ -9,19 +9,24 @@
  * checkpoint at the miss, ./layer-cache.ts), with each proposer, and an abort mid-verify.
  * The grid's lfm2 cases (engine-matrix.ts) check the model itself over 16 steps. Qwen3.5's
  * DeltaNet (its conv window and per-head state in one slot) and Granite 4.0-H's Mamba-2 (its conv
- * window and per-head scan state) take the chunked prompt and concurrent requests; Qwen3.5
- * speculates as LFM2 does, Granite not yet; the rest is the same slot-state machinery. Qwen3.5's
- * MTP head runs here on the GPU beside that engine, against the CPU reference.
+ * window and per-head scan state) take the chunked prompt and concurrent requests, Qwen3.5 an
+ * abort and a preemption mid-sequence too; Qwen3.5 speculates as LFM2 does, Granite not yet; the
+ * rest is the same slot-state machinery. Qwen3.5's MTP head runs here on the GPU beside that
+ * engine, against the CPU reference. LoRA adapters apply to LFM2's and Qwen3.5's recurrent
+ * projections (LFM2's conv in_proj/out_proj, Qwen3.5's DeltaNet qkv/z/b/a/out) as to attention
+ * and the MLP.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
 import { openModel, type OpenedModel } from '../model/open';
-import { greedy, ReferenceModel } from '../reference/forward';
+import { greedy, logitsFor, ReferenceModel } from '../reference/forward';
 import { MtpReference } from '../reference/mtp';
 import { maxAbsDiffAll } from '../testing/compare';
 import { expectEngineMatchesReference } from '../testing/engine-check';
 import { LOGIT_TOLERANCE } from '../testing/engine-matrix';
+import { ensureLoraFixture } from '../testing/fixtures/lora-write';
 import { ensureFixture } from '../testing/fixtures/shared';
+import { mergedReference } from '../testing/lora-reference';
 import { testGPU } from '../testing/gpu';
 import { drainGeneration, greedyRequest } from '../testing/sampling';
 import { GpuEngine } from './engine';
@@ -44,6 +49,46 @@ beforeAll(async () => {
   // The load compiles every pipeline: over a minute on SwiftShader beside the other engine files.
 }, 300_000);
 afterAll(() => engine?.dispose());
+
+/**
+ * A request aborted after 3 tokens beside another (`otherTokens` long), then a third taking the
+ * aborted one's slot: both finish as the reference.
+ */
+async function expectAbortMidSequence(e: GpuEngine, r: ReferenceModel, p: (seed: number, n: number) => number[], otherTokens: number): Promise<void> {
+  const ctl = new AbortController();
+  const aborted = drainGeneration(e.generate({ ...greedyRequest(p(4, 12), 30), signal: ctl.signal }), (n) => n === 3 && ctl.abort());
+  const other = drainGeneration(e.generate(greedyRequest(p(5, 9), otherTokens)));
+  expect((await aborted).result.finishReason).toBe('abort');
+  expect((await other).ids).toEqual(greedy(r, p(5, 9), otherTokens));
+  expect((await drainGeneration(e.generate(greedyRequest(p(6, 13), 6)))).ids).toEqual(greedy(r, p(6, 13), 6));
+}
+
+/** Largest |a − b| over the last position's logits. */
+const lastLogitsDiff = (a: ReferenceModel, b: ReferenceModel, ids: number[]) => {
+  const [x, y] = [logitsFor(a, ids).at(-1)!, logitsFor(b, ids).at(-1)!];
+  return x.reduce((m, v, i) => Math.max(m, Math.abs(v - y[i]!)), 0);
+};
+
+/**
+ * Loads the fixture's `rec-r4` adapter (PEFT: the recurrent layers' projections alone), and with
+ * `all` its `all-r8-rslora` (GGUF: attention's and the MLP's), into `e`, and checks each against
+ * the merged reference (teacher-forced logits and their argmax); the recurrent-only one must move
+ * the logits, so an engine ignoring it fails.
+ */
+async function expectLoraAsMerged(e: GpuEngine, base: OpenedModel, baseRef: ReferenceModel, p: number[], all: boolean): Promise<void> {
+  const { lora } = await ensureLoraFixture({ arch: base.config.arch, preset: 'tiny' }, { hf: [], gguf: ['Q8_0'] });
+  const adapters = { rec: lora.peft['rec-r4']!, ...(all ? { all: lora.gguf['all-r8-rslora']! } : {}) };
+  for (const [name, at] of Object.entries(adapters)) await e.loadLora(name, at, { cache: false });
+  try {
+    for (const [name, at] of Object.entries(adapters)) {
+      const merged = await mergedReference(base, at);
+      if (name === 'rec') expect(lastLogitsDiff(merged, baseRef, p)).toBeGreaterThan(0.5);
+      await expectEngineMatchesReference(e, merged, p, 3, LOGIT_TOLERANCE, name, false);
+    }
+  } finally {
+    for (const name of Object.keys(adapters)) await e.unloadLora(name);
+  }
+}
 
 const prompt = (seed: number, n: number) => Array.from({ length: n }, (_, i) => (seed * 131 + i * 17 + 3) % engine.config.vocabSize);
 
@@ -125,15 +170,9 @@ describe('the GPU engine on a hybrid model (LFM2)', () => {
     expect((await drainGeneration(engine.generate(greedyRequest(p, 12)))).ids).toEqual(want);
   });
 
-  it('starts a slot from zero after an abort mid-sequence', async () => {
-    const ctl = new AbortController();
-    const aborted = drainGeneration(engine.generate({ ...greedyRequest(prompt(4, 12), 30), signal: ctl.signal }), (n) => n === 3 && ctl.abort());
-    const other = drainGeneration(engine.generate(greedyRequest(prompt(5, 9), 10)));
-    expect((await aborted).result.finishReason).toBe('abort');
-    expect((await other).ids).toEqual(greedy(ref, prompt(5, 9), 10));
-    // The aborted sequence's slot, taken again.
-    expect((await drainGeneration(engine.generate(greedyRequest(prompt(6, 13), 6)))).ids).toEqual(greedy(ref, prompt(6, 13), 6));
-  });
+  it('starts a slot from zero after an abort mid-sequence', () => expectAbortMidSequence(engine, ref, prompt, 10));
+
+  it('applies LoRA to the conv layers’ in_proj and out_proj as the merged reference', () => expectLoraAsMerged(engine, opened, ref, prompt(11, 12), false));
 
   it('recomputes a preempted sequence from zero state or a snapshot, and finishes every request as the reference under a pool of 2 snapshots', async () => {
     // 48 tokens of KV for 3 sequences of up to 34 tokens each.
@@ -154,13 +193,15 @@ describe('the GPU engine on a hybrid model (LFM2)', () => {
 describe('the GPU engine on Qwen3.5 (gated DeltaNet on layers 0 and 2, gated attention on layer 1)', () => {
   let q35: GpuEngine;
   let q35Ref: ReferenceModel;
+  let q35Opened: OpenedModel;
   beforeAll(async () => {
     // Q8_0: llama.cpp's tiled value heads and ssm_a.
-    const q35Opened = await openModel((await ensureFixture({ arch: 'qwen35', preset: 'tiny' }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
+    q35Opened = await openModel((await ensureFixture({ arch: 'qwen35', preset: 'tiny' }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
     q35Ref = await ReferenceModel.load(q35Opened);
     q35 = await GpuEngine.load(q35Opened, { gpu, precision: 'f32', contextLength: 96, pageSize: 4, prefillChunk: 16, maxBatch: 4 });
   }, 300_000);
   afterAll(() => q35?.dispose());
+  const q35Prompt = (seed: number, n: number) => Array.from({ length: n }, (_, i) => (seed * 131 + i * 17 + 3) % q35.config.vocabSize);
 
   it('carries the conv and delta-rule states over a 40-token prompt in three prefill chunks; concurrent requests each as the reference', async () => {
     expect(q35.config.deltaNet?.layers).toEqual([0, 2]);
@@ -177,6 +218,24 @@ describe('the GPU engine on Qwen3.5 (gated DeltaNet on layers 0 and 2, gated att
   it('speculates after a 16-token prompt (a row the chunked form would take, its verify run walked by the recurrence): a prediction wrong midway rolls the conv and delta-rule states back to the miss; its own output in two steps; n-gram lookup; each as the reference', async () => {
     await expectSpeculation(q35, q35Ref, Array.from({ length: 16 }, (_, i) => (10 * 131 + i * 17 + 3) % q35.config.vocabSize));
   });
+
+  it('starts a slot from zero after an abort mid-sequence', () => expectAbortMidSequence(q35, q35Ref, q35Prompt, 6));
+
+  it('recomputes a preempted sequence’s conv and delta-rule states, and finishes every request as the reference', async () => {
+    // 48 tokens of KV (the one attention layer's) for 3 sequences of up to 26 tokens each.
+    const small = await GpuEngine.load(q35Opened, { gpu, precision: 'f32', contextLength: 48, pageSize: 4, prefillChunk: 16, kvCacheTokens: 48, maxBatch: 3 });
+    try {
+      const prompts = [q35Prompt(7, 14), q35Prompt(8, 10), q35Prompt(9, 18)];
+      const outs = await Promise.all(prompts.map((p) => drainGeneration(small.generate(greedyRequest(p, 8)))));
+      prompts.forEach((p, i) => expect(outs[i]!.ids, `request ${i}`).toEqual(greedy(q35Ref, p, 8)));
+      expect(small.kvStats.preemptions).toBeGreaterThan(0);
+    } finally {
+      await small.dispose();
+    }
+  });
+
+  it('applies LoRA to the DeltaNet’s five projections (a PEFT adapter’s value heads moved to the file’s tiled order), and to gated attention’s q with its gate rows', () =>
+    expectLoraAsMerged(q35, q35Opened, q35Ref, q35Prompt(11, 12), true));
 });
 
 // Beside the Qwen3.5 engine above: the head's pipelines are mostly that engine's (Q8_0 at f32, one

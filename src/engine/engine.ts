@@ -279,6 +279,7 @@ export class GpuEngine implements Backend {
       maxRank: o.maxRank ?? Math.max(LORA_POOL_DEFAULTS.maxRank, rank),
       bytes,
       numLayers: this.config.numLayers,
+      ...(this.config.attnOutputGate ? { gatedQ: { heads: this.config.numHeads, headDim: this.config.headDim } } : {}),
     });
     await this.parts.forward.enableLora(this.parts.ctx, pool, this.parts.step);
     return pool;

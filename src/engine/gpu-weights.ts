@@ -280,18 +280,26 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
  * as two matrices, every head's query rows and every head's gate rows (whole rows of the file's type).
  */
 export function splitGatedQ(m: HostMatrix, heads: number, headDim: number): [HostMatrix, HostMatrix] {
-  const rowBytes = tensorByteLength(m.dtype, m.cols);
   const half = heads * headDim;
-  const [q, g] = [new Uint8Array(half * rowBytes), new Uint8Array(half * rowBytes)];
-  for (let h = 0; h < heads; h++) {
-    const from = 2 * h * headDim * rowBytes;
-    q.set(m.bytes.subarray(from, from + headDim * rowBytes), h * headDim * rowBytes);
-    g.set(m.bytes.subarray(from + headDim * rowBytes, from + 2 * headDim * rowBytes), h * headDim * rowBytes);
-  }
+  const both = splitGatedRows(m.bytes, tensorByteLength(m.dtype, m.cols), heads, headDim);
   return [
-    { ...m, rows: half, bytes: q },
-    { ...m, rows: half, bytes: g },
+    { ...m, rows: half, bytes: both.subarray(0, both.length / 2) },
+    { ...m, rows: half, bytes: both.subarray(both.length / 2) },
   ];
+}
+
+/**
+ * Gated attention's q rows (`rowLen` elements each), each head's query rows then its gate rows,
+ * as [the queries of every head; the gates of every head]: the weights' bytes, a LoRA B's floats.
+ */
+export function splitGatedRows<T extends Uint8Array | Float32Array>(src: T, rowLen: number, heads: number, headDim: number): T {
+  const out = new (src.constructor as new (n: number) => T)(src.length);
+  const [head, half] = [headDim * rowLen, heads * headDim * rowLen];
+  for (let h = 0; h < heads; h++) {
+    out.set(src.subarray(2 * h * head, (2 * h + 1) * head), h * head);
+    out.set(src.subarray((2 * h + 1) * head, (2 * h + 2) * head), half + h * head);
+  }
+  return out;
 }
 
 /** Stands in for a q/k/v tensor in assembleWeights: its rows went into a joined matrix. */

@@ -20,7 +20,7 @@ function adapter(file: string, rank: number, targets: Array<[number, LoraTarget]
     b: random(N * rank, seed + 100 + i, 0.3),
     scale: 2 / rank,
   }));
-  return { name: file, file, format: 'peft', qkRows: 'halves', weights };
+  return { name: file, file, format: 'peft', qkRows: 'halves', vHeadOrder: 'grouped', weights };
 }
 
 /** y + scale · B · (A · x) straight from the adapter's own matrices (not the pool's layout). */

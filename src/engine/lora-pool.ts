@@ -7,11 +7,20 @@
  */
 import { createBuffer, STORAGE, writeBuffer } from '../gpu/buffers';
 import { LORA_ENTRY_WORDS } from '../kernels/lora';
-import { LORA_TARGETS, type LoraAdapter, type LoraTarget } from '../lora/types';
+import { splitGatedRows } from './gpu-weights';
+import { LORA_TARGETS, type LoraAdapter, type LoraWeight } from '../lora/types';
+
+/**
+ * The matrices the GPU adapts, the entry table's columns of a layer: every target, and the gate
+ * half of gated attention's q (Qwen3.5: q_proj's rows are each head's query then its gate, which
+ * the GPU keeps apart, ./gpu-weights.ts), whose entry reads the q adapter's A and its gate rows of B.
+ */
+export const LORA_MATS = [...LORA_TARGETS, 'q_gate'] as const;
+export type LoraMat = (typeof LORA_MATS)[number];
 
 /** The entry table's column of a layer's matrix. */
-export function loraMat(layer: number, target: LoraTarget): number {
-  return layer * LORA_TARGETS.length + LORA_TARGETS.indexOf(target);
+export function loraMat(layer: number, target: LoraMat): number {
+  return layer * LORA_MATS.length + LORA_MATS.indexOf(target);
 }
 
 export interface LoraPoolLimits {
@@ -22,6 +31,8 @@ export interface LoraPoolLimits {
   /** Bytes of the weight pool (f32 A and B of every loaded adapter). */
   bytes: number;
   numLayers: number;
+  /** Gated attention's q (ModelConfig.attnOutputGate): its heads and head size, to split B's rows into queries and gates. */
+  gatedQ?: { heads: number; headDim: number };
 }
 
 export type LoraPoolErrorCode = 'too_many_adapters' | 'rank_too_large' | 'pool_full';
@@ -64,7 +75,7 @@ export class LoraPool {
     private readonly device: GPUDevice,
     readonly limits: LoraPoolLimits,
   ) {
-    this.numMats = limits.numLayers * LORA_TARGETS.length;
+    this.numMats = limits.numLayers * LORA_MATS.length;
     const floats = Math.max(1, Math.floor(limits.bytes / 4));
     this.weights = createBuffer(device, floats * 4, STORAGE, 'lora pool');
     this.table = new Uint32Array(limits.maxAdapters * this.numMats * LORA_ENTRY_WORDS);
@@ -106,6 +117,15 @@ export class LoraPool {
     const undo = () => ranges.forEach((r) => this.release(r));
     const rows = new Uint32Array(this.numMats * LORA_ENTRY_WORDS);
     const scales = new Float32Array(rows.buffer);
+    const mats: number[] = [];
+    const entry = (mat: number, a: number, b: number, w: LoraWeight) => {
+      const e = mat * LORA_ENTRY_WORDS;
+      rows[e] = a;
+      rows[e + 1] = b;
+      rows[e + 2] = w.rank;
+      scales[e + 3] = w.scale * scale;
+      mats.push(mat);
+    };
     for (const w of adapter.weights) {
       const [aLen, bLen] = [w.rank * w.inFeatures, w.outFeatures * w.rank];
       const start = this.take(aLen + bLen);
@@ -116,15 +136,13 @@ export class LoraPool {
       }
       ranges.push([start, aLen + bLen]);
       writeBuffer(this.device, this.weights, start * 4, w.a);
-      writeBuffer(this.device, this.weights, (start + aLen) * 4, w.b);
-      const e = loraMat(w.layer, w.target) * LORA_ENTRY_WORDS;
-      rows[e] = start;
-      rows[e + 1] = start + aLen;
-      rows[e + 2] = w.rank;
-      scales[e + 3] = w.scale * scale;
+      const gated = w.target === 'q' ? this.limits.gatedQ : undefined;
+      // Gated q: B's query rows (every head's), then its gate rows, each half an entry of its own.
+      writeBuffer(this.device, this.weights, (start + aLen) * 4, gated ? splitGatedRows(w.b, w.rank, gated.heads, gated.headDim) : w.b);
+      entry(loraMat(w.layer, w.target), start, start + aLen, w);
+      if (gated) entry(loraMat(w.layer, 'q_gate'), start, start + aLen + bLen / 2, w);
     }
     this.setRows(id, rows);
-    const mats = adapter.weights.map((w) => loraMat(w.layer, w.target));
     for (const m of mats) this.matUse[m]!++;
     this.loaded[id] = { name, ranges, mats };
     return id;

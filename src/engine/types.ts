@@ -2,6 +2,7 @@
  * The contract between the OpenAI API layer (src/api/) and whatever generates tokens: the WebGPU
  * engine (src/engine/) or the CPU reference backend used as an oracle in tests.
  */
+import type { LoraTarget } from '../lora/types';
 import type { ModelConfig } from '../model/config';
 import type { TextTokenizer } from '../text/tokenizer';
 import type { ChatTemplateConfig } from '../text/chat-template';
@@ -174,7 +175,7 @@ export interface LoraInfo {
   format: 'peft' | 'gguf';
   /** Its largest rank, and the matrices it adapts (in any layer). */
   rank: number;
-  targets: Array<'q' | 'k' | 'v' | 'o' | 'gate' | 'up' | 'down'>;
+  targets: LoraTarget[];
   /** The multiplier on the adapter's own alpha / rank. */
   scale: number;
 }

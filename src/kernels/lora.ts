@@ -27,7 +27,7 @@ export interface LoraLayout {
   xOffset?: number; // default 0
   yStride?: number; // default n
   yOffset?: number; // default 0
-  /** The matrix's column of the entry table: layer · LORA_TARGETS.length + target index. */
+  /** The matrix's column of the entry table: layer · LORA_MATS.length + matrix index (engine/lora-pool.ts). */
   mat: number;
   /** Columns of the entry table (entries per adapter). */
   numMats: number;

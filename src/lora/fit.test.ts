@@ -28,7 +28,7 @@ const w = (x: Partial<LoraWeight> & Pick<LoraWeight, 'target' | 'outFeatures' | 
   b: seq(x.outFeatures),
   ...x,
 });
-const adapter = (weights: LoraWeight[], extra: Partial<LoraAdapter> = {}): LoraAdapter => ({ name: 'a', file: 'a/adapter_model.safetensors', format: 'peft', qkRows: 'halves', weights, ...extra });
+const adapter = (weights: LoraWeight[], extra: Partial<LoraAdapter> = {}): LoraAdapter => ({ name: 'a', file: 'a/adapter_model.safetensors', format: 'peft', qkRows: 'halves', vHeadOrder: 'grouped', weights, ...extra });
 
 function failure(f: () => unknown): LoraError {
   try {
@@ -80,6 +80,26 @@ describe('fitLora', () => {
     const e = failure(() => fitLora(adapter([], { format: 'gguf', ggufArch: 'qwen2' }), hf));
     expect(e.code).toBe('wrong_base');
     expect(e.message).toContain('"qwen2"');
+  });
+
+  it('moves a DeltaNet’s value heads into a GGUF base’s tiled order: B rows of dn_qkv’s v, dn_z, dn_b, dn_a, A columns of dn_out', () => {
+    // Qwen3.5-like: a DeltaNet on layer 0, 2 key heads and 4 value heads of 1 (qkv: 2 + 2 + 4 rows); layer 1 attention.
+    const d = { layers: [0], convKernel: 4, numKHeads: 2, numVHeads: 4, headKDim: 1, headVDim: 1, vHeadOrder: 'tiled', aStored: 'neg' } as const;
+    const hybrid: ModelConfig = { ...hf, deltaNet: d };
+    const qkv = w({ target: 'dn_qkv', outFeatures: 8, inFeatures: 8 });
+    const z = w({ target: 'dn_z', outFeatures: 4, inFeatures: 8 });
+    const out = w({ target: 'dn_out', outFeatures: 8, inFeatures: 4 });
+    const fitted = fitLora(adapter([qkv, z, out]), hybrid);
+    expect(fitted.vHeadOrder).toBe('tiled');
+    // grouped heads 0 1 | 2 3 (key heads 0 0 1 1) tiled as 0 2 1 3
+    expect([...fitted.weights[0]!.b]).toEqual([0, 1, 2, 3, 4, 6, 5, 7]);
+    expect([...fitted.weights[1]!.b]).toEqual([0, 2, 1, 3]);
+    expect([...fitted.weights[2]!.a]).toEqual([0, 2, 1, 3]);
+    expect(fitted.weights[2]!.b).toBe(out.b);
+    expect(fitLora(fitted, { ...hybrid, deltaNet: { ...d, vHeadOrder: 'grouped' } }).weights.map((x) => [...x.a, ...x.b])).toEqual([qkv, z, out].map((x) => [...x.a, ...x.b]));
+    // attention's q on the DeltaNet layer, the DeltaNet's z on the attention layer: refused
+    expect(failure(() => fitLora(adapter([w({ target: 'q', outFeatures: 8, inFeatures: 8 })]), hybrid)).message).toContain("layer 0 q: this model has no q matrix to adapt (layer 0's token mixer is deltanet)");
+    expect(failure(() => fitLora(adapter([{ ...z, layer: 1 }]), hybrid)).code).toBe('unsupported_target');
   });
 
   it('refuses the FFN targets of a mixture-of-experts base (it has no dense gate/up/down), keeping attention targets', () => {

@@ -14,6 +14,7 @@ import { LoraError, type LoraAdapter } from './types';
 
 const TENSOR = /^blk\.(\d+)\.(.+\.weight)\.lora_([ab])$/;
 const BY_TENSOR = new Map(TARGETS.map((t) => [t.ggufTensor, t.target]));
+const KNOWN = TARGETS.map((t) => t.ggufTensor.replace(/\.weight$/, '')).join(', ');
 
 export async function readGGUFAdapter(src: ByteSource): Promise<LoraAdapter> {
   const file = src.name;
@@ -43,11 +44,13 @@ export async function readGGUFAdapter(src: ByteSource): Promise<LoraAdapter> {
     scale: (rank) => (alpha === 0 ? 1 : alpha / rank),
   });
   const qkRows = ARCH[family].ggufRopeStyle === 'interleaved' ? 'interleaved' : 'halves';
-  return { name: file, file, format: 'gguf', qkRows, ggufArch: arch, weights };
+  // Value heads as the base's converter tiles them: llama.cpp's LoRA converter runs the same tensor
+  // transforms on the adapter's factors (B's rows, A's columns).
+  return { name: file, file, format: 'gguf', qkRows, vHeadOrder: 'tiled', ggufArch: arch, weights };
 }
 
 function unsupportedTensor(name: string): string {
-  if (/^(token_embd|output)\./.test(name)) return `tensor ${name} adapts the embeddings or the output; webgpu-llm applies adapters to attn_q/k/v/output and ffn_gate/up/down only`;
+  if (/^(token_embd|output)\./.test(name)) return `tensor ${name} adapts the embeddings or the output; webgpu-llm applies adapters to the layers' linear tensors only (${KNOWN})`;
   if (/_norm\.weight$/.test(name)) return `tensor ${name} replaces a norm (as mergekit-extract-lora writes), which is not supported`;
-  return `tensor ${name} is not a .lora_a / .lora_b of attn_q/k/v/output or ffn_gate/up/down`;
+  return `tensor ${name} is not a .lora_a / .lora_b of ${KNOWN}`;
 }

@@ -71,6 +71,7 @@ describe('mergeLora', () => {
       file: 'x/adapter_model.safetensors',
       format: 'peft',
       qkRows: 'halves',
+      vHeadOrder: 'grouped',
       weights: [weight({ target: 'v', rank: 1, inFeatures: 4, outFeatures: 2, a: Float32Array.of(1, 2, 3, 4), b: Float32Array.of(1, -1), scale: 2 })],
     };
     const merged = mergeLora(config, base, adapter);

@@ -49,6 +49,24 @@ describe('readPeftAdapter', () => {
     expect(a.weights[0]!.b.every((v) => v === 0.5)).toBe(true);
   });
 
+  it('reads a family’s own module names and Qwen3.5’s language_model layers: LFM2’s out_proj and w1, the conv’s and the DeltaNet’s projections', async () => {
+    const names = { ...ok, target_modules: ['out_proj', 'w1', 'in_proj', 'in_proj_qkv', 'in_proj_b'] };
+    const a = await readPeftAdapter(
+      peftFolder(names, {
+        ...pair(1, 'self_attn.out_proj', 8, 8),
+        ...pair(1, 'feed_forward.w1', 16, 8),
+        ...pair(0, 'conv.in_proj', 24, 8),
+        ...pair(0, 'conv.out_proj', 8, 8),
+        [`base_model.model.model.language_model.layers.2.linear_attn.in_proj_qkv.lora_A.weight`]: [2, 8],
+        [`base_model.model.model.language_model.layers.2.linear_attn.in_proj_qkv.lora_B.weight`]: [12, 2],
+        ...pair(2, 'linear_attn.in_proj_b', 4, 8),
+        ...pair(2, 'linear_attn.out_proj', 8, 4),
+      }),
+    );
+    expect(a.vHeadOrder).toBe('grouped');
+    expect(a.weights.map((w) => `${w.layer}.${w.target}`)).toEqual(['0.conv_in', '0.conv_out', '1.o', '1.gate', '2.dn_qkv', '2.dn_b', '2.dn_out']);
+  });
+
   it('names the file and the module when a lora_B is missing', async () => {
     const e = await failure(peftFolder(ok, { [`${P}.0.self_attn.q_proj.lora_A.weight`]: [2, 8] }));
     expect(e.code).toBe('missing_tensor');

@@ -1,6 +1,7 @@
 /**
  * PEFT adapter folders: `adapter_config.json` + `adapter_model.safetensors`, tensors named
- * `base_model.model.model.layers.{i}.self_attn.q_proj.lora_A.weight` (A [r, in], B [out, r]).
+ * `base_model.model.model.layers.{i}.self_attn.q_proj.lora_A.weight` (A [r, in], B [out, r]), in
+ * HF's row orders (q/k halves, a DeltaNet's value heads grouped).
  * The scale is PEFT's `scaling`: lora_alpha / r, or lora_alpha / sqrt(r) with `use_rslora`, r and
  * alpha per module from `rank_pattern` / `alpha_pattern` when a key matches.
  */
@@ -22,9 +23,11 @@ export interface PeftConfig {
   alphaPattern: Record<string, number>;
 }
 
-const TENSOR = /^(?:base_model\.model\.)?model\.layers\.(\d+)\.((?:self_attn|mlp)\.[a-z_]+)\.lora_([AB])\.weight$/;
-const BY_MODULE = new Map(TARGETS.map((t) => [t.peftModule, t.target]));
-const PEFT_NAMES = new Set(TARGETS.map((t) => t.peftName));
+// Layers under `model.layers.` (CausalLM) or `model.language_model.layers.` (Qwen3.5's ConditionalGeneration).
+const TENSOR = /^(?:base_model\.model\.)?model\.(?:language_model\.)?layers\.(\d+)\.([a-z_]+\.[a-z0-9_]+)\.lora_([AB])\.weight$/;
+const BY_MODULE = new Map(TARGETS.flatMap((t) => t.peftModules.map((m) => [m, t.target] as const)));
+const PEFT_NAMES = new Set(TARGETS.flatMap((t) => t.peftNames));
+const KNOWN = [...PEFT_NAMES].join(', ');
 
 export async function readPeftAdapter(folder: Folder): Promise<LoraAdapter> {
   const configFile = `${folder.name}/${PEFT_CONFIG}`;
@@ -58,14 +61,14 @@ export async function readPeftAdapter(folder: Folder): Promise<LoraAdapter> {
       return config.useRslora ? alpha / Math.sqrt(r) : alpha / r;
     },
   });
-  return { name: folder.name, file, format: 'peft', qkRows: 'halves', weights };
+  return { name: folder.name, file, format: 'peft', qkRows: 'halves', vHeadOrder: 'grouped', weights };
 }
 
 function unsupportedTensor(name: string): string {
   if (/embed_tokens|lora_embedding|lm_head/.test(name))
-    return `tensor ${name} adapts the embeddings or lm_head; webgpu-llm applies adapters to q/k/v/o/gate/up/down only`;
-  if (/\.lora_[AB]\.weight$/.test(name)) return `tensor ${name} adapts a module other than q/k/v/o/gate/up/down_proj, which webgpu-llm does not adapt`;
-  return `tensor ${name} is not a LoRA A/B matrix of q/k/v/o/gate/up/down_proj (full weights such as modules_to_save are not supported)`;
+    return `tensor ${name} adapts the embeddings or lm_head; webgpu-llm applies adapters to the layers' linear modules only (${KNOWN})`;
+  if (/\.lora_[AB]\.weight$/.test(name)) return `tensor ${name} adapts a module other than ${KNOWN}, which webgpu-llm does not adapt`;
+  return `tensor ${name} is not a LoRA A/B matrix of ${KNOWN} (full weights such as modules_to_save are not supported)`;
 }
 
 /** Checks adapter_config.json: LoRA only, plain LoRA (no DoRA, biases or extra modules). */
@@ -91,7 +94,7 @@ export function parsePeftConfig(json: unknown, file: string): PeftConfig {
     for (const t of targets) {
       if (typeof t !== 'string') bad('invalid_config', 'target_modules must hold module names');
       if (!PEFT_NAMES.has(t as string))
-        bad('unsupported_target', `target_modules names ${JSON.stringify(t)}; webgpu-llm adapts only ${[...PEFT_NAMES].join(', ')}`);
+        bad('unsupported_target', `target_modules names ${JSON.stringify(t)}; webgpu-llm adapts only ${KNOWN}`);
     }
   } else if (targets !== undefined && targets !== null && typeof targets !== 'string') {
     bad('invalid_config', 'target_modules must be a list of module names or a regular expression');

@@ -2,7 +2,9 @@
  * The fixture adapters end to end: read over HTTP (PEFT folder and GGUF, through the loader and
  * its cache), fitted to the HF and the GGUF base, merged in float64, run by the CPU reference.
  * Both formats of one adapter must give the same merged weights on either base, and the merged
- * model must differ from the base.
+ * model must differ from the base. The hybrids' adapters include one of their recurrent layers
+ * alone (LFM2's conv, Qwen3.5's DeltaNet, whose value heads GGUF files tile: B's rows, dn_out's
+ * A columns move between the orders) and LFM2's own module names (out_proj, w1/w2/w3).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -13,13 +15,15 @@ import type { Arch } from '../model/arch';
 import { openModel, type OpenedModel } from '../model/open';
 import { unpermuteQK } from '../model/qk-rows';
 import { logitsFor, ReferenceModel } from '../reference/forward';
-import { LORA_SPECS, loraScale } from '../testing/fixtures/lora';
+import { reorderVHeads, V_HEAD_SPANS } from '../model/v-heads';
+import { fixtureLoraSpecs, loraScale, type LoraSpec } from '../testing/fixtures/lora';
+import { makeFixture } from '../testing/fixtures/model';
 import { ensureLoraFixture } from '../testing/fixtures/lora-write';
 import { baseWeights } from '../testing/lora-reference';
 import { serveDirectory, type StaticServer } from '../testing/server';
 import { openLoraWithCache } from './load';
 import { mergeLora } from './merge';
-import { baseTensorName } from './targets';
+import { baseTensorName, layerHolds, targetInfo } from './targets';
 import type { LoraAdapter } from './types';
 
 /** Largest |a - b| relative to max |b| over one tensor. */
@@ -39,9 +43,10 @@ function maxAbsDiff(a: Float32Array[], b: Float32Array[]): number {
   return worst;
 }
 
-const ARCHES: Arch[] = ['llama', 'qwen3'];
+const ARCHES: Arch[] = ['llama', 'qwen3', 'lfm2', 'qwen35'];
 
 describe.each(ARCHES)('LoRA adapters of the tiny %s fixture', (arch) => {
+  const SPECS: LoraSpec[] = fixtureLoraSpecs(makeFixture({ arch, preset: 'tiny' }));
   let server: StaticServer;
   let cacheDir: string;
   let hf: OpenedModel;
@@ -61,7 +66,7 @@ describe.each(ARCHES)('LoRA adapters of the tiny %s fixture', (arch) => {
     hfW = await baseWeights(hf);
     ggW = await baseWeights(gg);
     const cache = nodeDirCache(cacheDir);
-    for (const s of LORA_SPECS) {
+    for (const s of SPECS) {
       adapters.set(s.name, {
         peft: await openLoraWithCache(at(lora.peft[s.name]!), hf.config, { cache }),
         gguf: await openLoraWithCache(at(lora.gguf[s.name]!), hf.config, { cache }),
@@ -71,16 +76,19 @@ describe.each(ARCHES)('LoRA adapters of the tiny %s fixture', (arch) => {
     }
   });
 
+  /** The matrices the spec adapts in this model: its targets on the layers holding them. */
+  const held = (spec: LoraSpec) => Array.from({ length: hf.config.numLayers }, (_, l) => spec.targets.filter((x) => layerHolds(hf.config, l, x)).map((x) => baseTensorName(l, x))).flat();
+
   afterAll(async () => {
     await server?.close();
     if (cacheDir) await rm(cacheDir, { recursive: true, force: true });
   });
 
-  it.each(LORA_SPECS.map((s) => [s.name, s] as const))('%s: reads the same ranks, targets and scale from the PEFT folder and the GGUF', (name, spec) => {
+  it.each(SPECS.map((s) => [s.name, s] as const))('%s: reads the same ranks, targets and scale from the PEFT folder and the GGUF', (name, spec) => {
     const { peft, gguf } = adapters.get(name)!;
     const summary = (a: LoraAdapter) => a.weights.map((w) => `${w.layer}.${w.target}.r${w.rank}`);
     expect(summary(gguf)).toEqual(summary(peft));
-    expect(peft.weights.length).toBe(spec.targets.length * hf.config.numLayers);
+    expect(peft.weights.length).toBe(held(spec).length);
     for (const [p, g] of peft.weights.map((w, i) => [w, gguf.weights[i]!] as const)) {
       expect(p.scale).toBe(loraScale(spec));
       // the GGUF stores alpha · sqrt(r) as f32 for rsLoRA: equal up to that rounding
@@ -88,7 +96,7 @@ describe.each(ARCHES)('LoRA adapters of the tiny %s fixture', (arch) => {
     }
   });
 
-  it.each(LORA_SPECS.map((s) => [s.name] as const))('%s: merges to the same weights from both formats, on the HF base and on the GGUF base', (name) => {
+  it.each(SPECS.map((s) => [s.name] as const))('%s: merges to the same weights from both formats, on the HF base and on the GGUF base', (name) => {
     const a = adapters.get(name)!;
     const onHF = [mergeLora(hf.config, hfW, a.peft), mergeLora(hf.config, hfW, a.gguf)];
     const onGG = [mergeLora(gg.config, ggW, a.peftOnGGUF), mergeLora(gg.config, ggW, a.ggufOnGGUF)];
@@ -99,20 +107,25 @@ describe.each(ARCHES)('LoRA adapters of the tiny %s fixture', (arch) => {
       // and the GGUF base's merged rows, back in HF order, are the HF base's merged rows
       const heads = w.target === 'q' ? hf.config.numHeads : hf.config.numKvHeads;
       const rotary = gg.config.ropeStyle === 'interleaved' && (w.target === 'q' || w.target === 'k');
-      const ggMerged = rotary ? unpermuteQK(onGG[1]!.get(t)!, w.outFeatures, heads) : onGG[1]!.get(t)!;
+      const span = gg.config.deltaNet && V_HEAD_SPANS[targetInfo(w.target).ggufTensor];
+      const ggMerged = rotary
+        ? unpermuteQK(onGG[1]!.get(t)!, w.outFeatures, heads)
+        : span
+          ? reorderVHeads(onGG[1]!.get(t)!, w.outFeatures, w.inFeatures, span, gg.config.deltaNet!, 'tiled', 'grouped')
+          : onGG[1]!.get(t)!;
       expect(relDiff(ggMerged, onHF[0]!.get(t)!)).toBeLessThan(1e-6);
     }
   });
 
-  it.each(LORA_SPECS.map((s) => [s.name, s] as const))('%s: changes exactly the targeted matrices', (name, spec) => {
+  it.each(SPECS.map((s) => [s.name, s] as const))('%s: changes exactly the targeted matrices', (name, spec) => {
     const merged = mergeLora(hf.config, hfW, adapters.get(name)!.peft);
     const changed = [...merged].filter(([t, v]) => v !== hfW.get(t)).map(([t]) => t);
-    const want = Array.from({ length: hf.config.numLayers }, (_, l) => spec.targets.map((x) => baseTensorName(l, x))).flat();
+    const want = held(spec);
     expect(changed.sort()).toEqual(want.sort());
     for (const t of changed) expect(relDiff(merged.get(t)!, hfW.get(t)!)).toBeGreaterThan(0.1);
   });
 
-  it.each(LORA_SPECS.map((s) => [s.name] as const))('%s: gives the merged reference other logits than the base, the same from both bases and formats', (name) => {
+  it.each(SPECS.map((s) => [s.name] as const))('%s: gives the merged reference other logits than the base, the same from both bases and formats', (name) => {
     const a = adapters.get(name)!;
     const vocab = hf.config.vocabSize;
     const ids = Array.from({ length: 8 }, (_, i) => (i * 7919 + 13) % vocab);

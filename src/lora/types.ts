@@ -3,8 +3,12 @@
  * GGUF), and the one error its readers and checks throw.
  */
 
-/** The linear layers an adapter may target: the seven matrices of every layer. */
-export const LORA_TARGETS = ['q', 'k', 'v', 'o', 'gate', 'up', 'down'] as const;
+/**
+ * The linear layers an adapter may target: attention's and the MLP's seven matrices, and the
+ * recurrent layers' projections (LFM2's short convolution: conv_in, conv_out; Qwen3.5's gated
+ * DeltaNet: dn_qkv, dn_z, dn_b, dn_a, dn_out). A layer holds those of its own blocks.
+ */
+export const LORA_TARGETS = ['q', 'k', 'v', 'o', 'gate', 'up', 'down', 'conv_in', 'conv_out', 'dn_qkv', 'dn_z', 'dn_b', 'dn_a', 'dn_out'] as const;
 export type LoraTarget = (typeof LORA_TARGETS)[number];
 
 /** One adapted matrix W [out, in]: its effective weight is W + scale · B · A. */
@@ -16,7 +20,7 @@ export interface LoraWeight {
   outFeatures: number;
   /** [rank, inFeatures], row-major. */
   a: Float32Array;
-  /** [outFeatures, rank], row-major; for q/k its rows are in the adapter's `qkRows` order. */
+  /** [outFeatures, rank], row-major; for q/k its rows are in the adapter's `qkRows` order, for dn_* in its `vHeadOrder`. */
   b: Float32Array;
   /** alpha / rank, or alpha / sqrt(rank) with rsLoRA (PEFT's `scaling`). */
   scale: number;
@@ -33,6 +37,11 @@ export interface LoraAdapter {
    * 'interleaved' as llama.cpp writes `llama` files (see model/qk-rows.ts).
    */
   qkRows: 'halves' | 'interleaved';
+  /**
+   * The order of a DeltaNet's value heads in the dn_* matrices (DeltaNetConfig.vHeadOrder):
+   * 'grouped' as in HF checkpoints (PEFT), 'tiled' as llama.cpp writes `qwen35` files.
+   */
+  vHeadOrder: 'grouped' | 'tiled';
   /** `general.architecture` of a GGUF adapter (llama.cpp refuses a base of another one). */
   ggufArch?: string;
   /** Sorted by layer, then target in LORA_TARGETS order. */

@@ -104,12 +104,20 @@ export async function createAttentionBlock(b: BlockBuilder, l: number): Promise<
   const end = await b.branchEnd(l, 'attn', w.postAttnNorm);
 
   return {
-    lora: { q: b.loraIo({ rows: nH * D, cols: H }, input, s.q), k: b.loraIo({ rows: nKv * D, cols: H }, input, s.k), v: b.loraIo({ rows: nKv * D, cols: H }, input, s.v), o: b.loraIo(w.wo, s.att, out.y) },
+    lora: {
+      q: b.loraIo({ rows: nH * D, cols: H }, input, s.q),
+      k: b.loraIo({ rows: nKv * D, cols: H }, input, s.k),
+      v: b.loraIo({ rows: nKv * D, cols: H }, input, s.v),
+      o: b.loraIo(w.wo, s.att, out.y),
+      // gated attention: the q adapter's gate rows onto the gates (LoraPool keeps them apart)
+      ...(s.gate ? { q_gate: b.loraIo({ rows: nH * D, cols: H }, input, s.gate) } : {}),
+    },
     encode(pass, plan) {
       const { tokens, lora } = plan;
       if (!plan.foldNorms) attnNorm?.encode(pass, tokens);
       encodeAll(pass, tokens, qkv);
       lora?.after(pass, tokens, l, 'q');
+      lora?.after(pass, tokens, l, 'q_gate');
       lora?.after(pass, tokens, l, 'k');
       lora?.after(pass, tokens, l, 'v');
       encodeAll(pass, tokens, [qNorm, kNorm, rope]);

@@ -13,7 +13,7 @@ import { actBytes, type Op, type OpContext, type OpLabel } from '../../kernels/o
 import { createRmsNormOp } from '../../kernels/rms-norm';
 import type { GluActivation } from '../../kernels/swiglu';
 import type { ModelConfig } from '../../model/config';
-import type { LoraTarget } from '../../lora/types';
+import type { LoraMat } from '../lora-pool';
 import type { GpuMatrix, GpuWeights } from '../gpu-weights';
 import type { LayerCaches } from '../layer-cache';
 import type { StepBuffers } from '../step';
@@ -62,14 +62,14 @@ export interface LoraIo {
 }
 
 /** A block's LoRA hook points: each adaptable matrix's input and output. */
-export type LoraPoints = Partial<Record<LoraTarget, LoraIo>>;
+export type LoraPoints = Partial<Record<LoraMat, LoraIo>>;
 
 /** The step's LoRA updates (./lora.ts), recorded by the blocks right after the matrix they adapt. */
 export interface LoraHooks {
   /** A loaded adapter adapts layer `layer`'s `target`. */
-  adapts(layer: number, target: LoraTarget): boolean;
+  adapts(layer: number, target: LoraMat): boolean;
   /** Records that update where a loaded adapter adapts it. */
-  after(pass: GPUComputePassEncoder, tokens: number, layer: number, target: LoraTarget): void;
+  after(pass: GPUComputePassEncoder, tokens: number, layer: number, target: LoraMat): void;
 }
 
 /** One block of one layer (or the head), as prepared ops: `encode` only records. */

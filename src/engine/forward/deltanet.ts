@@ -12,7 +12,8 @@
  * The state lives in the layer's slot-state buffer (../layer-cache.ts): per slot the conv's last
  * kernel − 1 inputs, then each value head's dk × dv matrix, zeroed when a sequence takes the slot;
  * a checkpoint row per verify row after the slots (speculative decoding's rollback).
- * Its linears never take the integer dot-product path (issue #29).
+ * Its linears never take the integer dot-product path (issue #29). LoRA adapts its five
+ * projections (dn_qkv, dn_z, dn_b, dn_a, dn_out), each update onto its projection's output.
  */
 import { STORAGE, createBuffer } from '../../gpu/buffers';
 import { createCausalConvSiluOp, createDeltaRuleOp } from '../../kernels/delta-net';
@@ -20,6 +21,9 @@ import { createDeltaChunkOp, DELTA_CHUNK, deltaChunkScratch } from '../../kernel
 import type { OpLabel } from '../../kernels/op';
 import { deltaNetConvDim } from '../../model/config';
 import { destroyAll, type Block, type BlockBuilder } from './block';
+
+/** The projections in the order they run (their LoRA matrices). */
+const PROJECTIONS = ['dn_qkv', 'dn_z', 'dn_b', 'dn_a'] as const;
 
 /** The DeltaNet's buffers, made once and shared by its layers (layers run one after another). */
 interface DeltaNetScratch {
@@ -59,6 +63,8 @@ export async function createDeltaNetBlock(b: BlockBuilder, l: number): Promise<B
   // z, b and a land in their regions of zba ([maxTokens][rows] each)
   const proj = (role: string, weight: NonNullable<typeof w.dnQkv>, y: GPUBuffer, offset?: number) =>
     b.linear({ label: at(role), weight, x: input, y, foldNorm: w.attnNorm, integerDot: false, ...(offset === undefined ? {} : { segments: [{ rows: weight.rows, offset: offset / act }] }) });
+  // z's, b's and a's regions of zba, as LoRA's updates see them
+  const region = (offset: number, elements: number): GPUBufferBinding => ({ buffer: s.zba, offset, size: elements * act });
   const projections = [
     await proj('dn_qkv', w.dnQkv!, s.mixed),
     await proj('dn_z', w.dnZ!, s.zba, 0),
@@ -91,17 +97,26 @@ export async function createDeltaNetBlock(b: BlockBuilder, l: number): Promise<B
   const end = await b.branchEnd(l, 'attn', w.postAttnNorm);
 
   return {
-    // No LoRA target (q, k, v, o, gate, up, down) lives here.
-    lora: {},
+    lora: {
+      dn_qkv: b.loraIo(w.dnQkv!, input, s.mixed),
+      dn_z: b.loraIo(w.dnZ!, input, region(0, T * vDim)),
+      dn_b: b.loraIo(w.dnBeta!, input, region(s.zBytes, T * d.numVHeads)),
+      dn_a: b.loraIo(w.dnAlpha!, input, region(s.zBytes + s.bBytes, T * d.numVHeads)),
+      dn_out: b.loraIo(w.dnOut!, s.y, out.y),
+    },
     encode(pass, plan) {
-      const { tokens } = plan;
+      const { tokens, lora } = plan;
       if (!plan.foldNorms) norm?.encode(pass, tokens);
-      for (const p of projections) p.encode(pass, tokens);
+      projections.forEach((p, i) => {
+        p.encode(pass, tokens);
+        lora?.after(pass, tokens, l, PROJECTIONS[i]!);
+      });
       conv.encode(pass, plan.seqs);
       rule.encode(pass, plan.seqs);
       // Only a prefill step can hold a row of DELTA_CHUNK.from tokens.
       if (plan.mode === 'prefill' && plan.tokens >= DELTA_CHUNK.from) chunked.encode(pass, plan.tokens, plan.seqs);
       outProj.encode(pass, tokens);
+      lora?.after(pass, tokens, l, 'dn_out');
       end?.encode(pass, tokens);
     },
     destroy: () => destroyAll([norm, ...projections, conv, rule, chunked, outProj, end]),

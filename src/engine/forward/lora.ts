@@ -9,15 +9,14 @@
 import { createBuffer, STORAGE } from '../../gpu/buffers';
 import { createLoraOp } from '../../kernels/lora';
 import type { Op, OpContext } from '../../kernels/op';
-import { LORA_TARGETS, type LoraTarget } from '../../lora/types';
-import { loraMat, type LoraPool } from '../lora-pool';
+import { LORA_MATS, loraMat, type LoraMat, type LoraPool } from '../lora-pool';
 import type { StepBuffers } from '../step';
 import type { LoraHooks, LoraPoints } from './block';
 
 export class LoraUpdates implements LoraHooks {
   private constructor(
     readonly pool: LoraPool,
-    /** [layer][target in LORA_TARGETS order]; none for a matrix no block offers (the experts). */
+    /** [layer][matrix in LORA_MATS order]; none for a matrix no block offers (the experts). */
     private readonly ops: (Op | undefined)[][],
     private readonly h: GPUBuffer,
   ) {}
@@ -31,7 +30,7 @@ export class LoraUpdates implements LoraHooks {
     const ops = await Promise.all(
       points.map((targets, l) =>
         Promise.all(
-          LORA_TARGETS.map((t) => {
+          LORA_MATS.map((t) => {
             const io = targets[t];
             return io && createLoraOp(ctx, { ...io, label: { role: t, layer: l }, mat: loraMat(l, t), numMats: pool.numMats, maxRank, weights: pool.weights, entries: pool.entries, tokenSeq, seqAdapter, h });
           }),
@@ -41,12 +40,12 @@ export class LoraUpdates implements LoraHooks {
     return new LoraUpdates(pool, ops, h);
   }
 
-  adapts(layer: number, target: LoraTarget): boolean {
+  adapts(layer: number, target: LoraMat): boolean {
     return this.pool.adapts(loraMat(layer, target));
   }
 
-  after(pass: GPUComputePassEncoder, tokens: number, layer: number, target: LoraTarget): void {
-    if (this.adapts(layer, target)) this.ops[layer]![LORA_TARGETS.indexOf(target)]?.encode(pass, tokens);
+  after(pass: GPUComputePassEncoder, tokens: number, layer: number, target: LoraMat): void {
+    if (this.adapts(layer, target)) this.ops[layer]![LORA_MATS.indexOf(target)]?.encode(pass, tokens);
   }
 
   /** Frees the updates' ops, the scratch and the pool. */

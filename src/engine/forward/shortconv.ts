@@ -8,7 +8,7 @@
  *   x        += W_out · y                      (or into xb2, then its post-norm or Granite's scale)
  * The state lives in the layer's slot-state buffer (../layer-cache.ts), zeroed when a sequence takes
  * its slot, with a checkpoint row per verify row (speculative decoding's rollback). Its linears never take the integer dot-product path: the recurrence is not fed
- * quantised activations (issue #29).
+ * quantised activations (issue #29). LoRA adapts in_proj and out_proj (conv_in, conv_out).
  */
 import type { OpLabel } from '../../kernels/op';
 import { createShortConvOp } from '../../kernels/short-conv';
@@ -53,14 +53,15 @@ export async function createShortConvBlock(b: BlockBuilder, l: number): Promise<
   const end = await b.branchEnd(l, 'attn', w.postAttnNorm);
 
   return {
-    // No LoRA target (q, k, v, o, gate, up, down) lives here.
-    lora: {},
+    lora: { conv_in: b.loraIo(w.convIn!, input, s.bcx), conv_out: b.loraIo(w.convOut!, s.y, out.y) },
     encode(pass, plan) {
-      const { tokens } = plan;
+      const { tokens, lora } = plan;
       if (!plan.foldNorms) norm?.encode(pass, tokens);
       inProj.encode(pass, tokens);
+      lora?.after(pass, tokens, l, 'conv_in');
       conv.encode(pass, plan.seqs);
       outProj.encode(pass, tokens);
+      lora?.after(pass, tokens, l, 'conv_out');
       end?.encode(pass, tokens);
     },
     destroy: () => destroyAll([norm, inProj, conv, outProj, end]),
