@@ -2,6 +2,9 @@ import { describe, expect, it } from 'vitest';
 import type { GPUDescription } from '../gpu/device';
 import { formatReport, type BenchReport } from './report';
 import { benchPrompt } from './batching';
+import { layerCacheKinds } from '../engine/layer-cache';
+import { configFromHF } from '../model/config-hf';
+import { makeFixture } from '../testing/fixtures/model';
 import { bytesPerDecodedToken, type ModelBenchResult } from './run';
 import { aggregateByKernel, aggregateByOp, gbps, kernelName, stepTotals, UNLABELLED, type ProfiledStep } from './profiler';
 import { fittingContexts, summarizeProfile } from './decode';
@@ -12,9 +15,19 @@ import { chromiumVerdict, defaultPreset, EMULATED_SETTINGS, FULL_SETTINGS, resol
 
 describe('bench arithmetic', () => {
   it('counts the matrices, the KV read at the given context, and one embedding row per decoded token', () => {
-    const bytes = bytesPerDecodedToken({ matrixBytes: 1000, layers: 2, kvHeads: 2, headDim: 4, actBytes: 2, context: 10, embeddingRowBytes: 7 });
+    const attention = { kind: 'paged-kv', kvHeads: 2, headDim: 4 } as const;
+    const bytes = bytesPerDecodedToken({ matrixBytes: 1000, caches: [attention, attention], actBytes: 2, context: 10, embeddingRowBytes: 7 });
     // KV: 2 layers × (K and V) × 10 positions × 2 heads × 4 dims × 2 bytes = 640
-    expect(bytes).toBe(1000 + 640 + 7);
+    expect(bytes).toEqual({ weights: 1007, kv: 640, state: 0, total: 1647 });
+  });
+
+  it('counts a hybrid’s recurrent layers by their slot state (read and written), the same at any context', () => {
+    const hybrid = layerCacheKinds(configFromHF(makeFixture({ arch: 'lfm2', preset: 'tiny' }).config));
+    expect(hybrid.map((k) => k.kind)).toEqual(['slot-state', 'paged-kv', 'slot-state']);
+    const at = (context: number) => bytesPerDecodedToken({ matrixBytes: 1000, caches: hybrid, actBytes: 4, context, embeddingRowBytes: 0 });
+    // LFM2 tiny: a conv state of (3 − 1) × 256 f32 per conv layer; 2 KV heads of 64 on the attention layer
+    expect(at(1024)).toEqual({ weights: 1000, kv: 2 * 1024 * 2 * 64 * 4, state: 2 * 2 * 512 * 4, total: 1000 + 2 * 1024 * 512 + 8192 });
+    expect(at(8192).state).toBe(at(1024).state);
   });
 
   it('names kernels by their pipeline label and averages their time per step', () => {

@@ -14,6 +14,7 @@ import type { GGUFVariant } from '../testing/fixtures/gguf-layout';
 import { PRESETS, type Preset } from '../testing/fixtures/model';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { serveDirectory } from '../testing/server';
+import { benchHybrid, formatHybrid } from './hybrid';
 import { measureMaskCost, type MaskCostResult } from './mask-cost';
 import { formatReport, type BenchReport } from './report';
 import { LLAMA3_VOCAB } from './synthetic-vocab';
@@ -29,6 +30,9 @@ const USAGE = `usage: npm run bench -- [options]
   --formats LIST              GGUF variants to run (default ${DEFAULT_FORMATS})
   --arch llama|qwen2|qwen3|mistral   fixture architecture (default llama)
   --target node|chromium|both|cpu   (default both; cpu: only the CPU mask timing below)
+  --hybrid                    only the hybrid case (Node): decode steps of LFM2 and Qwen3.5 beside a llama of the same preset
+                              (default small) at --decode-contexts (default 1024,8192), --decode-tokens steps each (default 8),
+                              bytes per token by part (weights, K/V, recurrent state) and ms per step; first of --formats (Q8_0 alone by default)
   --fixtures-only             write the fixture files the other options name (--preset, --arch, --formats) and exit:
                               processes that each write one format can run at once (gpu-pack's run.sh does)
   --json PATH                 write the JSON report there (default .cache/bench/latest.json), again as each target finishes
@@ -76,6 +80,7 @@ async function main(): Promise<void> {
       'stream-tokens': { type: 'string' },
       'prefix-tokens': { type: 'string' },
       'fixtures-only': { type: 'boolean' },
+      hybrid: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -117,6 +122,8 @@ async function main(): Promise<void> {
     const paths = await ensureFixture({ arch: values.arch as Arch, preset: values.preset as Preset }, { hf: [], gguf: formats });
     return void console.log(`[bench] fixtures ${formats.join(', ')} in ${paths.root} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
   }
+
+  if (values.hybrid) return void (await runHybrid(values.preset as Preset | undefined, values.formats === DEFAULT_FORMATS ? 'Q8_0' : formats[0]!, decodeContexts, overrides, values.json!));
 
   // CPU only, before any GPU work shares the cores with it.
   const maskCost: MaskCostResult[] = [];
@@ -167,6 +174,24 @@ async function main(): Promise<void> {
   await writeReport(report, values.json!);
 }
 
+/** The hybrid case alone, in Node (./hybrid.ts): a table on stdout, the results as the JSON report. */
+async function runHybrid(preset: Preset | undefined, format: GGUFVariant, contexts: number[] | undefined, o: Partial<BenchSettings>, json: string): Promise<void> {
+  const icd = useSwiftShaderIfNoGPU();
+  if (icd) console.log(`[bench] no GPU found: Vulkan uses SwiftShader (${icd})`);
+  const { nodeGPU } = await import('../gpu/node-gpu');
+  const gpu = await acquireGPU({ gpu: await nodeGPU(BENCH_DAWN_FLAGS) });
+  try {
+    const settings = { preset: preset ?? 'small', format, contexts: contexts?.length ? contexts : [1024, 8192], steps: o.decodeTokens ?? 8, prefillChunk: o.prefillChunk ?? 512 };
+    console.log(`[bench] hybrid case on ${describeAdapter(gpu.info)}: ${settings.preset} preset, ${format}, contexts ${settings.contexts.join(', ')}, ${settings.steps} steps each`);
+    const results = await benchHybrid(gpu, settings, (line) => console.log(line));
+    console.log('\n' + formatHybrid(results));
+    await mkdir(dirname(json), { recursive: true });
+    await writeFile(json, JSON.stringify({ date: new Date().toISOString(), adapter: describeAdapter(gpu.info), settings, hybrid: results }, null, 2) + '\n');
+    console.log(`\n[bench] JSON report: ${json}`);
+  } finally {
+    gpu.destroy();
+  }
+}
 
 /** Writes the JSON report (again, as each target finishes); prints the tables only at the end (`partial` false). */
 async function writeReport(report: BenchReport, path: string, partial = false): Promise<void> {

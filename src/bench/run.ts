@@ -8,6 +8,7 @@
 import type { GPUContext } from '../gpu/device';
 import { pipelineCache } from '../gpu/run-kernel';
 import { GpuEngine } from '../engine/engine';
+import { layerCacheKinds, rowBytes, type LayerCacheKind } from '../engine/layer-cache';
 import type { GenerateRequest } from '../engine/types';
 import { compileConstraint, type Constraint } from '../structured/grammar';
 import { measureCopyBandwidth } from '../kernels/copy';
@@ -118,18 +119,31 @@ export interface ModelBenchResult {
 
 export type Log = (line: string) => void;
 
-/** Bytes a decode step reads at a context of `context` tokens (see ModelBenchResult.bandwidth). */
-export function bytesPerDecodedToken(args: {
-  matrixBytes: number;
-  layers: number;
-  kvHeads: number;
-  headDim: number;
-  actBytes: number;
-  context: number;
-  embeddingRowBytes: number;
-}): number {
-  const kv = args.layers * 2 * args.context * args.kvHeads * args.headDim * args.actBytes;
-  return args.matrixBytes + kv + args.embeddingRowBytes;
+/** What a decode step reads, by part (see ModelBenchResult.bandwidth). */
+export interface DecodeBytes {
+  /** The weight matrices as the GPU holds them, and one embedding row. */
+  weights: number;
+  /** K and V of every attention layer up to the context: grows with it. */
+  kv: number;
+  /** Every recurrent layer's slot state, read and written back: the same at any context. */
+  state: number;
+  total: number;
+}
+
+/**
+ * Bytes a decode step reads at a context of `context` tokens: per layer as its cache kind says
+ * (../engine/layer-cache.ts), K and V up to the context on attention layers, the slot state
+ * (f32, read and written) on a hybrid's recurrent ones.
+ */
+export function bytesPerDecodedToken(args: { matrixBytes: number; caches: readonly LayerCacheKind[]; actBytes: number; context: number; embeddingRowBytes: number }): DecodeBytes {
+  let kv = 0;
+  let state = 0;
+  for (const k of args.caches) {
+    if (k.kind === 'paged-kv') kv += 2 * args.context * rowBytes(k, args.actBytes);
+    else state += 2 * k.floats * 4;
+  }
+  const weights = args.matrixBytes + args.embeddingRowBytes;
+  return { weights, kv, state, total: weights + kv + state };
 }
 
 function request(promptIds: number[], maxTokens: number, constraint?: Constraint): GenerateRequest {
@@ -238,13 +252,11 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
     const embd = opened.tensors.get('token_embd.weight')!.info;
     const bytesPerToken = bytesPerDecodedToken({
       matrixBytes,
-      layers: c.numLayers,
-      kvHeads: c.numKvHeads,
-      headDim: c.headDim,
+      caches: layerCacheKinds(c),
       actBytes: actBytes(engine.precision),
       context: decode.meanContext,
       embeddingRowBytes: embd.byteLength / embd.shape[0]!,
-    });
+    }).total;
 
     const copy = await measureCopyBandwidth(
       { device, cache: pipelineCache(device), precision: 'f32' },
