@@ -21,7 +21,8 @@ import { createRopeOp, ropeRef } from '../kernels/rope';
 import { causalConvSiluRef, createCausalConvSiluOp, createDeltaRuleOp } from '../kernels/delta-net';
 import { createDeltaChunkOp, DELTA_CHUNK, deltaChunkScratch, deltaRuleChunkedRef } from '../kernels/delta-net-chunked';
 import { createShortConvOp, shortConvRef } from '../kernels/short-conv';
-import { createMamba2ScanOp, mamba2ScanRef } from '../kernels/mamba2';
+import { createMamba2ScanOp } from '../kernels/mamba2';
+import { createMamba2ChunkOp, MAMBA2_CHUNK, mamba2ScanChunkedRef } from '../kernels/mamba2-chunked';
 import { deltaNetConvDim, mamba2ConvDim, type DeltaNetConfig, type Mamba2Config } from '../model/config';
 import { createSoftcapOp, softcapRef } from '../kernels/softcap';
 import { createSwigluOp, swigluRef } from '../kernels/swiglu';
@@ -413,7 +414,9 @@ const deltaNet: KernelCheck = {
 /**
  * Granite 4.0-H's Mamba-2 at its head dim and state size (64, 128): the conv with its bias + SiLU
  * and the scan over one step of a 5-token row and a 1-token row from nonzero states (GGUF's
- * ssm_a), y against the reference (the grouped norm after it is rms_norm's check).
+ * ssm_a), y against the reference (the grouped norm after it is rms_norm's check). The 5-token row
+ * takes the chunked (SSD) form (mamba2_chunk + mamba2_chunk_state at the engine's chunk size), the
+ * 1-token row the recurrence (mamba2_scan).
  */
 const mamba2: KernelCheck = {
   name: 'mamba2',
@@ -436,22 +439,29 @@ const mamba2: KernelCheck = {
     const buffers = [uploadAct(device, x, precision), uploadBuffer(device, Float32Array.from([...w, ...bias]), STORAGE), uploadBuffer(device, convInit, STORAGE), uploadAct(device, zdt, precision), uploadBuffer(device, vecs, STORAGE), uploadBuffer(device, sInit, STORAGE), convY, y, rows.lastToken, rows.rowSlot, rows.counts];
     const [xBuf, wBuf, convState, zdtBuf, vecBuf, sState] = buffers as [GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer, GPUBuffer];
     const conv = await createCausalConvSiluOp(ctx, { ...rows, x: xBuf, weight: wBuf, bias: true, state: convState, ckpt: 2, y: convY, n: C, taps: m.convKernel });
-    const scan = await createMamba2ScanOp(ctx, { ...rows, m, conv: convY, zdt: zdtBuf, dtOffset: T * inner, vecs: vecBuf, state: sState, y });
+    const chunk = { size: MAMBA2_CHUNK.size, from: 4 };
+    const scratch = createBuffer(device, T * inner * 4, STORAGE);
+    buffers.push(scratch);
+    const scanArgs = { ...rows, m, conv: convY, zdt: zdtBuf, dtOffset: T * inner, vecs: vecBuf, state: sState, y };
+    const scan = await createMamba2ScanOp(ctx, { ...scanArgs, chunkFrom: chunk.from });
+    const chunked = await createMamba2ChunkOp(ctx, { ...scanArgs, scratch, chunk });
     try {
       await runPass(device, (pass) => {
         conv.encode(pass, 2);
         scan.encode(pass, 2);
+        chunked.encode(pass, T, 2);
       });
     } finally {
       conv.destroy();
       scan.destroy();
+      chunked.destroy();
     }
     const gotConv = await readAct(device, convY, T * C, precision);
     const got = await readAct(device, y, T * inner, precision);
     free(buffers);
     const per = (a: Float32Array, n: number) => [0, 1].map((s) => a.slice(s * n, (s + 1) * n));
     const wantConv = actRound(causalConvSiluRef(x, w, C, m.convKernel, lastToken, rowSlot, per(convInit, (m.convKernel - 1) * C), bias), precision);
-    const want = actRound(mamba2ScanRef(m, wantConv, zdt.subarray(0, T * inner), zdt.subarray(T * inner), vecs, lastToken, rowSlot, per(sInit, inner * m.stateSize)), precision);
+    const want = actRound(mamba2ScanChunkedRef(m, wantConv, zdt.subarray(0, T * inner), zdt.subarray(T * inner), vecs, lastToken, rowSlot, per(sInit, inner * m.stateSize), chunk), precision);
     return [
       { name: 'causal_conv_silu (bias)', maxError: maxRelDiff(gotConv, wantConv), tolerance: KERNEL_TOLERANCE.causalConvSilu[precision] },
       { name: 'mamba2_scan', maxError: maxRelDiff(got, want), tolerance: KERNEL_TOLERANCE.mamba2Scan[precision] },
