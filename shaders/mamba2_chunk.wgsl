@@ -26,15 +26,13 @@ var<workgroup> ad: array<f32, CH>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: vec3u) {
-  let h = wid.x;
-  let s = wid.y;
-  let lid = lidv.x;
+  let row = mamba2_chunk_row(wid.y);
+  let first = row.x;
+  let len = row.y;
   // Workgroup-uniform: the whole group returns or none does.
-  if (s >= counts.S) { return; }
-  let span = step_row(s);
-  let first = span.x;
-  let len = span.y + 1u - first;
-  if (p.chunkFrom == 0u || len < p.chunkFrom || wid.z * CH >= len) { return; }
+  if (wid.z * CH >= len) { return; }
+  let h = wid.x;
+  let lid = lidv.x;
   let t0 = first + wid.z * CH;
   let n = min(CH, len - wid.z * CH);
   let P = p.P;

@@ -29,15 +29,14 @@ var<workgroup> kf: array<f32, CH>;  // exp(a_{u+1} + … + a_{n−1})·dt_u: tok
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: vec3u) {
-  let h = wid.x;
   let s = wid.y;
-  let lid = lidv.x;
+  let row = mamba2_chunk_row(s);
+  let first = row.x;
+  let len = row.y;
   // Workgroup-uniform: the whole group returns or none does.
-  if (s >= counts.S) { return; }
-  let span = step_row(s);
-  let first = span.x;
-  let len = span.y + 1u - first;
-  if (p.chunkFrom == 0u || len < p.chunkFrom) { return; }
+  if (len == 0u) { return; }
+  let h = wid.x;
+  let lid = lidv.x;
   let P = p.P;
   let N = p.N;
   let inner = p.heads * P;

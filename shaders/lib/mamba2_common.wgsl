@@ -1,7 +1,7 @@
 // What Granite 4.0-H's Mamba-2 scan kernels share: mamba2_scan.wgsl (the recurrence) and the chunked
 // (SSD) form's mamba2_chunk.wgsl and mamba2_chunk_state.wgsl. src/kernels/mamba2.ts's
 // mamba2ScanParams packs Params in this order. Counts and the row: lib/step_rows.wgsl. Each kernel
-// declares `conv`, `zdt`, `vecs`, `lastToken` and `counts` itself.
+// declares `conv`, `zdt`, `vecs`, `lastToken`, `counts` and `p` itself.
 
 const MAX_STATE: u32 = 256u;
 
@@ -30,4 +30,14 @@ fn mamba2_dt(prm: Params, h: u32, t: u32) -> f32 {
   let u = f32(zdt[prm.dtOff + t * prm.heads + h]) + vecs[h];
   if (u <= 20.0) { return log(1.0 + exp(u)); }
   return u;
+}
+
+// Row s's first token and length where the chunked form takes it (chunkFrom tokens or more), else
+// length 0, past the step's rows too: a return on it is workgroup-uniform.
+fn mamba2_chunk_row(s: u32) -> vec2u {
+  if (s >= counts.S || p.chunkFrom == 0u) { return vec2u(0u); }
+  let span = step_row(s);
+  let len = span.y + 1u - span.x;
+  if (len < p.chunkFrom) { return vec2u(0u); }
+  return vec2u(span.x, len);
 }
