@@ -3,26 +3,46 @@
  * model of the same vocabulary that guesses the target's next tokens greedily, verified by the
  * target's steps (./proposers.ts `DraftProposer`).
  *
- * It is a GPU engine of its own on the target's device: its own KV pages and prefix cache, its
- * own step loop. Each guess is one greedy request to it for the sequence's tokens so far: its
- * prefix cache holds the pages of the tokens it saw before (keyed by their ids), so a guess
- * computes only the tokens after the last cached full page, then one step per guessed token.
- * A rejected guess leaves its tokens' pages under their own ids, never matched by a sequence that
- * went another way: that is its rollback. Its steps are counted apart from the target's
- * (EngineStats.draftSteps).
+ * It is a GPU engine of its own on the target's device (its weights, its KV page pool), but no
+ * scheduler of its own runs it: the target's step loop does. Before it plans a step, the target's
+ * scheduler asks every sequence about to decode for its guess at once (`Sequence.prepare`), and
+ * those asks, made in one synchronous turn, join one draft round: batched steps of the draft
+ * model over every sequence that drafts (the first feeds each one's new tokens and draws its
+ * first guess, each next one feeds the guess before and draws the next), as vLLM's and SGLang's
+ * draft workers propose for the whole batch between the target's steps.
+ *
+ * Each target sequence keeps a slot of the draft's KV across rounds (`DraftSession`): the tokens
+ * whose K/V it holds, its target's tokens then its last guesses. A round keeps the longest prefix
+ * of them that the target's tokens still start with and cuts the rest (the rejected guesses'
+ * positions: the draft's rollback, exact to the token), so a guess computes only the tokens the
+ * target took since the last round (at most two: the last guess and the target's own draw).
+ * A session's slot goes back when its sequence ends (`close`), or to a sequence that needs one
+ * when every slot is taken (the least recently drafted first; it then starts over). Its steps are
+ * counted apart from the target's (EngineStats.draftSteps).
  */
 import type { TextTokenizer } from '../text/tokenizer';
 import { ModelError } from '../model/errors';
-import type { Drafter } from './proposers';
-import { GREEDY } from './sequence';
-import type { GenerateRequest, GeneratedToken, GenerationResult } from './types';
+import type { KvPages } from './kv-pages';
+import type { DraftStream, Drafter } from './proposers';
+import type { BatchItem, StepCompletion } from './scheduler';
+import { GREEDY, Sequence, type SequenceEnv } from './sequence';
 
-/** What the draft model runs on: a backend that generates (the GPU engine), its steps counted. */
+/** What the draft round drives on the draft engine: its page pool and step runner, which no scheduler of its own uses. */
+export interface DraftStepper {
+  readonly kv: KvPages;
+  readonly runner: { place(seq: Sequence, slot: number): void; submit(items: BatchItem[]): Promise<StepCompletion> };
+  readonly env: SequenceEnv;
+  /** Sequences (slots) and tokens in one step. */
+  readonly limits: { readonly maxSeqs: number; readonly maxTokens: number };
+  /** Whether a slot's cache can be cut back to a prefix (not with recurrent layers: one state per slot, which every token advances). */
+  readonly rollsBack: boolean;
+}
+
+/** What the draft model runs on: the GPU engine, driven step by step (read again each round: another runner after a recovered loss). */
 export interface DraftBackend {
   readonly tokenizer: TextTokenizer;
   readonly contextLength: number;
-  generate(request: GenerateRequest): AsyncGenerator<GeneratedToken, GenerationResult, void>;
-  readonly kvStats: { steps: number };
+  readonly stepper: DraftStepper;
   dispose(): Promise<void>;
 }
 
@@ -50,29 +70,196 @@ export function checkDraftVocab(target: Pick<TextTokenizer, 'vocab'>, draft: Pic
     throw new ModelError('invalid_field', `the draft model's token ${at} is ${JSON.stringify(b[at])}, the model's ${JSON.stringify(a[at])}: a draft model must share the model's tokenizer`, 'draft');
 }
 
+
+/** One target sequence's place in the draft (DraftModel.open): its KV slot, kept across rounds. */
+class DraftSession implements DraftStream {
+  /** Its slot in the draft's KV (null: none yet, or given to another session). */
+  slot: number | null = null;
+  /** The tokens whose K/V its slot holds, in order. */
+  held: readonly number[] = [];
+  /** The round it last drafted in (the least recent gives its slot up first). */
+  lastRound = -1;
+  closed = false;
+
+  constructor(private readonly model: DraftModel) {}
+
+  draft(ids: readonly number[], count: number): Promise<number[]> {
+    return this.closed ? Promise.resolve([]) : this.model.ask(this, ids, count);
+  }
+
+  close(): void {
+    this.closed = true;
+    this.model.release(this);
+  }
+}
+
+/** A session's guess asked for in this turn. */
+interface Ask {
+  session: DraftSession;
+  ids: readonly number[];
+  count: number;
+  resolve(guess: number[]): void;
+}
+
 export class DraftModel implements Drafter {
+  /** Draft steps since load, rounds, and tokens fed to bring sessions up to their target's tokens (the guesses' feeds not counted). */
+  readonly counters = { steps: 0, rounds: 0, caughtUp: 0 };
+  private asks: Ask[] = [];
+  private rounds: Promise<void> | null = null;
+  /** Sessions holding a slot, and the slots no session holds. */
+  private readonly holders = new Set<DraftSession>();
+  private readonly freeSlots: number[];
+
   constructor(
     private readonly backend: DraftBackend,
     readonly tokens: number,
-  ) {}
+  ) {
+    this.freeSlots = Array.from({ length: backend.stepper.limits.maxSeqs }, (_, i) => i).reverse();
+  }
 
   /** The draft engine's steps since load. */
   get steps(): number {
-    return this.backend.kvStats.steps;
+    return this.counters.steps;
   }
 
-  /** Its greedy continuation; a guess only, so whatever goes wrong (a full context, a failure) is no guess. */
-  async draft(ids: readonly number[], count: number): Promise<number[]> {
-    const n = Math.min(count, this.backend.contextLength - ids.length);
-    if (n <= 0) return [];
-    const out: number[] = [];
-    try {
-      const request: GenerateRequest = { promptIds: [...ids], maxTokens: n, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0 };
-      for await (const t of this.backend.generate(request)) out.push(t.id);
-    } catch {
-      return [];
+  /** The draft's page pool (tests: a sequence that ended leaves none used). */
+  get pages(): { used: number; free: number } {
+    return this.backend.stepper.kv.stats;
+  }
+
+  open(): DraftStream {
+    return new DraftSession(this);
+  }
+
+  /**
+   * A session's greedy continuation of `ids`, `count` tokens (fewer where the context ends): a
+   * guess only, so whatever goes wrong (no pages, a failure) is no guess. Every ask of one
+   * synchronous turn (the scheduler asks all its drafting sequences at once) joins one round.
+   */
+  ask(session: DraftSession, ids: readonly number[], count: number): Promise<number[]> {
+    return new Promise((resolve) => {
+      this.asks.push({ session, ids, count, resolve });
+      this.rounds ??= Promise.resolve().then(() => this.runRounds());
+    });
+  }
+
+  /** A session's sequence ended: its slot goes back (after the round it is in, if any). */
+  release(session: DraftSession): void {
+    if (this.rounds || session.slot === null) return;
+    this.unslot(session);
+  }
+
+  private unslot(session: DraftSession): void {
+    const slot = session.slot!;
+    this.backend.stepper.kv.release(slot);
+    this.freeSlots.push(slot);
+    this.holders.delete(session);
+    session.slot = null;
+    session.held = [];
+  }
+
+  private async runRounds(): Promise<void> {
+    while (this.asks.length) {
+      const asks = this.asks.splice(0);
+      let guesses: number[][];
+      try {
+        guesses = await this.round(asks);
+      } catch {
+        // A failed step (a lost device): what the slots hold is unknown, so every session starts over.
+        for (const s of [...this.holders]) this.unslot(s);
+        guesses = asks.map(() => []);
+      }
+      asks.forEach((a, i) => a.resolve(guesses[i]!));
     }
-    return out;
+    this.rounds = null;
+    for (const s of [...this.holders]) if (s.closed) this.unslot(s);
+  }
+
+  /** One round: the asks' sessions caught up and their guesses drawn in batched steps of the draft model. */
+  private async round(asks: readonly Ask[]): Promise<number[][]> {
+    const { kv, runner, env, limits, rollsBack } = this.backend.stepper;
+    const round = this.counters.rounds++;
+    const inRound = new Set(asks.map((a) => a.session));
+    const seqs: Array<Sequence | null> = [];
+    let pages = 0;
+    for (const { session, ids, count } of asks) {
+      const n = Math.min(count, this.backend.contextLength - ids.length);
+      if (session.closed || n <= 0 || !this.slotFor(session, inRound)) {
+        seqs.push(null);
+        continue;
+      }
+      const slot = session.slot!;
+      session.lastRound = round;
+      // What its slot holds that the target's tokens still start with stays; the rest (rejected guesses) goes. Its last token is fed again: its draw is the first guess.
+      let keep = 0;
+      if (rollsBack) while (keep < session.held.length && keep < ids.length - 1 && session.held[keep] === ids[keep]) keep++;
+      kv.truncate(slot, keep);
+      session.held = session.held.slice(0, keep);
+      // The K/V rows it adds: the tokens after `keep`, then every guess but the last.
+      const need = kv.pagesNeeded(slot, ids.length - keep + n - 1);
+      for (let idle = this.idle(inRound); pages + need > kv.availablePages && idle; idle = this.idle(inRound)) this.unslot(idle);
+      if (pages + need > kv.availablePages) {
+        seqs.push(null);
+        continue;
+      }
+      pages += need;
+      const seq = new Sequence({ promptIds: [...ids], maxTokens: n, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0 }, env);
+      seq.reuse(keep);
+      runner.place(seq, slot);
+      this.counters.caughtUp += ids.length - keep;
+      seqs.push(seq);
+    }
+    const live = asks.flatMap((a, i) => (seqs[i] ? [{ seq: seqs[i]!, slot: a.session.slot! }] : []));
+    // As the target's scheduler: step n+1 is submitted before step n is read back (a guess drawn on the GPU is fed there).
+    let inFlight: StepCompletion | null = null;
+    for (;;) {
+      let budget = limits.maxTokens - live.length;
+      const items: BatchItem[] = [];
+      for (const { seq, slot } of live) {
+        if (seq.finish || !seq.ready) continue;
+        const prefill = seq.pending > 1;
+        if (prefill && budget === 0) continue;
+        const work = seq.work(prefill ? budget : 1);
+        if (prefill) budget -= work.tokens.length;
+        items.push({ seq, slot, work });
+      }
+      if (!items.length) {
+        if (!inFlight) break;
+        await inFlight();
+        inFlight = null;
+        continue;
+      }
+      const done = await runner.submit(items);
+      this.counters.steps++;
+      if (inFlight) await inFlight();
+      inFlight = done;
+    }
+    return asks.map((a, i) => {
+      const seq = seqs[i];
+      if (!seq) return [];
+      a.session.held = seq.tokens.slice(0, kv.length(a.session.slot!));
+      return seq.tokens.slice(a.ids.length);
+    });
+  }
+
+  /** Gives a session a slot: a free one, else the idle one's (`idle`: it starts over). */
+  private slotFor(session: DraftSession, inRound: ReadonlySet<DraftSession>): boolean {
+    if (session.slot !== null) return true;
+    if (!this.freeSlots.length) {
+      const victim = this.idle(inRound);
+      if (!victim) return false;
+      this.unslot(victim);
+    }
+    session.slot = this.freeSlots.pop()!;
+    this.holders.add(session);
+    return true;
+  }
+
+  /** The session holding a slot that drafted least recently, not in this round (null: none). */
+  private idle(inRound: ReadonlySet<DraftSession>): DraftSession | null {
+    let victim: DraftSession | null = null;
+    for (const s of this.holders) if (!inRound.has(s) && (!victim || s.lastRound < victim.lastRound)) victim = s;
+    return victim;
   }
 
   dispose(): Promise<void> {

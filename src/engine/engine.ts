@@ -56,7 +56,7 @@ import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, TokenL
 import { BackendError } from './errors';
 import { scaledSource, type Scaled } from './lora-source';
 import type { SpeculationRequest } from './proposers';
-import { checkDraftVocab, draftTokens, DraftModel } from './draft';
+import { checkDraftVocab, draftTokens, DraftModel, type DraftStepper } from './draft';
 
 /** Tiles the GPU tower encodes in one batch (its buffers hold this many). */
 const VISION_BATCH_TILES = 4;
@@ -293,6 +293,16 @@ export class GpuEngine implements Backend {
   /** Runs the scheduler's steps (./step-runner.ts; the bench's hooks wrap its `submit`); a new one after a recovered loss. */
   get runner(): StepRunner {
     return this.stepRunner;
+  }
+
+  /** The draft round's hold on this engine when it is a draft model (./draft.ts): its pages and steps, no scheduler of its own. */
+  get stepper(): DraftStepper {
+    return { kv: this.kv, runner: this.stepRunner, env: this.env, limits: this.limits, rollsBack: this.env.verifies !== false };
+  }
+
+  /** Test hook: the draft model (EngineOptions.draft), its counters and page pool. */
+  get draftModel(): DraftModel | undefined {
+    return this.draft;
   }
 
   /** Recoveries from a lost device since load. */

@@ -38,9 +38,11 @@ describe('proposers', () => {
     expect(proposerFor({ ngram: { n: 2, k: 2 } })).toBeInstanceOf(NgramProposer);
   });
 
-  it("hands out a draft model's guess only for the tokens it was prepared for, at most its own count", async () => {
+  it("hands out a draft model's guess only for the tokens it was prepared for, at most its own count; its stream closes with it", async () => {
     const asked: Array<[number, number]> = [];
-    const drafter = { tokens: 3, draft: async (ids: readonly number[], count: number) => (asked.push([ids.length, count]), Array.from({ length: count }, (_, i) => 100 + ids.length + i)) };
+    let closed = 0;
+    const stream = { draft: async (ids: readonly number[], count: number) => (asked.push([ids.length, count]), Array.from({ length: count }, (_, i) => 100 + ids.length + i)), close: () => closed++ };
+    const drafter = { tokens: 3, open: () => stream };
     const p = proposerFor({ draft: drafter })!;
     expect(p).toBeInstanceOf(DraftProposer);
     expect(p.propose([1, 2], 0, 8)).toEqual([]);
@@ -50,5 +52,7 @@ describe('proposers', () => {
     expect(p.propose([1, 2], 0, 8)).toEqual([102, 103, 104]);
     expect(p.propose([1, 2], 0, 2)).toEqual([102, 103]);
     expect(p.propose([1, 2, 102], 1, 8)).toEqual([]);
+    p.close!();
+    expect(closed).toBe(1);
   });
 });

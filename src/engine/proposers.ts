@@ -12,7 +12,8 @@
  *     earlier in them; the tokens that followed are the guess.
  * The third, a draft model (`DraftProposer`, the model in ./draft.ts), guesses by running a smaller model greedily: its guess
  * too is one token per position given the tokens before (greedy is a function of them), so the
- * same comparison keeps the target's distribution. It guesses asynchronously (`prepare`).
+ * same comparison keeps the target's distribution. It guesses asynchronously (`prepare`), and keeps
+ * the sequence's place in the draft until the sequence ends (`close`).
  */
 
 
@@ -30,8 +31,16 @@ export interface SpeculationRequest {
 export interface Drafter {
   /** Tokens it guesses per step at most (EngineOptions.draft.tokens). */
   readonly tokens: number;
+  /** A sequence's place in it (its own KV, kept from guess to guess), until `close`. */
+  open(): DraftStream;
+}
+
+/** One sequence's guesses from a draft model. */
+export interface DraftStream {
   /** Its greedy continuation of `ids`, `count` tokens (fewer where its context ends; [] when it cannot run). */
   draft(ids: readonly number[], count: number): Promise<number[]>;
+  /** The sequence ended: what the draft holds for it goes back. */
+  close(): void;
 }
 
 /** Tokens a prediction proposes per step at most (llama.cpp's default draft length). */
@@ -50,6 +59,8 @@ export interface Proposer {
    * before the step is planned; `propose` then hands it out (and [] for ids it has not prepared).
    */
   prepare?(ids: readonly number[], generated: number, max: number): Promise<void>;
+  /** The sequence ended: a proposer that holds something for it (a draft model's KV) lets it go. */
+  close?(): void;
 }
 
 /** One row per proposer kind: how a request's field becomes its proposer. */
@@ -132,24 +143,31 @@ export class NgramProposer implements Proposer {
 
 /**
  * A draft model's guesses: before each step that samples, the draft model continues the sequence
- * greedily by up to its `tokens` (`prepare`), and the step verifies them (`propose` hands out the
- * guess made for exactly these ids). A greedy draft is a function of the tokens before each
- * guess, so, as for lookups, accepting a row when the target's draw equals the guess keeps the
- * target's distribution.
+ * greedily by up to its `tokens` (`prepare`: one round of the draft, batched with every other
+ * sequence's), and the step verifies them (`propose` hands out the guess made for exactly these
+ * ids). A greedy draft is a function of the tokens before each guess, so, as for lookups,
+ * accepting a row when the target's draw equals the guess keeps the target's distribution.
  */
 export class DraftProposer implements Proposer {
   /** The guess and the length of the ids it continues. */
   private guess: { at: number; tokens: number[] } = { at: -1, tokens: [] };
+  private readonly stream: DraftStream;
 
-  constructor(private readonly drafter: Drafter) {}
+  constructor(private readonly drafter: Drafter) {
+    this.stream = drafter.open();
+  }
 
   async prepare(ids: readonly number[], _generated: number, max: number): Promise<void> {
     if (this.guess.at === ids.length) return;
-    const tokens = await this.drafter.draft(ids, Math.min(max, this.drafter.tokens));
+    const tokens = await this.stream.draft(ids, Math.min(max, this.drafter.tokens));
     this.guess = { at: ids.length, tokens };
   }
 
   propose(ids: readonly number[], _generated: number, max: number): number[] {
     return this.guess.at === ids.length ? this.guess.tokens.slice(0, max) : [];
+  }
+
+  close(): void {
+    this.stream.close();
   }
 }

@@ -281,18 +281,25 @@ describe('Scheduler', () => {
       expect(kv.stats.used).toBe(0);
     });
 
-    it('awaits a draft model before planning: each guess verified, the output as alone', async () => {
+    it('awaits a draft model before planning, every drafting sequence in one turn: each guess verified, the output as alone', async () => {
       const { scheduler, runner, kv } = rig(256, 4, 8, 32);
       // Its own next tokens, one in three wrong, after a task's delay (a draft engine's steps).
-      const drafter = {
-        tokens: 3,
+      let open = 0;
+      // Asks, and the synchronous turns they came in (a draft model batches one turn's asks into one round).
+      let [asks, turns, inTurn] = [0, 0, false];
+      const stream = {
         async draft(ids: readonly number[], count: number) {
+          asks++;
+          if (!inTurn) [turns, inTurn] = [turns + 1, true];
+          queueMicrotask(() => (inTurn = false));
           await new Promise((r) => setTimeout(r, 1));
           const t = [...ids];
           for (let i = 0; i < count; i++) t.push(t.length % 3 === 0 ? (nextToken(t) + 1) % VOCAB : nextToken(t));
           return t.slice(ids.length);
         },
+        close: () => open--,
       };
+      const drafter = { tokens: 3, open: () => (open++, stream) };
       const ps = [prompt(5, 5), prompt(6, 6)];
       const outs = await Promise.all(ps.map((p) => drain(scheduler, spec(p, 30, { draft: drafter }))));
       // SimulatedKv checked at every step that the KV held each sequence's tokens and no more.
@@ -303,6 +310,10 @@ describe('Scheduler', () => {
       }
       expect(runner.steps.length).toBeLessThan(30);
       expect(kv.stats.used).toBe(0);
+      // Each sequence's draft stream closed as it ended (what the draft held for it goes back).
+      expect(open).toBe(0);
+      // Both drafted in the same turns (one round for both), not in alternate steps of the pipelined loop.
+      expect(turns).toBeLessThan(asks * 0.75);
     });
 
     it('needs three steps for 40 tokens it predicted (up to 16 proposals a step, the prompt step too), and stops within a run at max_tokens or a stop id', async () => {

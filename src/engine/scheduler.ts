@@ -220,7 +220,13 @@ export class Scheduler {
         this.reap();
         if (!this.waiting.length && !this.running.length) break;
         // A draft model guesses before the step that verifies its guess is planned (time passes: aborts may be due).
-        const drafting = this.drafting();
+        let drafting = this.drafting();
+        if (drafting.length && inFlight && this.running.some((r) => r.seq.prepares && !r.seq.ready)) {
+          // One draft round for every sequence that drafts (./draft.ts batches them): those whose draws the step in flight reads back join it, not the next round.
+          await this.complete(inFlight);
+          inFlight = null;
+          drafting = this.drafting();
+        }
         if (drafting.length) {
           await Promise.all(drafting.map((seq) => seq.prepare(this.limits.maxSeqs)));
           this.reap();

@@ -468,6 +468,7 @@ export class Sequence {
 
   /** Ends the sequence; the first reason given stands. */
   end(reason: FinishReason, stopTokenId?: number): void {
+    if (!this.result) this.proposer?.close?.();
     this.result ??= { ...this.resultOf(reason, this.generated, this.cachedTokens, stopTokenId), ...(this.speculates ? { speculation: { ...this.speculated } } : {}) };
   }
 

@@ -143,6 +143,41 @@ describe('a draft model', () => {
       const stats = target.kvStats;
       expect(stats.draftSteps).toBeGreaterThanOrEqual(Math.ceil(proposed / 4));
       expect(stats.speculative).toEqual({ proposed, accepted });
+      // The draft kept its KV from round to round: the first fed the prompt and the target's first
+      // draw, each next one at most the last guess and the target's draw (a new request per guess,
+      // as before, fed the prompt and the output so far again each time: 9, 12, 16 tokens).
+      const draft = target.draftModel!;
+      const { rounds, caughtUp, steps } = draft.counters;
+      expect(caughtUp).toBeLessThanOrEqual(PROMPT.length + 1 + 2 * (rounds - 1));
+      expect(draft.pages.used).toBe(0);
+
+      // Two requests at once: one draft round per target step for both, batched (measured: 12 draft steps alone, 12 for the pair; 24 when each drafted in rounds of its own).
+      const pair = await Promise.all([run(target, 16), run(target, 16)]);
+      for (const p of pair) expect(p.ids).toEqual(off.ids);
+      expect(draft.counters.steps - steps).toBeLessThanOrEqual(steps + 2);
+      expect(draft.pages.used).toBe(0);
+
+      // Rollback is exact: a session whose guess went another way drafts what a new one drafts, feeding only the tokens after the prompt.
+      const [a, b] = [draft.open(), draft.open()];
+      const wrong = [(off.ids[0]! + 1) % 100, off.ids[0]!];
+      await a.draft([...PROMPT, ...wrong], 4);
+      const before = draft.counters.caughtUp;
+      const rolled = await a.draft([...PROMPT, ...off.ids.slice(0, 3)], 4);
+      expect(draft.counters.caughtUp - before).toBe(3);
+      expect(rolled).toEqual(await b.draft([...PROMPT, ...off.ids.slice(0, 3)], 4));
+      a.close();
+      b.close();
+      expect(draft.pages.used).toBe(0);
+
+      // An abort as a draft round runs: both page pools as before.
+      const abort = new AbortController();
+      const gen = target.generate(greedyRequest(PROMPT, 16, {}, { signal: abort.signal }));
+      await gen.next();
+      abort.abort();
+      const end = await drainGeneration(gen);
+      expect(end.result.finishReason).toBe('abort');
+      expect(target.kvStats.pages.used).toBe(0);
+      expect(draft.pages.used).toBe(0);
       // A request's own speculation wins over the draft: a prediction of the output, one step.
       const own = await run(target, 16, { prediction: off.ids });
       expect(own.ids).toEqual(off.ids);
