@@ -15,7 +15,9 @@
  * whose K/V it holds, its target's tokens then its last guesses. A round keeps the longest prefix
  * of them that the target's tokens still start with and cuts the rest (the rejected guesses'
  * positions: the draft's rollback, exact to the token), so a guess computes only the tokens the
- * target took since the last round (at most two: the last guess and the target's own draw).
+ * target took since the last round (at most two: the last guess and the target's own draw). A
+ * draft with recurrent layers (one state per slot, no going back) keeps its slot only when the
+ * target's tokens extend all it holds, and starts over otherwise.
  * A session's slot goes back when its sequence ends (`close`), or to a sequence that needs one
  * when every slot is taken (the least recently drafted first; it then starts over). Its steps are
  * counted apart from the target's (EngineStats.draftSteps).
@@ -34,8 +36,12 @@ export interface DraftStepper {
   readonly env: SequenceEnv;
   /** Sequences (slots) and tokens in one step. */
   readonly limits: { readonly maxSeqs: number; readonly maxTokens: number };
-  /** Whether a slot's cache can be cut back to a prefix (not with recurrent layers: one state per slot, which every token advances). */
-  readonly rollsBack: boolean;
+  /**
+   * Whether a slot's cache can be cut back to any prefix: attention only. A recurrent layer keeps
+   * one state per slot, which every token advances (a verify step's checkpoints serve only that
+   * step), so such a draft keeps what its slot holds only when the tokens extend all of it.
+   */
+  readonly cutsBack: boolean;
 }
 
 /** What the draft model runs on: the GPU engine, driven step by step (read again each round: another runner after a recovered loss). */
@@ -177,7 +183,7 @@ export class DraftModel implements Drafter {
 
   /** One round: the asks' sessions caught up and their guesses drawn in batched steps of the draft model. */
   private async round(asks: readonly Ask[]): Promise<number[][]> {
-    const { kv, runner, env, limits, rollsBack } = this.backend.stepper;
+    const { kv, runner, env, limits, cutsBack } = this.backend.stepper;
     const round = this.counters.rounds++;
     const inRound = new Set(asks.map((a) => a.session));
     const seqs: Array<Sequence | null> = [];
@@ -192,7 +198,8 @@ export class DraftModel implements Drafter {
       session.lastRound = round;
       // What its slot holds that the target's tokens still start with stays; the rest (rejected guesses) goes. Its last token is fed again: its draw is the first guess.
       let keep = 0;
-      if (rollsBack) while (keep < session.held.length && keep < ids.length - 1 && session.held[keep] === ids[keep]) keep++;
+      while (keep < session.held.length && keep < ids.length - 1 && session.held[keep] === ids[keep]) keep++;
+      if (!cutsBack && keep < session.held.length) keep = 0;
       kv.truncate(slot, keep);
       session.held = session.held.slice(0, keep);
       // The K/V rows it adds: the tokens after `keep`, then every guess but the last.
@@ -205,7 +212,8 @@ export class DraftModel implements Drafter {
       pages += need;
       const seq = new Sequence({ promptIds: [...ids], maxTokens: n, sampling: GREEDY, stopTokenIds: [], ignoreEos: true, minTokens: 0 }, env);
       seq.reuse(keep);
-      runner.place(seq, slot);
+      // A slot starting over has its per-slot state reset (a recurrent layer's; kept otherwise: it is the state after `keep` tokens).
+      if (keep === 0) runner.place(seq, slot);
       this.counters.caughtUp += ids.length - keep;
       seqs.push(seq);
     }

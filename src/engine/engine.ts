@@ -297,7 +297,7 @@ export class GpuEngine implements Backend {
 
   /** The draft round's hold on this engine when it is a draft model (./draft.ts): its pages and steps, no scheduler of its own. */
   get stepper(): DraftStepper {
-    return { kv: this.kv, runner: this.stepRunner, env: this.env, limits: this.limits, rollsBack: this.env.verifies !== false };
+    return { kv: this.kv, runner: this.stepRunner, env: this.env, limits: this.limits, cutsBack: !hasRecurrentLayers(this.config) };
   }
 
   /** Test hook: the draft model (EngineOptions.draft), its counters and page pool. */
