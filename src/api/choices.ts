@@ -35,7 +35,9 @@ export function choiceOptions(r: SamplingFields, backend: Backend, signal: Abort
 /** The backend's `speculation` from `prediction` (its text as tokens, special tokens as plain text) or `speculative`. */
 function speculationOf(r: SamplingFields, backend: Backend): Pick<ChoiceRequest['generate'], 'speculation'> {
   if (r.prediction !== undefined) return { speculation: { prediction: backend.tokenizer.encode(r.prediction, { addSpecialTokens: false, parseSpecial: false }) } };
-  return r.speculative ? { speculation: { ngram: r.speculative } } : {};
+  const s = r.speculative;
+  if (!s) return {};
+  return { speculation: s.type === 'mtp' ? { mtp: { k: s.k } } : { ngram: { n: s.n, k: s.k } } };
 }
 
 /** The request's structured-output grammar compiled for the backend's tokenizer (a 400 when invalid), if it asked for one. */

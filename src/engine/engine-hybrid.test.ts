@@ -267,6 +267,31 @@ describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU ref
       head.destroy();
     }
   });
+
+  it('as a proposer (speculative {type: "mtp"}): the same greedy output, its guesses counted; a model without a head refuses it', async () => {
+    const mtpOpened = await openModel((await ensureFixture({ arch: 'qwen35', preset: 'tiny', mtp: true }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
+    const e = await GpuEngine.load(mtpOpened, { gpu, precision: 'f32', contextLength: 64, pageSize: 4, prefillChunk: 16, maxBatch: 2 });
+    try {
+      const p = Array.from({ length: 9 }, (_, i) => (i * 31 + 5) % e.config.vocabSize);
+      const plain = await drainGeneration(e.generate(greedyRequest(p, 8)));
+      const before = e.kvStats.speculative;
+      const gen = e.generate(greedyRequest(p, 8, {}, { speculation: { mtp: { k: 1 } } }));
+      const tokens: GeneratedToken[] = [];
+      let r = await gen.next();
+      for (; !r.done; r = await gen.next()) tokens.push(r.value);
+      expect(tokens.map((t) => t.id)).toEqual(plain.ids);
+      // The head's rows read the hidden states back; the output carries none it did not ask for.
+      expect(tokens.some((t) => t.hidden)).toBe(false);
+      // One guess a step from the second on, each token before the last: 6 with none taken (the random head's ~0, 0 of 96 in reference/mtp.test.ts).
+      const { proposed, accepted } = r.value.speculation!;
+      expect(proposed + accepted).toBeGreaterThanOrEqual(6);
+      const after = e.kvStats.speculative;
+      expect([after.proposed - before.proposed, after.accepted - before.accepted]).toEqual([proposed, accepted]);
+    } finally {
+      await e.dispose();
+    }
+    await expect(drainGeneration(engine.generate(greedyRequest(prompt(1, 4), 2, {}, { speculation: { mtp: { k: 1 } } })))).rejects.toMatchObject({ code: 'invalid_field', param: 'speculative' });
+  });
 });
 
 describe('the GPU engine on Granite 4.0-H (Mamba-2 on layers 0 and 2, NoPE attention on layer 1)', () => {

@@ -56,6 +56,8 @@ import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, TokenL
 import { BackendError } from './errors';
 import { scaledSource, type Scaled } from './lora-source';
 import type { SpeculationRequest } from './proposers';
+import { GpuMtpHead } from './mtp-head';
+import { MtpDrafter, noMtpHead } from './mtp-proposer';
 import { checkDraftVocab, draftTokens, DraftModel, type DraftStepper } from './draft';
 
 /** Tiles the GPU tower encodes in one batch (its buffers hold this many). */
@@ -84,9 +86,10 @@ export interface EngineOptions {
   pageSize?: number;
   /**
    * Speculative decoding for requests that do not ask for their own (`speculation`): n-gram
-   * lookup over the prompt and output (src/engine/proposers.ts). Off by default until measured on GPUs.
+   * lookup over the prompt and output (src/engine/proposers.ts), or the model's MTP head (`mtp`,
+   * ./mtp-proposer.ts: one guess per step; refused on a model without one). Off by default until measured on GPUs.
    */
-  speculative?: { type: 'ngram'; n: number; k: number };
+  speculative?: { type: 'ngram'; n: number; k: number } | { type: 'mtp'; k?: number };
   /**
    * A draft model for speculative decoding (./draft.ts): a smaller model with the same tokenizer
    * (refused otherwise), loaded on the same GPU with its own KV pages, guesses up to `tokens`
@@ -225,6 +228,8 @@ export class GpuEngine implements Backend {
   private speculation: SpeculationRequest | undefined;
   /** The draft model (EngineOptions.draft), disposed with the engine. */
   private draft?: DraftModel;
+  /** The model's MTP head (ModelConfig.mtpLayers), shared by the sequences that speculate with it; destroyed with the engine. */
+  private mtp?: MtpDrafter;
 
   private constructor(
     parts: GpuParts,
@@ -233,7 +238,8 @@ export class GpuEngine implements Backend {
     private readonly spec: PartsSpec,
     opts: { id?: string; contextLength: number; loraPool?: Partial<LoraPoolOptions>; recovery?: RecoveryOptions; speculative?: EngineOptions['speculative'] },
   ) {
-    if (opts.speculative) this.speculation = { ngram: { n: opts.speculative.n, k: opts.speculative.k } };
+    const sp = opts.speculative;
+    if (sp) this.speculation = sp.type === 'mtp' ? { mtp: { k: 1 } } : { ngram: { n: sp.n, k: sp.k } };
     const { maxSeqs, maxTokens, numPages, pageSize } = parts.forward.limits;
     this.id = opts.id ?? opened.config.arch;
     this.config = opened.config;
@@ -403,6 +409,7 @@ export class GpuEngine implements Backend {
     const snapshots = snapshotCount(layerCacheKinds(config), gpu.device.limits.maxBufferSize, opts.stateSnapshots);
     const spec: PartsSpec = { precision, integerDot, limits, maxWeightPartBytes: opts.maxWeightPartBytes, snapshots };
     const text = loadTextModel(opened);
+    if (opts.speculative?.type === 'mtp' && !config.mtpLayers) throw new ModelError('invalid_field', noMtpHead(config.arch).message, 'speculative');
     // The draft's vocabulary is checked before anything goes to the GPU.
     const draftOpened = opts.draft && (isOpened(opts.draft.model) ? opts.draft.model : await openModel(opts.draft.model));
     if (draftOpened) checkDraftVocab(text.tokenizer, loadTextModel(draftOpened).tokenizer);
@@ -412,6 +419,10 @@ export class GpuEngine implements Backend {
     const engine = new GpuEngine(parts, text, opened, spec, { id: opts.id, contextLength, loraPool: opts.loraPool, recovery: opts.recovery, speculative: opts.speculative });
     try {
       if (opts.persistKv && !hasRecurrentLayers(config)) await engine.persistTo(opts.persistKv);
+      if (config.mtpLayers) {
+        const head = await GpuMtpHead.create(gpu, opened, { precision, limits: { ...limits, maxTokens: MTP_ROWS } });
+        engine.mtp = new MtpDrafter(head, maxSeqs, config.hiddenSize, MTP_ROWS);
+      }
       if (draftOpened) {
         // On the same device, as large a batch and context: every sequence may draft at once.
         const backend = await GpuEngine.load(draftOpened, { gpu, precision, contextLength, maxBatch: maxSeqs, pageSize, id: `${engine.id}-draft` });
@@ -535,7 +546,7 @@ export class GpuEngine implements Backend {
       // A hybrid model's cached prefix needs the recurrent states at its end (./state-snapshots.ts):
       // without a snapshot pool its prompts are always computed whole (cached_tokens 0).
       const uncached = hasRecurrentLayers(this.config) && !this.scheduler.snapshots;
-      const speculation = request.speculation ?? this.speculation;
+      const speculation = this.withMtpHead(request.speculation ?? this.speculation);
       const images = await this.promptImages(request);
       const seq = new Sequence({ ...request, ...(speculation ? { speculation } : {}) }, this.env, lease ?? undefined);
       if (images) seq.images = images;
@@ -619,8 +630,19 @@ export class GpuEngine implements Backend {
     this.tower?.destroy();
     this.stepRunner.destroy();
     await this.draft?.dispose();
+    this.mtp?.destroy();
+  }
+
+  /** A speculation that asks for the MTP head, handed the engine's; refused (400 invalid_field) on a model without one. */
+  private withMtpHead(s: SpeculationRequest | undefined): SpeculationRequest | undefined {
+    if (!s?.mtp) return s;
+    if (!this.mtp) throw noMtpHead(this.config.arch);
+    return { ...s, mtp: { ...s.mtp, head: this.mtp } };
   }
 }
+
+/** Rows the MTP head takes per run (a sequence feeds the tokens it recorded since its last step: 2 after an accepted guess). */
+const MTP_ROWS = 8;
 
 /** Bytes of the model's weights as stored. */
 function weightBytesOf(opened: OpenedModel): number {

@@ -16,7 +16,8 @@ export type BackendErrorCode =
   | 'lora_exists' // a load names an adapter already loaded
   | 'lora_pool_full' // the adapter pool has no room (or no id) for another adapter
   | 'lora_unsupported' // an adapter for a model that takes none (an encoder)
-  | 'routed_experts_unavailable'; // return_routed_experts on a model without experts
+  | 'routed_experts_unavailable' // return_routed_experts on a model without experts
+  | 'invalid_field'; // a request field this model cannot take (speculative "mtp" without an MTP head)
 
 export class BackendError extends Error {
   override name = 'BackendError';

@@ -8,8 +8,8 @@
  *   the decoder layer as a one-layer model (model/mtp.ts) whose rows are x (the image splice puts
  *   them over its embedded rows), its output norm the head's, the LM head the trunk's.
  * Everything but the rows is made once; a call records one command buffer and reads the last row's
- * logits back. Not yet a proposer (issue #32): the engine's step does not hand it hidden states,
- * and it uploads its own copy of the embedding (the one-layer model's weights).
+ * logits back. The proposer over it is ./mtp-proposer.ts; it uploads its own copy of the embedding
+ * (the one-layer model's weights).
  */
 import { createBuffer, readBuffer, STORAGE, uploadBuffer } from '../gpu/buffers';
 import type { GPUContext } from '../gpu/device';

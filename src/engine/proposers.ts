@@ -14,8 +14,12 @@
  * too is one token per position given the tokens before (greedy is a function of them), so the
  * same comparison keeps the target's distribution. It guesses asynchronously (`prepare`), and keeps
  * the sequence's place in the draft until the sequence ends (`close`).
+ * The fourth, a model's MTP head (`MtpProposer`, ./mtp-proposer.ts), guesses one token greedily
+ * from the target's hidden states, which it gets with each recorded token (`observe`).
  */
 
+
+import { MtpProposer, type MtpGuesser } from './mtp-proposer';
 
 /** What a request asks to speculate with (GenerateRequest.speculation). */
 export interface SpeculationRequest {
@@ -25,6 +29,8 @@ export interface SpeculationRequest {
   ngram?: { n: number; k: number };
   /** A draft model's greedy guesses (EngineOptions.draft): up to `k` tokens per step. */
   draft?: Drafter;
+  /** The model's MTP head (./mtp-proposer.ts): one greedy guess per step. */
+  mtp?: { k: number; head?: MtpGuesser };
 }
 
 /** A draft model as a proposer sees it (./draft.ts `DraftModel`). */
@@ -61,6 +67,8 @@ export interface Proposer {
   prepare?(ids: readonly number[], generated: number, max: number): Promise<void>;
   /** The sequence ended: a proposer that holds something for it (a draft model's KV) lets it go. */
   close?(): void;
+  /** A proposer that reads the target's hidden states (an MTP head) gets each recorded token with its row's (undefined: none was drawn). */
+  observe?(hidden: Float32Array | undefined, id: number): void;
 }
 
 /** One row per proposer kind: how a request's field becomes its proposer. */
@@ -68,13 +76,16 @@ const PROPOSERS: { [K in keyof Required<SpeculationRequest>]: (spec: NonNullable
   prediction: (tokens) => new PredictionProposer(tokens),
   ngram: ({ n, k }) => new NgramProposer(n, k),
   draft: (spec) => new DraftProposer(spec),
+  // The engine hands the head in (GpuEngine.generate refuses `mtp` on a model without one).
+  mtp: (spec) => new MtpProposer(spec.head!),
 };
 
-/** The request's proposer, or null when it asks for none (a prediction wins over n-gram lookup, which wins over a draft model). */
+/** The request's proposer, or null when it asks for none (a prediction wins over n-gram lookup, which wins over a draft model, which wins over an MTP head). */
 export function proposerFor(spec: SpeculationRequest | undefined): Proposer | null {
   if (spec?.prediction?.length) return PROPOSERS.prediction(spec.prediction);
   if (spec?.ngram) return PROPOSERS.ngram(spec.ngram);
   if (spec?.draft) return PROPOSERS.draft(spec.draft);
+  if (spec?.mtp?.head) return PROPOSERS.mtp(spec.mtp);
   return null;
 }
 

@@ -316,6 +316,11 @@ export class Sequence {
     return [first, ...this.verifyMasks.slice(0, proposed.length)];
   }
 
+  /** Whether each sampling row's final hidden state is read back: asked for, or its proposer's input (an MTP head). */
+  get readsHidden(): boolean {
+    return this.wantsHidden || this.proposer?.observe !== undefined;
+  }
+
   /** Whether its proposer guesses asynchronously (a draft model): the scheduler awaits `prepare` before planning its step. */
   get prepares(): boolean {
     return this.proposer?.prepare !== undefined;
@@ -413,6 +418,14 @@ export class Sequence {
    * a stop id, the grammar's end or max_tokens ends the sequence.
    */
   record(token: GeneratedToken): void {
+    // The proposer's rows (an MTP head) take each token with its row's hidden state, which the output carries only if asked for.
+    if (this.proposer?.observe) {
+      this.proposer.observe(token.hidden, token.id);
+      if (token.hidden && !this.wantsHidden) {
+        const { hidden: _, ...rest } = token;
+        token = rest;
+      }
+    }
     if (this.constraint && !this.constraint.accept(token.id)) {
       // The draw followed this step's mask: an empty mask means the grammar could not go on.
       const param = this.constraint.param ?? null;

@@ -260,7 +260,7 @@ export class StepRunner implements BatchRunner {
     const shape = this.profiler ? { tokens, seqs, keys } : undefined;
     let pass = this.profiler ? this.profiler.begin(encoder, false, shape!) : encoder.beginComputePass();
     // return_hidden_states: the sampling rows' final hidden states are copied out after the pass.
-    const wantHidden = rows.slice(0, sampling).some((r) => r.item.seq.wantsHidden);
+    const wantHidden = rows.slice(0, sampling).some((r) => r.item.seq.readsHidden);
     this.forward.encode(pass, this.forward.plan({ tokens, seqs, adapted, hidden: wantHidden, maxKeys: Math.max(...keys), images: spliced }));
     const masked = rows.slice(0, sampling).some((r) => r.item.seq.constraint);
     if (masked) {
@@ -378,7 +378,14 @@ export class StepRunner implements BatchRunner {
         if (item.seq.finish || verify > 0) return;
         const proposed = item.work.proposed;
         if (proposed) {
-          this.verify(item, proposed, Array.from({ length: proposed.length + 1 }, (_, i) => rows(s.gpuRows[row + i]!, row + i).token!));
+          this.verify(
+            item,
+            proposed,
+            Array.from({ length: proposed.length + 1 }, (_, i) => {
+              const { token, hidden } = rows(s.gpuRows[row + i]!, row + i);
+              return { ...token!, ...(hidden ? { hidden } : {}) };
+            }),
+          );
           return;
         }
         const { token, hidden, routedExperts } = rows(s.gpuRows[row]!, row);
@@ -434,7 +441,7 @@ export class StepRunner implements BatchRunner {
         const i = row - s.gpuRows.length;
         out.logits = all.slice(i * V, (i + 1) * V);
       }
-      if (hiddens && item.seq.wantsHidden) out.hidden = hiddens.slice(row * H, (row + 1) * H);
+      if (hiddens && item.seq.readsHidden) out.hidden = hiddens.slice(row * H, (row + 1) * H);
       if (routedWords && item.seq.wantsRouted) out.routedExperts = this.forward.routedIds.map((_, l) => Array.from(routedWords.subarray(row * perRow + l * k, row * perRow + (l + 1) * k)));
       return out;
     };

@@ -13,6 +13,7 @@ import type { Backend, GenerateRequest, GeneratedToken, GenerationResult, TokenL
 import { logprobsOf } from '../engine/logit-processors';
 import { BreakerTable, runSequence, Sequence, type SequenceEnv, type StepRunner } from '../engine/sequence';
 import { BackendDisposedError, BackendError } from '../engine/errors';
+import { noMtpHead } from '../engine/mtp-proposer';
 import { applyMaskRef } from '../kernels/mask-ref';
 import type { GenerationDefaults } from '../model/generation-config';
 import { hasRecurrentLayers, type ModelConfig } from '../model/config';
@@ -98,6 +99,8 @@ export class ReferenceBackend implements Backend, StepRunner {
   async *generate(request: ReferenceGenerateRequest): AsyncGenerator<GeneratedToken, GenerationResult, void> {
     if (this.disposed) throw new BackendDisposedError('ReferenceBackend');
     checkPromptIds(request.promptIds, this.config.vocabSize);
+    // The CPU reference does not speculate, but refuses what the GPU engine refuses.
+    if (request.speculation?.mtp && !this.config.mtpLayers) throw noMtpHead(this.config.arch);
     const seq = new Sequence(request, this.env);
     const images = this.imageEmbeddings(request);
     if (images.size) this.imageRows.set(seq, images);

@@ -1,0 +1,72 @@
+/** The MTP proposer's bookkeeping with a stand-in head: which rows reach the head, when it guesses, its slot. */
+import { describe, expect, it } from 'vitest';
+import { argmax, MtpProposer, type MtpGuesser } from './mtp-proposer';
+import { proposerFor } from './proposers';
+
+/** A head that records what it is fed and guesses the last fed token + 100. */
+function fakeHead(slots = 1) {
+  const fed: { slot: number; hidden: number[]; next: number[] }[] = [];
+  const free = Array.from({ length: slots }, (_, i) => i);
+  const head: MtpGuesser & { released: number[] } = {
+    released: [],
+    acquire: () => free.shift() ?? -1,
+    guess: async (slot, hidden, next) => (fed.push({ slot, hidden: [...hidden], next: [...next] }), next[next.length - 1]! + 100),
+    release(slot) {
+      head.released.push(slot);
+      free.push(slot);
+    },
+  };
+  return { head, fed };
+}
+
+describe('MtpProposer', () => {
+  it('feeds each recorded token with its row hidden state once, guesses only for the ids it prepared, frees its slot', async () => {
+    const { head, fed } = fakeHead();
+    const p = proposerFor({ mtp: { k: 1, head } })!;
+    expect(p).toBeInstanceOf(MtpProposer);
+    const ids = [1, 2, 3];
+    // Nothing recorded yet (the prefill step): no rows, no guess.
+    await p.prepare!(ids, 0, 4);
+    expect(p.propose(ids, 0, 4)).toEqual([]);
+    p.observe!(Float32Array.of(0.5, 1), 7);
+    ids.push(7);
+    await p.prepare!(ids, 1, 4);
+    expect(p.propose(ids, 1, 4)).toEqual([107]);
+    expect(p.propose(ids, 1, 0)).toEqual([]);
+    // A verify step recorded two tokens: both rows go in one run, in order; a second prepare feeds nothing again.
+    p.observe!(Float32Array.of(2, 3), 107);
+    p.observe!(Float32Array.of(4, 5), 9);
+    ids.push(107, 9);
+    await p.prepare!(ids, 3, 4);
+    await p.prepare!(ids, 3, 4);
+    expect(fed).toEqual([
+      { slot: 0, hidden: [0.5, 1], next: [7] },
+      { slot: 0, hidden: [2, 3, 4, 5], next: [107, 9] },
+    ]);
+    expect(p.propose(ids, 3, 4)).toEqual([109]);
+    // Stale: ids moved on without a prepare.
+    expect(p.propose([...ids, 5], 4, 4)).toEqual([]);
+    p.close!();
+    expect(head.released).toEqual([0]);
+  });
+
+  it('stops guessing after a token recorded without a hidden state, and when the head has no free slot', async () => {
+    const { head } = fakeHead(1);
+    const a = new MtpProposer(head);
+    a.observe(undefined, 4);
+    a.observe(Float32Array.of(1), 5);
+    await a.prepare([1, 4, 5]);
+    expect(a.propose([1, 4, 5], 2, 1)).toEqual([]);
+    const b = new MtpProposer(head);
+    const c = new MtpProposer(head);
+    b.observe(Float32Array.of(1), 5);
+    c.observe(Float32Array.of(1), 6);
+    await b.prepare([5]);
+    await c.prepare([6]);
+    expect([b.propose([5], 1, 1), c.propose([6], 1, 1)]).toEqual([[105], []]);
+  });
+
+  it('argmax: the first largest', () => {
+    expect(argmax(Float32Array.of(1, 3, 3, -1))).toBe(1);
+  });
+});
