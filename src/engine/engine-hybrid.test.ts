@@ -291,6 +291,8 @@ describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU ref
       await e.dispose();
     }
     await expect(drainGeneration(engine.generate(greedyRequest(prompt(1, 4), 2, {}, { speculation: { mtp: { k: 1 } } })))).rejects.toMatchObject({ code: 'invalid_field', param: 'speculative' });
+    // The engine option on such a model fails the load, before anything goes to the GPU.
+    await expect(GpuEngine.load(opened, { gpu, speculative: { type: 'mtp' } })).rejects.toMatchObject({ name: 'ModelError', code: 'invalid_field', field: 'speculative' });
   });
 });
 

@@ -56,10 +56,11 @@ export interface CreateEngineOptions {
    */
   integerDot?: boolean;
   /**
-   * Speculative decoding by n-gram lookup for requests that ask for none themselves (their
-   * `speculative` and `prediction` fields): `{ type: 'ngram', n, k }`. Off by default.
+   * Speculative decoding by n-gram lookup (`{ type: 'ngram', n, k }`) or the model's MTP head
+   * (`{ type: 'mtp' }`, refused on a model without one) for requests that ask for none themselves
+   * (their `speculative` and `prediction` fields). Off by default.
    */
-  speculative?: { type: 'ngram'; n: number; k: number };
+  speculative?: { type: 'ngram'; n: number; k: number } | { type: 'mtp'; k?: number };
   /**
    * A draft model for speculative decoding (as llama.cpp's `--model-draft`): a smaller model with
    * the same tokenizer (refused otherwise), on the same GPU, guesses up to `tokens` (default 8)

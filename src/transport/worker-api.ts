@@ -23,7 +23,7 @@ export interface WorkerLoadOptions {
   maxBatch?: number;
   kvCacheTokens?: number;
   integerDot?: boolean;
-  speculative?: { type: 'ngram'; n: number; k: number };
+  speculative?: { type: 'ngram'; n: number; k: number } | { type: 'mtp'; k?: number };
   draft?: { model: WireModel; tokens?: number };
   cache?: boolean;
   id?: string;
