@@ -33,8 +33,9 @@ fn main(@builtin(workgroup_id) wid: vec3u, @builtin(local_invocation_id) lidv: v
   let row = mamba2_chunk_row(s);
   let first = row.x;
   let len = row.y;
-  // Workgroup-uniform: the whole group returns or none does.
-  if (len == 0u) { return; }
+  // Workgroup-uniform: the whole group returns or none does. A verify run's rows
+  // (shaders/lib/verify_runs.wgsl, prepended) all stay with mamba2_scan, which checkpoints them.
+  if (len == 0u || run_end(s) > s) { return; }
   let h = wid.x;
   let lid = lidv.x;
   let P = p.P;

@@ -15,6 +15,7 @@ struct Params {
   stride: u32,    // floats of one slot in state
   sOff: u32,      // where S starts in a slot (after the conv's window, in the layer's slot state)
   chunkFrom: u32, // rows of at least this many tokens take the chunked form (0: none)
+  ckpt: u32,      // mamba2_scan: the first checkpoint row of state (row r's checkpoint is its slot ckpt + r)
 }
 
 

@@ -10,7 +10,7 @@
  * The grid's lfm2 cases (engine-matrix.ts) check the model itself over 16 steps. Qwen3.5's
  * DeltaNet (its conv window and per-head state in one slot) and Granite 4.0-H's Mamba-2 (its conv
  * window and per-head scan state) take the chunked prompt and concurrent requests, Qwen3.5 an
- * abort and a preemption mid-sequence too; Qwen3.5 speculates as LFM2 does, Granite not yet; the
+ * abort and a preemption mid-sequence too; Qwen3.5 and Granite speculate as LFM2 does; the
  * rest is the same slot-state machinery. Qwen3.5's MTP head runs here on the GPU beside that
  * engine, against the CPU reference. LoRA adapters apply to LFM2's and Qwen3.5's recurrent
  * projections (LFM2's conv in_proj/out_proj, Qwen3.5's DeltaNet qkv/z/b/a/out) as to attention
@@ -319,37 +319,40 @@ describe('the GPU engine on Granite 4.0-H (Mamba-2 on layers 0 and 2, NoPE atten
     expectSameRun(outs[2]!, outs[0]!, LOGIT_TOLERANCE);
   });
 
-  it('does not speculate yet (its Mamba-2 state keeps no checkpoints): a prediction wrong midway leaves the output as the reference', async () => {
-    const p = Array.from({ length: 11 }, (_, i) => (10 * 131 + i * 17 + 3) % gh.config.vocabSize);
-    const want = greedy(ghRef, p, 8);
-    const out = await run(gh, p, 8, { prediction: [...want.slice(0, 2), (want[2]! + 1) % gh.config.vocabSize, ...want.slice(3)] });
-    expect(out.ids).toEqual(want);
-    expect(out.result.speculation).toEqual({ proposed: 0, accepted: 0 });
+  it('speculates: a prediction wrong midway rolls the conv and scan states back to the miss; its own output in two steps; n-gram lookup; each as the reference', async () => {
+    await expectSpeculation(gh, ghRef, Array.from({ length: 11 }, (_, i) => (10 * 131 + i * 17 + 3) % gh.config.vocabSize));
   });
 });
 
 /** One greedy generation, and the target's steps it took. */
 async function run(e: GpuEngine, p: number[], maxTokens: number, speculation?: GenerateRequest['speculation']) {
   const before = e.kvStats.steps;
-  const out = await drainGeneration(e.generate(greedyRequest(p, maxTokens, {}, speculation ? { speculation } : {})));
-  return { ...out, steps: e.kvStats.steps - before };
+  const gen = e.generate(greedyRequest(p, maxTokens, { logprobs: true }, speculation ? { speculation } : {}));
+  const tokens: GeneratedToken[] = [];
+  for (let r = await gen.next(); ; r = await gen.next()) {
+    if (r.done) return { ids: tokens.map((t) => t.id), logprobs: tokens.map((t) => t.logprob!), result: r.value, steps: e.kvStats.steps - before };
+    tokens.push(r.value);
+  }
 }
 
 /**
- * The reference's 8 greedy tokens after `p` (at most 16 tokens: prefilled in one step) with each proposer,
- * at most three proposals a step (maxBatch 4): a prediction right for two tokens, then wrong (the
- * prompt's step verifies [w0, w1, x2], takes two and draws w2: the states must forget row 3's x2 and
- * hold what row 2 left; without the rollback the tokens after it differ); a prediction of the
- * output itself (four tokens a step: 2 steps); n-gram lookup.
+ * The reference's 8 greedy tokens after `p` (at most 16 tokens: prefilled in one step) with each
+ * proposer, at most three proposals a step (maxBatch 4), their logprobs those of decoding without:
+ * a prediction right for two tokens, then wrong (the prompt's step verifies [w0, w1, x2], takes two
+ * and draws w2: the states must forget row 3's x2 and hold what row 2 left; without the rollback the
+ * logprobs after it differ, and on LFM2 and Qwen3.5 the tokens too); a prediction of the output
+ * itself (four tokens a step: 2 steps); n-gram lookup.
  */
 async function expectSpeculation(e: GpuEngine, r: ReferenceModel, p: number[]): Promise<void> {
-  const want = greedy(r, p, 8);
+  const off = await run(e, p, 8);
+  expect(off.ids).toEqual(greedy(r, p, 8));
+  const want = off.ids;
   const wrong = await run(e, p, 8, { prediction: [...want.slice(0, 2), (want[2]! + 1) % e.config.vocabSize, ...want.slice(3)] });
-  expect(wrong.ids).toEqual(want);
+  expectSameRun(wrong, off, 1e-3);
   expect(wrong.result.speculation!.accepted).toBeGreaterThanOrEqual(2);
   expect(wrong.result.speculation!.proposed).toBeGreaterThan(wrong.result.speculation!.accepted);
   const own = await run(e, p, 8, { prediction: want });
-  expect(own.ids).toEqual(want);
+  expectSameRun(own, off, 1e-3);
   expect(own.steps).toBe(2);
-  expect((await run(e, p, 8, { ngram: { n: 1, k: 3 } })).ids).toEqual(want);
+  expectSameRun(await run(e, p, 8, { ngram: { n: 1, k: 3 } }), off, 1e-3);
 }

@@ -38,7 +38,7 @@ const MIXER_CACHE: Readonly<Record<MixerKind, (config: ModelConfig) => LayerCach
   // Granite 4.0-H's Mamba-2: its conv's last kernel − 1 inputs, and a headDim × stateSize matrix per head.
   mamba2: (c) => {
     const m = c.mamba2!;
-    return { kind: 'slot-state', floats: (m.convKernel - 1) * mamba2ConvDim(m) + m.numHeads * m.headDim * m.stateSize, rollsBack: false };
+    return { kind: 'slot-state', floats: (m.convKernel - 1) * mamba2ConvDim(m) + m.numHeads * m.headDim * m.stateSize, rollsBack: true };
   },
 };
 

@@ -9,6 +9,7 @@
  */
 import chunkSource from '../../shaders/mamba2_chunk.wgsl';
 import stateSource from '../../shaders/mamba2_chunk_state.wgsl';
+import runsLib from '../../shaders/lib/verify_runs.wgsl';
 import scanLib from '../../shaders/lib/mamba2_common.wgsl';
 import stepRows from '../../shaders/lib/step_rows.wgsl';
 import { bindBuffers, packParams, UNIFORM, uploadBuffer } from '../gpu/buffers';
@@ -20,7 +21,7 @@ import { MAMBA2_LIMITS, mamba2ScanParams, mamba2ScanRef, type Mamba2ScanArgs } f
 import { actBytes, describeDispatch, type OpContext } from './op';
 
 export const mamba2ChunkKernel: Kernel = { name: 'mamba2_chunk', source: stepRows + scanLib + chunkSource };
-export const mamba2ChunkStateKernel: Kernel = { name: 'mamba2_chunk_state', source: stepRows + scanLib + stateSource };
+export const mamba2ChunkStateKernel: Kernel = { name: 'mamba2_chunk_state', source: stepRows + scanLib + runsLib + stateSource };
 
 /**
  * When the engine takes the chunked form, and its chunk: rows of `from` tokens or more, in chunks of
@@ -35,7 +36,7 @@ export const MAMBA2_CHUNK_SIZES = [8, 32] as const;
  * Reference of the chunked step: rows of `from` tokens or more in the chunked form (chunks of
  * `size`), the others as mamba2ScanRef; the arguments and result as mamba2ScanRef's.
  */
-export function mamba2ScanChunkedRef(m: Mamba2Config, conv: Float32Array, z: Float32Array, dt: Float32Array, vecs: Float32Array, lastToken: readonly number[], rowSlot: readonly number[], states: Float32Array[], chunk: { size: number; from: number }): Float32Array {
+export function mamba2ScanChunkedRef(m: Mamba2Config, conv: Float32Array, z: Float32Array, dt: Float32Array, vecs: Float32Array, lastToken: readonly number[], rowSlot: readonly number[], states: Float32Array[], chunk: { size: number; from: number }, checkpoints?: Float32Array[]): Float32Array {
   const H = m.numHeads;
   const inner = H * m.headDim;
   const C = mamba2ConvDim(m);
@@ -54,6 +55,8 @@ export function mamba2ScanChunkedRef(m: Mamba2Config, conv: Float32Array, z: Flo
       mamba2ScanChunked(m, w, state, rows(conv, C), rows(dt, H), out, n, chunk.size);
       for (let i = 0; i < out.length; i++) out[i]! *= silu(z[first * inner + i]!);
     }
+    // A verify run's checkpoint (the GPU takes a long first row through mamba2_scan: the same values up to the sums' order).
+    if (s + 1 < lastToken.length && rowSlot[s + 1] === rowSlot[s]) checkpoints?.[s]?.set(state);
     first = last + 1;
   });
   return y;

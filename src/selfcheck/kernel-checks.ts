@@ -442,7 +442,7 @@ const mamba2: KernelCheck = {
     const chunk = { size: MAMBA2_CHUNK.size, from: 4 };
     const scratch = createBuffer(device, T * inner * 4, STORAGE);
     buffers.push(scratch);
-    const scanArgs = { ...rows, m, conv: convY, zdt: zdtBuf, dtOffset: T * inner, vecs: vecBuf, state: sState, y };
+    const scanArgs = { ...rows, m, conv: convY, zdt: zdtBuf, dtOffset: T * inner, vecs: vecBuf, state: sState, ckpt: 2, y };
     const scan = await createMamba2ScanOp(ctx, { ...scanArgs, chunkFrom: chunk.from });
     const chunked = await createMamba2ChunkOp(ctx, { ...scanArgs, scratch, chunk });
     try {

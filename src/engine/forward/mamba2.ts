@@ -82,7 +82,7 @@ export async function createMamba2Block(b: BlockBuilder, l: number): Promise<Blo
   const rows = { lastToken: step.lastToken, rowSlot: step.rowSlot, counts: step.counts };
   const slots = { state: b.caches.state(l), stateStride: slotFloats };
   const conv = await createCausalConvSiluOp(b.ctx, { ...rows, ...slots, x: { buffer: s.proj, offset: s.xBytes }, weight: convW, bias: true, ckpt: b.caches.checkpointRow, y: s.conv, n: convDim, taps: m.convKernel, label: at('causal_conv_silu') });
-  const scanArgs = { ...rows, ...slots, m, conv: s.conv, zdt: s.proj, dtOffset: s.dtBytes / act, vecs, stateOffset: sOff, y: s.y, label: at('mamba2_scan') };
+  const scanArgs = { ...rows, ...slots, ckpt: b.caches.checkpointRow, m, conv: s.conv, zdt: s.proj, dtOffset: s.dtBytes / act, vecs, stateOffset: sOff, y: s.y, label: at('mamba2_scan') };
   const scan = await createMamba2ScanOp(b.ctx, { ...scanArgs, chunkFrom: MAMBA2_CHUNK.from });
   const chunked = await createMamba2ChunkOp(b.ctx, { ...scanArgs, scratch: s.chunk, chunk: MAMBA2_CHUNK });
   const groupNorm = await b.norm({ label: at('mb_norm'), x: s.y, weight: w.mbNorm!, y: s.yn, n: inner / m.numGroups, rowsPerToken: m.numGroups, weightPerRow: true });
