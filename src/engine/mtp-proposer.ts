@@ -20,7 +20,7 @@
  */
 import { BackendError } from './errors';
 import type { GpuMtpHead } from './mtp-head';
-import type { Proposer } from './proposers';
+import type { Proposer } from './proposer';
 
 /** The engine's MTP head as its proposers share it: one run at a time, a KV slot per sequence. */
 export interface MtpGuesser {

@@ -20,6 +20,9 @@
 
 
 import { MtpProposer, type MtpGuesser } from './mtp-proposer';
+import type { Proposer } from './proposer';
+
+export type { Proposer } from './proposer';
 
 /** What a request asks to speculate with (GenerateRequest.speculation). */
 export interface SpeculationRequest {
@@ -54,22 +57,6 @@ export const DEFAULT_PROPOSAL = 16;
 /** Tokens of the output's tail a prediction is re-aligned by. */
 const PREDICTION_MATCH = 4;
 
-export interface Proposer {
-  /**
-   * Up to `max` tokens guessed to follow `ids` (the prompt, then `generated` output tokens); []
-   * when it has no guess.
-   */
-  propose(ids: readonly number[], generated: number, max: number): number[];
-  /**
-   * A proposer that guesses asynchronously (a draft model) computes its guess for `ids` here,
-   * before the step is planned; `propose` then hands it out (and [] for ids it has not prepared).
-   */
-  prepare?(ids: readonly number[], generated: number, max: number): Promise<void>;
-  /** The sequence ended: a proposer that holds something for it (a draft model's KV) lets it go. */
-  close?(): void;
-  /** A proposer that reads the target's hidden states (an MTP head) gets each recorded token with its row's (undefined: none was drawn). */
-  observe?(hidden: Float32Array | undefined, id: number): void;
-}
 
 /** One row per proposer kind: how a request's field becomes its proposer. */
 const PROPOSERS: { [K in keyof Required<SpeculationRequest>]: (spec: NonNullable<SpeculationRequest[K]>) => Proposer } = {

@@ -1,0 +1,22 @@
+/**
+ * What every proposer of speculative decoding is to a sequence (./sequence.ts): the kinds and the
+ * table that makes one from a request are in ./proposers.ts. Its own file so that a proposer in a
+ * file of its own (./mtp-proposer.ts) implements it without importing that table.
+ */
+
+export interface Proposer {
+  /**
+   * Up to `max` tokens guessed to follow `ids` (the prompt, then `generated` output tokens); []
+   * when it has no guess.
+   */
+  propose(ids: readonly number[], generated: number, max: number): number[];
+  /**
+   * A proposer that guesses asynchronously (a draft model) computes its guess for `ids` here,
+   * before the step is planned; `propose` then hands it out (and [] for ids it has not prepared).
+   */
+  prepare?(ids: readonly number[], generated: number, max: number): Promise<void>;
+  /** The sequence ended: a proposer that holds something for it (a draft model's KV) lets it go. */
+  close?(): void;
+  /** A proposer that reads the target's hidden states (an MTP head) gets each recorded token with its row's (undefined: none was drawn). */
+  observe?(hidden: Float32Array | undefined, id: number): void;
+}
