@@ -25,6 +25,7 @@ import { maxAbsDiffAll } from '../testing/compare';
 import { expectEngineMatchesReference } from '../testing/engine-check';
 import { LOGIT_TOLERANCE } from '../testing/engine-matrix';
 import { ensureLoraFixture } from '../testing/fixtures/lora-write';
+import type { FixtureOptions } from '../testing/fixtures/model';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { mergedReference } from '../testing/lora-reference';
 import { testGPU } from '../testing/gpu';
@@ -70,19 +71,28 @@ const lastLogitsDiff = (a: ReferenceModel, b: ReferenceModel, ids: number[]) => 
 };
 
 /**
- * Loads the fixture's `rec-r4` adapter (PEFT: the recurrent layers' projections alone), and with
- * `all` its `all-r8-rslora` (GGUF: attention's and the MLP's), into `e`, and checks each against
+ * Loads the fixture's `rec-r4` adapter (PEFT: the recurrent layers' projections alone), and the
+ * GGUF adapter `gguf` (`all-r8-rslora`: attention's and the MLP's; or `rec-r4` again), into `e`, and checks each against
  * the merged reference (teacher-forced logits and their argmax); the recurrent-only one must move
  * the logits, so an engine ignoring it fails.
  */
-async function expectLoraAsMerged(e: GpuEngine, base: OpenedModel, baseRef: ReferenceModel, p: number[], all: boolean): Promise<void> {
-  const { lora } = await ensureLoraFixture({ arch: base.config.arch, preset: 'tiny' }, { hf: [], gguf: ['Q8_0'] });
-  const adapters = { rec: lora.peft['rec-r4']!, ...(all ? { all: lora.gguf['all-r8-rslora']! } : {}) };
+interface LoraCase {
+  /** The GGUF adapter loaded beside the PEFT `rec-r4`. */
+  gguf?: 'all-r8-rslora' | 'rec-r4';
+  /** The engine's fixture, when not the tiny one of its family. */
+  fixture?: FixtureOptions;
+  /** How far `rec-r4` must move the last logits (0.5: LFM2's and Qwen3.5's logit std ≈ 5). */
+  minMove?: number;
+}
+
+async function expectLoraAsMerged(e: GpuEngine, base: OpenedModel, baseRef: ReferenceModel, p: number[], { gguf, fixture = { arch: base.config.arch, preset: 'tiny' }, minMove = 0.5 }: LoraCase = {}): Promise<void> {
+  const { lora } = await ensureLoraFixture(fixture, { hf: [], gguf: ['Q8_0'] });
+  const adapters = { rec: lora.peft['rec-r4']!, ...(gguf ? { [gguf]: lora.gguf[gguf]! } : {}) };
   for (const [name, at] of Object.entries(adapters)) await e.loadLora(name, at, { cache: false });
   try {
     for (const [name, at] of Object.entries(adapters)) {
       const merged = await mergedReference(base, at);
-      if (name === 'rec') expect(lastLogitsDiff(merged, baseRef, p)).toBeGreaterThan(0.5);
+      if (name === 'rec') expect(lastLogitsDiff(merged, baseRef, p)).toBeGreaterThan(minMove);
       await expectEngineMatchesReference(e, merged, p, 3, LOGIT_TOLERANCE, name, false);
     }
   } finally {
@@ -172,7 +182,7 @@ describe('the GPU engine on a hybrid model (LFM2)', () => {
 
   it('starts a slot from zero after an abort mid-sequence', () => expectAbortMidSequence(engine, ref, prompt, 10));
 
-  it('applies LoRA to the conv layers’ in_proj and out_proj as the merged reference', () => expectLoraAsMerged(engine, opened, ref, prompt(11, 12), false));
+  it('applies LoRA to the conv layers’ in_proj and out_proj as the merged reference', () => expectLoraAsMerged(engine, opened, ref, prompt(11, 12)));
 
   it('recomputes a preempted sequence from zero state or a snapshot, and finishes every request as the reference under a pool of 2 snapshots', async () => {
     // 48 tokens of KV for 3 sequences of up to 34 tokens each.
@@ -235,7 +245,7 @@ describe('the GPU engine on Qwen3.5 (gated DeltaNet on layers 0 and 2, gated att
   });
 
   it('applies LoRA to the DeltaNet’s five projections (a PEFT adapter’s value heads moved to the file’s tiled order), and to gated attention’s q with its gate rows', () =>
-    expectLoraAsMerged(q35, q35Opened, q35Ref, q35Prompt(11, 12), true));
+    expectLoraAsMerged(q35, q35Opened, q35Ref, q35Prompt(11, 12), { gguf: 'all-r8-rslora' }));
 });
 
 // Beside the Qwen3.5 engine above: the head's pipelines are mostly that engine's (Q8_0 at f32, one
@@ -299,9 +309,11 @@ describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU ref
 describe('the GPU engine on Granite 4.0-H (Mamba-2 on layers 0 and 2, NoPE attention on layer 1)', () => {
   let gh: GpuEngine;
   let ghRef: ReferenceModel;
+  let ghOpened: OpenedModel;
+  const ghFixture: FixtureOptions = { arch: 'granite', preset: 'tiny', hybrid: { mambaGroups: 2 } };
   beforeAll(async () => {
     // Q8_0: llama.cpp's granitehybrid file (ssm_a, ssm_norm [groups, inner / groups]), two B/C groups (heads 0-3 read group 0, 4-7 group 1).
-    const ghOpened = await openModel((await ensureFixture({ arch: 'granite', preset: 'tiny', hybrid: { mambaGroups: 2 } }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
+    ghOpened = await openModel((await ensureFixture(ghFixture, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
     ghRef = await ReferenceModel.load(ghOpened);
     gh = await GpuEngine.load(ghOpened, { gpu, precision: 'f32', contextLength: 96, pageSize: 4, prefillChunk: 16, maxBatch: 4 });
   }, 300_000);
@@ -322,6 +334,12 @@ describe('the GPU engine on Granite 4.0-H (Mamba-2 on layers 0 and 2, NoPE atten
   it('speculates: a prediction wrong midway rolls the conv and scan states back to the miss; its own output in two steps; n-gram lookup; each as the reference', async () => {
     await expectSpeculation(gh, ghRef, Array.from({ length: 11 }, (_, i) => (10 * 131 + i * 17 + 3) % gh.config.vocabSize));
   });
+
+  // PEFT (mamba.in_proj / mamba.out_proj) and GGUF (granitehybrid: ssm_in / ssm_out, not the DeltaNet's
+  // ssm_out); in_proj's update lands in its z, xBC and dt regions. Granite divides its logits
+  // (std ≈ 0.75 here): the adapter moves them by 0.45, against a tolerance of LOGIT_TOLERANCE.
+  it('applies LoRA to the Mamba-2 layers’ in_proj and out_proj as the merged reference', () =>
+    expectLoraAsMerged(gh, ghOpened, ghRef, Array.from({ length: 12 }, (_, i) => (11 * 131 + i * 17 + 3) % gh.config.vocabSize), { gguf: 'rec-r4', fixture: ghFixture, minMove: 0.2 }));
 });
 
 /** One greedy generation, and the target's steps it took. */

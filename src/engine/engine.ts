@@ -20,7 +20,7 @@ import { createPenaltiesOp } from '../kernels/penalties';
 import { createApplyMaskOp } from '../kernels/apply-mask';
 import { defaultPrefillChunk } from '../kernels/matmul';
 import type { GenerationDefaults } from '../model/generation-config';
-import { defaultContextLength, hasRecurrentLayers, type ModelConfig } from '../model/config';
+import { defaultContextLength, hasRecurrentLayers, mamba2ConvDim, type ModelConfig } from '../model/config';
 import { openModel, type ModelLocation, type OpenedModel } from '../model/open';
 import { loadTextModel } from '../text/from-model';
 import type { ChatTemplateConfig, TextTokenizer } from '../text/index';
@@ -286,6 +286,7 @@ export class GpuEngine implements Backend {
       bytes,
       numLayers: this.config.numLayers,
       ...(this.config.attnOutputGate ? { gatedQ: { heads: this.config.numHeads, headDim: this.config.headDim } } : {}),
+      ...(this.config.mamba2 ? { mamba2In: { z: this.config.mamba2.numHeads * this.config.mamba2.headDim, xbc: mamba2ConvDim(this.config.mamba2) } } : {}),
     });
     await this.parts.forward.enableLora(this.parts.ctx, pool, this.parts.step);
     return pool;

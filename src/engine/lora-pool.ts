@@ -13,9 +13,11 @@ import { LORA_TARGETS, type LoraAdapter, type LoraWeight } from '../lora/types';
 /**
  * The matrices the GPU adapts, the entry table's columns of a layer: every target, and the gate
  * half of gated attention's q (Qwen3.5: q_proj's rows are each head's query then its gate, which
- * the GPU keeps apart, ./gpu-weights.ts), whose entry reads the q adapter's A and its gate rows of B.
+ * the GPU keeps apart, ./gpu-weights.ts), whose entry reads the q adapter's A and its gate rows of B;
+ * and Mamba-2's in_proj rows after z (xBC, dt), which its block writes to regions of their own: their
+ * entries read mb_in's A and B's rows from there on (mb_in's own entry the z rows).
  */
-export const LORA_MATS = [...LORA_TARGETS, 'q_gate'] as const;
+export const LORA_MATS = [...LORA_TARGETS, 'q_gate', 'mb_xbc', 'mb_dt'] as const;
 export type LoraMat = (typeof LORA_MATS)[number];
 
 /** The entry table's column of a layer's matrix. */
@@ -33,6 +35,8 @@ export interface LoraPoolLimits {
   numLayers: number;
   /** Gated attention's q (ModelConfig.attnOutputGate): its heads and head size, to split B's rows into queries and gates. */
   gatedQ?: { heads: number; headDim: number };
+  /** Mamba-2's in_proj (ModelConfig.mamba2): the rows of z and of xBC, where B's xBC and dt rows start. */
+  mamba2In?: { z: number; xbc: number };
 }
 
 export type LoraPoolErrorCode = 'too_many_adapters' | 'rank_too_large' | 'pool_full';
@@ -141,6 +145,11 @@ export class LoraPool {
       writeBuffer(this.device, this.weights, (start + aLen) * 4, gated ? splitGatedRows(w.b, w.rank, gated.heads, gated.headDim) : w.b);
       entry(loraMat(w.layer, w.target), start, start + aLen, w);
       if (gated) entry(loraMat(w.layer, 'q_gate'), start, start + aLen + bLen / 2, w);
+      const mb = w.target === 'mb_in' ? this.limits.mamba2In : undefined;
+      if (mb) {
+        entry(loraMat(w.layer, 'mb_xbc'), start, start + aLen + mb.z * w.rank, w);
+        entry(loraMat(w.layer, 'mb_dt'), start, start + aLen + (mb.z + mb.xbc) * w.rank, w);
+      }
     }
     this.setRows(id, rows);
     for (const m of mats) this.matUse[m]!++;

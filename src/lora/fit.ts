@@ -23,7 +23,8 @@ export function fitLora(adapter: LoraAdapter, config: ModelConfig): LoraAdapter 
   const fail = (code: 'wrong_base' | 'tensor_shape', detail: string): never => {
     throw new LoraError(code, adapter.file, detail);
   };
-  const baseArch = ARCH[config.arch].gguf;
+  // A Mamba-2 hybrid's files name their own architecture (Granite 4.0-H: granitehybrid).
+  const baseArch = (config.mamba2 && ARCH[config.arch].ggufHybrid) || ARCH[config.arch].gguf;
   if (adapter.ggufArch !== undefined && adapter.ggufArch !== baseArch)
     fail('wrong_base', `is an adapter for a "${adapter.ggufArch}" model, but the base is "${baseArch}"`);
   for (const w of adapter.weights) {

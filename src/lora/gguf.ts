@@ -10,10 +10,14 @@ import type { ByteSource } from '../formats/source';
 import { ARCH, ARCHES } from '../model/arch';
 import { readPairs } from './pairs';
 import { TARGETS } from './targets';
-import { LoraError, type LoraAdapter } from './types';
+import { LoraError, type LoraAdapter, type LoraTarget } from './types';
 
 const TENSOR = /^blk\.(\d+)\.(.+\.weight)\.lora_([ab])$/;
-const BY_TENSOR = new Map(TARGETS.map((t) => [t.ggufTensor, t.target]));
+// ssm_out is Qwen3.5's DeltaNet out_proj and Granite 4.0-H's Mamba-2 out_proj alike: a hybrid
+// architecture's file (ArchInfo.ggufHybrid, `granitehybrid`) means the Mamba-2 one.
+const mamba2 = (t: LoraTarget) => t === 'mb_in' || t === 'mb_out';
+const BY_TENSOR = new Map(TARGETS.filter((t) => !mamba2(t.target)).map((t) => [t.ggufTensor, t.target]));
+const HYBRID_TENSOR = new Map([...BY_TENSOR, ...TARGETS.filter((t) => mamba2(t.target)).map((t) => [t.ggufTensor, t.target] as const)]);
 const KNOWN = TARGETS.map((t) => t.ggufTensor.replace(/\.weight$/, '')).join(', ');
 
 export async function readGGUFAdapter(src: ByteSource): Promise<LoraAdapter> {
@@ -30,14 +34,15 @@ export async function readGGUFAdapter(src: ByteSource): Promise<LoraAdapter> {
   if (typeof alpha !== 'number' || !Number.isFinite(alpha)) throw new LoraError('invalid_config', file, 'adapter.lora.alpha must be a number');
   const arch = meta.get('general.architecture');
   if (typeof arch !== 'string') throw new LoraError('invalid_config', file, 'general.architecture is missing');
-  const family = ARCHES.find((a) => ARCH[a].gguf === arch);
+  const family = ARCHES.find((a) => ARCH[a].gguf === arch || ARCH[a].ggufHybrid === arch);
   if (!family) throw new LoraError('wrong_base', file, `is an adapter for architecture "${arch}", which webgpu-llm does not run`);
+  const byTensor = arch === ARCH[family].ggufHybrid ? HYBRID_TENSOR : BY_TENSOR;
 
   const weights = await readPairs(src, file, gguf.tensors, {
     names: ['lora_a', 'lora_b'],
     role: (info) => {
       const m = TENSOR.exec(info.name);
-      const target = m && BY_TENSOR.get(m[2]!);
+      const target = m && byTensor.get(m[2]!);
       if (!m || !target) throw new LoraError('unsupported_target', file, unsupportedTensor(info.name));
       return { layer: Number(m[1]), target, matrix: `blk.${m[1]}.${m[2]}`, which: m[3] as 'a' | 'b' };
     },

@@ -3,7 +3,7 @@
  * its cache), fitted to the HF and the GGUF base, merged in float64, run by the CPU reference.
  * Both formats of one adapter must give the same merged weights on either base, and the merged
  * model must differ from the base. The hybrids' adapters include one of their recurrent layers
- * alone (LFM2's conv, Qwen3.5's DeltaNet, whose value heads GGUF files tile: B's rows, dn_out's
+ * alone (LFM2's conv, Granite 4.0-H's Mamba-2, Qwen3.5's DeltaNet, whose value heads GGUF files tile: B's rows, dn_out's
  * A columns move between the orders) and LFM2's own module names (out_proj, w1/w2/w3).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -11,13 +11,12 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeDirCache } from '../loader/cache-node';
-import type { Arch } from '../model/arch';
 import { openModel, type OpenedModel } from '../model/open';
 import { unpermuteQK } from '../model/qk-rows';
 import { logitsFor, ReferenceModel } from '../reference/forward';
 import { reorderVHeads, V_HEAD_SPANS } from '../model/v-heads';
 import { fixtureLoraSpecs, loraScale, type LoraSpec } from '../testing/fixtures/lora';
-import { makeFixture } from '../testing/fixtures/model';
+import { makeFixture, type FixtureOptions } from '../testing/fixtures/model';
 import { ensureLoraFixture } from '../testing/fixtures/lora-write';
 import { baseWeights } from '../testing/lora-reference';
 import { serveDirectory, type StaticServer } from '../testing/server';
@@ -43,10 +42,11 @@ function maxAbsDiff(a: Float32Array[], b: Float32Array[]): number {
   return worst;
 }
 
-const ARCHES: Arch[] = ['llama', 'qwen3', 'lfm2', 'qwen35'];
+// Granite 4.0-H: Mamba-2's in_proj and out_proj, in a granitehybrid GGUF adapter (its ssm_out not the DeltaNet's).
+const FIXTURES: FixtureOptions[] = [...(['llama', 'qwen3', 'lfm2', 'qwen35'] as const).map((arch) => ({ arch, preset: 'tiny' as const })), { arch: 'granite', preset: 'tiny', hybrid: { mambaGroups: 2 } }];
 
-describe.each(ARCHES)('LoRA adapters of the tiny %s fixture', (arch) => {
-  const SPECS: LoraSpec[] = fixtureLoraSpecs(makeFixture({ arch, preset: 'tiny' }));
+describe.each(FIXTURES.map((f) => [f.hybrid ? `${f.arch} hybrid` : f.arch, f] as const))('LoRA adapters of the tiny %s fixture', (_, fixture) => {
+  const SPECS: LoraSpec[] = fixtureLoraSpecs(makeFixture(fixture));
   let server: StaticServer;
   let cacheDir: string;
   let hf: OpenedModel;
@@ -57,7 +57,7 @@ describe.each(ARCHES)('LoRA adapters of the tiny %s fixture', (arch) => {
   const adapters = new Map<string, { peft: LoraAdapter; gguf: LoraAdapter; peftOnGGUF: LoraAdapter; ggufOnGGUF: LoraAdapter }>();
 
   beforeAll(async () => {
-    const { model, lora } = await ensureLoraFixture({ arch, preset: 'tiny' });
+    const { model, lora } = await ensureLoraFixture(fixture);
     server = await serveDirectory(model.root);
     cacheDir = await mkdtemp(join(tmpdir(), 'lora-cache-'));
     const at = (p: string) => `${server.url}/${relative(model.root, p).split('\\').join('/')}`;

@@ -25,6 +25,8 @@ const ROW_OF: Record<LoraTarget, string> = {
   dn_b: 'dnBeta',
   dn_a: 'dnAlpha',
   dn_out: 'dnOut',
+  mb_in: 'mbIn',
+  mb_out: 'mbOut',
 };
 
 export interface TargetInfo {

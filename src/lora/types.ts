@@ -6,9 +6,10 @@
 /**
  * The linear layers an adapter may target: attention's and the MLP's seven matrices, and the
  * recurrent layers' projections (LFM2's short convolution: conv_in, conv_out; Qwen3.5's gated
- * DeltaNet: dn_qkv, dn_z, dn_b, dn_a, dn_out). A layer holds those of its own blocks.
+ * DeltaNet: dn_qkv, dn_z, dn_b, dn_a, dn_out; Granite 4.0-H's Mamba-2: mb_in, mb_out). A layer holds
+ * those of its own blocks.
  */
-export const LORA_TARGETS = ['q', 'k', 'v', 'o', 'gate', 'up', 'down', 'conv_in', 'conv_out', 'dn_qkv', 'dn_z', 'dn_b', 'dn_a', 'dn_out'] as const;
+export const LORA_TARGETS = ['q', 'k', 'v', 'o', 'gate', 'up', 'down', 'conv_in', 'conv_out', 'dn_qkv', 'dn_z', 'dn_b', 'dn_a', 'dn_out', 'mb_in', 'mb_out'] as const;
 export type LoraTarget = (typeof LORA_TARGETS)[number];
 
 /** One adapted matrix W [out, in]: its effective weight is W + scale · B · A. */

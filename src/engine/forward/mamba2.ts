@@ -11,7 +11,8 @@
  *   x        += W_out · y                      (or into xb2, then Granite's residual scale)
  * The state lives in the layer's slot-state buffer (../layer-cache.ts): per slot the conv's last
  * kernel − 1 inputs, then each head's headDim × stateSize matrix, zeroed when a sequence takes the
- * slot. Its linears never take the integer dot-product path (issue #29).
+ * slot. Its linears never take the integer dot-product path (issue #29). LoRA adapts in_proj and
+ * out_proj (mb_in, mb_out).
  */
 import { STORAGE, createBuffer } from '../../gpu/buffers';
 import { createCausalConvSiluOp } from '../../kernels/delta-net';
@@ -20,6 +21,9 @@ import { createMamba2ChunkOp, MAMBA2_CHUNK } from '../../kernels/mamba2-chunked'
 import type { OpLabel } from '../../kernels/op';
 import { mamba2ConvDim } from '../../model/config';
 import { destroyAll, type Block, type BlockBuilder } from './block';
+
+/** in_proj's LoRA hook points, one per region of its output (z, xBC, dt). */
+const IN_PARTS = ['mb_in', 'mb_xbc', 'mb_dt'] as const;
 
 /** The Mamba-2 buffers, made once and shared by its layers (layers run one after another). */
 interface Mamba2Scratch {
@@ -87,22 +91,31 @@ export async function createMamba2Block(b: BlockBuilder, l: number): Promise<Blo
   const chunked = await createMamba2ChunkOp(b.ctx, { ...scanArgs, scratch: s.chunk, chunk: MAMBA2_CHUNK });
   const groupNorm = await b.norm({ label: at('mb_norm'), x: s.y, weight: w.mbNorm!, y: s.yn, n: inner / m.numGroups, rowsPerToken: m.numGroups, weightPerRow: true });
   const out = b.branchOut(w.postAttnNorm);
+  // z's, xBC's and dt's regions of proj, as LoRA's updates see them
+  const region = (offset: number, elements: number): GPUBufferBinding => ({ buffer: s.proj, offset, size: elements * act });
   const outProj = await b.linear({ label: at('mb_out'), weight: w.mbOut!, x: s.yn, y: out.y, addInto: out.addInto, integerDot: false });
   const end = await b.branchEnd(l, 'attn', w.postAttnNorm);
 
   return {
-    // No LoRA target (q, k, v, o, gate, up, down) lives here.
-    lora: {},
+    // in_proj's adapter in its three regions (LoraPool: mb_xbc and mb_dt read B's rows after z's).
+    lora: {
+      mb_in: b.loraIo({ rows: inner, cols: w.mbIn!.cols }, input, region(0, T * inner)),
+      mb_xbc: b.loraIo({ rows: convDim, cols: w.mbIn!.cols }, input, region(s.xBytes, T * convDim)),
+      mb_dt: b.loraIo({ rows: H, cols: w.mbIn!.cols }, input, region(s.dtBytes, T * H)),
+      mb_out: b.loraIo(w.mbOut!, s.yn, out.y),
+    },
     encode(pass, plan) {
-      const { tokens } = plan;
+      const { tokens, lora } = plan;
       if (!plan.foldNorms) norm?.encode(pass, tokens);
       inProj.encode(pass, tokens);
+      for (const t of IN_PARTS) lora?.after(pass, tokens, l, t);
       conv.encode(pass, plan.seqs);
       scan.encode(pass, plan.seqs);
       // Only a prefill step can hold a row of MAMBA2_CHUNK.from tokens.
       if (plan.mode === 'prefill' && tokens >= MAMBA2_CHUNK.from) chunked.encode(pass, tokens, plan.seqs);
       groupNorm.encode(pass, tokens);
       outProj.encode(pass, tokens);
+      lora?.after(pass, tokens, l, 'mb_out');
       end?.encode(pass, tokens);
     },
     destroy: () => destroyAll([norm, inProj, conv, scan, chunked, groupNorm, outProj, end]),
