@@ -27,6 +27,8 @@ Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, ...) f
   --integer-dot            one-token decode steps by int8 dot products where the GPU has them (default off)
   --speculative-ngram N,K  n-gram speculative decoding for requests that ask for none: propose up to K tokens
                            that followed the last N tokens earlier in the prompt and output (default off)
+  --speculative-mtp        the model's multi-token-prediction head guesses one token per step for requests that
+                           ask for none (Qwen3.5 files with the head; a model without one fails the load)
   --draft-model PATH       a draft model for speculative decoding: a smaller model with the same tokenizer
                            (file, folder, URL or repo id) guesses tokens the model verifies (default none)
   --draft-tokens K         tokens the draft model guesses per step (1 to 32; default 8)
@@ -51,8 +53,8 @@ export interface ServeArgs {
   contextLength?: number;
   /** `--integer-dot`: EngineOptions.integerDot. */
   integerDot?: boolean;
-  /** `--speculative-ngram N,K`: EngineOptions.speculative. */
-  speculative?: { type: 'ngram'; n: number; k: number };
+  /** `--speculative-ngram N,K` or `--speculative-mtp`: EngineOptions.speculative. */
+  speculative?: { type: 'ngram'; n: number; k: number } | { type: 'mtp' };
   /** `--draft-model F --draft-tokens K`: CreateEngineOptions.draft. */
   draft?: { model: string; tokens?: number };
   cache: boolean;
@@ -87,6 +89,11 @@ export function parseServeArgs(args: string[], env: Record<string, string | unde
     }
     if (flag === '--integer-dot') {
       out.integerDot = true;
+      continue;
+    }
+    if (flag === '--speculative-mtp') {
+      if (out.speculative) throw new UsageError('--speculative-mtp and --speculative-ngram: choose one');
+      out.speculative = { type: 'mtp' };
       continue;
     }
     if (flag === '--fault-injection') {
@@ -163,6 +170,7 @@ export function parseServeArgs(args: string[], env: Record<string, string | unde
         const m = /^(\d+),(\d+)$/.exec(need());
         const [n, k] = m ? [Number(m[1]), Number(m[2])] : [0, 0];
         if (!(n >= 1 && n <= 8 && k >= 1 && k <= 16)) throw new UsageError('--speculative-ngram wants N,K: N from 1 to 8 tokens matched, K from 1 to 16 proposed (e.g. 3,8)');
+        if (out.speculative) throw new UsageError('--speculative-mtp and --speculative-ngram: choose one');
         out.speculative = { type: 'ngram', n, k };
         break;
       }

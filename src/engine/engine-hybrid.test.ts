@@ -34,7 +34,9 @@ import { GpuEngine } from './engine';
 import { layerCacheKinds } from './layer-cache';
 import { snapshotBytes } from './state-snapshots';
 import type { GeneratedToken, GenerateRequest, GenerationResult } from './types';
+import { uploadWeights } from './gpu-weights';
 import { GpuMtpHead } from './mtp-head';
+import { gpuBytesPerRow } from '../kernels/weights';
 
 let gpu: GPUContext;
 let opened: OpenedModel;
@@ -259,8 +261,14 @@ describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU ref
     const hidden = ids.map((id, t) => (trunk.forward(id, t), trunk.hidden));
     const headRef = await MtpReference.load(mtpOpened);
     const want = ids.slice(1).map((next, t) => headRef.forward(hidden[t]!, next, t));
-    const head = await GpuMtpHead.create(gpu, mtpOpened, { precision: 'f32', limits: { maxTokens: 8, maxSeqs: 1, numPages: 4, pageSize: 16, maxPagesPerSeq: 4, contextLength: 64 } });
+    const trunkWeights = await uploadWeights(gpu.device, mtpOpened);
+    const head = await GpuMtpHead.create(gpu, mtpOpened, trunkWeights, { precision: 'f32', limits: { maxTokens: 8, maxSeqs: 1, numPages: 4, pageSize: 16, maxPagesPerSeq: 4, contextLength: 64 } });
     try {
+      // The head's own weights are its file tensors (blk.N.*: the layer, fc, norms) as the GPU
+      // holds them: no copy of the embedding or LM head, which it reads from the trunk's weights.
+      const own = [...mtpOpened.tensors].filter(([name]) => name.startsWith(`blk.${mtpOpened.config.numLayers}.`));
+      const gpuBytes = ({ info: { dtype, shape } }: (typeof own)[number][1]) => (shape.length === 1 ? 4 * shape[0]! : shape[0]! * gpuBytesPerRow(dtype, shape[1]!));
+      expect(head.weightBytes).toBe(own.reduce((n, [, t]) => n + gpuBytes(t), 0));
       const rows = (from: number, to: number) => Float32Array.from(hidden.slice(from, to).flatMap((h) => [...h]));
       const got = [await head.run(0, rows(0, 4), ids.slice(1, 5))];
       for (let t = 4; t < 7; t++) got.push(await head.run(0, rows(t, t + 1), [ids[t + 1]!]));
@@ -275,6 +283,7 @@ describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU ref
       expect(maxAbsDiffAll(got, [want[3]!, ...want.slice(4), want[5]!])).toBeLessThan(1e-3);
     } finally {
       head.destroy();
+      trunkWeights.destroy();
     }
   });
 

@@ -421,7 +421,7 @@ export class GpuEngine implements Backend {
     try {
       if (opts.persistKv && !hasRecurrentLayers(config)) await engine.persistTo(opts.persistKv);
       if (config.mtpLayers) {
-        const head = await GpuMtpHead.create(gpu, opened, { precision, limits: { ...limits, maxTokens: MTP_ROWS } });
+        const head = await GpuMtpHead.create(gpu, opened, parts.weights, { precision, limits: { ...limits, maxTokens: MTP_ROWS } });
         engine.mtp = new MtpDrafter(head, maxSeqs, config.hiddenSize, MTP_ROWS);
       }
       if (draftOpened) {
@@ -504,7 +504,8 @@ export class GpuEngine implements Backend {
   /** GPU memory the engine allocated at load, by use (the memory warning's figures: src/gpu/memory.ts). */
   get memoryUse(): MemoryUse {
     const { weights, forward, step } = this.parts;
-    return { weights: weights.bytes, kvCache: forward.kvCacheBytes + this.stepRunner.snapshotBytes, other: forward.stateBytes + step.buffer.size + this.stepRunner.readbackBytes };
+    // The MTP head's own weights (its layer, fc, norms); it reads the trunk's embedding and LM head.
+    return { weights: weights.bytes + (this.mtp?.head.weightBytes ?? 0), kvCache: forward.kvCacheBytes + this.stepRunner.snapshotBytes, other: forward.stateBytes + step.buffer.size + this.stepRunner.readbackBytes };
   }
 
   /** The page pool and the scheduler now: pages used by sequences, held by the prefix cache, free; sequences running and waiting. */

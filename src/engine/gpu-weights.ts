@@ -111,10 +111,17 @@ export function maxWeightPartBytes(limits: Pick<GPUSupportedLimits, 'maxStorageB
 }
 
 /**
+ * Matrices outside the layers already on the GPU (by field: another model's, which owns them), taken
+ * as they are instead of uploaded: the MTP head's one-layer model shares the trunk's embedding and
+ * LM head (./mtp-head.ts). Not counted in `bytes`, not destroyed with these weights.
+ */
+export type SharedMatrices = Partial<Record<'tokenEmbd' | 'output', GpuMatrix>>;
+
+/**
  * Uploads the model's weights; matrices larger than `maxPartBytes` (default: no limit) go up as
  * row parts. Refuses before uploading anything when a single row of a matrix is larger.
  */
-export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onProgress?: UploadProgress, maxPartBytes = Infinity): Promise<GpuWeights> {
+export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onProgress?: UploadProgress, maxPartBytes = Infinity, shared: SharedMatrices = {}): Promise<GpuWeights> {
   for (const { row, name } of modelTensors(opened.config)) {
     const t = opened.tensors.get(name);
     if (!row.field || !t || !isMatrix(row.kind)) continue;
@@ -209,7 +216,9 @@ export async function uploadWeights(device: GPUDevice, opened: OpenedModel, onPr
     for (const { row, layer, name } of tensors) {
       const t = opened.tensors.get(name);
       if (!row.field || !t) continue;
-      if (row.fuse && layer !== null) {
+      const given = layer === null ? shared[row.field as keyof SharedMatrices] : undefined;
+      if (given) uploaded.set(name, given);
+      else if (row.fuse && layer !== null) {
         const key = groupKey(layer, row.fuse);
         const got = waiting.get(key) ?? new Map<string, HostMatrix | Float32Array>();
         waiting.set(key, got);

@@ -8,8 +8,9 @@
  *   the decoder layer as a one-layer model (model/mtp.ts) whose rows are x (the image splice puts
  *   them over its embedded rows), its output norm the head's, the LM head the trunk's.
  * Everything but the rows is made once; a call records one command buffer and reads the last row's
- * logits back. The proposer over it is ./mtp-proposer.ts; it uploads its own copy of the embedding
- * (the one-layer model's weights).
+ * logits back. The proposer over it is ./mtp-proposer.ts. The embedding and LM head are the
+ * trunk's GPU matrices (uploadWeights' `shared`), not copies: the head's own weights are its layer,
+ * fc and norms (Qwen3.5 0.8B's table alone is 248k × 1024).
  */
 import { createBuffer, readBuffer, STORAGE, uploadBuffer } from '../gpu/buffers';
 import type { GPUContext } from '../gpu/device';
@@ -25,7 +26,7 @@ import { mtpLayerModel } from '../model/mtp';
 import type { OpenedModel } from '../model/open';
 import { mtpTensors } from '../model/tensors';
 import { GpuForward, type ForwardLimits } from './forward/forward';
-import { maxWeightPartBytes, uploadWeights, type GpuWeights } from './gpu-weights';
+import { maxWeightPartBytes, uploadWeights, type GpuWeights, type SharedMatrices } from './gpu-weights';
 import { KvPages } from './kv-pages';
 import { StepBuffers } from './step';
 
@@ -45,17 +46,20 @@ export class GpuMtpHead {
     /** embed, the two input norms, fc's halves: the rows' x, before the layer. */
     private readonly pre: readonly Op[],
     private readonly own: readonly GPUBuffer[],
+    /** Bytes of `own`'s weights (fc's halves, the two input norms). */
+    private readonly ownWeightBytes: number,
   ) {
     this.kv = new KvPages(forward.limits.numPages, forward.limits.pageSize);
     this.readback = createBuffer(gpu.device, opened.config.vocabSize * 4, GPUBufferUsage.COPY_DST | GPUBufferUsage.MAP_READ, 'mtp logits readback');
   }
 
-  static async create(gpu: GPUContext, opened: OpenedModel, opts: { precision: Precision; limits: ForwardLimits }): Promise<GpuMtpHead> {
+  /** `trunk`: the model's embedding and LM head on the GPU (the engine's weights), which the head reads but does not own. */
+  static async create(gpu: GPUContext, opened: OpenedModel, trunk: SharedMatrices, opts: { precision: Precision; limits: ForwardLimits }): Promise<GpuMtpHead> {
     const c = opened.config;
     const { device } = gpu;
     const layer = mtpLayerModel(opened);
     const maxPart = maxWeightPartBytes(device.limits);
-    const weights = await uploadWeights(device, layer, undefined, maxPart);
+    const weights = await uploadWeights(device, layer, undefined, maxPart, { tokenEmbd: trunk.tokenEmbd, output: trunk.output });
     const own: GPUBuffer[] = [];
     const ctx = engineOpContext(gpu, opts.precision);
     // The head's input side in f32 whatever the precision: the hidden state is the trunk's f32 row.
@@ -72,6 +76,7 @@ export class GpuMtpHead {
       return b;
     };
     const [embNorm, hiddenNorm] = [await norm('embNorm'), await norm('hiddenNorm')];
+    const ownWeightBytes = own.reduce((n, b) => n + b.size, 0);
     const make = (bytes: number, label: string) => {
       const b = createBuffer(device, bytes, STORAGE, label);
       own.push(b);
@@ -101,7 +106,7 @@ export class GpuMtpHead {
       await fc(fcE, eN, false, 'mtp_fc_e'),
       await fc(fcH, hN, true, 'mtp_fc_h'),
     ];
-    return new GpuMtpHead(gpu, opened, forward, step, weights, ids, hidden, pre, own);
+    return new GpuMtpHead(gpu, opened, forward, step, weights, ids, hidden, pre, own, ownWeightBytes);
   }
 
   /**
@@ -128,6 +133,11 @@ export class GpuMtpHead {
     const out = new Float32Array(this.readback.getMappedRange().slice(0));
     this.readback.unmap();
     return out;
+  }
+
+  /** GPU bytes of the head's own weights: its layer, fc's halves and input norms (the embedding and LM head are the trunk's). */
+  get weightBytes(): number {
+    return this.weights.bytes + this.ownWeightBytes;
   }
 
   /** Rows of sequence `seq` the head holds (its KV length): the next run feeds position this. */

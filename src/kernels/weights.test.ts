@@ -138,6 +138,7 @@ describe('splitRows', () => {
   it('keeps a matrix that fits in one part', () => {
     expect(splitRows(37, 100, 3700)).toEqual([{ row0: 0, rows: 37 }]);
     expect(splitRows(1, 100, 100)).toEqual([{ row0: 0, rows: 1 }]);
+    expect(splitRows(37, 100, Infinity)).toEqual([{ row0: 0, rows: 37 }]);
   });
 
   it('splits into as few parts as fit, of equal rows but the last, covering every row once', () => {

@@ -94,7 +94,8 @@ export interface WeightPart {
 export function splitRows(rows: number, rowBytes: number, maxBytes: number): Array<{ row0: number; rows: number }> | null {
   const perPart = Math.floor(maxBytes / rowBytes);
   if (perPart < 1) return null;
-  const count = Math.ceil(rows / perPart);
+  // No limit (maxBytes Infinity, uploadWeights' default): one part, not rows / Infinity = none.
+  const count = Math.max(1, Math.ceil(rows / perPart));
   // Balanced parts (e.g. 3 × 100 rows rather than 2 × 128 + 44): the same dispatch count, and each
   // part's grid is as small as it can be.
   const size = Math.ceil(rows / count);
