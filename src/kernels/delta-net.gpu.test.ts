@@ -6,38 +6,19 @@
  * states with the rows in another order; y of both steps and the states after them.
  */
 import { describe, expect, it } from 'vitest';
-import { readBuffer, STORAGE, UNIFORM, uploadBuffer, createBuffer } from '../gpu/buffers';
+import { readBuffer, STORAGE, uploadBuffer, createBuffer } from '../gpu/buffers';
 import { deltaNetConvDim, type DeltaNetConfig } from '../model/config';
 import { testGPU } from '../testing/gpu';
+import { CHUNK_STEPS, MAX_SEQS, ROWS, STEPS, stepRows } from '../testing/recurrent-steps';
 import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } from '../testing/kernel-helpers';
 import { KERNEL_TOLERANCE } from '../testing/tolerances';
 import { causalConvSiluRef, createCausalConvSiluOp, createDeltaRuleOp, DELTA_NET_WG, deltaRuleRef } from './delta-net';
 import { createDeltaChunkOp, DELTA_CHUNK_SIZES, deltaChunkScratch, deltaRuleChunkedRef } from './delta-net-chunked';
 
-const STEPS = [
-  { lastToken: [4, 5, 7], rowSlot: [2, 0, 3] },
-  { lastToken: [2, 3, 4, 6], rowSlot: [2, 2, 2, 0] },
-];
-// Rows of 11, 1 and 9 tokens, then 1, 13, 1 and 1: with chunks of 8 from 4 tokens, two chunks each for
-// the long ones; but the 13 start a verify run (a one-token row on their slot after them), which the
-// recurrence takes whole, checkpointed after the 13.
-const CHUNK_STEPS = [
-  { lastToken: [10, 11, 20], rowSlot: [2, 0, 3] },
-  { lastToken: [0, 13, 14, 15], rowSlot: [3, 2, 2, 0] },
-];
-const MAX_SEQS = 4;
-/** State rows: the slots, then a checkpoint row per step row (from row MAX_SEQS on), as the engine's layer caches. */
-const ROWS = 2 * MAX_SEQS;
 const MAX_TOKENS = 8;
 // Two value heads per key head; head dims not multiples of the workgroup (the column loops' bounds matter).
 const D: DeltaNetConfig = { layers: [0], convKernel: 4, numKHeads: 2, numVHeads: 4, headKDim: 8, headVDim: 12, vHeadOrder: 'grouped', aStored: 'log' };
 const EPS = 1e-6;
-
-async function stepRows(device: GPUDevice, step: (typeof STEPS)[number]) {
-  const meta = (xs: number[]) => uploadBuffer(device, Uint32Array.from([...xs, ...new Array(MAX_SEQS - xs.length).fill(0)]), STORAGE);
-  const T = step.lastToken[step.lastToken.length - 1]! + 1;
-  return { T, lastToken: meta(step.lastToken), rowSlot: meta(step.rowSlot), counts: uploadBuffer(device, Uint32Array.from([T, step.lastToken.length, 0, 0]), UNIFORM) };
-}
 
 describe('causal_conv_silu kernel', () => {
   const n = 80; // Qwen3.5's q, k, v channels at D's sizes

@@ -10,10 +10,11 @@
  * short ones.
  */
 import { describe, expect, it } from 'vitest';
-import { createBuffer, readBuffer, STORAGE, UNIFORM, uploadBuffer } from '../gpu/buffers';
+import { createBuffer, readBuffer, STORAGE, uploadBuffer } from '../gpu/buffers';
 import { mamba2ConvDim, type Mamba2Config } from '../model/config';
 import { mamba2Token } from '../model/mamba2';
 import { testGPU } from '../testing/gpu';
+import { CHUNK_STEPS, MAX_SEQS, ROWS, STEPS, stepRows } from '../testing/recurrent-steps';
 import { actRound, maxRelDiff, opContext, random, readAct, runPass, uploadAct } from '../testing/kernel-helpers';
 import { KERNEL_TOLERANCE } from '../testing/tolerances';
 import { causalConvSiluRef, createCausalConvSiluOp } from './delta-net';
@@ -21,30 +22,9 @@ import { createMamba2ScanOp, MAMBA2_WG, mamba2ScanRef } from './mamba2';
 import { createMamba2ChunkOp, MAMBA2_CHUNK_SIZES, mamba2ScanChunkedRef } from './mamba2-chunked';
 import { createRmsNormOp, rmsNormRef } from './rms-norm';
 
-const STEPS = [
-  { lastToken: [4, 5, 7], rowSlot: [2, 0, 3] },
-  // A verify run: three rows on slot 2 (checkpointed after rows 0 and 1), then slot 0.
-  { lastToken: [2, 3, 4, 6], rowSlot: [2, 2, 2, 0] },
-];
-// Rows of 11, 1 and 9 tokens, then 1, 13, 1 and 1: with chunks of 8 from 4 tokens, two chunks each for
-// the long ones; but the 13 start a verify run (a one-token row on their slot after them), which
-// mamba2_scan takes whole, checkpointed after the 13.
-const CHUNK_STEPS = [
-  { lastToken: [10, 11, 20], rowSlot: [2, 0, 3] },
-  { lastToken: [0, 13, 14, 15], rowSlot: [3, 2, 2, 0] },
-];
-const MAX_SEQS = 4;
-/** State rows: the slots, then a checkpoint row per step row (from row MAX_SEQS on), as the engine's layer caches. */
-const ROWS = 2 * MAX_SEQS;
 // Two groups of two heads (head h reads group h / 2); head dim and state size not multiples of the workgroup.
 const M: Mamba2Config = { layers: [0], convKernel: 4, numHeads: 4, headDim: 6, stateSize: 5, numGroups: 2, aStored: 'log' };
 const EPS = 1e-6;
-
-async function stepRows(device: GPUDevice, step: (typeof STEPS)[number]) {
-  const meta = (xs: number[]) => uploadBuffer(device, Uint32Array.from([...xs, ...new Array(MAX_SEQS - xs.length).fill(0)]), STORAGE);
-  const T = step.lastToken[step.lastToken.length - 1]! + 1;
-  return { T, lastToken: meta(step.lastToken), rowSlot: meta(step.rowSlot), counts: uploadBuffer(device, Uint32Array.from([T, step.lastToken.length, 0, 0]), UNIFORM) };
-}
 
 async function run(precision: 'f32' | 'f16', wg: number, m: Mamba2Config, chunk?: { size: number; from: number }) {
   const { device } = await testGPU();
