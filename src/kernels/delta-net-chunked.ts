@@ -20,7 +20,7 @@ import { deltaNetConvDim, type DeltaNetConfig } from '../model/config';
 import { deltaNetGatedNorm, deltaNetRuleInputs } from '../model/delta-net';
 import { deltaRuleChunked } from '../model/delta-net-chunked';
 import { deltaRuleParams, deltaRuleRef, DELTA_NET_LIMITS, type DeltaNetOp, type StepRows } from './delta-net';
-import { actBytes, describeDispatch, type OpContext, type OpLabel } from './op';
+import { actBytes, chunkedScanOp, describeDispatch, type ChunkedScanOp, type OpContext, type OpLabel } from './op';
 
 export const deltaChunkKernel: Kernel = { name: 'delta_chunk', source: stepRows + ruleLib + chunkSource };
 export const deltaChunkStateKernel: Kernel = { name: 'delta_chunk_state', source: stepRows + ruleLib + runsLib + stateSource };
@@ -99,10 +99,7 @@ export function deltaRuleChunkedRef(
 }
 
 /** Both dispatches of the chunked form: `encode` takes the step's row and sequence counts. */
-export interface DeltaChunkOp {
-  encode(pass: GPUComputePassEncoder, tokens: number, seqs: number): void;
-  destroy(): void;
-}
+export type DeltaChunkOp = ChunkedScanOp;
 
 /**
  * The chunked form for a DeltaNet of `d` over the rows of `chunk.from` tokens or more, its arguments
@@ -155,15 +152,5 @@ export async function createDeltaChunkOp(
     'delta_chunk_state',
     (rows, shape) => rows * (2 * nv * dk + 2 * nv * dv) * act + rows * (scratchRow + nv * dv * 4) + 2 * shape.seqs * nv * dk * dv * 4,
   );
-  return {
-    destroy: () => params.destroy(),
-    encode(pass, tokens, seqs) {
-      pass.setPipeline(intra);
-      pass.setBindGroup(0, intraGroup);
-      pass.dispatchWorkgroups(nv, seqs, Math.ceil(tokens / size));
-      pass.setPipeline(pass2);
-      pass.setBindGroup(0, stateGroup);
-      pass.dispatchWorkgroups(nv, seqs);
-    },
-  };
+  return chunkedScanOp([intra, intraGroup], [pass2, stateGroup], nv, size, params);
 }

@@ -18,7 +18,7 @@ import { mamba2ConvDim, type Mamba2Config } from '../model/config';
 import { silu } from '../model/delta-net';
 import { mamba2ScanChunked } from '../model/mamba2-chunked';
 import { MAMBA2_LIMITS, mamba2ScanParams, mamba2ScanRef, type Mamba2ScanArgs } from './mamba2';
-import { actBytes, describeDispatch, type OpContext } from './op';
+import { actBytes, chunkedScanOp, describeDispatch, type ChunkedScanOp, type OpContext } from './op';
 
 export const mamba2ChunkKernel: Kernel = { name: 'mamba2_chunk', source: stepRows + scanLib + chunkSource };
 export const mamba2ChunkStateKernel: Kernel = { name: 'mamba2_chunk_state', source: stepRows + scanLib + runsLib + stateSource };
@@ -62,11 +62,8 @@ export function mamba2ScanChunkedRef(m: Mamba2Config, conv: Float32Array, z: Flo
   return y;
 }
 
-/** Both dispatches of the chunked form: `encode` takes the step's row and sequence counts. */
-export interface Mamba2ChunkOp {
-  encode(pass: GPUComputePassEncoder, tokens: number, seqs: number): void;
-  destroy(): void;
-}
+/** Both dispatches of the chunked form (./op.ts chunkedScanOp). */
+export type Mamba2ChunkOp = ChunkedScanOp;
 
 /**
  * The chunked form for a Mamba-2 of `m` over the rows of `chunk.from` tokens or more, its arguments
@@ -96,15 +93,5 @@ export async function createMamba2ChunkOp(ctx: OpContext, args: Mamba2ScanArgs &
     'mamba2_chunk_state',
     (rows, shape) => rows * (convDim + 2 * inner + H) * act + rows * inner * 4 + 2 * shape.seqs * inner * m.stateSize * 4,
   );
-  return {
-    destroy: () => params.destroy(),
-    encode(pass, tokens, seqs) {
-      pass.setPipeline(intra);
-      pass.setBindGroup(0, intraGroup);
-      pass.dispatchWorkgroups(H, seqs, Math.ceil(tokens / size));
-      pass.setPipeline(pass2);
-      pass.setBindGroup(0, stateGroup);
-      pass.dispatchWorkgroups(H, seqs);
-    },
-  };
+  return chunkedScanOp([intra, intraGroup], [pass2, stateGroup], H, size, params);
 }

@@ -120,3 +120,35 @@ export function dispatchInfo(group: GPUBindGroup | null | undefined): DispatchIn
 export function opLabelText(l: OpLabel): string {
   return l.layer === undefined ? l.role : `L${l.layer}.${l.role}`;
 }
+
+/** A chunked recurrence's two dispatches: `encode` takes the step's row and sequence counts. */
+export interface ChunkedScanOp {
+  encode(pass: GPUComputePassEncoder, tokens: number, seqs: number): void;
+  destroy(): void;
+}
+
+/**
+ * The chunked forms' dispatch order (the delta rule's, kernels/delta-net-chunked.ts; Mamba-2's SSD
+ * form, kernels/mamba2-chunked.ts): the intra-chunk pass over every chunk of every row at once,
+ * (heads, rows, chunks of `size`), then the pass between chunks, (heads, rows), each row's chunks in
+ * order over its state. `params` is the uniform both read, destroyed with the op.
+ */
+export function chunkedScanOp(
+  intra: [GPUComputePipeline, GPUBindGroup],
+  state: [GPUComputePipeline, GPUBindGroup],
+  heads: number,
+  size: number,
+  params: GPUBuffer,
+): ChunkedScanOp {
+  return {
+    destroy: () => params.destroy(),
+    encode(pass, tokens, seqs) {
+      pass.setPipeline(intra[0]);
+      pass.setBindGroup(0, intra[1]);
+      pass.dispatchWorkgroups(heads, seqs, Math.ceil(tokens / size));
+      pass.setPipeline(state[0]);
+      pass.setBindGroup(0, state[1]);
+      pass.dispatchWorkgroups(heads, seqs);
+    },
+  };
+}
