@@ -18,8 +18,9 @@
  * target took since the last round (at most two: the last guess and the target's own draw). A
  * draft with recurrent layers (one state per slot, no going back) keeps its slot only when the
  * target's tokens extend all it holds, and starts over otherwise.
- * A session's slot goes back when its sequence ends (`close`), or to a sequence that needs one
- * when every slot is taken (the least recently drafted first; it then starts over). Its steps are
+ * A session's slot goes back when its sequence leaves the target's batch, whichever way (it ends,
+ * fails or is preempted: `close`, at once, or after the round under way), or to a sequence that
+ * needs one when every slot is taken (the least recently drafted first; it then starts over). Its steps are
  * counted apart from the target's (EngineStats.draftSteps).
  */
 import type { TextTokenizer } from '../text/tokenizer';
@@ -85,12 +86,15 @@ class DraftSession implements DraftStream {
   held: readonly number[] = [];
   /** The round it last drafted in (the least recent gives its slot up first). */
   lastRound = -1;
+  /** Closed since its last ask: its slot goes back, and an ask queued before that gets no guess. */
   closed = false;
 
   constructor(private readonly model: DraftModel) {}
 
   draft(ids: readonly number[], count: number): Promise<number[]> {
-    return this.closed ? Promise.resolve([]) : this.model.ask(this, ids, count);
+    // A sequence preempted and fed again asks again: it starts over in a slot.
+    this.closed = false;
+    return this.model.ask(this, ids, count);
   }
 
   close(): void {

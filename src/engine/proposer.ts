@@ -15,8 +15,13 @@ export interface Proposer {
    * before the step is planned; `propose` then hands it out (and [] for ids it has not prepared).
    */
   prepare?(ids: readonly number[], generated: number, max: number): Promise<void>;
-  /** The sequence ended: a proposer that holds something for it (a draft model's KV) lets it go. */
+  /** The sequence ended or failed: a proposer that holds something for it (a draft model's KV) lets it go. */
   close?(): void;
+  /**
+   * The sequence left the batch to be fed again later (preempted, or its device lost): a proposer
+   * may let go of what it holds for it now (a draft model's KV slot) and start over when asked again.
+   */
+  suspend?(): void;
   /** A proposer that reads the target's hidden states (an MTP head) gets each recorded token with its row's (undefined: none was drawn). */
   observe?(hidden: Float32Array | undefined, id: number): void;
 }

@@ -13,7 +13,7 @@
  * The third, a draft model (`DraftProposer`, the model in ./draft.ts), guesses by running a smaller model greedily: its guess
  * too is one token per position given the tokens before (greedy is a function of them), so the
  * same comparison keeps the target's distribution. It guesses asynchronously (`prepare`), and keeps
- * the sequence's place in the draft until the sequence ends (`close`).
+ * the sequence's place in the draft while the sequence runs (until `close`, or `suspend` when preempted).
  * The fourth, a model's MTP head (`MtpProposer`, ./mtp-proposer.ts), guesses one token greedily
  * from the target's hidden states, which it gets with each recorded token (`observe`).
  */
@@ -48,7 +48,7 @@ export interface Drafter {
 export interface DraftStream {
   /** Its greedy continuation of `ids`, `count` tokens (fewer where its context ends; [] when it cannot run). */
   draft(ids: readonly number[], count: number): Promise<number[]>;
-  /** The sequence ended: what the draft holds for it goes back. */
+  /** What the draft holds for it goes back (its sequence ended, failed or left the batch for now); a later `draft` starts over. */
   close(): void;
 }
 
@@ -166,6 +166,11 @@ export class DraftProposer implements Proposer {
   }
 
   close(): void {
+    this.stream.close();
+  }
+
+  /** Preempted: its draft slot goes back at once (fed again, the next guess feeds the draft its tokens from the start). */
+  suspend(): void {
     this.stream.close();
   }
 }

@@ -316,6 +316,101 @@ describe('Scheduler', () => {
       expect(turns).toBeLessThan(asks * 0.75);
     });
 
+    /** A draft model's streams, one per sequence (its own next tokens, every third wrong): which hold a draft slot (asked since last closed). */
+    function drafts() {
+      const holding = new Set<object>();
+      const drafter = {
+        tokens: 3,
+        open() {
+          const stream = {
+            async draft(ids: readonly number[], count: number) {
+              holding.add(stream);
+              await Promise.resolve();
+              const t = [...ids];
+              for (let i = 0; i < count; i++) t.push(t.length % 3 === 0 ? (nextToken(t) + 1) % VOCAB : nextToken(t));
+              return t.slice(ids.length);
+            },
+            close: () => void holding.delete(stream),
+          };
+          return stream;
+        },
+      };
+      return { holding, drafter };
+    }
+
+    it("frees a sequence's draft slot on every way out, at once: a failed step, preemption, the engine stopping, a lost device", async () => {
+      // A step fails for one sequence (its grammar refused a token): its draft slot is back before its consumer sees the error, the other's output as alone.
+      class FailingKv extends SimulatedKv {
+        victim: Sequence | null = null;
+        override async submit(items: BatchItem[]): Promise<StepCompletion> {
+          const complete = await super.submit(items);
+          const item = items.find((i) => i.seq === this.victim && i.seq.generated >= 4);
+          if (!item) return complete;
+          this.victim = null;
+          return async () => {
+            await complete();
+            item.error = new Error('refused');
+          };
+        }
+      }
+      let kv = new KvPages(64, 4);
+      const runner = new FailingKv(kv);
+      let scheduler = new Scheduler(kv, runner, { maxSeqs: 8, prefillTokens: 16 });
+      let d = drafts();
+      const [p, q] = [prompt(7, 5), prompt(8, 6)];
+      const failing = spec(p, 30, { draft: d.drafter });
+      runner.victim = failing;
+      const [failed, other] = await Promise.all([
+        drain(scheduler, failing).catch((e: unknown) => ({ error: e, held: d.holding.size })),
+        drain(scheduler, spec(q, 12, { draft: d.drafter })),
+      ]);
+      // Held then: the other sequence's slot only.
+      expect(failed).toMatchObject({ error: { message: 'refused' }, held: 1 });
+      expect(other.ids).toEqual(alone(q, 12));
+      expect(d.holding.size).toBe(0);
+      expect(kv.stats.used).toBe(0);
+
+      // Preemption: a sequence waiting to be fed again holds no draft slot (checked at every step), and outputs stay exact.
+      kv = new KvPages(24, 4);
+      d = drafts();
+      const checked = new (class extends SimulatedKv {
+        override submit(items: BatchItem[]): Promise<StepCompletion> {
+          expect(d.holding.size).toBeLessThanOrEqual(scheduler.runningCount);
+          return super.submit(items);
+        }
+      })(kv);
+      scheduler = new Scheduler(kv, checked, { maxSeqs: 8, prefillTokens: 16 });
+      const reqs = Array.from({ length: 6 }, (_, i) => prompt(i + 3, 6 + i));
+      const outs = await Promise.all(reqs.map((r) => drain(scheduler, spec(r, 30, { draft: d.drafter }))));
+      outs.forEach((o, i) => expect(o.ids).toEqual(alone(reqs[i]!, 30)));
+      expect(scheduler.counters.preemptions).toBeGreaterThan(0);
+      expect(d.holding.size).toBe(0);
+
+      // The engine stopping (disposed): running and waiting sequences end with the error, their slots back.
+      kv = new KvPages(64, 4);
+      d = drafts();
+      scheduler = new Scheduler(kv, new SimulatedKv(kv), { maxSeqs: 1, prefillTokens: 16 });
+      const both = [prompt(1, 5), prompt(2, 5)].map((r) => drain(scheduler, spec(r, 30, { draft: d.drafter })).catch((e: unknown) => e));
+      while (!d.holding.size) await new Promise((r) => setTimeout(r, 0));
+      await scheduler.stop(new Error('disposed'));
+      for (const e of await Promise.all(both)) expect(e).toMatchObject({ message: 'disposed' });
+      expect(d.holding.size).toBe(0);
+
+      // The device lost (the draft's KV with it): no slot is held while it recovers, and the sequences fed again draft again, exact.
+      kv = new KvPages(64, 4);
+      d = drafts();
+      const losing = new LosingKv(kv, 4, 'recover');
+      const recover = losing.recover.bind(losing);
+      let heldInRecovery = -1;
+      losing.recover = () => ((heldInRecovery = d.holding.size), recover());
+      scheduler = new Scheduler(kv, losing, { maxSeqs: 8, prefillTokens: 16 });
+      const lost = await Promise.all(reqs.slice(0, 2).map((r) => drain(scheduler, spec(r, 20, { draft: d.drafter }))));
+      lost.forEach((o, i) => expect(o.ids).toEqual(alone(reqs[i]!, 20)));
+      expect(heldInRecovery).toBe(0);
+      expect(lost[0]!.result.speculation!.proposed).toBeGreaterThan(0);
+      expect(d.holding.size).toBe(0);
+    });
+
     it('needs three steps for 40 tokens it predicted (up to 16 proposals a step, the prompt step too), and stops within a run at max_tokens or a stop id', async () => {
       const p = prompt(4, 5);
       const want = alone(p, 40);

@@ -201,7 +201,7 @@ export class Scheduler {
     this.stopped = error;
     this.wakeUp();
     await this.loop;
-    for (const w of this.waiting.splice(0)) w.stream.close(error);
+    for (const w of this.waiting.splice(0)) this.drop(w, error);
     for (const r of this.running.splice(0)) this.leave(r, error);
   }
 
@@ -383,10 +383,17 @@ export class Scheduler {
     for (const r of [...this.running]) if (r.seq.checkEnd()) this.leave(r);
   }
 
-  /** A running sequence ends: its full pages stay in the prefix cache (unless it failed), the rest go back to the pool. */
+  /** A running sequence ends: its full pages stay in the prefix cache (unless it failed), the rest go back to the pool, and what its proposer holds (a draft model's KV slot). */
   private leave(r: Running, error?: unknown): void {
     this.unslot(r, error === undefined);
+    r.seq.release(true);
     r.stream.close(error);
+  }
+
+  /** A waiting sequence fails (the engine stopped, or its device's recovery failed): what its proposer holds goes too. */
+  private drop(w: Waiting, error: unknown): void {
+    w.seq.release(true);
+    w.stream.close(error);
   }
 
   /** Takes a sequence out of the running set: its pages go back (its full ones offered to the prefix cache first, when `keep`) and its slot is free. */
@@ -411,6 +418,8 @@ export class Scheduler {
       this.kv.release(r.slot);
       this.freeSlots.push(r.slot);
       r.seq.lose();
+      // The draft's KV (on the same device) is gone with its own: it starts over.
+      r.seq.release(false);
       this.waiting.unshift({ seq: r.seq, stream: r.stream, useCache: r.useCache });
     }
     this.prefix.clear();
@@ -419,7 +428,7 @@ export class Scheduler {
       await this.runner.recover!();
     } catch (e) {
       this.stopped = e instanceof Error ? e : new Error(String(e));
-      for (const w of this.waiting.splice(0)) w.stream.close(e);
+      for (const w of this.waiting.splice(0)) this.drop(w, e);
     }
   }
 
@@ -428,6 +437,8 @@ export class Scheduler {
     this.counters.preemptions++;
     this.unslot(r, true);
     r.seq.restart();
+    // What its proposer holds waits with it no more (fed again, it drafts again from the tokens then).
+    r.seq.release(false);
     this.waiting.unshift({ seq: r.seq, stream: r.stream, useCache: r.useCache });
   }
 

@@ -91,6 +91,8 @@ export class Sequence {
   images?: SeqImages;
   /** Speculative decoding's guesser (null: none asked for, or the request cannot speculate: see `canSpeculate`). */
   private readonly proposer: Proposer | null;
+  /** Its proposer was closed (`release`): the sequence ended or failed. */
+  private proposerClosed = false;
   /** Tokens proposed and verified, and those of them the output took. */
   private readonly speculated = { proposed: 0, accepted: 0 };
   /** Tokens (prompt, then output) whose K/V the backend holds so far, cached or computed. */
@@ -481,8 +483,21 @@ export class Sequence {
 
   /** Ends the sequence; the first reason given stands. */
   end(reason: FinishReason, stopTokenId?: number): void {
-    if (!this.result) this.proposer?.close?.();
+    if (!this.result) this.release(true);
     this.result ??= { ...this.resultOf(reason, this.generated, this.cachedTokens, stopTokenId), ...(this.speculates ? { speculation: { ...this.speculated } } : {}) };
+  }
+
+  /**
+   * It left the batch: its proposer lets go of what it holds for it (a draft model's KV slot) at
+   * once, for good when it ended or failed (`ended`), for now when it is to be fed again
+   * (preempted, its device lost: asked again, the proposer starts over). The scheduler calls it on
+   * every way out, so a failed sequence frees its draft slot before its consumer reads the error.
+   */
+  release(ended: boolean): void {
+    if (this.proposerClosed) return;
+    if (!ended) return this.proposer?.suspend?.();
+    this.proposerClosed = true;
+    this.proposer?.close?.();
   }
 
   /**
