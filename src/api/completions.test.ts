@@ -109,9 +109,9 @@ describe('completions', () => {
     expect(other.usage!.completion_tokens_details!.rejected_prediction_tokens).toBeGreaterThan(0);
     const ngram = await client.completions.create(greedyReq('qwen3-tiny', { max_tokens: 16, speculative: { type: 'ngram', n: 2, k: 4 } }));
     expect(ngram.choices[0].text).toBe(text);
-    // MTP: a model without a head refuses it; k is 1 (chained guesses are not built).
-    await expect(client.completions.create(greedyReq('qwen3-tiny', { speculative: { type: 'mtp' } }))).rejects.toMatchObject({ status: 400, param: 'speculative', code: 'invalid_field' });
-    await expect(client.completions.create(greedyReq('qwen3-tiny', { speculative: { type: 'mtp', k: 2 } }))).rejects.toMatchObject({ status: 400, param: 'speculative.k' });
+    // MTP: a model without a head refuses it; k is 1 to 8 chained guesses.
+    await expect(client.completions.create(greedyReq('qwen3-tiny', { speculative: { type: 'mtp', k: 8 } }))).rejects.toMatchObject({ status: 400, param: 'speculative', code: 'invalid_field' });
+    await expect(client.completions.create(greedyReq('qwen3-tiny', { speculative: { type: 'mtp', k: 9 } }))).rejects.toMatchObject({ status: 400, param: 'speculative.k' });
     // A stop string inside a run of accepted tokens ends the text where it does without one.
     const stop = text.slice(Math.floor(text.length / 2), Math.floor(text.length / 2) + 3);
     const stopped = await client.completions.create(greedyReq('qwen3-tiny', { max_tokens: 16, stop: [stop], prediction: { type: 'content', content: text } }));

@@ -4,6 +4,7 @@
  */
 import type { LoadProgress } from '../loader/progress';
 import { serve, type Server } from '../transport/node-server';
+import { MTP_MAX_GUESSES } from '../engine/mtp-proposer';
 import { UsageError } from './io';
 
 export const SERVE_USAGE = `Usage: webgpu-llm serve --model PATH_OR_URL [options]
@@ -27,8 +28,11 @@ Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, ...) f
   --integer-dot            one-token decode steps by int8 dot products where the GPU has them (default off)
   --speculative-ngram N,K  n-gram speculative decoding for requests that ask for none: propose up to K tokens
                            that followed the last N tokens earlier in the prompt and output (default off)
-  --speculative-mtp        the model's multi-token-prediction head guesses one token per step for requests that
-                           ask for none (Qwen3.5 files with the head; a model without one fails the load)
+  --speculative-mtp        the model's multi-token-prediction head guesses tokens for requests that ask for none
+                           (Qwen3.5 files with the head; a model without one fails the load)
+  --speculative-mtp-tokens K
+                           tokens the MTP head guesses per step, each chained on its own output (1 to 8;
+                           default 1; implies --speculative-mtp)
   --draft-model PATH       a draft model for speculative decoding: a smaller model with the same tokenizer
                            (file, folder, URL or repo id) guesses tokens the model verifies (default none)
   --draft-tokens K         tokens the draft model guesses per step (1 to 32; default 8)
@@ -53,8 +57,8 @@ export interface ServeArgs {
   contextLength?: number;
   /** `--integer-dot`: EngineOptions.integerDot. */
   integerDot?: boolean;
-  /** `--speculative-ngram N,K` or `--speculative-mtp`: EngineOptions.speculative. */
-  speculative?: { type: 'ngram'; n: number; k: number } | { type: 'mtp' };
+  /** `--speculative-ngram N,K` or `--speculative-mtp` (`--speculative-mtp-tokens K`): EngineOptions.speculative. */
+  speculative?: { type: 'ngram'; n: number; k: number } | { type: 'mtp'; k?: number };
   /** `--draft-model F --draft-tokens K`: CreateEngineOptions.draft. */
   draft?: { model: string; tokens?: number };
   cache: boolean;
@@ -92,8 +96,8 @@ export function parseServeArgs(args: string[], env: Record<string, string | unde
       continue;
     }
     if (flag === '--speculative-mtp') {
-      if (out.speculative) throw new UsageError('--speculative-mtp and --speculative-ngram: choose one');
-      out.speculative = { type: 'mtp' };
+      if (out.speculative?.type === 'ngram') throw new UsageError('--speculative-mtp and --speculative-ngram: choose one');
+      out.speculative = { type: 'mtp', ...out.speculative };
       continue;
     }
     if (flag === '--fault-injection') {
@@ -172,6 +176,12 @@ export function parseServeArgs(args: string[], env: Record<string, string | unde
         if (!(n >= 1 && n <= 8 && k >= 1 && k <= 16)) throw new UsageError('--speculative-ngram wants N,K: N from 1 to 8 tokens matched, K from 1 to 16 proposed (e.g. 3,8)');
         if (out.speculative) throw new UsageError('--speculative-mtp and --speculative-ngram: choose one');
         out.speculative = { type: 'ngram', n, k };
+        break;
+      }
+      case '--speculative-mtp-tokens': {
+        const k = int(1, MTP_MAX_GUESSES);
+        if (out.speculative?.type === 'ngram') throw new UsageError('--speculative-mtp and --speculative-ngram: choose one');
+        out.speculative = { type: 'mtp', k };
         break;
       }
       case '--draft-model':

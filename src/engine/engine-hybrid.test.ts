@@ -19,7 +19,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GPUContext } from '../gpu/device';
 import { openModel, type OpenedModel } from '../model/open';
-import { greedy, logitsFor, ReferenceModel } from '../reference/forward';
+import { argmax, greedy, logitsFor, ReferenceModel } from '../reference/forward';
 import { MtpReference } from '../reference/mtp';
 import { maxAbsDiffAll } from '../testing/compare';
 import { expectEngineMatchesReference } from '../testing/engine-check';
@@ -253,16 +253,17 @@ describe('the GPU engine on Qwen3.5 (gated DeltaNet on layers 0 and 2, gated att
 // Beside the Qwen3.5 engine above: the head's pipelines are mostly that engine's (Q8_0 at f32, one
 // device per file), compiled once.
 describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU reference (reference/mtp.ts)", () => {
-  it('Q8_0: the same logits over 7 rows, 4 fed at once then one by one, from the trunk hidden states, and after a rollback', async () => {
+  it('Q8_0: the same logits over 7 rows, 4 fed at once then one by one, and after a rollback; 3 chained guesses as the reference chains them', async () => {
     const mtpOpened = await openModel((await ensureFixture({ arch: 'qwen35', preset: 'tiny', mtp: true }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
-    const ids = Array.from({ length: 8 }, (_, i) => (i * 7919 + 13) % mtpOpened.config.vocabSize);
+    const V = mtpOpened.config.vocabSize;
+    const ids = Array.from({ length: 9 }, (_, i) => (i * 7919 + 13) % V);
     // The trunk's hidden states teacher-forced on the CPU; the head's rows (h_t, token t+1).
     const trunk = await ReferenceModel.load(mtpOpened);
     const hidden = ids.map((id, t) => (trunk.forward(id, t), trunk.hidden));
     const headRef = await MtpReference.load(mtpOpened);
     const want = ids.slice(1).map((next, t) => headRef.forward(hidden[t]!, next, t));
     const trunkWeights = await uploadWeights(gpu.device, mtpOpened);
-    const head = await GpuMtpHead.create(gpu, mtpOpened, trunkWeights, { precision: 'f32', limits: { maxTokens: 8, maxSeqs: 1, numPages: 4, pageSize: 16, maxPagesPerSeq: 4, contextLength: 64 } });
+    const head = await GpuMtpHead.create(gpu, mtpOpened, trunkWeights, { precision: 'f32', limits: { maxTokens: 8, maxSeqs: 1, numPages: 4, pageSize: 16, maxPagesPerSeq: 4, contextLength: 64, maxGuesses: 3 } });
     try {
       // The head's own weights are its file tensors (blk.N.*: the layer, fc, norms) as the GPU
       // holds them: no copy of the embedding or LM head, which it reads from the trunk's weights.
@@ -270,50 +271,83 @@ describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU ref
       const gpuBytes = ({ info: { dtype, shape } }: (typeof own)[number][1]) => (shape.length === 1 ? 4 * shape[0]! : shape[0]! * gpuBytesPerRow(dtype, shape[1]!));
       expect(head.weightBytes).toBe(own.reduce((n, [, t]) => n + gpuBytes(t), 0));
       const rows = (from: number, to: number) => Float32Array.from(hidden.slice(from, to).flatMap((h) => [...h]));
-      const got = [await head.run(0, rows(0, 4), ids.slice(1, 5))];
-      for (let t = 4; t < 7; t++) got.push(await head.run(0, rows(t, t + 1), [ids[t + 1]!]));
-      expect(got[0]!.length).toBe(mtpOpened.config.vocabSize);
+      // One guess a run (read back alone: a token id), the logits looked at through the test hook.
+      const run = async (from: number, to: number, next: number[]) => {
+        const [guess] = await head.run(0, rows(from, to), next);
+        const logits = await head.lastLogits();
+        expect(guess).toBe(argmax(logits));
+        return logits;
+      };
+      const got = [await run(0, 4, ids.slice(1, 5))];
+      for (let t = 4; t < 7; t++) got.push(await run(t, t + 1, [ids[t + 1]!]));
       // Rolled back to 5 rows after a wrong row at position 5, it gives row 5's logits again.
       head.truncate(0, 5);
-      await head.run(0, rows(0, 1), [(ids[6]! + 1) % mtpOpened.config.vocabSize]);
+      await head.run(0, rows(0, 1), [(ids[6]! + 1) % V], 0);
       head.truncate(0, 5);
       expect(head.length(0)).toBe(5);
-      got.push(await head.run(0, rows(5, 6), [ids[6]!]));
+      got.push(await run(5, 6, [ids[6]!]));
       // Within 1e-3 of logits of spread about 5: the reference reads the same Q8_0 blocks, summed in another order.
-      expect(maxAbsDiffAll(got, [want[3]!, ...want.slice(4), want[5]!])).toBeLessThan(1e-3);
+      expect(maxAbsDiffAll(got, [want[3]!, ...want.slice(4, 7), want[5]!])).toBeLessThan(1e-3);
+
+      // Row 6 fed with a chain of 3: guess j + 1 from the head's own hidden state of guess j's row.
+      // The third guess's logits within 1e-3 of the reference's chain (feeding the trunk's row
+      // again instead moves them by over 1e-2: reference/mtp.test.ts); the guesses equal while the
+      // reference's top-2 margin exceeds twice that (the fixture's margins are ~0.1).
+      const chain = headRef.chain(hidden[6]!, ids[7]!, 6, 3);
+      const guesses = await head.run(0, rows(6, 7), [ids[7]!], 3);
+      expect(maxAbsDiffAll([await head.lastLogits()], [chain.logits[2]!])).toBeLessThan(1e-3);
+      const close = chain.logits.findIndex((l) => top2Margin(l) < 2e-3);
+      const sure = close < 0 ? 3 : close;
+      expect(guesses.length).toBe(3);
+      expect(guesses.slice(0, sure)).toEqual(chain.ids.slice(0, sure));
+      // The chained rows left the head's KV: row 7 is fed at position 7, over them.
+      expect(head.length(0)).toBe(7);
+      got.push(await run(7, 8, [ids[8]!]));
+      expect(maxAbsDiffAll([got.at(-1)!], [want[7]!])).toBeLessThan(1e-3);
     } finally {
       head.destroy();
       trunkWeights.destroy();
     }
   });
 
-  it('as a proposer (speculative {type: "mtp"}): the same greedy output, its guesses counted; a model without a head refuses it', async () => {
+  it('as a proposer (speculative {type: "mtp", k: 3}): the same greedy output, 3 guesses a step where they fit; k out of 1..8 and a model without a head refuse it', async () => {
     const mtpOpened = await openModel((await ensureFixture({ arch: 'qwen35', preset: 'tiny', mtp: true }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
-    const e = await GpuEngine.load(mtpOpened, { gpu, precision: 'f32', contextLength: 64, pageSize: 4, prefillChunk: 16, maxBatch: 2 });
+    // maxBatch 4: a step's rows take the sequence's last token and its 3 proposals.
+    const e = await GpuEngine.load(mtpOpened, { gpu, precision: 'f32', contextLength: 64, pageSize: 4, prefillChunk: 16, maxBatch: 4 });
     try {
       const p = Array.from({ length: 9 }, (_, i) => (i * 31 + 5) % e.config.vocabSize);
       const plain = await drainGeneration(e.generate(greedyRequest(p, 8)));
       const before = e.kvStats.speculative;
-      const gen = e.generate(greedyRequest(p, 8, {}, { speculation: { mtp: { k: 1 } } }));
+      const gen = e.generate(greedyRequest(p, 8, {}, { speculation: { mtp: { k: 3 } } }));
       const tokens: GeneratedToken[] = [];
       let r = await gen.next();
       for (; !r.done; r = await gen.next()) tokens.push(r.value);
       expect(tokens.map((t) => t.id)).toEqual(plain.ids);
       // The head's rows read the hidden states back; the output carries none it did not ask for.
       expect(tokens.some((t) => t.hidden)).toBe(false);
-      // One guess a step from the second on, each token before the last: 6 with none taken (the random head's ~0, 0 of 96 in reference/mtp.test.ts).
+      // The random head's guesses are not taken (0 of 96 in reference/mtp.test.ts), so each step
+      // outputs one token: from the second on, 3 guesses while max_tokens leaves room for them, then
+      // 2 and 1 (room 8 − generated − 1), none at the last: 3 + 3 + 3 + 3 + 2 + 1.
       const { proposed, accepted } = r.value.speculation!;
-      expect(proposed + accepted).toBeGreaterThanOrEqual(6);
+      expect([proposed, accepted]).toEqual([15, 0]);
       const after = e.kvStats.speculative;
       expect([after.proposed - before.proposed, after.accepted - before.accepted]).toEqual([proposed, accepted]);
+      await expect(drainGeneration(e.generate(greedyRequest(p, 2, {}, { speculation: { mtp: { k: 9 } } })))).rejects.toMatchObject({ code: 'invalid_field', param: 'speculative' });
     } finally {
       await e.dispose();
     }
     await expect(drainGeneration(engine.generate(greedyRequest(prompt(1, 4), 2, {}, { speculation: { mtp: { k: 1 } } })))).rejects.toMatchObject({ code: 'invalid_field', param: 'speculative' });
-    // The engine option on such a model fails the load, before anything goes to the GPU.
+    // The engine option on such a model, or with k out of range, fails the load, before anything goes to the GPU.
     await expect(GpuEngine.load(opened, { gpu, speculative: { type: 'mtp' } })).rejects.toMatchObject({ name: 'ModelError', code: 'invalid_field', field: 'speculative' });
+    await expect(GpuEngine.load(mtpOpened, { gpu, speculative: { type: 'mtp', k: 0 } })).rejects.toMatchObject({ name: 'ModelError', code: 'invalid_field', field: 'speculative' });
   });
 });
+
+/** The largest logit less the second: below the GPU's error, the two may swap. */
+function top2Margin(l: Float32Array): number {
+  const top = argmax(l);
+  return l[top]! - l.reduce((m, v, i) => (i === top ? m : Math.max(m, v)), -Infinity);
+}
 
 describe('the GPU engine on Granite 4.0-H (Mamba-2 on layers 0 and 2, NoPE attention on layer 1)', () => {
   let gh: GpuEngine;

@@ -57,7 +57,7 @@ import { BackendError } from './errors';
 import { scaledSource, type Scaled } from './lora-source';
 import type { SpeculationRequest } from './proposers';
 import { GpuMtpHead } from './mtp-head';
-import { MtpDrafter, noMtpHead } from './mtp-proposer';
+import { MTP_DEFAULT_GUESSES, MTP_MAX_GUESSES, MtpDrafter, mtpGuessesOutOfRange, noMtpHead } from './mtp-proposer';
 import { checkDraftVocab, draftTokens, DraftModel, type DraftStepper } from './draft';
 
 /** Tiles the GPU tower encodes in one batch (its buffers hold this many). */
@@ -87,7 +87,7 @@ export interface EngineOptions {
   /**
    * Speculative decoding for requests that do not ask for their own (`speculation`): n-gram
    * lookup over the prompt and output (src/engine/proposers.ts), or the model's MTP head (`mtp`,
-   * ./mtp-proposer.ts: one guess per step; refused on a model without one). Off by default until measured on GPUs.
+   * ./mtp-proposer.ts: `k` chained guesses per step, 1..8, default 1; refused on a model without one). Off by default until measured on GPUs.
    */
   speculative?: { type: 'ngram'; n: number; k: number } | { type: 'mtp'; k?: number };
   /**
@@ -239,7 +239,7 @@ export class GpuEngine implements Backend {
     opts: { id?: string; contextLength: number; loraPool?: Partial<LoraPoolOptions>; recovery?: RecoveryOptions; speculative?: EngineOptions['speculative'] },
   ) {
     const sp = opts.speculative;
-    if (sp) this.speculation = sp.type === 'mtp' ? { mtp: { k: 1 } } : { ngram: { n: sp.n, k: sp.k } };
+    if (sp) this.speculation = sp.type === 'mtp' ? { mtp: { k: sp.k ?? MTP_DEFAULT_GUESSES } } : { ngram: { n: sp.n, k: sp.k } };
     const { maxSeqs, maxTokens, numPages, pageSize } = parts.forward.limits;
     this.id = opts.id ?? opened.config.arch;
     this.config = opened.config;
@@ -410,7 +410,10 @@ export class GpuEngine implements Backend {
     const snapshots = snapshotCount(layerCacheKinds(config), gpu.device.limits.maxBufferSize, opts.stateSnapshots);
     const spec: PartsSpec = { precision, integerDot, limits, maxWeightPartBytes: opts.maxWeightPartBytes, snapshots };
     const text = loadTextModel(opened);
-    if (opts.speculative?.type === 'mtp' && !config.mtpLayers) throw new ModelError('invalid_field', noMtpHead(config.arch).message, 'speculative');
+    if (opts.speculative?.type === 'mtp') {
+      const refused = !config.mtpLayers ? noMtpHead(config.arch) : mtpGuessesOutOfRange(opts.speculative.k ?? MTP_DEFAULT_GUESSES);
+      if (refused) throw new ModelError('invalid_field', refused.message, 'speculative');
+    }
     // The draft's vocabulary is checked before anything goes to the GPU.
     const draftOpened = opts.draft && (isOpened(opts.draft.model) ? opts.draft.model : await openModel(opts.draft.model));
     if (draftOpened) checkDraftVocab(text.tokenizer, loadTextModel(draftOpened).tokenizer);
@@ -421,7 +424,7 @@ export class GpuEngine implements Backend {
     try {
       if (opts.persistKv && !hasRecurrentLayers(config)) await engine.persistTo(opts.persistKv);
       if (config.mtpLayers) {
-        const head = await GpuMtpHead.create(gpu, opened, parts.weights, { precision, limits: { ...limits, maxTokens: MTP_ROWS } });
+        const head = await GpuMtpHead.create(gpu, opened, parts.weights, { precision, limits: { ...limits, maxTokens: MTP_ROWS, maxGuesses: MTP_MAX_GUESSES } });
         engine.mtp = new MtpDrafter(head, maxSeqs, config.hiddenSize, MTP_ROWS);
       }
       if (draftOpened) {
@@ -635,15 +638,17 @@ export class GpuEngine implements Backend {
     this.mtp?.destroy();
   }
 
-  /** A speculation that asks for the MTP head, handed the engine's; refused (400 invalid_field) on a model without one. */
+  /** A speculation that asks for the MTP head, handed the engine's; refused (400 invalid_field) on a model without one, or for k out of 1..MTP_MAX_GUESSES. */
   private withMtpHead(s: SpeculationRequest | undefined): SpeculationRequest | undefined {
     if (!s?.mtp) return s;
     if (!this.mtp) throw noMtpHead(this.config.arch);
+    const refused = mtpGuessesOutOfRange(s.mtp.k);
+    if (refused) throw refused;
     return { ...s, mtp: { ...s.mtp, head: this.mtp } };
   }
 }
 
-/** Rows the MTP head takes per run (a sequence feeds the tokens it recorded since its last step: 2 after an accepted guess). */
+/** Rows the MTP head takes per run (a sequence feeds the tokens it recorded since its last step: k + 1 after k accepted guesses; more go in chunks). */
 const MTP_ROWS = 8;
 
 /** Bytes of the model's weights as stored. */

@@ -1,16 +1,19 @@
-/** The MTP proposer's bookkeeping with a stand-in head: which rows reach the head, when it guesses, its slot. */
+/** The MTP proposer's bookkeeping with a stand-in head: which rows reach the head, when it guesses and how many, its slot. */
 import { describe, expect, it } from 'vitest';
-import { argmax, MtpProposer, type MtpGuesser } from './mtp-proposer';
+import { MtpProposer, type MtpGuesser } from './mtp-proposer';
 import { proposerFor } from './proposers';
 
-/** A head that records what it is fed and guesses the last fed token + 100. */
+/** A head that records what it is fed and guesses the last fed token + 100, + 101, … (k of them). */
 function fakeHead(slots = 1) {
-  const fed: { slot: number; hidden: number[]; next: number[] }[] = [];
+  const fed: { slot: number; hidden: number[]; next: number[]; k?: number }[] = [];
   const free = Array.from({ length: slots }, (_, i) => i);
   const head: MtpGuesser & { released: number[] } = {
     released: [],
     acquire: () => free.shift() ?? -1,
-    guess: async (slot, hidden, next) => (fed.push({ slot, hidden: [...hidden], next: [...next] }), next[next.length - 1]! + 100),
+    guess: async (slot, hidden, next, k) => {
+      fed.push({ slot, hidden: [...hidden], next: [...next], ...(k === 1 ? {} : { k }) });
+      return Array.from({ length: k }, (_, j) => next[next.length - 1]! + 100 + j);
+    },
     release(slot) {
       head.released.push(slot);
       free.push(slot);
@@ -66,7 +69,16 @@ describe('MtpProposer', () => {
     expect([b.propose([5], 1, 1), c.propose([6], 1, 1)]).toEqual([[105], []]);
   });
 
-  it('argmax: the first largest', () => {
-    expect(argmax(Float32Array.of(1, 3, 3, -1))).toBe(1);
+  it('asks the head for k chained guesses, fewer where the step has less room, and hands out at most max', async () => {
+    const { head, fed } = fakeHead();
+    const p = proposerFor({ mtp: { k: 3, head } })!;
+    p.observe!(Float32Array.of(1), 7);
+    await p.prepare!([1, 7], 1, 8);
+    expect(p.propose([1, 7], 1, 8)).toEqual([107, 108, 109]);
+    expect(p.propose([1, 7], 1, 2)).toEqual([107, 108]);
+    p.observe!(Float32Array.of(2), 9);
+    await p.prepare!([1, 7, 9], 2, 2);
+    expect(p.propose([1, 7, 9], 2, 2)).toEqual([109, 110]);
+    expect(fed.map((f) => f.k)).toEqual([3, 2]);
   });
 });

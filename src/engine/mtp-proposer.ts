@@ -1,16 +1,19 @@
 /**
- * Qwen3.5's multi-token-prediction head as a proposer (issue #32, `speculative: {type: "mtp"}`):
- * one guess per step from the head (./mtp-head.ts), no second model.
+ * Qwen3.5's multi-token-prediction head as a proposer (issue #32, `speculative: {type: "mtp", k}`):
+ * up to k chained guesses per step from the head (./mtp-head.ts), no second model.
  *
  * The head's row t takes the trunk's final hidden state h_t (after its output norm) and token
  * t+1, and its logits guess token t+2. Every token a sequence records comes with the hidden state
  * of the row that drew it (the step reads the sampling rows' hidden states back for it), so the
  * pair (h_t, token t+1) is known once token t+1 is recorded; only recorded tokens are fed, so a
- * rejected proposal never reaches the head and its KV needs no rollback. Before each step that
- * samples, `prepare` feeds the pairs recorded since the last step and takes the head's argmax as
- * the guess for the token after the sequence's last (one token: the head's own hidden state is
- * not chained into further guesses). A greedy guess is a function of the tokens before it, so
- * the step's comparison keeps the target's distribution, as for the other proposers.
+ * rejected proposal never reaches the head as a fed row. Before each step that samples, `prepare`
+ * feeds the pairs recorded since the last step and takes the head's argmax as the guess for the
+ * token after the sequence's last, then chains: guess j + 1 is the head's layer run again on
+ * (its own hidden state of guess j's row, guess j), k guesses in one GPU submission that reads
+ * back k token ids (reference/mtp.ts `chain`: which hidden state, after vLLM). The chained rows'
+ * KV is dropped after the run, so the next feed writes those positions again. A greedy guess is a
+ * function of the tokens before it, so the step's comparison keeps the target's distribution, as
+ * for the other proposers.
  *
  * Simplification: the head's KV starts at the prompt's last row (the first row that samples):
  * the prompt's other rows' hidden states are never read back, so the head attends over the
@@ -22,12 +25,23 @@ import { BackendError } from './errors';
 import type { GpuMtpHead } from './mtp-head';
 import type { Proposer } from './proposer';
 
+/**
+ * Chained guesses a request may ask for (`speculative.k`, 1..8). The head is trained to guess one
+ * token ahead; a chained guess feeds it its own output, so acceptance falls with depth (vLLM's
+ * Qwen3-Next recipe runs 2, DeepSeek's 1..3), and each guess is a sequential pass of the head's
+ * layer in the submission and a verify row of the step (rows are bounded by the batch's maxSeqs).
+ * 8 leaves room to measure past the useful depth while bounding the staged step metadata.
+ */
+export const MTP_MAX_GUESSES = 8;
+/** `k` when a request or the engine option gives none. */
+export const MTP_DEFAULT_GUESSES = 1;
+
 /** The engine's MTP head as its proposers share it: one run at a time, a KV slot per sequence. */
 export interface MtpGuesser {
   /** A free slot of the head's KV (-1: none free now; the sequence then proposes nothing). */
   acquire(): number;
-  /** Feeds rows to slot `slot` (`hidden` f32 [n, hidden], `next` the n tokens after them); the head's greedy guess after the last. */
-  guess(slot: number, hidden: Float32Array, next: readonly number[]): Promise<number>;
+  /** Feeds rows to slot `slot` (`hidden` f32 [n, hidden], `next` the n tokens after them); the head's `k` chained greedy guesses after the last (fewer where its KV has no room). */
+  guess(slot: number, hidden: Float32Array, next: readonly number[], k: number): Promise<number[]>;
   /** The slot's rows forgotten, the slot free again. */
   release(slot: number): void;
 }
@@ -50,15 +64,16 @@ export class MtpDrafter implements MtpGuesser {
     return this.free.pop() ?? -1;
   }
 
-  guess(slot: number, hidden: Float32Array, next: readonly number[]): Promise<number> {
+  guess(slot: number, hidden: Float32Array, next: readonly number[], k: number): Promise<number[]> {
     const run = this.queue.then(async () => {
-      let logits: Float32Array | null = null;
+      let guesses: number[] = [];
       const H = this.hiddenSize;
+      // Chunks of the head's rows; the last one chains the guesses (the others read nothing back).
       for (let at = 0; at < next.length; at += this.maxRows) {
         const n = Math.min(this.maxRows, next.length - at);
-        logits = await this.head.run(slot, hidden.subarray(at * H, (at + n) * H), next.slice(at, at + n));
+        guesses = await this.head.run(slot, hidden.subarray(at * H, (at + n) * H), next.slice(at, at + n), at + n === next.length ? Math.min(k, this.head.maxGuesses) : 0);
       }
-      return logits ? argmax(logits) : -1;
+      return guesses;
     });
     this.queue = run.catch(() => undefined);
     return run;
@@ -79,29 +94,33 @@ export function noMtpHead(arch: string): BackendError {
   return new BackendError('invalid_field', 400, `speculative.type "mtp" needs a model with a multi-token-prediction head (Qwen3.5's mtp layer); this ${arch} model has none`, 'speculative');
 }
 
-/** The first index of the largest value (the greedy token). */
-export function argmax(v: Float32Array): number {
-  let best = 0;
-  for (let i = 1; i < v.length; i++) if (v[i]! > v[best]!) best = i;
-  return best;
+/** `speculative.k` of an MTP request out of 1..MTP_MAX_GUESSES (400; the engine option fails the load with the same text). */
+export function mtpGuessesOutOfRange(k: number): BackendError | null {
+  if (Number.isInteger(k) && k >= 1 && k <= MTP_MAX_GUESSES) return null;
+  return new BackendError('invalid_field', 400, `speculative.k of "mtp" must be an integer from 1 to ${MTP_MAX_GUESSES} (chained guesses per step); got ${k}`, 'speculative');
 }
 
 export class MtpProposer implements Proposer {
   /** Recorded tokens not yet fed to the head, each with the hidden state of the row that drew it. */
   private pending: { hidden: Float32Array; id: number }[] = [];
-  private guessed = { at: -1, id: -1 };
+  private guessed: { at: number; ids: readonly number[] } = { at: -1, ids: [] };
   private slot = -1;
   /** A token was recorded without its row's hidden state (none drawn: e.g. forced by a grammar): the head's rows would skip it, so it guesses no more. */
   private broken = false;
 
-  constructor(private readonly head: MtpGuesser) {}
+  /** `k`: chained guesses per step at most (MTP_MAX_GUESSES). */
+  constructor(
+    private readonly head: MtpGuesser,
+    private readonly k = MTP_DEFAULT_GUESSES,
+  ) {}
 
   observe(hidden: Float32Array | undefined, id: number): void {
     if (!hidden) this.broken = true;
     else if (!this.broken) this.pending.push({ hidden, id });
   }
 
-  async prepare(ids: readonly number[]): Promise<void> {
+  /** `max`: the proposals the step could take (the sequence's room): fewer guesses are chained when it is below k. */
+  async prepare(ids: readonly number[], _generated = 0, max = this.k): Promise<void> {
     if (this.broken || this.pending.length === 0) return;
     if (this.slot < 0) this.slot = this.head.acquire();
     const rows = this.pending;
@@ -111,8 +130,8 @@ export class MtpProposer implements Proposer {
     const hidden = new Float32Array(rows.length * H);
     rows.forEach((r, i) => hidden.set(r.hidden, i * H));
     try {
-      const id = await this.head.guess(this.slot, hidden, rows.map((r) => r.id));
-      this.guessed = { at: ids.length, id };
+      const guesses = await this.head.guess(this.slot, hidden, rows.map((r) => r.id), Math.max(1, Math.min(this.k, max)));
+      this.guessed = { at: ids.length, ids: guesses };
     } catch {
       // A guess only: a failed run ends this sequence's guessing (its head rows may be partial).
       this.broken = true;
@@ -120,7 +139,7 @@ export class MtpProposer implements Proposer {
   }
 
   propose(ids: readonly number[], _generated: number, max: number): number[] {
-    return this.guessed.at === ids.length && this.guessed.id >= 0 && max > 0 ? [this.guessed.id] : [];
+    return this.guessed.at === ids.length ? this.guessed.ids.slice(0, Math.max(0, max)) : [];
   }
 
   close(): void {

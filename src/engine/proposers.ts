@@ -14,8 +14,8 @@
  * too is one token per position given the tokens before (greedy is a function of them), so the
  * same comparison keeps the target's distribution. It guesses asynchronously (`prepare`), and keeps
  * the sequence's place in the draft while the sequence runs (until `close`, or `suspend` when preempted).
- * The fourth, a model's MTP head (`MtpProposer`, ./mtp-proposer.ts), guesses one token greedily
- * from the target's hidden states, which it gets with each recorded token (`observe`).
+ * The fourth, a model's MTP head (`MtpProposer`, ./mtp-proposer.ts), guesses up to k tokens greedily,
+ * chained, from the target's hidden states, which it gets with each recorded token (`observe`).
  */
 
 
@@ -32,7 +32,7 @@ export interface SpeculationRequest {
   ngram?: { n: number; k: number };
   /** A draft model's greedy guesses (EngineOptions.draft): up to `k` tokens per step. */
   draft?: Drafter;
-  /** The model's MTP head (./mtp-proposer.ts): one greedy guess per step. */
+  /** The model's MTP head (./mtp-proposer.ts): up to `k` chained greedy guesses per step (1..MTP_MAX_GUESSES). */
   mtp?: { k: number; head?: MtpGuesser };
 }
 
@@ -64,7 +64,7 @@ const PROPOSERS: { [K in keyof Required<SpeculationRequest>]: (spec: NonNullable
   ngram: ({ n, k }) => new NgramProposer(n, k),
   draft: (spec) => new DraftProposer(spec),
   // The engine hands the head in (GpuEngine.generate refuses `mtp` on a model without one).
-  mtp: (spec) => new MtpProposer(spec.head!),
+  mtp: (spec) => new MtpProposer(spec.head!, spec.k),
 };
 
 /** The request's proposer, or null when it asks for none (a prediction wins over n-gram lookup, which wins over a draft model, which wins over an MTP head). */

@@ -16,7 +16,7 @@ import { mtpTensors } from '../model/tensors';
 import { maxAbsDiffAll as maxAbsDiff } from '../testing/compare';
 import { makeFixture } from '../testing/fixtures/model';
 import { ensureFixture } from '../testing/fixtures/shared';
-import { logitsFor, ReferenceModel } from './forward';
+import { argmax, logitsFor, ReferenceModel } from './forward';
 import { MtpReference } from './mtp';
 
 /** The trunk's hidden states over `ids` teacher-forced, then the head's logits at each position but the last. */
@@ -53,6 +53,33 @@ describe('Qwen3.5 MTP head from its HF folder and from GGUF', () => {
     // The head's logits are not the trunk's: a wrong wiring (the trunk's output norm, say) would show.
     const trunk = logitsFor(await ReferenceModel.load(hf), ids).slice(1);
     expect(maxAbsDiff(want, trunk)).toBeGreaterThan(1e-2);
+  });
+});
+
+describe('MTP chained guesses (MtpReference.chain)', () => {
+  it("feeds guess j's row with the head's own hidden state, at the next position, and leaves the KV to the next feed", async () => {
+    const opened = await openModel((await ensureFixture({ arch: 'qwen35', preset: 'tiny', mtp: true }, { hf: [], gguf: ['F32'] })).gguf.F32!);
+    const ids = Array.from({ length: 6 }, (_, i) => (i * 7919 + 13) % opened.config.vocabSize);
+    const trunk = await ReferenceModel.load(opened);
+    const hidden = ids.map((id, t) => (trunk.forward(id, t), trunk.hidden));
+    const head = await MtpReference.load(opened);
+    const plain = ids.slice(1).map((next, t) => head.forward(hidden[t]!, next, t));
+    // Rows 0..2 fed, then a chain of 3 from row 3: its first guess is row 3's plain argmax.
+    for (let t = 0; t < 3; t++) head.forward(hidden[t]!, ids[t + 1]!, t);
+    const { ids: guesses, logits } = head.chain(hidden[3]!, ids[4]!, 3, 3);
+    expect(maxAbsDiff([logits[0]!], [plain[3]!])).toBe(0);
+    expect(guesses).toEqual(logits.map((l) => argmax(l)));
+    // Chaining the trunk's hidden state again (the row's input) instead of the head's own output gives other logits.
+    head.forward(hidden[3]!, ids[4]!, 3);
+    const own = head.forward(head.hidden, guesses[0]!, 4);
+    head.forward(hidden[3]!, ids[4]!, 3);
+    const trunkAgain = head.forward(hidden[3]!, guesses[0]!, 4);
+    expect(maxAbsDiff([own], [logits[1]!])).toBe(0);
+    expect(maxAbsDiff([trunkAgain], [logits[1]!])).toBeGreaterThan(1e-2);
+    // The chained rows are speculative: the next recorded row at position 4 overwrites them.
+    head.chain(hidden[3]!, ids[4]!, 3, 3);
+    expect(maxAbsDiff([head.forward(hidden[4]!, ids[5]!, 4)], [plain[4]!])).toBe(0);
+    expect(() => head.chain(hidden[3]!, ids[4]!, 3, 0)).toThrow(RangeError);
   });
 });
 

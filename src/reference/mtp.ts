@@ -13,7 +13,7 @@ import { ModelError } from '../model/errors';
 import type { OpenedModel } from '../model/open';
 import { mtpLayerConfig, mtpLayerNames } from '../model/mtp';
 import { assembleMtpWeights, mtpTensors, type MtpWeights } from '../model/tensors';
-import { matmul, ReferenceModel, rmsnorm, type WeightMap } from './forward';
+import { argmax, matmul, ReferenceModel, rmsnorm, type WeightMap } from './forward';
 
 export class MtpReference {
   private readonly cat: Float32Array; // (2 · dim) [normed embedding | normed hidden]
@@ -75,8 +75,29 @@ export class MtpReference {
     return this.layer.forward(next, pos, x);
   }
 
-  /** The last forward's hidden state after the head's norm: what a second chained guess is fed (as vLLM does). */
+  /** The last forward's hidden state after the head's norm (a copy): what a chained guess is fed (see `chain`). */
   get hidden(): Float32Array {
     return this.layer.hidden;
+  }
+
+  /**
+   * `k` chained guesses (k ≥ 1): the row (hidden, next) at `pos` as `forward`, its argmax the first
+   * guess; guess j + 1 runs the layer again at pos + j on [norm(embed(guess j)) | norm(h')], h' the
+   * head's own hidden state of the row before, after its final norm. vLLM chains that one for
+   * Qwen3-Next and Qwen3.5 (qwen3_5_mtp.py's Qwen3_5MultiTokenPredictor.forward returns the
+   * hidden states after `self.norm`, and v1/spec_decode/eagle.py's propose, method "mtp", feeds
+   * the model's output back as the next step's hidden_states); DeepSeek's MTP layer returns its
+   * state before the shared head's norm instead. The chained rows go into the head's KV after
+   * `pos` (speculative: the next forward at pos + 1 overwrites them). Returns each guess and its logits.
+   */
+  chain(hidden: Float32Array, next: number, pos: number, k: number): { ids: number[]; logits: Float32Array[] } {
+    if (!Number.isInteger(k) || k < 1) throw new RangeError(`a chain of ${k} guesses`);
+    const logits = [this.forward(hidden, next, pos)];
+    const ids = [argmax(logits[0]!)];
+    for (let j = 1; j < k; j++) {
+      logits.push(this.forward(this.hidden, ids[j - 1]!, pos + j));
+      ids.push(argmax(logits[j]!));
+    }
+    return { ids, logits };
   }
 }

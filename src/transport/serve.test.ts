@@ -134,6 +134,8 @@ describe('the serve command line', () => {
     expect(parseServeArgs(['--model', 'm', '--speculative-ngram', '3,8'])?.speculative).toEqual({ type: 'ngram', n: 3, k: 8 });
     expect(parseServeArgs(['--model', 'm'])?.speculative).toBeUndefined();
     expect(parseServeArgs(['--model', 'm', '--speculative-mtp'])?.speculative).toEqual({ type: 'mtp' });
+    expect(parseServeArgs(['--model', 'm', '--speculative-mtp-tokens', '3'])?.speculative).toEqual({ type: 'mtp', k: 3 });
+    expect(parseServeArgs(['--model', 'm', '--speculative-mtp-tokens', '3', '--speculative-mtp'])?.speculative).toEqual({ type: 'mtp', k: 3 });
     expect(parseServeArgs(['--model', 'm', '--draft-model', 'd.gguf', '--draft-tokens', '4'])?.draft).toEqual({ model: 'd.gguf', tokens: 4 });
     expect(parseServeArgs(['--model', 'm', '--draft-tokens', '4', '--draft-model', 'd.gguf'])?.draft).toEqual({ model: 'd.gguf', tokens: 4 });
     expect(parseServeArgs(['--model', 'm', '--draft-model', 'd.gguf'])?.draft).toEqual({ model: 'd.gguf' });
@@ -148,6 +150,8 @@ describe('the serve command line', () => {
     expect(() => parseServeArgs(['--model', 'm', '--speculative-ngram', '3'])).toThrow(/--speculative-ngram wants N,K/);
     expect(() => parseServeArgs(['--model', 'm', '--speculative-mtp', '--speculative-ngram', '3,8'])).toThrow(/choose one/);
     expect(() => parseServeArgs(['--model', 'm', '--speculative-ngram', '3,8', '--speculative-mtp'])).toThrow(/choose one/);
+    expect(() => parseServeArgs(['--model', 'm', '--speculative-ngram', '3,8', '--speculative-mtp-tokens', '2'])).toThrow(/choose one/);
+    expect(() => parseServeArgs(['--model', 'm', '--speculative-mtp-tokens', '9'])).toThrow(/--speculative-mtp-tokens must be an integer from 1 to 8/);
     expect(() => parseServeArgs(['--model', 'm', '--draft-tokens', '4'])).toThrow(/--draft-tokens needs --draft-model/);
     expect(() => parseServeArgs(['--model', 'm', '--draft-model', 'd', '--draft-tokens', '0'])).toThrow(/--draft-tokens must be an integer from 1 to 32/);
     expect(() => parseServeArgs(['--model', 'm', '--lora', 'a:b=p'])).toThrow(/must not contain ":"/);

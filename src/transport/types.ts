@@ -57,7 +57,7 @@ export interface CreateEngineOptions {
   integerDot?: boolean;
   /**
    * Speculative decoding by n-gram lookup (`{ type: 'ngram', n, k }`) or the model's MTP head
-   * (`{ type: 'mtp' }`, refused on a model without one) for requests that ask for none themselves
+   * (`{ type: 'mtp', k }`: k chained guesses per step, 1..8, default 1; refused on a model without one) for requests that ask for none themselves
    * (their `speculative` and `prediction` fields). Off by default.
    */
   speculative?: { type: 'ngram'; n: number; k: number } | { type: 'mtp'; k?: number };

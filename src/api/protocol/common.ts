@@ -3,6 +3,7 @@
  * (`SAMPLING_FIELDS`), stream options, usage, and the refusal of fields we know but do not
  * support yet. Field tables and how they are read: field.ts.
  */
+import { MTP_DEFAULT_GUESSES, MTP_MAX_GUESSES } from '../../engine/mtp-proposer';
 import type { GenerateRequest, SamplingParams } from '../../engine/types';
 import type { ConstraintSpec } from '../../structured/spec';
 import { ApiError, invalid, unsupported } from '../errors';
@@ -63,11 +64,11 @@ const prediction = custom((v, param) => {
 
 /**
  * `speculative: { type: "ngram", n, k }`: prompt-lookup decoding's match and proposal lengths;
- * `{ type: "mtp", k }`: the model's MTP head, one guess per step (k 1; chained guesses are not built).
+ * `{ type: "mtp", k }`: the model's MTP head, k chained guesses per step (1..MTP_MAX_GUESSES).
  */
 const speculative = custom((v, param): { type: 'ngram'; n: number; k: number } | { type: 'mtp'; k: number } => {
   const o = obj.read(v, param);
-  if (o.type === 'mtp') return { type: 'mtp', k: int({ min: 1, max: 1 }).read(o.k ?? 1, `${param}.k`) };
+  if (o.type === 'mtp') return { type: 'mtp', k: int({ min: 1, max: MTP_MAX_GUESSES }).read(o.k ?? MTP_DEFAULT_GUESSES, `${param}.k`) };
   if (o.type !== 'ngram') throw invalid(`${param}.type`, `${param}.type must be "ngram" or "mtp"; got ${show(o.type)}`);
   return { type: 'ngram', n: int({ min: 1, max: 8 }).read(o.n ?? 3, `${param}.n`), k: int({ min: 1, max: 16 }).read(o.k ?? 8, `${param}.k`) };
 });
@@ -129,7 +130,7 @@ export const SAMPLING_FIELDS = {
     doc: "SGLang: each choice carries `sglext.routed_experts`, base64 of int32 [tokens][layers][k]: the experts every layer routed each generated token's row to (every layer listed; a dense layer of a model that mixes them reads k times -1). A model without experts answers 400.",
   }),
   speculative: field(speculative, {
-    doc: 'Speculative decoding by n-gram lookup: `{"type": "ngram", "n": 3, "k": 8}` proposes up to k tokens that followed the last n (or fewer) tokens earlier in the prompt and output; `{"type": "mtp"}` (k 1) the model\'s multi-token-prediction head guesses one token per step (Qwen3.5; a model without one answers 400 naming `speculative`). The output is the same. `prediction` wins when both are given.',
+    doc: 'Speculative decoding by n-gram lookup: `{"type": "ngram", "n": 3, "k": 8}` proposes up to k tokens that followed the last n (or fewer) tokens earlier in the prompt and output; `{"type": "mtp", "k": 1}` the model\'s multi-token-prediction head guesses k tokens per step (1 to 8, default 1), each chained on the head\'s own output (Qwen3.5; a model without one answers 400 naming `speculative`). The output is the same. `prediction` wins when both are given.',
   }),
   lora_path: field(str, { doc: 'SGLang: the loaded LoRA adapter to run with, by name (`model: "<model>:<adapter>"` wins when both are given).' }),
   ...STRUCTURED_FIELDS,
