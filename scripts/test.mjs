@@ -3,7 +3,7 @@
 // Playwright e2e against the Vite-served demo, then the packed library in scratch apps. Finds
 // Chromium, or installs Debian's with apt when running as root on Debian; otherwise says how to
 // install one.
-import { execSync, spawnSync } from 'node:child_process';
+import { execSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromiumPath } from './chromium.mjs';
@@ -55,6 +55,38 @@ function f16TestFiles(dirs) {
   return dirs.flatMap(walk).filter((f) => readFileSync(f, 'utf8').includes('f16'));
 }
 
+/**
+ * The browser step's first half: the files under these folders (a trailing /) or starting with
+ * these paths; the second half takes the rest. About even on the last fresh-clone run's times.
+ */
+const BROWSER_HALF = ['src/engine/', 'src/structured/', 'src/transport/selfcheck', 'src/transport/embeddings'];
+
+/**
+ * Runs `cmd args` twice at once, the first on the files under `half`, the second on the others
+ * (`--exclude`), each one's output held and printed whole when it ends, so the two never
+ * interleave. Resolves to the worse exit status.
+ */
+function runHalves(cmd, args, half, env) {
+  const runs = [
+    [...args, ...half],
+    [...args, ...half.flatMap((p) => ['--exclude', p.endsWith('/') ? `${p}**` : `${p}*`])],
+  ].map(
+    (a, i) =>
+      new Promise((resolve) => {
+        const child = spawn(cmd, a, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+        const out = [];
+        child.stdout.on('data', (d) => out.push(d));
+        child.stderr.on('data', (d) => out.push(d));
+        child.on('close', (status) => {
+          console.log(`\n[test] ── half ${i + 1} of 2 (${i === 0 ? half.join(', ') : 'the rest'}) ──`);
+          process.stdout.write(Buffer.concat(out));
+          resolve(status ?? 1);
+        });
+      }),
+  );
+  return Promise.all(runs).then((codes) => codes.find((c) => c !== 0) ?? 0);
+}
+
 const steps = [
   ['typecheck', 'npx', ['tsc', '--noEmit', '-p', 'tsconfig.json']],
   ['unit (Node, Dawn)', 'npx', ['vitest', 'run', '--project', 'node']],
@@ -62,7 +94,10 @@ const steps = [
   // Each file isolated here: lavapipe slowed ten-fold on the kernel tests after the engine files
   // in one process (SwiftShader does not), and its compiles are few enough to repeat.
   ['f16 (Node, Dawn on lavapipe)', 'npx', ['vitest', 'run', '--project', 'node', '--isolate', '-t', 'f16', ...f16TestFiles(['src/kernels', 'src/engine', 'src/gpu', 'src/selfcheck'])], 'lavapipe'],
-  ['browser (Chromium)', 'npx', ['vitest', 'run', '--project', 'browser']],
+  // Two Chromiums side by side, each on half of the files: a page waits while SwiftShader runs and
+  // SwiftShader idles while the page computes the reference, so one run leaves cores idle that the
+  // other fills (as the Node step's two forks do).
+  ['browser (Chromium)', 'npx', ['vitest', 'run', '--project', 'browser'], undefined, BROWSER_HALF],
   ['e2e (Playwright)', 'npx', ['playwright', 'test']],
   // The packed library installed into scratch apps (Vite, webpack, esbuild, no bundler): e2e/apps.
   ['packed library in apps (Playwright)', 'npx', ['playwright', 'test', '-c', 'e2e/apps']],
@@ -75,7 +110,7 @@ if (!env.CHROME_PATH) env.CHROME_PATH = chromiumPath();
 
 const only = process.argv.slice(2);
 const started = Date.now();
-for (const [name, cmd, args, driver] of steps) {
+for (const [name, cmd, args, driver, half] of steps) {
   if (only.length && !only.some((o) => name.startsWith(o))) continue;
   console.log(`\n[test] ── ${name} ──`);
   let stepEnv = env;
@@ -96,7 +131,7 @@ for (const [name, cmd, args, driver] of steps) {
     stepEnv = { ...env, ...lvp };
   }
   const t = Date.now();
-  const { status } = spawnSync(cmd, args, { stdio: 'inherit', env: stepEnv });
+  const status = half ? await runHalves(cmd, args, half, stepEnv) : spawnSync(cmd, args, { stdio: 'inherit', env: stepEnv }).status;
   console.log(`[test] ${name}: ${status === 0 ? 'ok' : 'FAILED'} in ${((Date.now() - t) / 1000).toFixed(1)} s`);
   if (status !== 0) process.exit(status ?? 1);
 }
