@@ -36,6 +36,7 @@ import { snapshotBytes } from './state-snapshots';
 import type { GeneratedToken, GenerateRequest, GenerationResult } from './types';
 import { uploadWeights } from './gpu-weights';
 import { GpuMtpHead } from './mtp-head';
+import type { MtpDrafter } from './mtp-proposer';
 import { gpuBytesPerRow } from '../kernels/weights';
 
 let gpu: GPUContext;
@@ -310,18 +311,55 @@ describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU ref
     }
   });
 
-  it('as a proposer (speculative {type: "mtp", k: 3}): the same greedy output, 3 guesses a step where they fit; k out of 1..8 and a model without a head refuse it', async () => {
+  it('as a proposer (speculative {type: "mtp", k: 3}): its KV holds the prompt\'s rows, prefilled in chunks or after a cached prefix, and its first guess is the reference head\'s over them; the same greedy output, 3 guesses a step where they fit; k out of 1..8 and a model without a head refuse it', async () => {
     const mtpOpened = await openModel((await ensureFixture({ arch: 'qwen35', preset: 'tiny', mtp: true }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
     // maxBatch 4: a step's rows take the sequence's last token and its 3 proposals.
     const e = await GpuEngine.load(mtpOpened, { gpu, precision: 'f32', contextLength: 64, pageSize: 4, prefillChunk: 16, maxBatch: 4 });
+    // Each guess, with the head's KV length after it: the rows it attended over.
+    const drafter = (e as unknown as { mtp: MtpDrafter }).mtp;
+    const guesses: { length: number; id: number }[] = [];
+    const guess = drafter.guess.bind(drafter);
+    drafter.guess = async (slot, ...rest) => {
+      const id = await guess(slot, ...rest);
+      guesses.push({ length: drafter.head.length(slot), id: [id].flat()[0]! });
+      return id;
+    };
+    const trunk = await ReferenceModel.load(mtpOpened);
+    const headRef = await MtpReference.load(mtpOpened);
+    /**
+     * The reference head's logits after rows `from`.. of `ids` (the prompt and the first token):
+     * the trunk's hidden state at t with token t+1, the first at the head's position 0.
+     */
+    const refLogits = (ids: readonly number[], from: number) => {
+      trunk.reset();
+      headRef.reset();
+      const hidden = ids.slice(0, -1).map((id, t) => (trunk.forward(id, t), trunk.hidden));
+      let logits: Float32Array = new Float32Array(0);
+      for (let t = from; t < ids.length - 1; t++) logits = headRef.forward(hidden[t]!, ids[t + 1]!, t - from);
+      return logits;
+    };
+    /**
+     * The GPU head's first guess is the reference's argmax: its trunk rows and the head's sums
+     * differ from the CPU's by about 1e-3 (the engine's logit tolerance), so the reference's top two
+     * must be further apart than 0.01 for the guess to be sure (this prompt's are 1.0 and 1.7).
+     */
+    const expectGuess = (got: number, logits: Float32Array) => {
+      expect(top2Margin(logits)).toBeGreaterThan(0.01);
+      expect(got).toBe(argmax(logits));
+    };
     try {
-      const p = Array.from({ length: 9 }, (_, i) => (i * 31 + 5) % e.config.vocabSize);
-      const plain = await drainGeneration(e.generate(greedyRequest(p, 8)));
+      // 20 tokens: a chunk of 16 that only fills the KV, then 4 that sample (prefillChunk 16).
+      const p = Array.from({ length: 20 }, (_, i) => (i * 31 + 5) % e.config.vocabSize);
       const before = e.kvStats.speculative;
       const gen = e.generate(greedyRequest(p, 8, {}, { speculation: { mtp: { k: 3 } } }));
       const tokens: GeneratedToken[] = [];
       let r = await gen.next();
       for (; !r.done; r = await gen.next()) tokens.push(r.value);
+      // The first guess after every prompt row and the first token's: rows 0..19 at positions 0..19.
+      expect(guesses[0]!.length).toBe(20);
+      expectGuess(guesses[0]!.id, refLogits([...p, tokens[0]!.id], 0));
+      // The same output without speculation (its prompt now served from the prefix cache).
+      const plain = await drainGeneration(e.generate(greedyRequest(p, 8)));
       expect(tokens.map((t) => t.id)).toEqual(plain.ids);
       // The head's rows read the hidden states back; the output carries none it did not ask for.
       expect(tokens.some((t) => t.hidden)).toBe(false);
@@ -333,6 +371,14 @@ describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU ref
       const after = e.kvStats.speculative;
       expect([after.proposed - before.proposed, after.accepted - before.accepted]).toEqual([proposed, accepted]);
       await expect(drainGeneration(e.generate(greedyRequest(p, 2, {}, { speculation: { mtp: { k: 9 } } })))).rejects.toMatchObject({ code: 'invalid_field', param: 'speculative' });
+      // A cached prefix: the head's rows start after it (their hidden states were never computed).
+      guesses.length = 0;
+      const cached = await drainGeneration(e.generate(greedyRequest(p, 3, {}, { speculation: { mtp: { k: 1 } } })));
+      const c = cached.result.cachedTokens;
+      expect(c).toBeGreaterThan(0);
+      expect(guesses[0]!.length).toBe(20 - c);
+      expectGuess(guesses[0]!.id, refLogits([...p, cached.ids[0]!], c));
+      expect(cached.ids).toEqual(plain.ids.slice(0, 3));
     } finally {
       await e.dispose();
     }

@@ -426,6 +426,7 @@ export class GpuEngine implements Backend {
       if (config.mtpLayers) {
         const head = await GpuMtpHead.create(gpu, opened, parts.weights, { precision, limits: { ...limits, maxTokens: MTP_ROWS, maxGuesses: MTP_MAX_GUESSES } });
         engine.mtp = new MtpDrafter(head, maxSeqs, config.hiddenSize, MTP_ROWS);
+        engine.stepRunner.hiddenRows = await parts.forward.enableRows(parts.ctx, parts.weights.outputNorm);
       }
       if (draftOpened) {
         // On the same device, as large a batch and context: every sequence may draft at once.

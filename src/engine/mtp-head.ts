@@ -208,6 +208,32 @@ export class GpuMtpHead {
     return new Float32Array(await readBuffer(this.gpu.device, this.forward.logits, this.opened.config.vocabSize * 4));
   }
 
+  /**
+   * Feeds rows of sequence `seq` at its next positions from the GPU: the trunk's final hidden
+   * states are rows `at`.. of `source` (f32 [rows, hidden], written by a command buffer submitted
+   * before this call: the queue runs in order), `next` the tokens after them. Nothing is read back
+   * and no logits are computed: the rows only fill the head's KV (a prompt's rows, before its first
+   * guess). One submission per `maxTokens` rows, each copying its rows into the head's input.
+   */
+  feed(seq: number, source: GPUBuffer, at: number, next: readonly number[]): void {
+    const { device } = this.gpu;
+    const H = this.opened.config.hiddenSize;
+    const T = this.forward.limits.maxTokens;
+    for (let i = 0; i < next.length; i += T) {
+      const rows = next.slice(i, i + T);
+      device.queue.writeBuffer(this.ids, 0, Uint32Array.from(rows));
+      const { tokens, seqs } = this.step.write([{ seq, tokens: rows }], this.kv);
+      const plan = this.forward.plan({ tokens, seqs, adapted: false, hidden: false, maxKeys: this.kv.length(seq), images: true, logits: false });
+      const encoder = device.createCommandEncoder({ label: 'mtp head feed' });
+      encoder.copyBufferToBuffer(source, (at + i) * H * 4, this.hidden, 0, rows.length * H * 4);
+      const pass = encoder.beginComputePass();
+      for (const op of this.pre) op.encode(pass, rows.length);
+      this.forward.encode(pass, plan);
+      pass.end();
+      device.queue.submit([encoder.finish()]);
+    }
+  }
+
   /** GPU bytes of the head's own weights: its layer, fc's halves and input norms (the embedding and LM head are the trunk's). */
   get weightBytes(): number {
     return this.weights.bytes + this.ownWeightBytes;

@@ -3,23 +3,37 @@
  * up to k chained guesses per step from the head (./mtp-head.ts), no second model.
  *
  * The head's row t takes the trunk's final hidden state h_t (after its output norm) and token
- * t+1, and its logits guess token t+2. Every token a sequence records comes with the hidden state
- * of the row that drew it (the step reads the sampling rows' hidden states back for it), so the
- * pair (h_t, token t+1) is known once token t+1 is recorded; only recorded tokens are fed, so a
- * rejected proposal never reaches the head as a fed row. Before each step that samples, `prepare`
- * feeds the pairs recorded since the last step and takes the head's argmax as the guess for the
- * token after the sequence's last, then chains: guess j + 1 is the head's layer run again on
- * (its own hidden state of guess j's row, guess j), k guesses in one GPU submission that reads
- * back k token ids (reference/mtp.ts `chain`: which hidden state, after vLLM). The chained rows'
- * KV is dropped after the run, so the next feed writes those positions again. A greedy guess is a
- * function of the tokens before it, so the step's comparison keeps the target's distribution, as
- * for the other proposers.
+ * t+1, and its logits guess token t+2. As vLLM's MTP proposer does at prefill, the head's KV holds
+ * a row for every position of the context, at the sequence's own positions, so its first guess
+ * attends over the whole prompt:
+ * - the rows whose next token is known as they are fed (the prompt's, all but its last) reach the
+ *   head on the GPU: the step norms every row into GpuForward's rows buffer, and right after the
+ *   step's submission the head copies this sequence's rows into its input and runs over them
+ *   (`observeRows`, GpuMtpHead.feed: no readback, no logits), chunk by chunk as the prompt is
+ *   prefilled;
+ * - the rows that sample (the prompt's last, then each output token's) pair with a token known only
+ *   once it is drawn: every token a sequence records comes with the hidden state of the row that
+ *   drew it (the step reads the sampling rows' hidden states back, 4 · hidden bytes a token), so the
+ *   pair (h_t, token t+1) is known once token t+1 is recorded. Before each step that samples,
+ *   `prepare` feeds the pairs recorded since the last step and takes the head's argmax as the guess
+ *   for the token after the sequence's last, then chains: guess j + 1 is the head's layer run again
+ *   on (its own hidden state of guess j's row, guess j), k guesses in one GPU submission that reads
+ *   back k token ids (reference/mtp.ts `chain`: which hidden state, after vLLM).
+ * Only recorded tokens become fed rows, so a rejected proposal never reaches the head as one; the
+ * chained rows' KV is dropped after the run, so the next feed writes those positions again. A
+ * greedy guess is a function of the tokens before it, so the step's comparison keeps the target's
+ * distribution, as for the other proposers.
  *
- * Simplification: the head's KV starts at the prompt's last row (the first row that samples):
- * the prompt's other rows' hidden states are never read back, so the head attends over the
- * output's rows only, at positions counted from there (RoPE's scores depend on the distance
- * between positions, not on where they start). Its guesses are then those of a head that saw a
- * shorter context, which only changes how often they are accepted, never the output.
+ * A prompt partly served from the prefix cache: the cached rows' hidden states were never
+ * computed (the cache keeps the trunk's K/V, not its hidden states, and the head's own pages are
+ * not cached), so the head's KV starts at the first row the step computes: it attends over the
+ * rest of the context only, at positions counted from there (RoPE's scores depend on the distance
+ * between positions, not on where they start). A preempted sequence gives its head slot back
+ * (`suspend`); fed again from the start (or a cached prefix), its rows reach the head again (rows
+ * the head holds already, were it kept, are skipped). A row missing
+ * from the head (a token recorded without a hidden state, e.g. forced by a grammar; no free slot)
+ * ends the sequence's guessing. All of this changes only how often guesses are accepted, never the
+ * output.
  */
 import { BackendError } from './errors';
 import type { GpuMtpHead } from './mtp-head';
@@ -42,6 +56,8 @@ export interface MtpGuesser {
   acquire(): number;
   /** Feeds rows to slot `slot` (`hidden` f32 [n, hidden], `next` the n tokens after them); the head's `k` chained greedy guesses after the last (fewer where its KV has no room). */
   guess(slot: number, hidden: Float32Array, next: readonly number[], k: number): Promise<number[]>;
+  /** Feeds rows to slot `slot` from the GPU (rows `at`.. of `rows`, f32 [·, hidden], `next` the tokens after them) at once, ahead of any later guess; no guess. */
+  feed(slot: number, rows: GPUBuffer, at: number, next: readonly number[]): void;
   /** The slot's rows forgotten, the slot free again. */
   release(slot: number): void;
 }
@@ -79,6 +95,15 @@ export class MtpDrafter implements MtpGuesser {
     return run;
   }
 
+  /**
+   * Submitted now, not queued behind a guess in flight: a run writes the head's buffers and submits
+   * within one turn of the event loop, so a feed between two runs takes the queue after the one and
+   * before the other.
+   */
+  feed(slot: number, rows: GPUBuffer, at: number, next: readonly number[]): void {
+    this.head.feed(slot, rows, at, next);
+  }
+
   release(slot: number): void {
     this.head.release(slot);
     this.free.push(slot);
@@ -105,8 +130,10 @@ export class MtpProposer implements Proposer {
   private pending: { hidden: Float32Array; id: number }[] = [];
   private guessed: { at: number; ids: readonly number[] } = { at: -1, ids: [] };
   private slot = -1;
-  /** A token was recorded without its row's hidden state (none drawn: e.g. forced by a grammar): the head's rows would skip it, so it guesses no more. */
+  /** The head's rows would miss a position (a token recorded without its row's hidden state, none drawn: e.g. forced by a grammar; no free slot): it guesses no more. */
   private broken = false;
+  /** The position of the row the head takes next, pending rows counted (-1: none yet; the first is the first row a step computed). */
+  private nextRow = -1;
 
   /** `k`: chained guesses per step at most (MTP_MAX_GUESSES). */
   constructor(
@@ -114,18 +141,49 @@ export class MtpProposer implements Proposer {
     private readonly k = MTP_DEFAULT_GUESSES,
   ) {}
 
-  observe(hidden: Float32Array | undefined, id: number): void {
+  observe(hidden: Float32Array | undefined, id: number, row: number): void {
     if (!hidden) this.broken = true;
-    else if (!this.broken) this.pending.push({ hidden, id });
+    else if (this.take(row, 1) === 0) this.pending.push({ hidden, id });
+  }
+
+  observeRows(rows: GPUBuffer, at: number, from: number, next: readonly number[]): void {
+    const skip = this.take(from, next.length);
+    if (skip < 0) return;
+    // They go to the head now, ahead of the pending rows `prepare` feeds: none is pending here (a
+    // step feeds rows whose next token is known only before the first draw, or again after a
+    // preemption, when the head holds them already), but a head missing rows must not guess.
+    if (this.pending.length) this.broken = true;
+    else {
+      try {
+        this.head.feed(this.slot, rows, at + skip, next.slice(skip));
+      } catch {
+        this.broken = true;
+      }
+    }
+  }
+
+  /**
+   * Rows at positions `from`.. (`n` of them) offered to the head: how many of the first it holds
+   * already (after a preemption the sequence is fed again), or -1 when it takes none of them (it
+   * holds them all, or it is broken: a gap before them, no free slot). The rest count as taken.
+   */
+  private take(from: number, n: number): number {
+    if (this.broken) return -1;
+    if (this.nextRow < 0) this.nextRow = from;
+    const skip = this.nextRow - from;
+    if (skip < 0) this.broken = true;
+    else if (skip < n && this.slot < 0 && (this.slot = this.head.acquire()) < 0) this.broken = true;
+    if (this.broken || skip >= n) return -1;
+    this.nextRow = from + n;
+    return skip;
   }
 
   /** `max`: the proposals the step could take (the sequence's room): fewer guesses are chained when it is below k. */
   async prepare(ids: readonly number[], _generated = 0, max = this.k): Promise<void> {
+    // Rows are pending only once `take` gave the sequence a slot.
     if (this.broken || this.pending.length === 0) return;
-    if (this.slot < 0) this.slot = this.head.acquire();
     const rows = this.pending;
     this.pending = [];
-    if (this.slot < 0) return;
     const H = rows[0]!.hidden.length;
     const hidden = new Float32Array(rows.length * H);
     rows.forEach((r, i) => hidden.set(r.hidden, i * H));
@@ -145,5 +203,18 @@ export class MtpProposer implements Proposer {
   close(): void {
     if (this.slot >= 0) this.head.release(this.slot);
     this.slot = -1;
+  }
+
+  /**
+   * Preempted (or its device lost): the head's slot and rows go back now. Fed again, every row the
+   * sequence computes up to its last has a known next token, so the head gets them all again on the
+   * GPU from the first (a row once missing, e.g. a forced token's, is there again).
+   */
+  suspend(): void {
+    this.close();
+    this.pending = [];
+    this.guessed = { at: -1, ids: [] };
+    this.nextRow = -1;
+    this.broken = false;
   }
 }

@@ -22,6 +22,16 @@ export interface Proposer {
    * may let go of what it holds for it now (a draft model's KV slot) and start over when asked again.
    */
   suspend?(): void;
-  /** A proposer that reads the target's hidden states (an MTP head) gets each recorded token with its row's (undefined: none was drawn). */
-  observe?(hidden: Float32Array | undefined, id: number): void;
+  /**
+   * A proposer that reads the target's hidden states (an MTP head) gets each recorded token with
+   * the hidden state of the row that drew it (undefined: none was drawn), `row` that row's position.
+   */
+  observe?(hidden: Float32Array | undefined, id: number, row: number): void;
+  /**
+   * And the rows of a step whose next token was known as it was fed (a prompt's, or the output's
+   * fed again after a preemption): positions `from`.. with `next` their next tokens, their final
+   * hidden states f32 rows `at`.. of `rows` on the GPU, written by the step just submitted and
+   * overwritten by the next one.
+   */
+  observeRows?(rows: GPUBuffer, at: number, from: number, next: readonly number[]): void;
 }

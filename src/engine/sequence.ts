@@ -323,6 +323,23 @@ export class Sequence {
     return this.wantsHidden || this.proposer?.observe !== undefined;
   }
 
+  /**
+   * The rows of `work` whose next token is known already (all but a sampling chunk's last: the
+   * prompt's, or the output's fed again), for a proposer that reads them (an MTP head): their
+   * positions from `from`, `next` those tokens; null when there are none or no such proposer.
+   * Before `advance`; the step runner hands them over with `observeRows` once the step is submitted.
+   */
+  knownRows(work: SeqStep): { from: number; next: number[] } | null {
+    if (!this.proposer?.observeRows || this.drawn > 0) return null;
+    const n = Math.min(work.tokens.length, this.ids.length - 1 - this.fed);
+    return n > 0 ? { from: this.fed, next: this.ids.slice(this.fed + 1, this.fed + 1 + n) } : null;
+  }
+
+  /** `knownRows`' rows to the proposer: their final hidden states are f32 rows `at`.. of `rows`, written by the step just submitted. */
+  observeRows(rows: GPUBuffer, at: number, known: { from: number; next: readonly number[] }): void {
+    this.proposer?.observeRows?.(rows, at, known.from, known.next);
+  }
+
   /** Whether its proposer guesses asynchronously (a draft model): the scheduler awaits `prepare` before planning its step. */
   get prepares(): boolean {
     return this.proposer?.prepare !== undefined;
@@ -422,7 +439,7 @@ export class Sequence {
   record(token: GeneratedToken): void {
     // The proposer's rows (an MTP head) take each token with its row's hidden state, which the output carries only if asked for.
     if (this.proposer?.observe) {
-      this.proposer.observe(token.hidden, token.id);
+      this.proposer.observe(token.hidden, token.id, this.ids.length - 1);
       if (token.hidden && !this.wantsHidden) {
         const { hidden: _, ...rest } = token;
         token = rest;

@@ -145,6 +145,8 @@ export class StepRunner implements BatchRunner {
   images: ImageSplice | null = null;
   /** The vision tower: each tile's image-token embeddings (a model with one; set with `images`). */
   encodeTiles: ((tiles: readonly Float32Array[]) => Promise<Float32Array[]>) | null = null;
+  /** Every row's final hidden state (GpuForward.enableRows), once an MTP head is loaded: its proposers take the prompt's rows from it. */
+  hiddenRows: GPUBuffer | null = null;
   /** Tiles the tower encoded (tests: an image the prefix cache holds is not encoded again). */
   tilesEncoded = 0;
   /** Speculative decoding: tokens proposed and verified, and those accepted into outputs. */
@@ -261,7 +263,10 @@ export class StepRunner implements BatchRunner {
     let pass = this.profiler ? this.profiler.begin(encoder, false, shape!) : encoder.beginComputePass();
     // return_hidden_states: the sampling rows' final hidden states are copied out after the pass.
     const wantHidden = rows.slice(0, sampling).some((r) => r.item.seq.readsHidden);
-    this.forward.encode(pass, this.forward.plan({ tokens, seqs, adapted, hidden: wantHidden, maxKeys: Math.max(...keys), images: spliced }));
+    // An MTP head's rows whose next token is known (a prompt's): every row is normed for the head to copy after the step.
+    const known = this.hiddenRows ? rows.map((r) => (r.verify === 0 ? r.item.seq.knownRows(r.item.work) : null)) : [];
+    const wantRows = known.some((k) => k);
+    this.forward.encode(pass, this.forward.plan({ tokens, seqs, adapted, hidden: wantHidden, maxKeys: Math.max(...keys), images: spliced, rows: wantRows }));
     const masked = rows.slice(0, sampling).some((r) => r.item.seq.constraint);
     if (masked) {
       pass.end();
@@ -301,6 +306,14 @@ export class StepRunner implements BatchRunner {
     for (const c of wanted) c.copy(encoder, ring[c.name], out);
     device.queue.submit([encoder.finish()]);
     this.trace?.('submit');
+    // The head's runs over them are submitted now, before the next step writes the rows again.
+    if (wantRows) {
+      let at = 0;
+      rows.forEach((r, i) => {
+        if (known[i]) r.item.seq.observeRows(this.hiddenRows!, at, known[i]);
+        at += r.tokens.length;
+      });
+    }
     rows.forEach((r, i) => r.verify === 0 && r.item.seq.advance(r.item.work, i < gpuRows.length && !r.item.seq.constraint));
     this.prefillSteps += rest.length;
 

@@ -48,6 +48,10 @@ export interface StepPlan {
   maxKeys?: number;
   /** Some rows of the step are image tokens: the image splice runs after the embedding. */
   images?: boolean;
+  /** Every row's final hidden state (after the output norm) is written to the buffer GpuForward.enableRows made: an MTP head's input rows. */
+  rows?: boolean;
+  /** false: no head (last-row gather, norm, LM head): a step that only fills the KV (an MTP head fed rows it guesses nothing after). */
+  logits?: boolean;
 }
 
 /** Where an adapted matrix reads its input and writes its output: LoRA's update lands on the same y. */

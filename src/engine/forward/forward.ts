@@ -11,6 +11,7 @@
 import { createEmbedOp } from '../../kernels/embed';
 import { createBuffer, STORAGE } from '../../gpu/buffers';
 import { createFeedOp } from '../../kernels/feed';
+import { createRmsNormOp } from '../../kernels/rms-norm';
 import { createSpliceRowsOp } from '../../kernels/splice-rows';
 import { createStateRollbackOp } from '../../kernels/state-rollback';
 import { MATVEC_MAX_TOKENS } from '../../kernels/matmul';
@@ -27,6 +28,12 @@ import { LoraUpdates } from './lora';
 
 export type { ForwardLimits, StepPlan } from './block';
 
+/** Every row's final hidden state and the norm that writes it (GpuForward.enableRows). */
+interface HiddenRows {
+  rows: GPUBuffer;
+  op: Op;
+}
+
 /** The image splice's buffers and op (GpuForward.enableImages). */
 export interface ImageSplice {
   rows: GPUBuffer;
@@ -38,6 +45,8 @@ export class GpuForward {
   private lora: LoraUpdates | null = null;
   /** Image embeddings over the embedded rows (a model with a vision tower): see enableImages. */
   private images: ImageSplice | null = null;
+  /** Every row's final hidden state (a model whose MTP head reads the prompt's rows): see enableRows. */
+  private hiddenRows: HiddenRows | null = null;
 
   private constructor(
     readonly config: ModelConfig,
@@ -138,7 +147,7 @@ export class GpuForward {
    * adapter (its id is in the step's seqAdapter). `hidden`: the step's final hidden states are
    * read back (return_hidden_states). `maxKeys`: the longest context in the step (keys after it).
    */
-  plan(a: { tokens: number; seqs: number; adapted: boolean; hidden: boolean; maxKeys?: number; images?: boolean }): StepPlan {
+  plan(a: { tokens: number; seqs: number; adapted: boolean; hidden: boolean; maxKeys?: number; images?: boolean; rows?: boolean; logits?: boolean }): StepPlan {
     const matvec = a.tokens <= MATVEC_MAX_TOKENS;
     return {
       tokens: a.tokens,
@@ -151,6 +160,8 @@ export class GpuForward {
       hidden: a.hidden,
       maxKeys: a.maxKeys,
       images: a.images ?? false,
+      rows: a.rows ?? false,
+      logits: a.logits ?? true,
     };
   }
 
@@ -177,6 +188,23 @@ export class GpuForward {
     return this.images;
   }
 
+  /**
+   * Makes the norm of every row (once, at load, for a model whose MTP head is loaded): f32
+   * [maxTokens, hidden] each row's final hidden state, the output norm over the residual stream as
+   * the head applies it to the last rows, written on steps planned with `rows`. `outputNorm`: the
+   * trunk's norm weight as applied (GpuWeights.outputNorm).
+   */
+  async enableRows(ctx: OpContext, outputNorm: GPUBuffer): Promise<GPUBuffer> {
+    if (this.hiddenRows) return this.hiddenRows.rows;
+    const T = this.limits.maxTokens;
+    const H = this.config.hiddenSize;
+    const f32 = { ...ctx, precision: 'f32' as const };
+    const rows = createBuffer(ctx.device, T * H * 4, STORAGE, 'hidden rows');
+    const op = await createRmsNormOp(f32, { x: this.state.x, weight: outputNorm, y: rows, n: H, maxTokens: T, eps: this.config.rmsNormEps, label: { role: 'output_norm_rows' } });
+    this.hiddenRows = { rows, op };
+    return rows;
+  }
+
   /** Records one forward step as `plan` says; the logits land in `logits`. */
   encode(pass: GPUComputePassEncoder, plan: StepPlan): void {
     this.feed.encode(pass, plan.tokens);
@@ -184,7 +212,8 @@ export class GpuForward {
     // image-token rows take the vision tower's embeddings (unscaled, as models merge them)
     if (plan.images && this.images) this.images.op.encode(pass, plan.tokens);
     for (const blocks of this.layers) for (const block of blocks) block.encode(pass, plan);
-    this.head.encode(pass, plan);
+    if (plan.rows && this.hiddenRows) this.hiddenRows.op.encode(pass, plan.tokens);
+    if (plan.logits !== false) this.head.encode(pass, plan);
   }
 
   /**
@@ -202,6 +231,10 @@ export class GpuForward {
       this.images.op.destroy();
       this.images.rows.destroy();
       this.images.index.destroy();
+    }
+    if (this.hiddenRows) {
+      this.hiddenRows.op.destroy();
+      this.hiddenRows.rows.destroy();
     }
     this.lora?.destroy();
     for (const b of this.buffers.all) b.destroy();
