@@ -18,6 +18,7 @@ import { GREEDY } from '../testing/sampling';
 import { trackBuffers } from './memory';
 import { benchSpeculative, DRAFT_TOKENS, type SpeculativeBench } from './speculative';
 import { DraftModel } from '../engine/draft';
+import { DraftEngine } from '../engine/draft-engine';
 import { BENCH_CONSTRAINT_LABEL, benchConstraintSpec, benchToolCall, maskOverhead, msPerGeneratedToken, type ToolCallBench } from './structured';
 import { aggregateByKernel, aggregateByOp, TimestampProfiler, type KernelTime, type OpTime } from './profiler';
 import { benchBatching, benchPrompt, type BatchingResult } from './batching';
@@ -236,8 +237,8 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
     const toolCall = await benchToolCall(engine, benchPrompt(16, c.vocabSize, 97), s.decodeTokens);
     const tc = (r: ToolCallBench['free']) => `${r.tokens} tokens in ${r.steps} steps, ${r.msPerToken.toFixed(1)} ms/token`;
     log(`${format}: forced tool call token by token ${tc(toolCall.tokenByToken)}; jump-forward ${tc(toolCall.jumpForward)}; unconstrained ${tc(toolCall.free)}`);
-    // The model as its own draft, an engine of its own on the device (one stream).
-    const drafter = await GpuEngine.load(opened, { gpu, contextLength, maxBatch: 1, prefillChunk: s.prefillChunk });
+    // The model as its own draft, on the device beside the engine (one stream).
+    const drafter = await DraftEngine.load(gpu, opened, { precision: engine.precision, contextLength, maxSeqs: 1, pageSize: 16, prefillChunk: s.prefillChunk });
     let speculative: SpeculativeBench;
     try {
       speculative = await benchSpeculative(engine, benchPrompt(16, c.vocabSize, 98), s.decodeTokens, c.vocabSize, new DraftModel(drafter, DRAFT_TOKENS));

@@ -3,8 +3,8 @@
  * model of the same vocabulary that guesses the target's next tokens greedily, verified by the
  * target's steps (./proposers.ts `DraftProposer`).
  *
- * It is a GPU engine of its own on the target's device (its weights, its KV page pool), but no
- * scheduler of its own runs it: the target's step loop does. Before it plans a step, the target's
+ * Its GPU side is on the target's device (./draft-engine.ts: its weights, its KV page pool, a step
+ * runner), with no scheduler of its own: the target's step loop runs it. Before it plans a step, the target's
  * scheduler asks every sequence about to decode for its guess at once (`Sequence.prepare`), and
  * those asks, made in one synchronous turn, join one draft round: batched steps of the draft
  * model over every sequence that drafts (the first feeds each one's new tokens and draws its
@@ -23,6 +23,7 @@
  * needs one when every slot is taken (the least recently drafted first; it then starts over). Its steps are
  * counted apart from the target's (EngineStats.draftSteps).
  */
+import type { MemoryUse } from '../gpu/memory';
 import type { TextTokenizer } from '../text/tokenizer';
 import { ModelError } from '../model/errors';
 import type { KvPages } from './kv-pages';
@@ -45,11 +46,12 @@ export interface DraftStepper {
   readonly cutsBack: boolean;
 }
 
-/** What the draft model runs on: the GPU engine, driven step by step (read again each round: another runner after a recovered loss). */
+/** What the draft model runs on: its GPU side (./draft-engine.ts), driven step by step. */
 export interface DraftBackend {
-  readonly tokenizer: TextTokenizer;
   readonly contextLength: number;
   readonly stepper: DraftStepper;
+  /** GPU memory it allocated at load, by use. */
+  readonly memoryUse: MemoryUse;
   dispose(): Promise<void>;
 }
 
@@ -121,7 +123,8 @@ export class DraftModel implements Drafter {
   private readonly freeSlots: number[];
 
   constructor(
-    private readonly backend: DraftBackend,
+    /** Its GPU side (tests reach its step runner through it). */
+    readonly backend: DraftBackend,
     readonly tokens: number,
   ) {
     this.freeSlots = Array.from({ length: backend.stepper.limits.maxSeqs }, (_, i) => i).reverse();
@@ -135,6 +138,11 @@ export class DraftModel implements Drafter {
   /** The draft's page pool (tests: a sequence that ended leaves none used). */
   get pages(): { used: number; free: number } {
     return this.backend.stepper.kv.stats;
+  }
+
+  /** GPU memory the draft allocated at load, by use (the engine's memoryUse counts it in). */
+  get memoryUse(): MemoryUse {
+    return this.backend.memoryUse;
   }
 
   open(): DraftStream {

@@ -158,6 +158,11 @@ describe('the GPU engine on a hybrid model (LFM2)', () => {
       expect(out.result.speculation!.accepted).toBeGreaterThan(0);
       // One step a draw, less those accepted, and one prefill chunk: the 9-token prompt's first 8 end at a page boundary (its state snapshot).
       expect(out.steps).toBe(12 - out.result.speculation!.accepted + 1);
+      // The draft holds the KV a served model of its shape holds, without the snapshot pool of a hybrid's prefix cache, which it has none of; the engine counts it in.
+      const draft = target.draftModel!.memoryUse;
+      expect(draft.kvCache).toBe(engine.footprint.kvCacheBytes);
+      expect(engine.memoryUse.kvCache).toBeGreaterThan(engine.footprint.kvCacheBytes);
+      expect(target.memoryUse.kvCache).toBe(engine.memoryUse.kvCache + draft.kvCache);
     } finally {
       await target.dispose();
     }

@@ -12,12 +12,8 @@
 import { acquireGPU, type GPUContext } from '../gpu/device';
 import { WebGPUError } from '../gpu/errors';
 import type { MemoryUse } from '../gpu/memory';
-import { createBuffer, STORAGE } from '../gpu/buffers';
 import type { Precision } from '../gpu/pipelines';
-import { createSampleOp, LOGPROB_WORDS, SAMPLE_PARAM_WORDS } from '../kernels/sample';
 import { engineOpContext, type OpContext } from '../kernels/op';
-import { createPenaltiesOp } from '../kernels/penalties';
-import { createApplyMaskOp } from '../kernels/apply-mask';
 import { defaultPrefillChunk } from '../kernels/matmul';
 import type { GenerationDefaults } from '../model/generation-config';
 import { defaultContextLength, hasRecurrentLayers, mamba2ConvDim, type ModelConfig } from '../model/config';
@@ -26,27 +22,25 @@ import { loadTextModel } from '../text/from-model';
 import type { ChatTemplateConfig, TextTokenizer } from '../text/index';
 import { ProgressEmitter, type ProgressCallback } from '../loader/progress';
 import { logprobsOf } from './logit-processors';
-import { GpuForward } from './forward/forward';
 import { GpuVisionTower } from './forward/vision';
 import { ModelError } from '../model/errors';
 import { openVisionTower, type OpenedVisionTower } from '../model/vision-open';
 import { tokensPerTile, towerTensors } from '../vision/tower';
-import { maxWeightPartBytes, uploadWeights, type GpuWeights, type UploadProgress } from './gpu-weights';
+import type { UploadProgress } from './gpu-weights';
 import { checkPromptIds } from './backend-util';
-import { BackendDisposedError, ContextLengthError, LoraExistsError, PrecisionUnsupportedError } from './errors';
+import { BackendDisposedError, ContextLengthError, LoraExistsError } from './errors';
 import { SeqImages } from './seq-images';
 import { BreakerTable, Sequence, type SequenceEnv } from './sequence';
 import { KvPages } from './kv-pages';
-import { layerCacheKinds, pageBytes, pagesPerBinding, rollsBack, rowBytes } from './layer-cache';
+import { layerCacheKinds, pageBytes, rollsBack, rowBytes } from './layer-cache';
 import { adapterFingerprint, KvPersister, modelFingerprint, type KvPersistOptions, type PersistTarget } from './kv-persist';
 import { hashKey } from './kv-page-file';
 import { Scheduler, type BatchRunner } from './scheduler';
 import { DeviceRecovery, type RecoveryOptions } from './recovery';
-import { StepRunner, type Sampler, type StepProfiler } from './step-runner';
+import { StepRunner, type StepProfiler } from './step-runner';
 import { SnapshotPool, snapshotCount, StateSnapshots } from './state-snapshots';
 
 export type { StepProfiler } from './step-runner';
-import { StepBuffers } from './step';
 import { LoraPool } from './lora-pool';
 import { LoraRegistry, type LoraInfo } from './lora-registry';
 import { openLoraWithCache } from '../lora/load';
@@ -58,7 +52,11 @@ import { scaledSource, type Scaled } from './lora-source';
 import type { SpeculationRequest } from './proposers';
 import { GpuMtpHead } from './mtp-head';
 import { MTP_DEFAULT_GUESSES, MTP_MAX_GUESSES, MtpDrafter, mtpGuessesOutOfRange, noMtpHead } from './mtp-proposer';
-import { checkDraftVocab, draftTokens, DraftModel, type DraftStepper } from './draft';
+import { checkDraftVocab, draftTokens, DraftModel } from './draft';
+import { DraftEngine } from './draft-engine';
+import { buildParts, destroyParts, kvPoolPages, weightBytesOf, type GpuParts, type PartsSpec } from './gpu-parts';
+
+export { kvPoolPages } from './gpu-parts';
 
 /** Tiles the GPU tower encodes in one batch (its buffers hold this many). */
 const VISION_BATCH_TILES = 4;
@@ -140,26 +138,6 @@ export interface EngineOptions {
    * (their recurrent states are not stored with the pages) nor for adapters' sequences.
    */
   persistKv?: KvPersistOptions;
-}
-
-/** What the engine keeps on one GPU device: made at load, and again on a new device after a loss. */
-interface GpuParts {
-  gpu: GPUContext;
-  ctx: OpContext;
-  weights: GpuWeights;
-  forward: GpuForward;
-  sampler: Sampler;
-  step: StepBuffers;
-}
-
-/** What the parts are built from, fixed at load: a new device gets the same sizes (the KV pool's page count among them). */
-interface PartsSpec {
-  precision: Precision;
-  integerDot: boolean;
-  limits: { maxTokens: number; maxSeqs: number; numPages: number; pageSize: number; maxPagesPerSeq: number; contextLength: number };
-  maxWeightPartBytes?: number;
-  /** State snapshots of a hybrid's prefix cache (0: none; EngineOptions.stateSnapshots). */
-  snapshots: number;
 }
 
 /** An adapter to load: where it is (anything a model load takes), or that with a multiplier on its own scale. */
@@ -302,11 +280,6 @@ export class GpuEngine implements Backend {
     return this.stepRunner;
   }
 
-  /** The draft round's hold on this engine when it is a draft model (./draft.ts): its pages and steps, no scheduler of its own. */
-  get stepper(): DraftStepper {
-    return { kv: this.kv, runner: this.stepRunner, env: this.env, limits: this.limits, cutsBack: !hasRecurrentLayers(this.config) };
-  }
-
   /** Test hook: the draft model (EngineOptions.draft), its counters and page pool. */
   get draftModel(): DraftModel | undefined {
     return this.draft;
@@ -429,8 +402,8 @@ export class GpuEngine implements Backend {
         engine.stepRunner.hiddenRows = await parts.forward.enableRows(parts.ctx, parts.weights.outputNorm);
       }
       if (draftOpened) {
-        // On the same device, as large a batch and context: every sequence may draft at once.
-        const backend = await GpuEngine.load(draftOpened, { gpu, precision, contextLength, maxBatch: maxSeqs, pageSize, id: `${engine.id}-draft` });
+        // On the same device, as large a batch, context and step: every sequence may draft at once.
+        const backend = await DraftEngine.load(gpu, draftOpened, { precision, integerDot, contextLength, maxSeqs, pageSize, prefillChunk });
         engine.draft = new DraftModel(backend, drafted!);
         engine.speculation = { draft: engine.draft };
       }
@@ -508,8 +481,13 @@ export class GpuEngine implements Backend {
   /** GPU memory the engine allocated at load, by use (the memory warning's figures: src/gpu/memory.ts). */
   get memoryUse(): MemoryUse {
     const { weights, forward, step } = this.parts;
-    // The MTP head's own weights (its layer, fc, norms); it reads the trunk's embedding and LM head.
-    return { weights: weights.bytes + (this.mtp?.head.weightBytes ?? 0), kvCache: forward.kvCacheBytes + this.stepRunner.snapshotBytes, other: forward.stateBytes + step.buffer.size + this.stepRunner.readbackBytes };
+    // The MTP head's own weights (its layer, fc, norms); it reads the trunk's embedding and LM head. A draft model's, all of its own.
+    const draft = this.draft?.memoryUse ?? { weights: 0, kvCache: 0, other: 0 };
+    return {
+      weights: weights.bytes + (this.mtp?.head.weightBytes ?? 0) + draft.weights,
+      kvCache: forward.kvCacheBytes + this.stepRunner.snapshotBytes + draft.kvCache,
+      other: forward.stateBytes + step.buffer.size + this.stepRunner.readbackBytes + draft.other,
+    };
   }
 
   /** The page pool and the scheduler now: pages used by sequences, held by the prefix cache, free; sequences running and waiting. */
@@ -652,57 +630,6 @@ export class GpuEngine implements Backend {
 /** Rows the MTP head takes per run (a sequence feeds the tokens it recorded since its last step: k + 1 after k accepted guesses; more go in chunks). */
 const MTP_ROWS = 8;
 
-/** Bytes of the model's weights as stored. */
-function weightBytesOf(opened: OpenedModel): number {
-  return [...opened.tensors.values()].reduce((n, t) => n + t.info.byteLength, 0);
-}
-
-/** Uploads the weights and makes every buffer and pipeline of the engine on `gpu`. */
-async function buildParts(gpu: GPUContext, opened: OpenedModel, spec: PartsSpec, progress: ProgressEmitter, onUpload?: UploadProgress): Promise<GpuParts> {
-  if (spec.precision === 'f16' && !gpu.info.f16) throw new PrecisionUnsupportedError();
-  const { config } = opened;
-  const { limits } = spec;
-  const ctx = engineOpContext(gpu, spec.precision, spec.integerDot);
-  const weightBytes = weightBytesOf(opened);
-  const upload = progress.phase('upload').file('weights', weightBytes);
-  let uploaded = 0;
-  const weights = await uploadWeights(gpu.device, opened, (name, done, total) => {
-    upload.add(done - uploaded);
-    uploaded = done;
-    onUpload?.(name, done, total);
-  }, Math.min(maxWeightPartBytes(gpu.device.limits), spec.maxWeightPartBytes ?? Infinity));
-  upload.done();
-  const step = new StepBuffers(gpu.device, { ...limits, samplingWords: SAMPLE_PARAM_WORDS });
-  const { maxSeqs } = limits;
-  // The sampler's token of each slot, which the next step's FEED tokens read, then of each verify row (u32 [2 × maxSeqs], StepBuffers.drawSlot).
-  const tokens = createBuffer(gpu.device, 2 * maxSeqs * 4, STORAGE, 'sampled tokens');
-  // Compile progress counts layers whose pipelines and bind groups are ready (+ embedding and head).
-  const compile = progress.phase('compile').file('kernels', config.numLayers + 2);
-  const forward = await GpuForward.create(ctx, config, weights, step, tokens, limits, opened.ropeFreqFactors, () => compile.add(1));
-  const params = step.sampling;
-  const logprobs = createBuffer(gpu.device, maxSeqs * LOGPROB_WORDS * 4, STORAGE, 'sampled logprobs'); // u32 [maxSeqs, LOGPROB_WORDS] by row
-  const { logits } = forward;
-  const op = await createSampleOp(ctx, { logits, params, tokens, logprobs, vocab: config.vocabSize, rowSlot: step.drawSlot, maxSeqs });
-  // Bias rows, counts and prompt bits per slot; they count the sampler's `tokens` (by slot too).
-  const penalties = await createPenaltiesOp(ctx, { logits, lastToken: tokens, vocab: config.vocabSize, maxSeqs, rowSlot: step.rowSlot });
-  // Structured output's token mask (by row), applied before the penalties and the sampler.
-  const mask = await createApplyMaskOp(ctx, { logits, vocab: config.vocabSize, maxSeqs });
-  compile.done();
-  return { gpu, ctx, weights, forward, step, sampler: { op, params, tokens, logprobs, penalties, mask } };
-}
-
-/** Frees every buffer of the parts (on a lost device too: its objects are dropped). */
-function destroyParts(parts: GpuParts): void {
-  parts.forward.destroy();
-  parts.weights.destroy();
-  parts.step.destroy();
-  const { op, tokens, logprobs, penalties, mask } = parts.sampler;
-  op.destroy();
-  penalties.destroy();
-  mask.destroy();
-  for (const b of [tokens, logprobs]) b.destroy();
-}
-
 /** The serving state of an engine at one moment (`EngineHandle.stats()`). */
 export interface EngineStats {
   /** Tokens per KV page. */
@@ -733,40 +660,6 @@ export interface EngineStats {
 /** Sequences decoded together by default. */
 export const DEFAULT_MAX_BATCH = 16;
 
-/**
- * Pages in the KV pool. By default the pool gets the weights' size in bytes, between 64 MiB and
- * 2 GiB (a model's KV needs grow with its size; a page has no way to ask how much memory the GPU
- * has), at least one full context and at most a full context for every slot; and every layer's K
- * (and V) buffer must fit one storage binding.
- */
-export function kvPoolPages(a: {
-  config: ModelConfig;
-  precision: Precision;
-  pageSize: number;
-  contextLength: number;
-  maxSeqs: number;
-  weightBytes: number;
-  limits: Pick<GPUSupportedLimits, 'maxStorageBufferBindingSize' | 'maxBufferSize'>;
-  tokens?: number;
-}): number {
-  const kinds = layerCacheKinds(a.config);
-  const act = a.precision === 'f16' ? 2 : 4;
-  const bytesPerPage = pageBytes(kinds, a.pageSize, act);
-  const perContext = Math.ceil(a.contextLength / a.pageSize);
-  const bindingPages = pagesPerBinding(kinds, a.pageSize, act, Math.min(a.limits.maxStorageBufferBindingSize, a.limits.maxBufferSize));
-  let pages: number;
-  if (a.tokens !== undefined) pages = Math.ceil(a.tokens / a.pageSize);
-  else {
-    const budget = Math.min(2 * 2 ** 30, Math.max(64 * 2 ** 20, a.weightBytes));
-    pages = Math.min(a.maxSeqs * perContext, Math.floor(budget / Math.max(1, bytesPerPage)));
-  }
-  pages = Math.max(pages, perContext);
-  if (pages > bindingPages) {
-    if (bindingPages < perContext) throw new RangeError(`one context of ${a.contextLength} tokens needs ${perContext} KV pages per layer buffer; this GPU's binding limit holds ${bindingPages}: lower contextLength`);
-    pages = bindingPages;
-  }
-  return pages;
-}
 
 /** A source as listings show it: a path, URL or repo id; 'picked files' otherwise. */
 function sourceName(input: ModelInput): string {

@@ -147,6 +147,10 @@ describe('a draft model', () => {
       // draw, each next one at most the last guess and the target's draw (a new request per guess,
       // as before, fed the prompt and the output so far again each time: 9, 12, 16 tokens).
       const draft = target.draftModel!;
+      // Its GPU side is a draft's only: the same batch and context as the model's, but no penalties op and no logits, hidden-state or routed-expert readback (no snapshot pool either: dense); the engine counts it in.
+      expect(draft.memoryUse.other).toBeLessThan(dense.memoryUse.other);
+      expect(target.memoryUse.weights).toBe(dense.memoryUse.weights + draft.memoryUse.weights);
+      expect(target.memoryUse.kvCache).toBe(dense.memoryUse.kvCache + draft.memoryUse.kvCache);
       const { rounds, caughtUp, steps } = draft.counters;
       expect(caughtUp).toBeLessThanOrEqual(PROMPT.length + 1 + 2 * (rounds - 1));
       expect(draft.pages.used).toBe(0);
@@ -180,6 +184,23 @@ describe('a draft model', () => {
       expect(end.result.finishReason).toBe('abort');
       expect(target.kvStats.pages.used).toBe(0);
       expect(draft.pages.used).toBe(0);
+      // A failed step of the model's (the sequence fails) or of the draft's (no guess that round): both page pools as before at once.
+      const failOnce = (runner: { submit(items: never[]): Promise<unknown> }) => {
+        const submit = runner.submit.bind(runner);
+        let calls = 0;
+        runner.submit = (items) => (calls++ === 1 ? Promise.reject(new Error('step failed')) : submit(items));
+        return () => void (runner.submit = submit);
+      };
+      let restore = failOnce(target.runner);
+      await expect(run(target, 8)).rejects.toThrow('step failed');
+      restore();
+      expect(target.kvStats.pages.used).toBe(0);
+      expect(draft.pages.used).toBe(0);
+      restore = failOnce(draft.backend.stepper.runner);
+      expect((await run(target, 8)).ids).toEqual(off.ids.slice(0, 8));
+      restore();
+      expect(draft.pages.used).toBe(0);
+
       // A request's own speculation wins over the draft: a prediction of the output, one step.
       const own = await run(target, 16, { prediction: off.ids });
       expect(own.ids).toEqual(off.ids);

@@ -69,7 +69,8 @@ export interface Sampler {
   params: GPUBufferBinding;
   tokens: GPUBuffer; // u32 [2 × maxSeqs] the token drawn for each slot, then each verify row's (StepBuffers.drawSlot)
   logprobs: GPUBuffer; // u32 [maxSeqs, LOGPROB_WORDS] by row
-  penalties: PenaltiesOp;
+  /** Absent on a draft model's runner (`drawsOnly`): its greedy draws use no penalties. */
+  penalties?: PenaltiesOp;
   mask: ApplyMaskOp;
 }
 
@@ -173,10 +174,12 @@ export class StepRunner implements BatchRunner {
     private readonly kv: KvPages,
     /** A hybrid model's state snapshots (BatchItem.loadState / saveState), null without. */
     private readonly snapshots: StateSnapshots | null = null,
+    /** A draft model's runner (./draft-engine.ts): greedy draws on the GPU only, so only the drawn ids are read back (no logits, hidden-state or routed-expert buffers). */
+    drawsOnly = false,
   ) {
     const { maxSeqs } = limits;
     this.caches = forward.caches;
-    this.channels = readbackChannels(config, maxSeqs, forward, sampler);
+    this.channels = readbackChannels(config, maxSeqs, forward, sampler).filter((c) => !drawsOnly || c.name === 'tokens');
     this.ring = [0, 1].map((i) => readback(gpu.device, this.channels, i));
     this.samplingParams = new ArrayBuffer(maxSeqs * SAMPLE_PARAM_WORDS * 4);
     this.allowAll = new Uint32Array(maskWords(config.vocabSize)).fill(0xffffffff);
@@ -204,8 +207,9 @@ export class StepRunner implements BatchRunner {
     const penalized = needsPenalties(seq.sampling, banned.length > 0);
     const gpu = penalized && !sampledOnCpu(seq);
     this.slotPenalized[slot] = gpu;
-    if (gpu) this.sampler.penalties.reset(slot, seq.sampling, seq.promptIds, banned, seq.tokens.slice(seq.promptIds.length));
-    else this.sampler.penalties.reset(slot, NO_PENALTIES, [], []);
+    // A draft's runner has no penalties op: its sequences are greedy (never `gpu` here).
+    if (gpu) this.sampler.penalties!.reset(slot, seq.sampling, seq.promptIds, banned, seq.tokens.slice(seq.promptIds.length));
+    else this.sampler.penalties?.reset(slot, NO_PENALTIES, [], []);
     this.caches.resetSlot(slot);
   }
 
@@ -235,7 +239,7 @@ export class StepRunner implements BatchRunner {
       if (sampledOnCpu(seq)) cpuRows.push(item);
       else gpuRows.push(...rowsOf(item));
       // min_tokens reached: the bias row goes back to logit_bias alone (one write per request).
-      if (this.slotPenalized[slot] && seq.minTokens > 0 && seq.drawCount === seq.minTokens) this.sampler.penalties.setBias(slot, seq.sampling, []);
+      if (this.slotPenalized[slot] && seq.minTokens > 0 && seq.drawCount === seq.minTokens) this.sampler.penalties!.setBias(slot, seq.sampling, []);
     }
     const rows: Row[] = [...gpuRows, ...[...cpuRows, ...rest].map((item) => ({ item, tokens: item.work.tokens, verify: 0 }))];
     const sampling = gpuRows.length + cpuRows.length;
@@ -291,7 +295,7 @@ export class StepRunner implements BatchRunner {
     }
     if (gpuRows.length) {
       // The op runs over every sampling row; rows whose slot does not use it are left as they are.
-      if (gpuRows.some((r) => this.slotPenalized[r.item.slot])) this.sampler.penalties.encode(pass, gpuRows.length);
+      if (gpuRows.some((r) => this.slotPenalized[r.item.slot])) this.sampler.penalties!.encode(pass, gpuRows.length);
       this.sampler.op.encode(pass, gpuRows.length);
       // Verify rows past a rejected proposal leave no recurrent state (their K/V is truncated after the readback).
       if (gpuRows.some((r) => r.verify > 0)) this.forward.rollBack(pass, seqs);

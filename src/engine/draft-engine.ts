@@ -1,0 +1,78 @@
+/**
+ * A draft model on the GPU (EngineOptions.draft): only what a draft round (./draft.ts) drives, on
+ * the target's device. Its weights, forward pass and sampler (./gpu-parts.ts), a KV page pool and
+ * a step runner, and nothing a served model has besides: no scheduler or prefix cache (the
+ * target's step loop runs it, a slot per target sequence), no state snapshots (a hybrid's prefix
+ * cache: up to 128 MiB, state-snapshots.ts), no device recovery, LoRA adapters, MTP head, vision
+ * tower or KV persistence. Its sequences draw greedily on the GPU, so its sampler has no
+ * penalties op and its runner reads back the drawn ids only (no logits, hidden-state or
+ * routed-expert readback buffers): 4 · maxSeqs · vocab · 4 bytes fewer than a served model's.
+ */
+import type { GPUContext } from '../gpu/device';
+import type { MemoryUse } from '../gpu/memory';
+import { hasRecurrentLayers } from '../model/config';
+import { ModelError } from '../model/errors';
+import type { OpenedModel } from '../model/open';
+import { ProgressEmitter } from '../loader/progress';
+import type { DraftBackend, DraftStepper } from './draft';
+import type { Precision } from '../gpu/pipelines';
+import { buildParts, destroyParts, kvPoolPages, weightBytesOf, type GpuParts, type PartsSpec } from './gpu-parts';
+import { KvPages } from './kv-pages';
+import { StepRunner } from './step-runner';
+
+/** The draft's sizes: the target's precision, slots, context, page size and prefill chunk. */
+export interface DraftEngineOptions {
+  precision: Precision;
+  contextLength: number;
+  maxSeqs: number;
+  pageSize: number;
+  prefillChunk: number;
+  integerDot?: boolean;
+}
+
+export class DraftEngine implements DraftBackend {
+  readonly stepper: DraftStepper;
+
+  private constructor(
+    private readonly parts: GpuParts,
+    private readonly runner: StepRunner,
+    readonly contextLength: number,
+    kv: KvPages,
+  ) {
+    const { config } = parts.forward;
+    const { maxSeqs, maxTokens } = parts.forward.limits;
+    // Its sequences are greedy, never speculate and stop only at their length: no DRY breakers, no verify rows.
+    const env = { eosIds: [], contextLength, breakers: () => () => false, moe: config.moe !== null, verifies: false };
+    this.stepper = { kv, runner, env, limits: { maxSeqs, maxTokens }, cutsBack: !hasRecurrentLayers(config) };
+  }
+
+  /**
+   * Uploads the draft's weights and makes its buffers and pipelines on `gpu`: `maxSeqs` slots of
+   * `contextLength` tokens, steps of a `prefillChunk` and a token per slot (the target's), and a
+   * KV pool sized as a model's own for its weights (kvPoolPages).
+   */
+  static async load(gpu: GPUContext, opened: OpenedModel, o: DraftEngineOptions): Promise<DraftEngine> {
+    const { config } = opened;
+    // As GpuEngine.load: this causal forward pass would run EmbeddingGemma's bidirectional attention wrong.
+    if (config.bidirectional) throw new ModelError('unsupported_arch', `${config.arch}: a bidirectional encoder (EmbeddingGemma) cannot be a draft model`, 'draft');
+    const { precision, contextLength, maxSeqs, pageSize } = o;
+    const numPages = kvPoolPages({ config, precision, pageSize, contextLength, maxSeqs, weightBytes: weightBytesOf(opened), limits: gpu.device.limits });
+    const limits = { maxTokens: o.prefillChunk + maxSeqs, maxSeqs, numPages, pageSize, maxPagesPerSeq: Math.ceil(contextLength / pageSize), contextLength };
+    const spec: PartsSpec = { precision, integerDot: o.integerDot ?? false, limits, snapshots: 0, drawsOnly: true };
+    const parts = await buildParts(gpu, opened, spec, new ProgressEmitter(undefined));
+    const kv = new KvPages(numPages, pageSize);
+    const runner = new StepRunner(gpu, opened.config, { maxSeqs }, parts.forward, parts.sampler, parts.step, kv, null, true);
+    return new DraftEngine(parts, runner, contextLength, kv);
+  }
+
+  /** GPU memory it allocated at load, by use (counted into the target's EngineHandle memoryUse). */
+  get memoryUse(): MemoryUse {
+    const { weights, forward, step } = this.parts;
+    return { weights: weights.bytes, kvCache: forward.kvCacheBytes, other: forward.stateBytes + step.buffer.size + this.runner.readbackBytes };
+  }
+
+  async dispose(): Promise<void> {
+    destroyParts(this.parts);
+    this.runner.destroy();
+  }
+}
