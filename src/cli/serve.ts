@@ -33,6 +33,8 @@ Serves the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models, ...) f
   --speculative-mtp-tokens K
                            tokens the MTP head guesses per step, each chained on its own output (1 to 8;
                            default 1; implies --speculative-mtp)
+  --mtp                    load the model's multi-token-prediction head so that requests may ask for
+                           "speculative": {"type": "mtp"} (default: only with --speculative-mtp; it takes GPU memory)
   --draft-model PATH       a draft model for speculative decoding: a smaller model with the same tokenizer
                            (file, folder, URL or repo id) guesses tokens the model verifies (default none)
   --draft-tokens K         tokens the draft model guesses per step (1 to 32; default 8)
@@ -59,6 +61,8 @@ export interface ServeArgs {
   integerDot?: boolean;
   /** `--speculative-ngram N,K` or `--speculative-mtp` (`--speculative-mtp-tokens K`): EngineOptions.speculative. */
   speculative?: { type: 'ngram'; n: number; k: number } | { type: 'mtp'; k?: number };
+  /** `--mtp`: EngineOptions.mtp. */
+  mtp?: boolean;
   /** `--draft-model F --draft-tokens K`: CreateEngineOptions.draft. */
   draft?: { model: string; tokens?: number };
   cache: boolean;
@@ -93,6 +97,10 @@ export function parseServeArgs(args: string[], env: Record<string, string | unde
     }
     if (flag === '--integer-dot') {
       out.integerDot = true;
+      continue;
+    }
+    if (flag === '--mtp') {
+      out.mtp = true;
       continue;
     }
     if (flag === '--speculative-mtp') {
@@ -237,6 +245,7 @@ export async function serveCommand(args: string[], log: (line: string) => void =
     contextLength: a.contextLength,
     ...(a.integerDot ? { integerDot: true } : {}),
     ...(a.speculative ? { speculative: a.speculative } : {}),
+    ...(a.mtp ? { mtp: true } : {}),
     ...(a.draft ? { draft: a.draft } : {}),
     ...(a.faultInjection ? { faultInjection: true } : {}),
     ...(a.persistKv ? { persistKv: a.persistKv } : {}),

@@ -256,6 +256,12 @@ describe('the GPU engine on Qwen3.5 (gated DeltaNet on layers 0 and 2, gated att
     expectLoraAsMerged(q35, q35Opened, q35Ref, q35Prompt(11, 12), { gguf: 'all-r8-rslora' }));
 });
 
+/** GPU bytes of the MTP head's own tensors (blk.N.*: its layer, fc, norms) as the GPU holds them, from the file. */
+function headOwnBytes(o: OpenedModel): number {
+  const own = [...o.tensors].filter(([name]) => name.startsWith(`blk.${o.config.numLayers}.`));
+  return own.reduce((n, [, { info: { dtype, shape } }]) => n + (shape.length === 1 ? 4 * shape[0]! : shape[0]! * gpuBytesPerRow(dtype, shape[1]!)), 0);
+}
+
 // Beside the Qwen3.5 engine above: the head's pipelines are mostly that engine's (Q8_0 at f32, one
 // device per file), compiled once.
 describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU reference (reference/mtp.ts)", () => {
@@ -273,9 +279,7 @@ describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU ref
     try {
       // The head's own weights are its file tensors (blk.N.*: the layer, fc, norms) as the GPU
       // holds them: no copy of the embedding or LM head, which it reads from the trunk's weights.
-      const own = [...mtpOpened.tensors].filter(([name]) => name.startsWith(`blk.${mtpOpened.config.numLayers}.`));
-      const gpuBytes = ({ info: { dtype, shape } }: (typeof own)[number][1]) => (shape.length === 1 ? 4 * shape[0]! : shape[0]! * gpuBytesPerRow(dtype, shape[1]!));
-      expect(head.weightBytes).toBe(own.reduce((n, [, t]) => n + gpuBytes(t), 0));
+      expect(head.weightBytes).toBe(headOwnBytes(mtpOpened));
       const rows = (from: number, to: number) => Float32Array.from(hidden.slice(from, to).flatMap((h) => [...h]));
       // One guess a run (read back alone: a token id), the logits looked at through the test hook.
       const run = async (from: number, to: number, next: number[]) => {
@@ -316,10 +320,23 @@ describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU ref
     }
   });
 
+  it('loads the head only when asked for (EngineOptions.mtp): without it memoryUse.weights lacks the head\'s bytes, and a request asking for the head is told how to load it', async () => {
+    const mtpOpened = await openModel((await ensureFixture({ arch: 'qwen35', preset: 'tiny', mtp: true }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
+    const opts = { gpu, precision: 'f32', contextLength: 64, pageSize: 4, prefillChunk: 16, maxBatch: 2 } as const;
+    const [bare, withHead] = [await GpuEngine.load(mtpOpened, opts), await GpuEngine.load(mtpOpened, { ...opts, mtp: true })];
+    try {
+      expect(withHead.memoryUse.weights - bare.memoryUse.weights).toBe(headOwnBytes(mtpOpened));
+      await expect(drainGeneration(bare.generate(greedyRequest(prompt(1, 4), 2, {}, { speculation: { mtp: { k: 1 } } })))).rejects.toMatchObject({ code: 'invalid_field', status: 400, param: 'speculative', message: expect.stringMatching(/mtp: true/) });
+    } finally {
+      await bare.dispose();
+      await withHead.dispose();
+    }
+  });
+
   it('as a proposer (speculative {type: "mtp", k: 3}): its KV holds the prompt\'s rows, prefilled in chunks or after a cached prefix, and its first guess is the reference head\'s over them; the same greedy output, 3 guesses a step where they fit; k out of 1..8 and a model without a head refuse it', async () => {
     const mtpOpened = await openModel((await ensureFixture({ arch: 'qwen35', preset: 'tiny', mtp: true }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
     // maxBatch 4: a step's rows take the sequence's last token and its 3 proposals.
-    const e = await GpuEngine.load(mtpOpened, { gpu, precision: 'f32', contextLength: 64, pageSize: 4, prefillChunk: 16, maxBatch: 4 });
+    const e = await GpuEngine.load(mtpOpened, { gpu, precision: 'f32', contextLength: 64, pageSize: 4, prefillChunk: 16, maxBatch: 4, mtp: true });
     // Each guess, with the head's KV length after it: the rows it attended over.
     const drafter = (e as unknown as { mtp: MtpDrafter }).mtp;
     const guesses: { length: number; id: number }[] = [];

@@ -52,6 +52,7 @@ import { scaledSource, type Scaled } from './lora-source';
 import type { SpeculationRequest } from './proposers';
 import { GpuMtpHead } from './mtp-head';
 import { MTP_DEFAULT_GUESSES, MTP_MAX_GUESSES, MtpDrafter, mtpGuessesOutOfRange, noMtpHead } from './mtp-proposer';
+import { loadsMtpHead, mtpHeadNotLoaded } from './mtp-option';
 import { checkDraftVocab, draftTokens, DraftModel } from './draft';
 import { DraftEngine } from './draft-engine';
 import { buildParts, destroyParts, kvPoolPages, weightBytesOf, type GpuParts, type PartsSpec } from './gpu-parts';
@@ -88,6 +89,13 @@ export interface EngineOptions {
    * ./mtp-proposer.ts: `k` chained guesses per step, 1..8, default 1; refused on a model without one). Off by default until measured on GPUs.
    */
   speculative?: { type: 'ngram'; n: number; k: number } | { type: 'mtp'; k?: number };
+  /**
+   * Load the model's MTP head (Qwen3.5's `mtp` layer), so that requests may ask for
+   * `speculative: {type: "mtp"}` (./mtp-option.ts). Default: only when `speculative` is
+   * `{type: "mtp"}`; otherwise the head stays on disk and takes no GPU memory (its layer, fc and
+   * norms, and KV pages). true on a model without a head, or false beside `speculative` mtp, fails the load.
+   */
+  mtp?: boolean;
   /**
    * A draft model for speculative decoding (./draft.ts): a smaller model with the same tokenizer
    * (refused otherwise), loaded on the same GPU with its own KV pages, guesses up to `tokens`
@@ -383,8 +391,9 @@ export class GpuEngine implements Backend {
     const snapshots = snapshotCount(layerCacheKinds(config), gpu.device.limits.maxBufferSize, opts.stateSnapshots);
     const spec: PartsSpec = { precision, integerDot, limits, maxWeightPartBytes: opts.maxWeightPartBytes, snapshots };
     const text = loadTextModel(opened);
+    const mtpHead = loadsMtpHead(config, opts);
     if (opts.speculative?.type === 'mtp') {
-      const refused = !config.mtpLayers ? noMtpHead(config.arch) : mtpGuessesOutOfRange(opts.speculative.k ?? MTP_DEFAULT_GUESSES);
+      const refused = mtpGuessesOutOfRange(opts.speculative.k ?? MTP_DEFAULT_GUESSES);
       if (refused) throw new ModelError('invalid_field', refused.message, 'speculative');
     }
     // The draft's vocabulary is checked before anything goes to the GPU.
@@ -396,7 +405,7 @@ export class GpuEngine implements Backend {
     const engine = new GpuEngine(parts, text, opened, spec, { id: opts.id, contextLength, loraPool: opts.loraPool, recovery: opts.recovery, speculative: opts.speculative });
     try {
       if (opts.persistKv && !hasRecurrentLayers(config)) await engine.persistTo(opts.persistKv);
-      if (config.mtpLayers) {
+      if (mtpHead) {
         const head = await GpuMtpHead.create(gpu, opened, parts.weights, { precision, limits: { ...limits, maxTokens: MTP_ROWS, maxGuesses: MTP_MAX_GUESSES } });
         engine.mtp = new MtpDrafter(head, maxSeqs, config.hiddenSize, MTP_ROWS);
         engine.stepRunner.hiddenRows = await parts.forward.enableRows(parts.ctx, parts.weights.outputNorm);
@@ -476,6 +485,17 @@ export class GpuEngine implements Backend {
   /** Bench hook: GPU bytes of the weight matrices (what a decode step reads at least) and of the KV cache. */
   get footprint(): { matrixBytes: number; kvCacheBytes: number } {
     return { matrixBytes: this.parts.weights.matrixBytes, kvCacheBytes: this.parts.forward.kvCacheBytes };
+  }
+
+  /**
+   * Bench hook: the MTP head when loaded (EngineOptions.mtp), and the weight bytes one guess reads:
+   * the head's own weights, the trunk's LM head it shares, and an embedding row.
+   */
+  get mtpHead(): { drafter: MtpDrafter; bytesPerGuess: number } | undefined {
+    if (!this.mtp) return undefined;
+    const { output, tokenEmbd } = this.parts.weights;
+    const size = (m: typeof output) => m.parts.reduce((n, p) => n + p.buffer.size, 0);
+    return { drafter: this.mtp, bytesPerGuess: this.mtp.head.weightBytes + size(output) + size(tokenEmbd) / this.config.vocabSize };
   }
 
   /** GPU memory the engine allocated at load, by use (the memory warning's figures: src/gpu/memory.ts). */
@@ -617,10 +637,10 @@ export class GpuEngine implements Backend {
     this.mtp?.destroy();
   }
 
-  /** A speculation that asks for the MTP head, handed the engine's; refused (400 invalid_field) on a model without one, or for k out of 1..MTP_MAX_GUESSES. */
+  /** A speculation that asks for the MTP head, handed the engine's; refused (400 invalid_field) on a model without one or an engine that did not load it, or for k out of 1..MTP_MAX_GUESSES. */
   private withMtpHead(s: SpeculationRequest | undefined): SpeculationRequest | undefined {
     if (!s?.mtp) return s;
-    if (!this.mtp) throw noMtpHead(this.config.arch);
+    if (!this.mtp) throw this.config.mtpLayers ? mtpHeadNotLoaded() : noMtpHead(this.config.arch);
     const refused = mtpGuessesOutOfRange(s.mtp.k);
     if (refused) throw refused;
     return { ...s, mtp: { ...s.mtp, head: this.mtp } };

@@ -36,6 +36,8 @@ export interface HostOptions {
   integerDot?: boolean;
   /** CreateEngineOptions.speculative. */
   speculative?: EngineOptions['speculative'];
+  /** CreateEngineOptions.mtp. */
+  mtp?: boolean;
   /** CreateEngineOptions.draft. */
   draft?: { model: ModelInput; tokens?: number };
   /** What the GPU may use, when known better than the estimate (CreateEngineOptions.memoryBytes). */
@@ -116,6 +118,7 @@ export async function loadHost(options: HostOptions): Promise<EngineHost> {
         kvCacheTokens: options.kvCacheTokens,
         integerDot: options.integerDot,
         speculative: options.speculative,
+        ...(options.mtp !== undefined ? { mtp: options.mtp } : {}),
         ...(draft ? { draft } : {}),
         id: options.id,
         onProgress: progress,

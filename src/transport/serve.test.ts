@@ -136,6 +136,8 @@ describe('the serve command line', () => {
     expect(parseServeArgs(['--model', 'm', '--speculative-mtp'])?.speculative).toEqual({ type: 'mtp' });
     expect(parseServeArgs(['--model', 'm', '--speculative-mtp-tokens', '3'])?.speculative).toEqual({ type: 'mtp', k: 3 });
     expect(parseServeArgs(['--model', 'm', '--speculative-mtp-tokens', '3', '--speculative-mtp'])?.speculative).toEqual({ type: 'mtp', k: 3 });
+    expect(parseServeArgs(['--model', 'm', '--mtp'])?.mtp).toBe(true);
+    expect(parseServeArgs(['--model', 'm'])?.mtp).toBeUndefined();
     expect(parseServeArgs(['--model', 'm', '--draft-model', 'd.gguf', '--draft-tokens', '4'])?.draft).toEqual({ model: 'd.gguf', tokens: 4 });
     expect(parseServeArgs(['--model', 'm', '--draft-tokens', '4', '--draft-model', 'd.gguf'])?.draft).toEqual({ model: 'd.gguf', tokens: 4 });
     expect(parseServeArgs(['--model', 'm', '--draft-model', 'd.gguf'])?.draft).toEqual({ model: 'd.gguf' });

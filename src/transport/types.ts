@@ -62,6 +62,12 @@ export interface CreateEngineOptions {
    */
   speculative?: { type: 'ngram'; n: number; k: number } | { type: 'mtp'; k?: number };
   /**
+   * Load the model's multi-token-prediction head (Qwen3.5 files that ship one), so that requests
+   * may ask for `speculative: {type: "mtp"}`. Default: only when `speculative` is `{ type: 'mtp' }`;
+   * otherwise it takes no GPU memory, and a request asking for it gets a 400 saying how to load it.
+   */
+  mtp?: boolean;
+  /**
    * A draft model for speculative decoding (as llama.cpp's `--model-draft`): a smaller model with
    * the same tokenizer (refused otherwise), on the same GPU, guesses up to `tokens` (default 8)
    * tokens per step for requests that ask for no speculation of their own; the model verifies

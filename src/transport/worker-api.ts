@@ -24,6 +24,7 @@ export interface WorkerLoadOptions {
   kvCacheTokens?: number;
   integerDot?: boolean;
   speculative?: { type: 'ngram'; n: number; k: number } | { type: 'mtp'; k?: number };
+  mtp?: boolean;
   draft?: { model: WireModel; tokens?: number };
   cache?: boolean;
   id?: string;
@@ -101,6 +102,7 @@ export function createWorkerApi(): EngineWorkerApi {
           kvCacheTokens: options.kvCacheTokens,
           integerDot: options.integerDot,
           speculative: options.speculative,
+          mtp: options.mtp,
           ...(options.draft ? { draft: { ...options.draft, model: toModelInput(options.draft.model) } } : {}),
           memoryBytes: options.memoryBytes,
           faultInjection: options.faultInjection,

@@ -83,6 +83,7 @@ export async function createWorkerEngine(options: CreateEngineOptions, given?: W
           kvCacheTokens: options.kvCacheTokens,
           integerDot: options.integerDot,
           speculative: options.speculative,
+          mtp: options.mtp,
           ...(options.draft ? { draft: { ...options.draft, model: toWireModel(options.draft.model) } } : {}),
           cache: options.cache,
           id: options.id,
