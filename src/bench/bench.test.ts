@@ -8,8 +8,10 @@ import { makeFixture } from '../testing/fixtures/model';
 import { bytesPerDecodedToken, type ModelBenchResult } from './run';
 import { aggregateByKernel, aggregateByOp, gbps, kernelName, stepTotals, UNLABELLED, type ProfiledStep } from './profiler';
 import { fittingContexts, summarizeProfile } from './decode';
-import { formatContexts, formatOps, formatRestart, formatSpeculative, formatToolCall } from './report';
-import { edited } from './speculative';
+import { formatContexts, formatMtp, formatOps, formatRestart, formatSpeculative, formatToolCall } from './report';
+import { benchMtp, edited } from './speculative';
+import type { GenerateRequest } from '../engine/types';
+import type { GpuEngine } from '../engine/engine';
 import { benchConstraintSpec, maskOverhead, msPerGeneratedToken } from './structured';
 import { chromiumVerdict, defaultPreset, EMULATED_SETTINGS, FULL_SETTINGS, resolveSettings } from './target';
 
@@ -234,6 +236,57 @@ describe('the bench report', () => {
     const drafted = formatSpeculative('x', { ...b, draft: { ...none, steps: 9, tokensPerStep: 4, msPerToken: 10, proposed: 32, accepted: 24, draftSteps: 32, draftTokens: 4 } }, false).join('\n');
     expect(drafted).toMatch(/^draft = itself \(k 4\) +33 +9 +4\.00 +4\.00 +100\.0 +2\.00 +32 +24 +32$/m);
     expect(text).not.toMatch(/draft/);
+    // An older report (no mtp field) prints no MTP row; one with it, the row and what its figure means.
+    expect(text).not.toMatch(/MTP/);
+    const mtp = { ...none, steps: 32, tokensPerStep: 1, msPerToken: 26, proposed: 31, accepted: 0, k: 1, headMsPerStep: 4.5, headBytesPerGuess: 3 * 2 ** 20 };
+    const withHead = formatSpeculative('x', { ...b, mtp }, false).join('\n');
+    expect(withHead).toMatch(/^MTP head \(k 1\) +33 +32 +1\.00 +1\.00 +38\.5 +0\.77 +31 +0$/m);
+    expect(withHead).toMatch(/0 of 31 guesses taken\. The fixture's head has random weights.*acceptance needs a real checkpoint.*overhead: 4\.50 ms a step \(one run, 1 guess\), 3\.000 MiB of weights read per guess/);
+    const hybrid = formatMtp('qwen35 small Q8_0', { none, mtp, identical: false }, true).join('\n');
+    expect(hybrid).toMatch(/emulated GPU.*SPECULATION CHANGED THE TOKENS/);
+    expect(hybrid).toMatch(/^MTP head \(k 1\) +33 +32 /m);
+    expect(hybrid).toMatch(/random weights/);
+  });
+
+  it('runs the MTP head without and with speculation, times the head on a slot it gives back, and compares the tokens', async () => {
+    const asked: GenerateRequest[] = [];
+    const runs: number[][] = [];
+    const freed: number[] = [];
+    let steps = 0;
+    let changed = false;
+    const engine = {
+      config: { hiddenSize: 4, vocabSize: 50 },
+      get kvStats() {
+        return { steps };
+      },
+      mtpHead: {
+        bytesPerGuess: 1234,
+        drafter: { acquire: () => 3, release: (slot: number) => void freed.push(slot), head: { run: async (slot: number, hidden: Float32Array, next: number[], k: number) => (runs.push([slot, hidden.length, k]), [next[0]!]) } },
+      },
+      // 5 tokens in 5 steps; with speculation, 4 guesses and none taken; `changed`: the speculative run's last token differs.
+      async *generate(r: GenerateRequest) {
+        asked.push(r);
+        for (let i = 0; i < r.maxTokens; i++) {
+          steps++;
+          yield { id: changed && r.speculation && i === r.maxTokens - 1 ? 9 : i, text: '' };
+        }
+        return { finishReason: 'length', ...(r.speculation ? { speculation: { proposed: r.maxTokens - 1, accepted: 0 } } : {}) };
+      },
+    } as unknown as Parameters<typeof benchMtp>[0];
+    const b = (await benchMtp(engine, [1, 2, 3], 5, 2))!;
+    // A warm-up with the head, then none, then the head (k as given).
+    expect(asked.map((r) => r.speculation)).toEqual([{ mtp: { k: 2 } }, undefined, { mtp: { k: 2 } }]);
+    expect(b.none).toMatchObject({ tokens: 5, steps: 5, tokensPerStep: 1, proposed: 0, accepted: 0 });
+    expect(b.mtp).toMatchObject({ tokens: 5, steps: 5, proposed: 4, accepted: 0, k: 2, headBytesPerGuess: 1234 });
+    expect(b.mtp.headMsPerStep).toBeGreaterThanOrEqual(0);
+    expect(b.identical).toBe(true);
+    // One warm-up run and 8 timed, one row each of the hidden size and k guesses, on the slot acquired, released after.
+    expect(runs).toHaveLength(9);
+    expect(runs.every(([slot, n, k]) => slot === 3 && n === 4 && k === 2)).toBe(true);
+    expect(freed).toEqual([3]);
+    changed = true;
+    expect((await benchMtp(engine, [1], 5))!.identical).toBe(false);
+    expect(await benchMtp({ ...engine, mtpHead: undefined } as typeof engine, [1], 5)).toBeUndefined();
   });
 
   it('prints the CPU mask timing per vocabulary size when the report has it', () => {

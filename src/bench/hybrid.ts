@@ -8,7 +8,9 @@
  * time of a decode step on the adapter at hand. An attention model's KV bytes grow with the
  * context; a hybrid's recurrent layers read the same state at any context, so its step grows
  * only by its few attention layers'. On an emulated adapter (SwiftShader) the times say little
- * about a GPU; the byte counts are the adapter-free figure.
+ * about a GPU; the byte counts are the adapter-free figure. Then Qwen3.5 with its MTP head (the
+ * fixture written with one), decoded without speculation and with the head (./speculative.ts
+ * benchMtp): tokens per step, and the head's cost per guess.
  */
 import { GpuEngine } from '../engine/engine';
 import { layerCacheKinds } from '../engine/layer-cache';
@@ -22,6 +24,7 @@ import { ensureFixture } from '../testing/fixtures/shared';
 import { GREEDY } from '../testing/sampling';
 import { benchPrompt } from './batching';
 import { bytesPerDecodedToken, type DecodeBytes } from './run';
+import { benchMtp, MTP_TOKENS, type MtpBench } from './speculative';
 
 /** The models compared: an attention-only llama, then the hybrids. */
 export const HYBRID_BENCH_ARCHES: readonly Arch[] = ['llama', 'lfm2', 'qwen35'];
@@ -93,4 +96,24 @@ export function formatHybrid(results: readonly HybridBenchResult[]): string {
     r.contexts.map((c) => `| ${r.arch} (${r.attentionLayers} attention + ${r.recurrentLayers} recurrent) | ${c.context} | ${mib(c.bytes.weights)} | ${mib(c.bytes.kv)} | ${mib(c.bytes.state)} | ${mib(c.bytes.total)} | ${c.stepMs.toFixed(1)} | ${(c.prefillMs / 1000).toFixed(1)} |`),
   );
   return ['| model (layers) | context | weights MiB | KV MiB | state MiB | MiB/token | ms/step | prefill s |', '|---|---|---|---|---|---|---|---|', ...rows].join('\n');
+}
+
+/** Tokens the MTP case decodes (at least): enough steps for the head's guesses to count. */
+const MTP_CASE_TOKENS = 16;
+
+/** Qwen3.5 with its MTP head (the engine told to load it), one stream: without speculation and with the head, `k` guesses a step. */
+export async function benchHybridMtp(gpu: GPUContext, s: HybridBenchSettings, k = MTP_TOKENS, log: (line: string) => void = () => {}): Promise<MtpBench> {
+  const paths = await ensureFixture({ arch: 'qwen35', preset: s.preset, mtp: true }, { hf: [], gguf: [s.format] });
+  const opened = await openModel(paths.gguf[s.format]!);
+  const tokens = Math.max(s.steps, MTP_CASE_TOKENS);
+  // One stream, but a batch of k + 1: a sequence's verify rows are sampling rows, at most maxBatch
+  // a step, so an engine of maxBatch 1 verifies no guess (the scheduler's spare rows).
+  const engine = await GpuEngine.load(opened, { gpu, contextLength: 256, prefillChunk: s.prefillChunk, maxBatch: k + 1, mtp: true });
+  try {
+    const b = (await benchMtp(engine, benchPrompt(16, opened.config.vocabSize, 98), tokens, k))!;
+    log(`[hybrid] qwen35 with its MTP head: ${b.mtp.tokensPerStep.toFixed(2)} tokens/step (none ${b.none.tokensPerStep.toFixed(2)}), ${b.mtp.accepted} of ${b.mtp.proposed} guesses taken, head ${b.mtp.headMsPerStep.toFixed(2)} ms/step${b.identical ? '' : ', OUTPUT CHANGED'}`);
+    return b;
+  } finally {
+    await engine.dispose();
+  }
 }

@@ -14,12 +14,14 @@ import type { GGUFVariant } from '../testing/fixtures/gguf-layout';
 import { PRESETS, type Preset } from '../testing/fixtures/model';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { serveDirectory } from '../testing/server';
-import { benchHybrid, formatHybrid } from './hybrid';
+import { benchHybrid, benchHybridMtp, formatHybrid } from './hybrid';
 import { measureMaskCost, type MaskCostResult } from './mask-cost';
-import { formatReport, type BenchReport } from './report';
+import { formatMtp, formatReport, type BenchReport } from './report';
 import { LLAMA3_VOCAB } from './synthetic-vocab';
 import type { BenchSettings } from './run';
 import { BENCH_CHROMIUM_FLAGS, BENCH_DAWN_FLAGS, chromiumVerdict, defaultPreset, describeAdapter, isEmulated, runTarget, type TargetResult } from './target';
+import { MTP_TOKENS } from './speculative';
+import { ARCH } from '../model/arch';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DEFAULT_FORMATS = 'Q4_0,Q4_K,Q8_0,Q4_K_M,F16';
@@ -28,11 +30,14 @@ const REAL_GPU = !!process.env.WEBGPU_LLM_REAL_GPU && process.env.WEBGPU_LLM_REA
 const USAGE = `usage: npm run bench -- [options]
   --preset tiny|small|1b      fixture size (default: small on a CPU-emulated adapter, 1b otherwise)
   --formats LIST              GGUF variants to run (default ${DEFAULT_FORMATS})
-  --arch llama|qwen2|qwen3|mistral   fixture architecture (default llama)
+  --arch llama|qwen2|qwen3|mistral|qwen35   fixture architecture (default llama; qwen35's fixture has its MTP head,
+                              run in the speculative part)
+  --mtp-tokens K              tokens the MTP head guesses per step, in the speculative part and --hybrid (default ${MTP_TOKENS})
   --target node|chromium|both|cpu   (default both; cpu: only the CPU mask timing below)
   --hybrid                    only the hybrid case (Node): decode steps of LFM2 and Qwen3.5 beside a llama of the same preset
                               (default small) at --decode-contexts (default 1024,8192), --decode-tokens steps each (default 8),
-                              bytes per token by part (weights, K/V, recurrent state) and ms per step; first of --formats (Q8_0 alone by default)
+                              bytes per token by part (weights, K/V, recurrent state) and ms per step; first of --formats (Q8_0 alone by default);
+                              then Qwen3.5 with its MTP head, decoded without speculation and with the head (tokens/step, head ms and bytes per guess)
   --fixtures-only             write the fixture files the other options name (--preset, --arch, --formats) and exit:
                               processes that each write one format can run at once (gpu-pack's run.sh does)
   --json PATH                 write the JSON report there (default .cache/bench/latest.json), again as each target finishes
@@ -80,6 +85,7 @@ async function main(): Promise<void> {
       'stream-tokens': { type: 'string' },
       'prefix-tokens': { type: 'string' },
       'fixtures-only': { type: 'boolean' },
+      'mtp-tokens': { type: 'string' },
       hybrid: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -97,6 +103,7 @@ async function main(): Promise<void> {
     profileSteps: numbers(values['profile-steps'])?.[0],
     profilePrefill: values['profile-prefill'],
     integerDot: values['integer-dot'],
+    mtpTokens: numbers(values['mtp-tokens'])?.[0],
     streamPromptTokens: numbers(values['stream-prompt'])?.[0],
     streamTokens: numbers(values['stream-tokens'])?.[0],
   };
@@ -119,7 +126,7 @@ async function main(): Promise<void> {
     // No GPU here: the preset must be named (its default depends on the adapter).
     if (!values.preset) throw new Error('--fixtures-only needs --preset');
     const t0 = performance.now();
-    const paths = await ensureFixture({ arch: values.arch as Arch, preset: values.preset as Preset }, { hf: [], gguf: formats });
+    const paths = await ensureFixture(benchFixture(values.arch as Arch, values.preset as Preset), { hf: [], gguf: formats });
     return void console.log(`[bench] fixtures ${formats.join(', ')} in ${paths.root} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
   }
 
@@ -145,7 +152,7 @@ async function main(): Promise<void> {
   const preset = (values.preset ?? defaultPreset(nodeGpu.info)) as Preset;
   const arch = values.arch as Arch;
   console.log(`[bench] ${arch} ${preset} preset, formats ${formats.join(', ')}; writing fixtures if needed…`);
-  const paths = await ensureFixture({ arch, preset }, { hf: [], gguf: formats });
+  const paths = await ensureFixture(benchFixture(arch, preset), { hf: [], gguf: formats });
 
   const report: BenchReport = { date: new Date().toISOString(), preset, arch, targets: [], skipped: [], maskCost };
   const log = (line: string) => console.log(line);
@@ -174,6 +181,11 @@ async function main(): Promise<void> {
   await writeReport(report, values.json!);
 }
 
+/** The bench's fixture of `arch`: with its MTP head where the family's checkpoints ship one (Qwen3.5), for the speculative part. */
+function benchFixture(arch: Arch, preset: Preset): { arch: Arch; preset: Preset; mtp?: boolean } {
+  return { arch, preset, ...(ARCH[arch]?.mtp ? { mtp: true } : {}) };
+}
+
 /** The hybrid case alone, in Node (./hybrid.ts): a table on stdout, the results as the JSON report. */
 async function runHybrid(preset: Preset | undefined, format: GGUFVariant, contexts: number[] | undefined, o: Partial<BenchSettings>, json: string): Promise<void> {
   const icd = useSwiftShaderIfNoGPU();
@@ -184,9 +196,10 @@ async function runHybrid(preset: Preset | undefined, format: GGUFVariant, contex
     const settings = { preset: preset ?? 'small', format, contexts: contexts?.length ? contexts : [1024, 8192], steps: o.decodeTokens ?? 8, prefillChunk: o.prefillChunk ?? 512 };
     console.log(`[bench] hybrid case on ${describeAdapter(gpu.info)}: ${settings.preset} preset, ${format}, contexts ${settings.contexts.join(', ')}, ${settings.steps} steps each`);
     const results = await benchHybrid(gpu, settings, (line) => console.log(line));
-    console.log('\n' + formatHybrid(results));
+    const mtp = await benchHybridMtp(gpu, settings, o.mtpTokens, (line) => console.log(line));
+    console.log('\n' + formatHybrid(results) + '\n\n' + formatMtp(`qwen35 ${settings.preset} ${format}`, mtp, isEmulated(gpu.info)).join('\n'));
     await mkdir(dirname(json), { recursive: true });
-    await writeFile(json, JSON.stringify({ date: new Date().toISOString(), adapter: describeAdapter(gpu.info), settings, hybrid: results }, null, 2) + '\n');
+    await writeFile(json, JSON.stringify({ date: new Date().toISOString(), adapter: describeAdapter(gpu.info), settings, hybrid: results, mtp }, null, 2) + '\n');
     console.log(`\n[bench] JSON report: ${json}`);
   } finally {
     gpu.destroy();

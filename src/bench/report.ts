@@ -4,6 +4,7 @@ import type { MaskCostResult } from './mask-cost';
 import type { ContextDecodeResult } from './decode';
 import type { OpTime } from './profiler';
 import type { ModelBenchResult } from './run';
+import type { MtpBench, MtpSpeculativeRun, SpeculativeRun } from './speculative';
 import type { TargetResult } from './target';
 
 export interface BenchReport {
@@ -138,38 +139,57 @@ export function formatToolCall(title: string, b: NonNullable<ModelBenchResult['t
   ];
 }
 
-/** One stream without speculation and with each proposer; ratios to the first run. */
 /** KV persistence's line: TTFT after a restart ÷ cold (goal ≤ 0.2 at 2k tokens on a GPU). */
 export function formatRestart(title: string, r: NonNullable<ModelBenchResult['restart']>): string {
   if ('error' in r) return `${title}: KV persistence FAILED ${r.error}`;
   return `${title}: ${r.promptTokens}-token prompt, first token cold ${r.coldMs.toFixed(0)} ms, after a restart ${r.restartMs.toFixed(0)} ms (${r.cachedTokens} tokens from storage): ratio ${r.ratio.toFixed(3)} (goal ≤ 0.2)${r.identical ? '' : ' — THE FIRST TOKEN DIFFERS'}`;
 }
 
+/** One stream without speculation and with each proposer; ratios to the first run. */
 export function formatSpeculative(title: string, b: NonNullable<ModelBenchResult['speculative']>, emulated: boolean): string[] {
-  const tps = (r: typeof b.none) => 1000 / r.msPerToken;
-  const row = (name: string, r: typeof b.none) => [
-    name,
-    String(r.tokens),
-    String(r.steps),
-    f(r.tokensPerStep, 2),
-    f(r.tokensPerStep / b.none.tokensPerStep, 2),
-    f(tps(r), 1),
-    f(tps(r) / tps(b.none), 2),
-    String(r.proposed),
-    String(r.accepted),
-  ];
+  const row = speculativeRow(b.none);
   return [
-    `${title}: speculative decoding, one stream, greedy; after the first token (the prompt's step)${emulated ? '; emulated GPU: tokens/step only, tok/s is not what a GPU gives' : ''}${b.identical ? '' : ' — SPECULATION CHANGED THE TOKENS'}`,
+    `${title}: speculative decoding, one stream, greedy; after the first token (the prompt's step)${emulated ? EMULATED_NOTE : ''}${b.identical ? '' : CHANGED_NOTE}`,
     table(
-      ['run', 'tokens', 'steps', 'tokens/step', '× none', 'tok/s', '× none', 'proposed', 'accepted', ...(b.draft ? ['draft steps'] : [])],
+      [...SPECULATIVE_COLUMNS, ...(b.draft ? ['draft steps'] : [])],
       [
         row('none', b.none),
         row('prediction = output', b.copy),
         row('prediction, 1/16 edited', b.edited),
         row('n-gram (n 3, k 8)', b.ngram),
         ...(b.draft ? [[...row(`draft = itself (k ${b.draft.draftTokens})`, b.draft), String(b.draft.draftSteps)]] : []),
+        ...(b.mtp ? [[...row(`MTP head (k ${b.mtp.k})`, b.mtp), ...(b.draft ? ['-'] : [])]] : []),
       ],
     ),
+    ...(b.mtp ? [mtpNote(b.mtp)] : []),
+  ];
+}
+
+const EMULATED_NOTE = '; emulated GPU: tokens/step only, tok/s is not what a GPU gives';
+const CHANGED_NOTE = ' — SPECULATION CHANGED THE TOKENS';
+const SPECULATIVE_COLUMNS = ['run', 'tokens', 'steps', 'tokens/step', '× none', 'tok/s', '× none', 'proposed', 'accepted'];
+
+/** A speculative run's row: its figures and their ratios to `none`'s. */
+function speculativeRow(none: SpeculativeRun): (name: string, r: SpeculativeRun) => string[] {
+  const tps = (r: SpeculativeRun) => 1000 / r.msPerToken;
+  return (name, r) => [name, String(r.tokens), String(r.steps), f(r.tokensPerStep, 2), f(r.tokensPerStep / none.tokensPerStep, 2), f(tps(r), 1), f(tps(r) / tps(none), 2), String(r.proposed), String(r.accepted)];
+}
+
+/**
+ * What the MTP row means: the bench's models are fixtures, whose head has random weights and so
+ * guesses almost nothing right (as an untrained head would); the figure is the head's overhead.
+ */
+function mtpNote(m: MtpSpeculativeRun): string {
+  return `   MTP head: ${m.accepted} of ${m.proposed} guesses taken. The fixture's head has random weights, so it guesses almost nothing right, as an untrained head should: acceptance needs a real checkpoint; the figure here is the head's overhead: ${f(m.headMsPerStep, 2)} ms a step (one run, ${m.k} guess${m.k === 1 ? '' : 'es'}), ${f(m.headBytesPerGuess / 2 ** 20, 3)} MiB of weights read per guess (its layer, fc and norms, the model's LM head, an embedding row)`;
+}
+
+/** `--hybrid`'s MTP case: Qwen3.5 with its head, without speculation and with the head. */
+export function formatMtp(title: string, b: MtpBench, emulated: boolean): string[] {
+  const row = speculativeRow(b.none);
+  return [
+    `${title}: the MTP head, one stream, greedy; after the first token (the prompt's step)${emulated ? EMULATED_NOTE : ''}${b.identical ? '' : CHANGED_NOTE}`,
+    table(SPECULATIVE_COLUMNS, [row('none', b.none), row(`MTP head (k ${b.mtp.k})`, b.mtp)]),
+    mtpNote(b.mtp),
   ];
 }
 

@@ -36,6 +36,8 @@ export interface BenchSettings {
   prefillChunk: number;
   /** EngineOptions.integerDot (`--integer-dot`): one-token decode steps by int8 dot products where the GPU has them. */
   integerDot?: boolean;
+  /** Tokens the MTP head guesses per step in the speculative part, on a model with a head (`--mtp-tokens`; default MTP_TOKENS). */
+  mtpTokens?: number;
   /** Decode steps recorded with timestamps for the breakdown. */
   profileSteps: number;
   /** Also time a prefill chunk per kernel (one more prefill of the shortest prompt). */
@@ -193,7 +195,8 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
     const t0 = performance.now();
     const opened = await openModel(location);
     const contextLength = Math.max(...s.promptLengths) + s.decodeTokens + 8;
-    engine = await GpuEngine.load(opened, { gpu, contextLength, prefillChunk: s.prefillChunk, integerDot: s.integerDot });
+    // The MTP head where the model ships one (the qwen35 fixture): the speculative part runs it.
+    engine = await GpuEngine.load(opened, { gpu, contextLength, prefillChunk: s.prefillChunk, integerDot: s.integerDot, mtp: !!opened.config.mtpLayers });
     const loadMs = performance.now() - t0;
     const c = opened.config;
     log(`${format}: loaded in ${loadMs.toFixed(0)} ms (${engine.precision})`);
@@ -241,11 +244,11 @@ export async function benchModel(gpu: GPUContext, location: ModelLocation, forma
     const drafter = await DraftEngine.load(gpu, opened, { precision: engine.precision, contextLength, maxSeqs: 1, pageSize: 16, prefillChunk: s.prefillChunk });
     let speculative: SpeculativeBench;
     try {
-      speculative = await benchSpeculative(engine, benchPrompt(16, c.vocabSize, 98), s.decodeTokens, c.vocabSize, new DraftModel(drafter, DRAFT_TOKENS));
+      speculative = await benchSpeculative(engine, benchPrompt(16, c.vocabSize, 98), s.decodeTokens, c.vocabSize, new DraftModel(drafter, DRAFT_TOKENS), s.mtpTokens);
     } finally {
       await drafter.dispose();
     }
-    log(`${format}: speculative decoding, tokens/step: none ${speculative.none.tokensPerStep.toFixed(2)}, prediction ${speculative.copy.tokensPerStep.toFixed(2)}, edited prediction ${speculative.edited.tokensPerStep.toFixed(2)}, n-gram ${speculative.ngram.tokensPerStep.toFixed(2)}, draft ${speculative.draft?.tokensPerStep.toFixed(2)}`);
+    log(`${format}: speculative decoding, tokens/step: none ${speculative.none.tokensPerStep.toFixed(2)}, prediction ${speculative.copy.tokensPerStep.toFixed(2)}, edited prediction ${speculative.edited.tokensPerStep.toFixed(2)}, n-gram ${speculative.ngram.tokensPerStep.toFixed(2)}, draft ${speculative.draft?.tokensPerStep.toFixed(2)}${speculative.mtp ? `, MTP head ${speculative.mtp.tokensPerStep.toFixed(2)}` : ''}`);
     const peakBytes = tracker.peak;
     tracker.stop();
 
