@@ -39,6 +39,9 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // Granite 4.0-H (Mamba-2 layers beside NoPE attention): its granitehybrid Q8_0 file.
   const graniteH = await ensureFixture({ arch: 'granite', preset: 'tiny', hybrid: { mambaGroups: 1 } }, { hf: [], gguf: ['Q8_0'] });
   index['granite-h'] = { Q8_0: relative(root, graniteH.gguf.Q8_0!).split('\\').join('/') };
+  // Qwen3.5 with its MTP head (speculative {type: "mtp"}): its Q8_0 file.
+  const q35mtp = await ensureFixture({ arch: 'qwen35', preset: 'tiny', mtp: true }, { hf: [], gguf: ['Q8_0'] });
+  index['qwen35-mtp'] = { Q8_0: relative(root, q35mtp.gguf.Q8_0!).split('\\').join('/') };
   // The Qwen3-Embedding checkpoint (bare-model names, sentence-transformers files): its folder.
   const embed = await ensureFixture({ arch: 'qwen3', preset: 'tiny', embedding: true }, { hf: ['F32'], gguf: [] });
   index['qwen3-embed'] = { 'hf-F32': relative(root, embed.hf.F32!).split('\\').join('/') };
