@@ -320,6 +320,42 @@ describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU ref
     }
   });
 
+  it("Q8_0: a chain stops short where the head's KV has no room: fewer guesses, the reference chain's first ones, the KV back to the fed rows", async () => {
+    const mtpOpened = await openModel((await ensureFixture({ arch: 'qwen35', preset: 'tiny', mtp: true }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
+    const V = mtpOpened.config.vocabSize;
+    // One page of 16 rows for the sequence (the pool's only page): row 13 fed leaves room for 2
+    // chained rows (3 guesses), row 14 for 1 (2 guesses), row 15 for none (1 guess).
+    const ids = Array.from({ length: 17 }, (_, i) => (i * 7919 + 29) % V);
+    const trunk = await ReferenceModel.load(mtpOpened);
+    const hidden = ids.slice(0, 16).map((id, t) => (trunk.forward(id, t), trunk.hidden));
+    const rows = (from: number, to: number) => Float32Array.from(hidden.slice(from, to).flatMap((h) => [...h]));
+    const headRef = await MtpReference.load(mtpOpened);
+    ids.slice(1, 14).forEach((next, t) => headRef.forward(hidden[t]!, next, t));
+    const trunkWeights = await uploadWeights(gpu.device, mtpOpened);
+    const head = await GpuMtpHead.create(gpu, mtpOpened, trunkWeights, { precision: 'f32', limits: { maxTokens: 8, maxSeqs: 1, numPages: 1, pageSize: 16, maxPagesPerSeq: 1, contextLength: 16, maxGuesses: 3 } });
+    try {
+      await head.run(0, rows(0, 8), ids.slice(1, 9), 0);
+      await head.run(0, rows(8, 13), ids.slice(9, 14), 0);
+      for (const [t, k] of [[13, 3], [14, 2], [15, 1]] as const) {
+        const chain = headRef.chain(hidden[t]!, ids[t + 1]!, t, 3);
+        const guesses = await head.run(0, rows(t, t + 1), [ids[t + 1]!], 3);
+        expect(guesses.length, `row ${t}`).toBe(k);
+        // The last pass is guess k's: its logits are the reference chain's k-th (within 1e-3, as above).
+        expect(maxAbsDiffAll([await head.lastLogits()], [chain.logits[k - 1]!]), `row ${t}`).toBeLessThan(1e-3);
+        const close = chain.logits.slice(0, k).findIndex((l) => top2Margin(l) < 2e-3);
+        expect(guesses.slice(0, close < 0 ? k : close)).toEqual(chain.ids.slice(0, close < 0 ? k : close));
+        // The chained rows left; the fed row stays, and the next feed writes position t + 1.
+        expect(head.length(0), `row ${t}`).toBe(t + 1);
+      }
+      // Full: a further row does not fit, and the head still holds its 16.
+      await expect(head.run(0, rows(0, 1), [ids[1]!], 1)).rejects.toThrow(/context/);
+      expect(head.length(0)).toBe(16);
+    } finally {
+      head.destroy();
+      trunkWeights.destroy();
+    }
+  });
+
   it('loads the head only when asked for (EngineOptions.mtp): without it memoryUse.weights lacks the head\'s bytes, and a request asking for the head is told how to load it', async () => {
     const mtpOpened = await openModel((await ensureFixture({ arch: 'qwen35', preset: 'tiny', mtp: true }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
     const opts = { gpu, precision: 'f32', contextLength: 64, pageSize: 4, prefillChunk: 16, maxBatch: 2 } as const;
