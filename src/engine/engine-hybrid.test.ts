@@ -356,12 +356,15 @@ describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU ref
     }
   });
 
-  it('loads the head only when asked for (EngineOptions.mtp): without it memoryUse.weights lacks the head\'s bytes, and a request asking for the head is told how to load it', async () => {
+  it('loads the head only when asked for (EngineOptions.mtp): without it memoryUse lacks the head\'s weights and KV pages, and a request asking for the head is told how to load it', async () => {
     const mtpOpened = await openModel((await ensureFixture({ arch: 'qwen35', preset: 'tiny', mtp: true }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
     const opts = { gpu, precision: 'f32', contextLength: 64, pageSize: 4, prefillChunk: 16, maxBatch: 2 } as const;
     const [bare, withHead] = [await GpuEngine.load(mtpOpened, opts), await GpuEngine.load(mtpOpened, { ...opts, mtp: true })];
     try {
       expect(withHead.memoryUse.weights - bare.memoryUse.weights).toBe(headOwnBytes(mtpOpened));
+      // Its KV pages: K and V of its one attention layer (f32) for as many pages as the model's pool.
+      const c = mtpOpened.config;
+      expect(withHead.memoryUse.kvCache - bare.memoryUse.kvCache).toBe(bare.kvStats.pages.total * opts.pageSize * 2 * c.numKvHeads * c.headDim * 4);
       await expect(drainGeneration(bare.generate(greedyRequest(prompt(1, 4), 2, {}, { speculation: { mtp: { k: 1 } } })))).rejects.toMatchObject({ code: 'invalid_field', status: 400, param: 'speculative', message: expect.stringMatching(/mtp: true/) });
     } finally {
       await bare.dispose();

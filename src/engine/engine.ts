@@ -501,12 +501,13 @@ export class GpuEngine implements Backend {
   /** GPU memory the engine allocated at load, by use (the memory warning's figures: src/gpu/memory.ts). */
   get memoryUse(): MemoryUse {
     const { weights, forward, step } = this.parts;
-    // The MTP head's own weights (its layer, fc, norms); it reads the trunk's embedding and LM head. A draft model's, all of its own.
+    // The MTP head's own weights (its layer, fc, norms; it reads the trunk's embedding and LM head), KV pages and run state. A draft model's, all of its own.
     const draft = this.draft?.memoryUse ?? { weights: 0, kvCache: 0, other: 0 };
+    const head = this.mtp?.head.cacheBytes ?? { kv: 0, state: 0 };
     return {
       weights: weights.bytes + (this.mtp?.head.weightBytes ?? 0) + draft.weights,
-      kvCache: forward.kvCacheBytes + this.stepRunner.snapshotBytes + draft.kvCache,
-      other: forward.stateBytes + step.buffer.size + this.stepRunner.readbackBytes + draft.other,
+      kvCache: forward.kvCacheBytes + this.stepRunner.snapshotBytes + head.kv + draft.kvCache,
+      other: forward.stateBytes + step.buffer.size + this.stepRunner.readbackBytes + head.state + draft.other,
     };
   }
 

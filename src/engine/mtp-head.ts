@@ -234,6 +234,11 @@ export class GpuMtpHead {
     }
   }
 
+  /** GPU bytes of the head's KV pages (its one attention layer, as many pages as the model's pool) and of its layer's run state. */
+  get cacheBytes(): { kv: number; state: number } {
+    return { kv: this.forward.kvCacheBytes, state: this.forward.stateBytes };
+  }
+
   /** GPU bytes of the head's own weights: its layer, fc's halves and input norms (the embedding and LM head are the trunk's). */
   get weightBytes(): number {
     return this.weights.bytes + this.ownWeightBytes;
