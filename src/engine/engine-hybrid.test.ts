@@ -365,6 +365,9 @@ describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU ref
       // Its KV pages: K and V of its one attention layer (f32) for as many pages as the model's pool.
       const c = mtpOpened.config;
       expect(withHead.memoryUse.kvCache - bare.memoryUse.kvCache).toBe(bare.kvStats.pages.total * opts.pageSize * 2 * c.numKvHeads * c.headDim * 4);
+      // Its run state, and the trunk's every-row hidden states it reads the prompt from (f32 [maxTokens, hidden]).
+      const head = (withHead as unknown as { mtp: MtpDrafter }).mtp.head;
+      expect(withHead.memoryUse.other - bare.memoryUse.other).toBe(head.cacheBytes.state + withHead.limits.maxTokens * c.hiddenSize * 4);
       await expect(drainGeneration(bare.generate(greedyRequest(prompt(1, 4), 2, {}, { speculation: { mtp: { k: 1 } } })))).rejects.toMatchObject({ code: 'invalid_field', status: 400, param: 'speculative', message: expect.stringMatching(/mtp: true/) });
     } finally {
       await bare.dispose();

@@ -74,9 +74,10 @@ export class GpuForward {
     return this.caches.bytes;
   }
 
-  /** Bytes of the run state (activations, logits, RoPE tables). */
+  /** Bytes of the run state (activations, logits, RoPE tables; the image splice's and every row's hidden states where enabled). */
   get stateBytes(): number {
-    return this.buffers.all.reduce((n, b) => n + b.size, 0);
+    const optional = [this.images?.rows, this.images?.index, this.hiddenRows?.rows].filter((b) => b !== undefined);
+    return [...this.buffers.all, ...optional].reduce((n, b) => n + b.size, 0);
   }
 
   /** f32 [maxSeqs, vocab] the logits of each sequence of the last step. */
