@@ -3,7 +3,8 @@
  * the target's device. Its weights, forward pass and sampler (./gpu-parts.ts), a KV page pool and
  * a step runner, and nothing a served model has besides: no scheduler or prefix cache (the
  * target's step loop runs it, a slot per target sequence), no state snapshots (a hybrid's prefix
- * cache: up to 128 MiB, state-snapshots.ts), no device recovery, LoRA adapters, MTP head, vision
+ * cache: up to 128 MiB, state-snapshots.ts), no device recovery of its own (the target's rebuilds
+ * it on the new device: `rebuild`), no LoRA adapters, MTP head, vision
  * tower or KV persistence. Its sequences draw greedily on the GPU, so its sampler has no
  * penalties op and its runner reads back the drawn ids only (no logits, hidden-state or
  * routed-expert readback buffers): 4 · maxSeqs · vocab · 4 bytes fewer than a served model's.
@@ -30,20 +31,44 @@ export interface DraftEngineOptions {
   integerDot?: boolean;
 }
 
+/** What the draft keeps on one device. */
+interface Built {
+  parts: GpuParts;
+  runner: StepRunner;
+  kv: KvPages;
+}
+
 export class DraftEngine implements DraftBackend {
-  readonly stepper: DraftStepper;
+  stepper: DraftStepper;
+
+  /** What lives on the device now (null: freed, and not built again: a failed rebuild). */
+  private built: Built | null;
 
   private constructor(
-    private readonly parts: GpuParts,
-    private readonly runner: StepRunner,
+    built: Built,
+    private readonly opened: OpenedModel,
+    /** What its parts are built from, fixed at load: a new device gets the same sizes. */
+    private readonly spec: PartsSpec,
     readonly contextLength: number,
-    kv: KvPages,
   ) {
+    this.built = built;
+    this.stepper = DraftEngine.stepperOf(built);
+  }
+
+  private static stepperOf({ parts, runner, kv }: Built): DraftStepper {
     const { config } = parts.forward;
     const { maxSeqs, maxTokens } = parts.forward.limits;
     // Its sequences are greedy, never speculate and stop only at their length: no DRY breakers, no verify rows.
-    const env = { eosIds: [], contextLength, breakers: () => () => false, moe: config.moe !== null, verifies: false };
-    this.stepper = { kv, runner, env, limits: { maxSeqs, maxTokens }, cutsBack: !hasRecurrentLayers(config) };
+    const env = { eosIds: [], contextLength: parts.forward.limits.contextLength, breakers: () => () => false, moe: config.moe !== null, verifies: false };
+    return { kv, runner, env, limits: { maxSeqs, maxTokens }, cutsBack: !hasRecurrentLayers(config) };
+  }
+
+  /** Its parts and a step runner over a new (empty) page pool on `gpu`. */
+  private static async build(gpu: GPUContext, opened: OpenedModel, spec: PartsSpec): Promise<Built> {
+    const parts = await buildParts(gpu, opened, spec, new ProgressEmitter(undefined));
+    const kv = new KvPages(spec.limits.numPages, spec.limits.pageSize);
+    const runner = new StepRunner(gpu, opened.config, { maxSeqs: spec.limits.maxSeqs }, parts.forward, parts.sampler, parts.step, kv, null, true);
+    return { parts, runner, kv };
   }
 
   /**
@@ -59,20 +84,37 @@ export class DraftEngine implements DraftBackend {
     const numPages = kvPoolPages({ config, precision, pageSize, contextLength, maxSeqs, weightBytes: weightBytesOf(opened), limits: gpu.device.limits });
     const limits = { maxTokens: o.prefillChunk + maxSeqs, maxSeqs, numPages, pageSize, maxPagesPerSeq: Math.ceil(contextLength / pageSize), contextLength };
     const spec: PartsSpec = { precision, integerDot: o.integerDot ?? false, limits, snapshots: 0, drawsOnly: true };
-    const parts = await buildParts(gpu, opened, spec, new ProgressEmitter(undefined));
-    const kv = new KvPages(numPages, pageSize);
-    const runner = new StepRunner(gpu, opened.config, { maxSeqs }, parts.forward, parts.sampler, parts.step, kv, null, true);
-    return new DraftEngine(parts, runner, contextLength, kv);
+    return new DraftEngine(await DraftEngine.build(gpu, opened, spec), opened, spec, contextLength);
+  }
+
+  /**
+   * After a lost device (the target's rebuild): frees what lived on the lost one and builds it all
+   * again on `gpu` (the weights uploaded again, a new step runner and an empty page pool). What
+   * its slots held is gone: the draft model forgets every session's slot (DraftModel.rebuild).
+   */
+  async rebuild(gpu: GPUContext): Promise<void> {
+    this.free();
+    const built = await DraftEngine.build(gpu, this.opened, this.spec);
+    this.built = built;
+    this.stepper = DraftEngine.stepperOf(built);
   }
 
   /** GPU memory it allocated at load, by use (counted into the target's EngineHandle memoryUse). */
   get memoryUse(): MemoryUse {
-    const { weights, forward, step } = this.parts;
-    return { weights: weights.bytes, kvCache: forward.kvCacheBytes, other: forward.stateBytes + step.buffer.size + this.runner.readbackBytes };
+    if (!this.built) return { weights: 0, kvCache: 0, other: 0 };
+    const { weights, forward, step } = this.built.parts;
+    return { weights: weights.bytes, kvCache: forward.kvCacheBytes, other: forward.stateBytes + step.buffer.size + this.built.runner.readbackBytes };
   }
 
   async dispose(): Promise<void> {
-    destroyParts(this.parts);
-    this.runner.destroy();
+    this.free();
+  }
+
+  /** Frees its buffers, once (a dispose after a failed rebuild frees nothing). */
+  private free(): void {
+    if (!this.built) return;
+    destroyParts(this.built.parts);
+    this.built.runner.destroy();
+    this.built = null;
   }
 }

@@ -22,7 +22,10 @@
  * fails or is preempted: `close`, at once, or after the round under way), or to a sequence that
  * needs one when every slot is taken (the least recently drafted first; it then starts over). Its steps are
  * counted apart from the target's (EngineStats.draftSteps).
+ * After a lost device the engine rebuilds the draft on the new one (`rebuild`): every slot is
+ * forgotten (its K/V was on the lost device), so a resumed sequence drafts again from the start.
  */
+import type { GPUContext } from '../gpu/device';
 import type { MemoryUse } from '../gpu/memory';
 import type { TextTokenizer } from '../text/tokenizer';
 import { ModelError } from '../model/errors';
@@ -52,6 +55,8 @@ export interface DraftBackend {
   readonly stepper: DraftStepper;
   /** GPU memory it allocated at load, by use. */
   readonly memoryUse: MemoryUse;
+  /** After a lost device: its buffers freed and made again on `gpu`, a new stepper (an empty page pool); throws when it cannot. */
+  rebuild(gpu: GPUContext): Promise<void>;
   dispose(): Promise<void>;
 }
 
@@ -120,14 +125,51 @@ export class DraftModel implements Drafter {
   private rounds: Promise<void> | null = null;
   /** Sessions holding a slot, and the slots no session holds. */
   private readonly holders = new Set<DraftSession>();
-  private readonly freeSlots: number[];
+  private freeSlots: number[] = [];
+  /** Rebuilds on a new device so far: a round begun before one neither hands out its guesses nor touches the slots after it. */
+  private device = 0;
+  /** Its rebuild after a lost device failed: no guesses (the model serves on without them) until a later rebuild succeeds. */
+  failed = false;
+  /** A rebuild is under way: no guesses meanwhile. */
+  private building = false;
 
   constructor(
     /** Its GPU side (tests reach its step runner through it). */
     readonly backend: DraftBackend,
     readonly tokens: number,
   ) {
-    this.freeSlots = Array.from({ length: backend.stepper.limits.maxSeqs }, (_, i) => i).reverse();
+    this.forget();
+  }
+
+  /** Every slot free and no session holding one (each starts over in a slot at its next ask). */
+  private forget(): void {
+    for (const s of this.holders) {
+      s.slot = null;
+      s.held = [];
+    }
+    this.holders.clear();
+    this.freeSlots = Array.from({ length: this.backend.stepper.limits.maxSeqs }, (_, i) => i).reverse();
+  }
+
+  /**
+   * After a lost device (the engine's rebuild): the draft built again on `gpu` (./draft-engine.ts).
+   * What the slots held was on the lost device, so every session forgets its slot: a sequence
+   * resumed by the model drafts again from the start, as a new one. Throws when the draft cannot
+   * be rebuilt; it then guesses nothing (`failed`) until a later rebuild succeeds.
+   */
+  async rebuild(gpu: GPUContext): Promise<void> {
+    this.device++;
+    this.building = true;
+    this.forget();
+    try {
+      await this.backend.rebuild(gpu);
+      this.failed = false;
+    } catch (e) {
+      this.failed = true;
+      throw e;
+    } finally {
+      this.building = false;
+    }
   }
 
   /** The draft engine's steps since load. */
@@ -155,6 +197,7 @@ export class DraftModel implements Drafter {
    * synchronous turn (the scheduler asks all its drafting sequences at once) joins one round.
    */
   ask(session: DraftSession, ids: readonly number[], count: number): Promise<number[]> {
+    if (this.failed || this.building) return Promise.resolve([]);
     return new Promise((resolve) => {
       this.asks.push({ session, ids, count, resolve });
       this.rounds ??= Promise.resolve().then(() => this.runRounds());
@@ -179,14 +222,16 @@ export class DraftModel implements Drafter {
   private async runRounds(): Promise<void> {
     while (this.asks.length) {
       const asks = this.asks.splice(0);
+      const device = this.device;
       let guesses: number[][];
       try {
         guesses = await this.round(asks);
       } catch {
-        // A failed step (a lost device): what the slots hold is unknown, so every session starts over.
-        for (const s of [...this.holders]) this.unslot(s);
+        // A failed step (a lost device): what the slots hold is unknown, so every session starts over (on the device it ran on).
+        if (device === this.device) for (const s of [...this.holders]) this.unslot(s);
         guesses = asks.map(() => []);
       }
+
       asks.forEach((a, i) => a.resolve(guesses[i]!));
     }
     this.rounds = null;
@@ -197,6 +242,7 @@ export class DraftModel implements Drafter {
   private async round(asks: readonly Ask[]): Promise<number[][]> {
     const { kv, runner, env, limits, cutsBack } = this.backend.stepper;
     const round = this.counters.rounds++;
+    const device = this.device;
     const inRound = new Set(asks.map((a) => a.session));
     const seqs: Array<Sequence | null> = [];
     let pages = 0;
@@ -254,6 +300,8 @@ export class DraftModel implements Drafter {
       if (inFlight) await inFlight();
       inFlight = done;
     }
+    // The device was rebuilt meanwhile: the sessions' slots are the new pool's.
+    if (device !== this.device) return asks.map(() => []);
     return asks.map((a, i) => {
       const seq = seqs[i];
       if (!seq) return [];

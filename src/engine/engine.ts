@@ -308,6 +308,28 @@ export class GpuEngine implements Backend {
     return new StepRunner(parts.gpu, this.config, { maxSeqs: this.spec.limits.maxSeqs }, parts.forward, parts.sampler, parts.step, this.kv, snapshots);
   }
 
+  /** The MTP head on the parts' device, reading their embedding and LM head, and the step's hidden-state rows it is fed from. */
+  private async mtpHeadOn(parts: GpuParts): Promise<GpuMtpHead> {
+    const limits = { ...this.spec.limits, maxTokens: MTP_ROWS, maxGuesses: MTP_MAX_GUESSES };
+    const head = await GpuMtpHead.create(parts.gpu, this.opened, parts.weights, { precision: this.spec.precision, limits });
+    this.stepRunner.hiddenRows = await parts.forward.enableRows(parts.ctx, parts.weights.outputNorm);
+    return head;
+  }
+
+  /**
+   * After a loss, the speculation parts the model serves without (an MTP head, a draft model)
+   * made again on the new device: one that fails leaves the model serving without its guesses,
+   * logged and in stats (`draftFailed`), never failing the recovery.
+   */
+  private async rebuildGuessers(gpu: GPUContext, parts: GpuParts): Promise<void> {
+    const warn = (what: string, e: unknown) => console.warn(`webgpu-llm: ${what} could not be rebuilt after a lost device (${e instanceof Error ? e.message : String(e)}); the model serves without its guesses`);
+    if (this.mtp) {
+      const head = await this.mtpHeadOn(parts).catch((e: unknown) => void warn('the MTP head', e));
+      this.mtp.rebuilt(head ?? null);
+    }
+    if (this.draft) await this.draft.rebuild(gpu).catch((e: unknown) => warn('the draft model', e));
+  }
+
   /**
    * After a loss (./recovery.ts): frees what lived on the lost device, builds it all on `gpu`
    * (the weights read again from the model's source: the loader's cache), and loads the LoRA
@@ -320,6 +342,7 @@ export class GpuEngine implements Backend {
     this.tower?.destroy();
     this.tower = undefined;
     this.stepRunner.destroy();
+    this.mtp?.head.destroy();
     const parts = await buildParts(gpu, this.opened, this.spec, new ProgressEmitter(undefined));
     if (this.disposed) {
       destroyParts(parts);
@@ -337,6 +360,9 @@ export class GpuEngine implements Backend {
       this.adapters.reload(again);
     }
     if (this.towerSource) await this.loadVision(parts.ctx, this.towerSource);
+    await this.rebuildGuessers(gpu, parts);
+    // Disposed meanwhile: dispose() freed the draft before it was rebuilt.
+    if (this.disposed) await this.draft?.dispose();
   }
 
   /**
@@ -405,11 +431,7 @@ export class GpuEngine implements Backend {
     const engine = new GpuEngine(parts, text, opened, spec, { id: opts.id, contextLength, loraPool: opts.loraPool, recovery: opts.recovery, speculative: opts.speculative });
     try {
       if (opts.persistKv && !hasRecurrentLayers(config)) await engine.persistTo(opts.persistKv);
-      if (mtpHead) {
-        const head = await GpuMtpHead.create(gpu, opened, parts.weights, { precision, limits: { ...limits, maxTokens: MTP_ROWS, maxGuesses: MTP_MAX_GUESSES } });
-        engine.mtp = new MtpDrafter(head, maxSeqs, config.hiddenSize, MTP_ROWS);
-        engine.stepRunner.hiddenRows = await parts.forward.enableRows(parts.ctx, parts.weights.outputNorm);
-      }
+      if (mtpHead) engine.mtp = new MtpDrafter(await engine.mtpHeadOn(parts), maxSeqs, config.hiddenSize, MTP_ROWS);
       if (draftOpened) {
         // On the same device, as large a batch, context and step: every sequence may draft at once.
         const backend = await DraftEngine.load(gpu, draftOpened, { precision, integerDot, contextLength, maxSeqs, pageSize, prefillChunk });
@@ -523,7 +545,7 @@ export class GpuEngine implements Backend {
       preemptions,
       ...this.served,
       speculative: { ...this.stepRunner.speculated },
-      ...(this.draft ? { draftSteps: this.draft.steps } : {}),
+      ...(this.draft ? { draftSteps: this.draft.steps, draftFailed: this.draft.failed } : {}),
       recovering: this.recovery.active,
       recoveries: this.recovery.recoveries,
     };
@@ -672,6 +694,8 @@ export interface EngineStats {
   speculative: { proposed: number; accepted: number };
   /** With a draft model (EngineOptions.draft): its steps since load, apart from the model's `steps`. */
   draftSteps?: number;
+  /** With a draft model: its rebuild after a lost device failed, so the model serves without its guesses (the output is the same). */
+  draftFailed?: boolean;
   /** The GPU device was lost and the engine is rebuilding on a new one (sequences wait meanwhile). */
   recovering: boolean;
   /** Recoveries from a lost device since load. */

@@ -66,9 +66,12 @@ export interface MtpGuesser {
 export class MtpDrafter implements MtpGuesser {
   private readonly free: number[];
   private queue: Promise<unknown> = Promise.resolve();
+  /** Its head could not be made again on a new device: no slot for anyone, so no guesses (the output is the same). */
+  private down = false;
 
   constructor(
-    readonly head: GpuMtpHead,
+    /** The head on the device now (another after a lost device: `rebuilt`). */
+    public head: GpuMtpHead,
     slots: number,
     private readonly hiddenSize: number,
     private readonly maxRows: number,
@@ -77,7 +80,13 @@ export class MtpDrafter implements MtpGuesser {
   }
 
   acquire(): number {
-    return this.free.pop() ?? -1;
+    return this.down ? -1 : (this.free.pop() ?? -1);
+  }
+
+  /** After a lost device (every proposer gave its slot back: `MtpProposer.suspend`): the head made on the new one, or null where that failed. */
+  rebuilt(head: GpuMtpHead | null): void {
+    if (head) this.head = head;
+    this.down = head === null;
   }
 
   guess(slot: number, hidden: Float32Array, next: readonly number[], k: number): Promise<number[]> {
