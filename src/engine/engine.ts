@@ -226,7 +226,8 @@ export class GpuEngine implements Backend {
   ) {
     const sp = opts.speculative;
     if (sp) this.speculation = sp.type === 'mtp' ? { mtp: { k: sp.k ?? MTP_DEFAULT_GUESSES } } : { ngram: { n: sp.n, k: sp.k } };
-    const { maxSeqs, maxTokens, numPages, pageSize } = parts.forward.limits;
+    const { maxSeqs: rows, maxTokens, numPages, pageSize } = parts.forward.limits;
+    const maxSeqs = parts.forward.limits.slots ?? rows;
     this.id = opts.id ?? opened.config.arch;
     this.config = opened.config;
     this.tokenizer = text.tokenizer;
@@ -245,7 +246,7 @@ export class GpuEngine implements Backend {
       isLoss: (e) => e instanceof WebGPUError && e.code === 'device_lost',
       recover: () => this.recovery.recover(),
     };
-    this.scheduler = new Scheduler(this.kv, runner, { maxSeqs, prefillTokens: maxTokens - maxSeqs }, spec.snapshots ? new SnapshotPool(spec.snapshots) : null);
+    this.scheduler = new Scheduler(this.kv, runner, { maxSeqs, rows, prefillTokens: maxTokens - rows }, spec.snapshots ? new SnapshotPool(spec.snapshots) : null);
     this.recovery = new DeviceRecovery(parts.gpu, opts.recovery, { lost: () => this.scheduler.deviceLost(), rebuild: (gpu) => this.rebuild(gpu), disposed: () => this.disposed });
     const breakers = new BreakerTable(this.tokenizer);
     // Verify rows only where every recurrent layer's state rolls back to the first rejected proposal.
@@ -305,7 +306,7 @@ export class GpuEngine implements Backend {
 
   private runnerFor(parts: GpuParts): StepRunner {
     const snapshots = StateSnapshots.create(parts.gpu.device, layerCacheKinds(this.config), parts.forward.caches, this.spec.snapshots);
-    return new StepRunner(parts.gpu, this.config, { maxSeqs: this.spec.limits.maxSeqs }, parts.forward, parts.sampler, parts.step, this.kv, snapshots);
+    return new StepRunner(parts.gpu, this.config, { maxSeqs: this.spec.limits.maxSeqs, slots: this.limits.maxSeqs }, parts.forward, parts.sampler, parts.step, this.kv, snapshots);
   }
 
   /** The MTP head on the parts' device, reading their embedding and LM head, and the step's hidden-state rows it is fed from. */
@@ -410,10 +411,11 @@ export class GpuEngine implements Backend {
     const maxPagesPerSeq = Math.ceil(contextLength / pageSize);
     const maxSeqs = Math.max(1, Math.floor(opts.maxBatch ?? DEFAULT_MAX_BATCH));
     const numPages = kvPoolPages({ config, precision, pageSize, contextLength, maxSeqs, weightBytes: weightBytesOf(opened), limits: gpu.device.limits, tokens: opts.kvCacheTokens });
-    // A step holds a decode token for every sequence plus prefill chunks of `prefillChunk` tokens in all.
+    // A step holds a decode token for every sequence and every verify row plus prefill chunks of `prefillChunk` tokens in all.
     const integerDot = opts.integerDot === true;
     const prefillChunk = Math.max(1, Math.floor(opts.prefillChunk ?? defaultPrefillChunk(gpu.info, engineOpContext(gpu, precision, integerDot).emulated)));
-    const limits = { maxTokens: prefillChunk + maxSeqs, maxSeqs, numPages, pageSize, maxPagesPerSeq, contextLength };
+    const rows = maxSeqs + VERIFY_ROWS;
+    const limits = { maxTokens: prefillChunk + rows, maxSeqs: rows, slots: maxSeqs, numPages, pageSize, maxPagesPerSeq, contextLength };
     const snapshots = snapshotCount(layerCacheKinds(config), gpu.device.limits.maxBufferSize, opts.stateSnapshots);
     const spec: PartsSpec = { precision, integerDot, limits, maxWeightPartBytes: opts.maxWeightPartBytes, snapshots };
     const text = loadTextModel(opened);
@@ -705,6 +707,15 @@ export interface EngineStats {
 /** Sequences decoded together by default. */
 export const DEFAULT_MAX_BATCH = 16;
 
+/**
+ * Rows of every step beyond maxBatch's, for speculative decoding's verify rows: a lone sequence
+ * (maxBatch 1) verifies up to this many proposals a step, and at maxBatch N they add to the rows
+ * running sequences leave. As many as an MTP head guesses at most (MTP_MAX_GUESSES). Each row is
+ * sized in every per-row buffer (docs/api.md's Speculative decoding: at Qwen3.5-0.8B's
+ * vocabulary about 1 MiB a row, the logits' f32 row and the grammar mask's bits; per-slot
+ * buffers, the penalties' rows and a recurrent layer's states, are not).
+ */
+export const VERIFY_ROWS = MTP_MAX_GUESSES;
 
 /** A source as listings show it: a path, URL or repo id; 'picked files' otherwise. */
 function sourceName(input: ModelInput): string {

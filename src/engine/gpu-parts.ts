@@ -34,7 +34,8 @@ export interface GpuParts {
 export interface PartsSpec {
   precision: Precision;
   integerDot: boolean;
-  limits: { maxTokens: number; maxSeqs: number; numPages: number; pageSize: number; maxPagesPerSeq: number; contextLength: number };
+  /** `maxSeqs`: rows per step (slots plus the verify rows, engine.ts's VERIFY_ROWS); `slots`: sequences at once (default maxSeqs). */
+  limits: { maxTokens: number; maxSeqs: number; slots?: number; numPages: number; pageSize: number; maxPagesPerSeq: number; contextLength: number };
   maxWeightPartBytes?: number;
   /** State snapshots of a hybrid's prefix cache (0: none; EngineOptions.stateSnapshots). */
   snapshots: number;
@@ -73,8 +74,8 @@ export async function buildParts(gpu: GPUContext, opened: OpenedModel, spec: Par
   const logprobs = createBuffer(gpu.device, maxSeqs * LOGPROB_WORDS * 4, STORAGE, 'sampled logprobs'); // u32 [maxSeqs, LOGPROB_WORDS] by row
   const { logits } = forward;
   const op = await createSampleOp(ctx, { logits, params, tokens, logprobs, vocab: config.vocabSize, rowSlot: step.drawSlot, maxSeqs });
-  // Bias rows, counts and prompt bits per slot (2 × maxSeqs × vocab words); they count the sampler's `tokens` (by slot too).
-  const penalties = spec.drawsOnly ? undefined : await createPenaltiesOp(ctx, { logits, lastToken: tokens, vocab: config.vocabSize, maxSeqs, rowSlot: step.rowSlot });
+  // Bias rows, counts and prompt bits per slot (2 × slots × vocab words; a verify row reads its sequence's); they count the sampler's `tokens` (by slot too).
+  const penalties = spec.drawsOnly ? undefined : await createPenaltiesOp(ctx, { logits, lastToken: tokens, vocab: config.vocabSize, maxSeqs: limits.slots ?? maxSeqs, rowSlot: step.rowSlot });
   // Structured output's token mask (by row), applied before the penalties and the sampler.
   const mask = await createApplyMaskOp(ctx, { logits, vocab: config.vocabSize, maxSeqs });
   compile.done();

@@ -80,14 +80,14 @@ export class LayerCaches {
     readonly checkpointRow: number,
   ) {}
 
-  static create(device: GPUDevice, kinds: readonly LayerCacheKind[], a: { numPages: number; pageSize: number; maxSeqs: number; actBytes: number }): LayerCaches {
+  static create(device: GPUDevice, kinds: readonly LayerCacheKind[], a: { numPages: number; pageSize: number; maxSeqs: number; rows?: number; actBytes: number }): LayerCaches {
     const layers = kinds.map((k, l): LayerCache => {
       if (k.kind === 'paged-kv') {
         const bytes = a.numPages * a.pageSize * rowBytes(k, a.actBytes);
         return { kind: 'paged-kv', k: createBuffer(device, bytes, STORAGE, `kCache.${l}`), v: createBuffer(device, bytes, STORAGE, `vCache.${l}`) };
       }
-      // The slots, then (rolling back) a checkpoint row per step row: at most maxSeqs rows.
-      const rows = a.maxSeqs * (k.rollsBack ? 2 : 1);
+      // The slots, then (rolling back) a checkpoint row per step row: at most `rows` (default: one per slot).
+      const rows = a.maxSeqs + (k.rollsBack ? (a.rows ?? a.maxSeqs) : 0);
       return { kind: 'slot-state', state: createBuffer(device, rows * k.floats * 4, STORAGE, `state.${l}`), floats: k.floats, rollsBack: k.rollsBack === true };
     });
     const widest = Math.max(0, ...layers.map((c) => (c.kind === 'slot-state' ? c.floats : 0)));

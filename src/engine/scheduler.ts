@@ -78,6 +78,8 @@ interface InFlight {
 export interface SchedulerLimits {
   /** Sequences in one step (and slots). */
   maxSeqs: number;
+  /** Rows of one step (default maxSeqs): a decoding sequence's token, and one per proposal it verifies (rows beyond maxSeqs are for those alone). */
+  rows?: number;
   /** Prompt tokens in one step, over all its prefill chunks (a step holds up to this plus one decode token per sequence). */
   prefillTokens: number;
 }
@@ -228,7 +230,9 @@ export class Scheduler {
           drafting = this.drafting();
         }
         if (drafting.length) {
-          await Promise.all(drafting.map((seq) => seq.prepare(this.limits.maxSeqs)));
+          // As many guesses as the step has rows for (none: the draft does not run).
+          const room = this.spareRows();
+          await Promise.all(drafting.map((seq) => seq.prepare(room)));
           this.reap();
         }
         const items = this.plan(inFlight !== null);
@@ -443,6 +447,15 @@ export class Scheduler {
   }
 
   /**
+   * Rows no sequence will take (each running one and each that may be admitted takes one): a
+   * decoding sequence that speculates verifies up to these many proposals, one row each. The
+   * rows beyond maxSeqs (EngineOptions' maxBatch) are always left: a lone sequence speculates.
+   */
+  private spareRows(): number {
+    return (this.limits.rows ?? this.limits.maxSeqs) - this.running.length - Math.min(this.waiting.length, this.freeSlots.length);
+  }
+
+  /**
    * This step's batch. Running sequences first, oldest first: a decode token each, or a prefill
    * chunk from what the budget leaves. If the pool cannot hold them, the newest running sequence
    * is preempted (possibly the one being placed); with a step in flight (`pipelined`) the plan is
@@ -456,9 +469,7 @@ export class Scheduler {
     let pages = 0; // pages this batch needs beyond what its sequences hold
     const items: BatchItem[] = [];
     const planned = new Set<Running>();
-    // Rows no sequence will take (each running one and each that may be admitted takes one): a
-    // decoding sequence that speculates verifies up to these many proposals, one row each.
-    let spareRows = this.limits.maxSeqs - this.running.length - Math.min(this.waiting.length, this.freeSlots.length);
+    let spareRows = this.spareRows();
     // Decoding sequences take one token each before any prefill chunk.
     const order = [...this.running].sort((a, b) => Number(a.seq.pending > 1) - Number(b.seq.pending > 1));
     for (const r of order) {

@@ -17,7 +17,7 @@ import type { Backend } from './types';
 import { ensureFixture } from '../testing/fixtures/shared';
 import { testGPU } from '../testing/gpu';
 import { drainGeneration, greedyRequest } from '../testing/sampling';
-import { GpuEngine } from './engine';
+import { GpuEngine, VERIFY_ROWS } from './engine';
 import type { GenerateRequest, GeneratedToken, SamplingParams } from './types';
 
 let rig: Rig;
@@ -91,6 +91,23 @@ describe('speculative decoding on the GPU engine', () => {
     expect(own.result.speculation).toEqual({ proposed: 11, accepted: 11 });
     const ngram = await run(dense, 12, { ngram: { n: 2, k: 4 } }, sampling);
     expect(ngram.ids).toEqual(off.ids);
+  });
+
+  it('speculates at maxBatch 1: its one sequence verifies on the reserve rows (VERIFY_ROWS) beyond the batch', async () => {
+    const lone = await GpuEngine.load(rig.qwen.opened, { gpu: await testGPU(), id: 'qwen3-tiny', contextLength: 256, maxBatch: 1 });
+    try {
+      expect(lone.limits.maxSeqs).toBe(1);
+      const off = await run(lone, 12);
+      const own = await run(lone, 12, { prediction: off.ids });
+      expect(own.ids).toEqual(off.ids);
+      expect(off.ids).toEqual((await run(dense, 12)).ids);
+      // The prompt's step verifies VERIFY_ROWS (8) proposals, the next the 2 that max_tokens leaves room for.
+      expect(off.steps).toBe(12);
+      expect(own.steps).toBe(2);
+      expect(own.result.speculation).toEqual({ proposed: VERIFY_ROWS + 2, accepted: VERIFY_ROWS + 2 });
+    } finally {
+      await lone.dispose();
+    }
   });
 });
 

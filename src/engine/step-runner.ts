@@ -166,8 +166,8 @@ export class StepRunner implements BatchRunner {
   constructor(
     private readonly gpu: GPUContext,
     private readonly config: ModelConfig,
-    /** `maxSeqs` rows per step; the sampler's `tokens` hold 2 × maxSeqs words (by slot, then a verify row's by row). */
-    private readonly limits: { maxSeqs: number },
+    /** `maxSeqs` rows per step (`slots` sequences, default maxSeqs, and verify rows); the sampler's `tokens` hold 2 × maxSeqs words (by slot, then a verify row's by row). */
+    private readonly limits: { maxSeqs: number; slots?: number },
     private readonly forward: GpuForward,
     private readonly sampler: Sampler,
     private readonly stepBuffers: StepBuffers,
@@ -179,7 +179,7 @@ export class StepRunner implements BatchRunner {
   ) {
     const { maxSeqs } = limits;
     this.caches = forward.caches;
-    this.channels = readbackChannels(config, maxSeqs, forward, sampler).filter((c) => !drawsOnly || c.name === 'tokens');
+    this.channels = readbackChannels(config, limits, forward, sampler).filter((c) => !drawsOnly || c.name === 'tokens');
     this.ring = [0, 1].map((i) => readback(gpu.device, this.channels, i));
     this.samplingParams = new ArrayBuffer(maxSeqs * SAMPLE_PARAM_WORDS * 4);
     this.allowAll = new Uint32Array(maskWords(config.vocabSize)).fill(0xffffffff);
@@ -490,8 +490,9 @@ function routedWordsOf(config: ModelConfig): number {
 }
 
 /** The readback channels, in copy order. */
-function readbackChannels(config: ModelConfig, maxSeqs: number, forward: GpuForward, sampler: Sampler): Channel[] {
+function readbackChannels(config: ModelConfig, limits: { maxSeqs: number; slots?: number }, forward: GpuForward, sampler: Sampler): Channel[] {
   const { vocabSize: V, hiddenSize: H } = config;
+  const { maxSeqs } = limits;
   const routedWords = routedWordsOf(config);
   return [
     {
@@ -505,9 +506,9 @@ function readbackChannels(config: ModelConfig, maxSeqs: number, forward: GpuForw
       },
     },
     {
-      // f32 [maxSeqs, vocab] the logits of the rows sampled on the CPU
+      // f32 [slots, vocab] the logits of the rows sampled on the CPU (one per sequence at most: verify rows are sampled on the GPU)
       name: 'logits',
-      bytes: maxSeqs * V * 4,
+      bytes: (limits.slots ?? maxSeqs) * V * 4,
       wanted: (s) => s.cpuRows.length > 0,
       copy: (encoder, into, s) => encoder.copyBufferToBuffer(forward.logits, s.gpuRows.length * V * 4, into, 0, s.cpuRows.length * V * 4),
       mapped: (s) => s.cpuRows.length * V * 4,

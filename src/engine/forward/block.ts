@@ -20,7 +20,9 @@ import type { StepBuffers } from '../step';
 
 export interface ForwardLimits {
   maxTokens: number; // tokens per step (prefill chunk)
-  maxSeqs: number; // sequences per step
+  maxSeqs: number; // rows per step: sequences, and a verify row per proposal (EngineOptions.maxBatch + VERIFY_ROWS)
+  /** Sequence slots (per-slot state: a recurrent layer's); default maxSeqs. Verify rows reuse their sequence's slot. */
+  slots?: number;
   numPages: number; // KV pages in the cache
   pageSize: number; // tokens per page
   maxPagesPerSeq: number;

@@ -116,7 +116,7 @@ export class GpuForward {
       // is of the stream's size (Gemma's pass f16's range), and is normed or added in f32.
       xb2: buffers.make(T * H, 'xb2', 'f32'),
     };
-    const caches = LayerCaches.create(ctx.device, layerCacheKinds(config), { numPages: limits.numPages, pageSize: limits.pageSize, maxSeqs: S, actBytes: act });
+    const caches = LayerCaches.create(ctx.device, layerCacheKinds(config), { numPages: limits.numPages, pageSize: limits.pageSize, maxSeqs: limits.slots ?? S, rows: S, actBytes: act });
     const b = new BlockBuilder(ctx, config, weights, step, limits, caches, buffers, state, ropeFreqFactors);
 
     // Tokens drawn at the step before are read on the GPU: the CPU never waits for them.
