@@ -338,6 +338,28 @@ describe('Scheduler', () => {
       return { holding, drafter };
     }
 
+    it('asks the draft for no guess when the step has no row to spare, and verifies on the rows beyond maxSeqs', async () => {
+      const p = prompt(4, 5);
+      for (const rows of [1, 3]) {
+        const kv = new KvPages(64, 4);
+        const d = drafts();
+        let asked = 0;
+        const open = d.drafter.open.bind(d.drafter);
+        d.drafter.open = () => {
+          const stream = open();
+          const draft = stream.draft.bind(stream);
+          stream.draft = (ids, count) => (asked++, draft(ids, count));
+          return stream;
+        };
+        const scheduler = new Scheduler(kv, new SimulatedKv(kv), { maxSeqs: 1, rows, prefillTokens: 16 });
+        const out = await drain(scheduler, spec(p, 12, { draft: d.drafter }));
+        expect(out.ids).toEqual(alone(p, 12));
+        // One slot and no verify row: every step decodes one token and the draft never runs; two rows beyond it: it drafts (3 tokens at most, 2 verified a step).
+        if (rows === 1) expect([asked, scheduler.counters.steps]).toEqual([0, 12]);
+        else expect(asked).toBeGreaterThan(0);
+      }
+    });
+
     it("frees a sequence's draft slot on every way out, at once: a failed step, preemption, the engine stopping, a lost device", async () => {
       // A step fails for one sequence (its grammar refused a token): its draft slot is back before its consumer sees the error, the other's output as alone.
       class FailingKv extends SimulatedKv {
@@ -387,9 +409,10 @@ describe('Scheduler', () => {
       expect(d.holding.size).toBe(0);
 
       // The engine stopping (disposed): running and waiting sequences end with the error, their slots back.
+      // One slot and a verify row beyond it (the engine's VERIFY_ROWS): the running sequence drafts while the other waits.
       kv = new KvPages(64, 4);
       d = drafts();
-      scheduler = new Scheduler(kv, new SimulatedKv(kv), { maxSeqs: 1, prefillTokens: 16 });
+      scheduler = new Scheduler(kv, new SimulatedKv(kv), { maxSeqs: 1, rows: 2, prefillTokens: 16 });
       const both = [prompt(1, 5), prompt(2, 5)].map((r) => drain(scheduler, spec(r, 30, { draft: d.drafter })).catch((e: unknown) => e));
       while (!d.holding.size) await new Promise((r) => setTimeout(r, 0));
       await scheduler.stop(new Error('disposed'));
