@@ -138,6 +138,10 @@ export default defineConfig(({ command, mode }) => {
     // The library build: URLs relative to the module that uses them, so dist/ works wherever it is
     // served (with '/', it would only work at the site root).
     base: command === 'build' ? './' : '/',
+    // npm test's two Chromium halves (scripts/test.mjs) each optimise dependencies in a folder of
+    // their own: sharing one, the second's re-optimisation reloads the first's modules mid-run
+    // ("Failed to fetch dynamically imported module") on a fresh clone.
+    ...(process.env.WEBGPU_LLM_VITE_CACHE ? { cacheDir: process.env.WEBGPU_LLM_VITE_CACHE } : {}),
     plugins: [wgsl(), engineWorkerURL(), ...(browserPart ? [nodeOnlyModules(), selfContained()] : [])],
     // Discovered mid-run otherwise (it is imported lazily), which fails the first browser test run.
     optimizeDeps: { include: ['@mlc-ai/web-xgrammar', 'ai', '@ai-sdk/openai'] },

@@ -73,7 +73,8 @@ function runHalves(cmd, args, half, env) {
   ].map(
     (a, i) =>
       new Promise((resolve) => {
-        const child = spawn(cmd, a, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+        // Each its own Vite cache (vite.config.ts): two runs optimising dependencies into one folder at once break each other.
+        const child = spawn(cmd, a, { env: { ...env, WEBGPU_LLM_VITE_CACHE: `node_modules/.vite-browser-${i + 1}` }, stdio: ['ignore', 'pipe', 'pipe'] });
         const out = [];
         child.stdout.on('data', (d) => out.push(d));
         child.stderr.on('data', (d) => out.push(d));
