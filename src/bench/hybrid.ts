@@ -106,8 +106,9 @@ export async function benchHybridMtp(gpu: GPUContext, s: HybridBenchSettings, k 
   const paths = await ensureFixture({ arch: 'qwen35', preset: s.preset, mtp: true }, { hf: [], gguf: [s.format] });
   const opened = await openModel(paths.gguf[s.format]!);
   const tokens = Math.max(s.steps, MTP_CASE_TOKENS);
-  // One stream, but a batch of k + 1: a sequence's verify rows are sampling rows, at most maxBatch
-  // a step, so an engine of maxBatch 1 verifies no guess (the scheduler's spare rows).
+  // One stream in a batch of k + 1, as when these figures were first taken: an engine of maxBatch 1
+  // then verified no guess. Since a56cad7 every step has VERIFY_ROWS beyond maxBatch (engine.ts),
+  // so maxBatch 1 would verify them too.
   const engine = await GpuEngine.load(opened, { gpu, contextLength: 256, prefillChunk: s.prefillChunk, maxBatch: k + 1, mtp: true });
   try {
     const b = (await benchMtp(engine, benchPrompt(16, opened.config.vocabSize, 98), tokens, k))!;

@@ -381,7 +381,7 @@ describe("Qwen3.5's MTP head on the GPU (engine/mtp-head.ts) against the CPU ref
 
   it('as a proposer (speculative {type: "mtp", k: 3}): its KV holds the prompt\'s rows, prefilled in chunks or after a cached prefix, and its first guess is the reference head\'s over them; the same greedy output, 3 guesses a step where they fit; k out of 1..8 and a model without a head refuse it', async () => {
     const mtpOpened = await openModel((await ensureFixture({ arch: 'qwen35', preset: 'tiny', mtp: true }, { hf: [], gguf: ['Q8_0'] })).gguf.Q8_0!);
-    // maxBatch 4: a step's rows take the sequence's last token and its 3 proposals.
+    // maxBatch 4 (the verify rows beyond it, engine.ts VERIFY_ROWS, would take the 3 proposals at any maxBatch).
     const e = await GpuEngine.load(mtpOpened, { gpu, precision: 'f32', contextLength: 64, pageSize: 4, prefillChunk: 16, maxBatch: 4, mtp: true });
     // Each guess, with the head's KV length after it: the rows it attended over.
     const drafter = (e as unknown as { mtp: MtpDrafter }).mtp;

@@ -46,7 +46,7 @@ describe('speculation across a lost device', () => {
   it("a draft model (the model's own Q8_0) and the MTP head (Qwen3.5's) are rebuilt on the new device: the same greedy output, guesses proposed (and the draft's taken) after the recovery, nothing of either left on the lost device", async () => {
     const paths = await ensureFixture({ arch: 'qwen35', preset: 'tiny', mtp: true }, { hf: [], gguf: ['Q8_0'] });
     const devices: Array<{ gpu: GPUContext; live: Set<GPUBuffer> }> = [];
-    // maxBatch 8: a step's sampling rows (one per slot) take each sequence's last token and its guesses (the draft's 3, the head's 1).
+    // maxBatch 8: a slot per sequence; their guesses (the draft's 3, the head's 1) take verify rows (engine.ts VERIFY_ROWS and the slots left).
     const opts = { precision: 'f32', contextLength: 64, pageSize: 4, prefillChunk: 16, maxBatch: 8, mtp: true, draft: { model: paths.gguf.Q8_0!, tokens: 3 } } as const;
     const engine = await GpuEngine.load(await openModel(paths.gguf.Q8_0!), { ...opts, gpu: await trackedDevice(devices), recovery: { acquire: () => trackedDevice(devices) } });
     // The draft (the engine's speculation for requests naming none), and the MTP head (k 1) asked for.
